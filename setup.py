@@ -1,0 +1,35 @@
+from setuptools import find_packages, setup
+
+version = {}
+with open("tb_attn_plugin/version.py") as fh:
+    exec(fh.read(), version)
+
+setup(
+    name="tb-attn",
+    version=version["__version__"],
+    description="TensorBoard plugin and CLI that make attention visible in PyTorch profiler traces",
+    long_description=open("README.md").read(),
+    long_description_content_type="text/markdown",
+    license="MIT",
+    python_requires=">=3.10",
+    packages=find_packages(include=["tb_attn_plugin", "tb_attn_plugin.*"]),
+    package_data={"tb_attn_plugin": ["static/*", "static/**/*", "report/schema.json"]},
+    include_package_data=True,
+    # The engine needs only msgspec; torch and tensorboard are for the collector and the plugin.
+    install_requires=["msgspec>=0.18"],
+    extras_require={
+        "plugin": ["tensorboard>=2.14", "werkzeug>=2.0"],
+        "collector": ["torch>=2.1", "tensorboard>=2.14"],
+        "remote": ["fsspec>=2023.1"],
+        "test": ["pytest>=7", "hypothesis>=6", "orjson>=3", "fsspec>=2023.1", "jsonschema>=4"],
+    },
+    entry_points={
+        "console_scripts": ["tb-attn=tb_attn_plugin.cli:main"],
+        "tensorboard_plugins": ["tb_attn=tb_attn_plugin.plugin.loader:AttentionPluginLoader"],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "License :: OSI Approved :: MIT License",
+    ],
+)

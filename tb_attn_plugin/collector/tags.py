@@ -1,0 +1,77 @@
+"""The tag format: how the collector marks attention in a trace, and how the engine reads it back.
+
+This module is the contract between ``tb_attn_plugin.collector`` (writes, needs torch) and the
+analysis engine (reads, must not import torch), so it imports neither.
+
+Format, version 1 (all through standard torch.profiler APIs, so any kineto reader sees them):
+
+* One ``record_function`` range per attention call, named ``tb_attn::call `` followed by a compact
+  JSON object (CALL_FIELDS below). It appears as a ``user_annotation`` event that encloses the ops
+  of the call on the calling thread; backward kernels reach it through the forward ops' autograd
+  links, so they need no tag of their own.
+* Inside a user-marked region, optional stage ranges ``tb_attn::stage <stage>`` (stage names as in
+  STAGES) tell the engine the stage of hand-written kernels.
+* Run metadata, once per trace, with ``prof.add_metadata_json("tb_attn", json)``: a JSON object with
+  ``format`` (this version), ``variant`` (the user's name for the run), ``torch``, ``device``,
+  ``host``, ``rank``, ``world_size`` and any user ``extra``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+FORMAT_VERSION = 1
+METADATA_KEY = "tb_attn"
+CALL_PREFIX = "tb_attn::call "
+STAGE_PREFIX = "tb_attn::stage "
+
+STAGES = ("qkv_proj", "qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "out_proj", "fused", "other")
+# Short names accepted from users in stage marks.
+STAGE_ALIASES = {"qkv": "qkv_proj", "qk": "qk_matmul", "scores": "qk_matmul", "mask": "scale_mask",
+                 "scale": "scale_mask", "av": "av_matmul", "out": "out_proj", "proj": "out_proj"}
+
+# Keys of a call tag; all optional except ``layer``.
+CALL_FIELDS = {
+    "layer": "module path of the attention layer, e.g. model.layers.3.self_attn",
+    "impl": "implementation requested: sdpa, eager, mha, flex, hf:<attn_implementation>, user",
+    "backend": "SDPA backend selected by the dispatcher: flash, efficient, cudnn, math, flash_cpu, overrideable",
+    "b": "batch", "hq": "query heads", "hkv": "key/value heads", "lq": "query length", "lk": "key length",
+    "d": "head dim", "dtype": "torch dtype name without 'torch.'", "causal": "bool", "mask": "none, bool, additive, causal",
+    "dropout": "dropout probability", "scale": "softmax scale or null", "gqa": "bool", "compiled": "bool",
+}
+
+
+def call_name(**fields: Any) -> str:
+    """The record_function name of one tagged call."""
+    return CALL_PREFIX + json.dumps(fields, separators=(",", ":"), default=str)
+
+
+def stage_name(stage: str) -> str:
+    stage = STAGE_ALIASES.get(stage, stage)
+    if stage not in STAGES:
+        raise ValueError(f"unknown attention stage {stage!r}; expected one of {', '.join(STAGES)}")
+    return STAGE_PREFIX + stage
+
+
+def parse_call(name: str) -> dict[str, Any] | None:
+    """The fields of a call tag, or None when ``name`` is not one (or is damaged)."""
+    if not name.startswith(CALL_PREFIX):
+        return None
+    try:
+        fields = json.loads(name[len(CALL_PREFIX):])
+    except ValueError:
+        return None
+    return fields if isinstance(fields, dict) else None
+
+
+def parse_stage(name: str) -> str | None:
+    if not name.startswith(STAGE_PREFIX):
+        return None
+    stage = name[len(STAGE_PREFIX):].strip()
+    return stage if stage in STAGES else None
+
+
+def run_metadata(variant: str | None = None, **fields: Any) -> str:
+    """The JSON given to ``prof.add_metadata_json(METADATA_KEY, ...)``."""
+    return json.dumps({"format": FORMAT_VERSION, "variant": variant, **fields}, default=str)

@@ -1,0 +1,53 @@
+"""Finding traces the way ``torch.profiler.tensorboard_trace_handler`` lays them out.
+
+A run is a directory holding ``{worker}.{time_ns}.pt.trace.json[.gz]`` files; each worker (host,
+pid or rank) may write several files, one per profiling span, ordered by their time stamp.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+TRACE_FILE = re.compile(r"^(?P<worker>.+?)\.(?P<span>\d+)\.pt\.trace\.json(\.gz)?$")
+ANY_TRACE = re.compile(r"\.(pt\.trace\.)?json(\.gz)?$")
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    path: str
+    run: str  # directory relative to the root ("." for the root itself)
+    worker: str
+    span: str  # the time stamp in the file name, or the file name when it has none
+
+
+def parse_name(filename: str) -> tuple[str, str] | None:
+    """(worker, span) of a trace_handler file name, or None when it is not one."""
+    m = TRACE_FILE.match(filename)
+    if m:
+        return m.group("worker"), m.group("span")
+    return None
+
+
+def find_traces(root: str, *, loose: bool = False) -> list[TraceFile]:
+    """Every trace under ``root``. With ``loose``, any ``*.json``/``*.json.gz`` counts too (CLI use);
+    the plugin stays strict so that unrelated JSON in a logdir is never parsed."""
+    root = os.path.abspath(root)
+    found: list[TraceFile] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        run = os.path.relpath(dirpath, root)
+        for name in sorted(filenames):
+            parsed = parse_name(name)
+            if parsed is None:
+                if not (loose and ANY_TRACE.search(name)):
+                    continue
+                parsed = (re.sub(r"\.(pt\.trace\.)?json(\.gz)?$", "", name), name)
+            found.append(TraceFile(os.path.join(dirpath, name), run, parsed[0], parsed[1]))
+    found.sort(key=lambda t: (t.run, t.worker, _span_key(t.span)))
+    return found
+
+
+def _span_key(span: str):
+    return (0, int(span), "") if span.isdigit() else (1, 0, span)

@@ -1,0 +1,218 @@
+"""Typed decoding of kineto (Chrome trace format) JSON into compact records.
+
+Only the fields the analysis reads are declared; msgspec skips everything else while parsing, so
+no dict is ever built per event. Event kinds the analysis never uses (Python stack frames other than
+``nn.Module`` scopes, flow events other than fwd→bwd, metadata rows) are dropped right after decoding.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import msgspec
+
+from ..errors import TraceError
+
+Id = Union[int, str]
+
+
+class Args(msgspec.Struct, gc=False, omit_defaults=True):
+    external_id: int | None = msgspec.field(default=None, name="External id")
+    correlation: int | None = None
+    seq: int | None = msgspec.field(default=None, name="Sequence number")
+    fwd_tid: int | None = msgspec.field(default=None, name="Fwd thread id")
+    dims: list[Any] | None = msgspec.field(default=None, name="Input Dims")
+    types: list[Any] | None = msgspec.field(default=None, name="Input type")
+    concrete: list[Any] | None = msgspec.field(default=None, name="Concrete Inputs")
+    device: int | None = None
+    stream: int | None = None
+    nbytes: int | None = msgspec.field(default=None, name="Bytes")
+    total_allocated: int | None = msgspec.field(default=None, name="Total Allocated")
+    device_type: int | None = msgspec.field(default=None, name="Device Type")
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: Id = 0
+    tid: Id = 0
+    ts: float = 0.0
+    dur: float = 0.0
+    id: Id | None = None
+    args: Args | None = None
+
+
+class _Doc(msgspec.Struct, gc=False):
+    traceEvents: list[Event] | None = None
+    deviceProperties: list[dict[str, Any]] | None = None
+    distributedInfo: dict[str, Any] | None = None
+    tb_attn: Any = None  # run metadata written by the collector (tb_attn_plugin.collector.tags)
+
+
+class _RawDoc(msgspec.Struct, gc=False):
+    traceEvents: list[msgspec.Raw] | None = None
+    deviceProperties: Any = None
+    distributedInfo: Any = None
+    tb_attn: Any = None
+
+
+_EMPTY_ARGS = Args()
+
+# Categories kept. Kernels, memcpy/memset and launches carry GPU time; cpu ops, annotations and
+# module scopes form the op tree; fwdbwd flows join backward to forward; [memory] instants give
+# allocations per call.
+CPU_CATS = frozenset({"cpu_op", "user_annotation", "Operator", "operator"})
+LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "runtime", "Driver"})
+GPU_CATS = frozenset({"kernel", "Kernel", "gpu_memcpy", "gpu_memset", "Memcpy", "Memset"})
+MODULE_PREFIX = "nn.Module: "
+
+
+class Events(msgspec.Struct, gc=False):
+    """The kept events of one trace, split by kind (each list in file order)."""
+
+    ops: list[Event]  # cpu ops, user annotations, nn.Module scopes: the op tree's nodes
+    launches: list[Event]
+    gpu: list[Event]  # kernels, memcpy, memset
+    flows: list[Event]  # fwdbwd flow starts and ends
+    memory: list[Event]  # [memory] instant events
+    device_properties: list[dict[str, Any]]
+    distributed: dict[str, Any]
+    tb_attn: Any
+    total_events: int
+    warnings: list[str]
+
+
+_doc_decoder = msgspec.json.Decoder(_Doc)
+_list_decoder = msgspec.json.Decoder(list[Event])
+_event_decoder = msgspec.json.Decoder(Event)
+
+
+def decode(path: str, text: bytes, warnings: list[str] | None = None) -> Events:
+    """Decode trace JSON ``text`` (read from ``path``, used in messages) into Events."""
+    warnings = list(warnings or [])
+    head = text.lstrip()[:1]
+    if head not in (b"{", b"["):
+        raise TraceError(path, "not JSON: a trace starts with '{' or '['")
+    try:
+        if head == b"[":
+            doc = _Doc(traceEvents=_list_decoder.decode(text))
+        else:
+            doc = _doc_decoder.decode(text)
+    except msgspec.ValidationError as exc:
+        doc = _decode_leniently(path, text, head, str(exc), warnings)
+    except msgspec.DecodeError as exc:
+        doc = _salvage_truncated(path, text, head, str(exc), warnings)
+    if doc.traceEvents is None:
+        raise TraceError(path, "JSON but not a trace: no 'traceEvents' list")
+    return _split(doc, warnings)
+
+
+def _decode_leniently(path: str, text: bytes, head: bytes, why: str, warnings: list[str]) -> _Doc:
+    """Some events have mistyped fields: decode event by event and skip the bad ones."""
+    try:
+        if head == b"[":
+            raw = _RawDoc(traceEvents=msgspec.json.decode(text, type=list[msgspec.Raw]))
+        else:
+            raw = msgspec.json.decode(text, type=_RawDoc)
+    except msgspec.ValidationError as exc:
+        raise TraceError(path, f"JSON but not a trace: {exc}") from None
+    if raw.traceEvents is None:
+        raise TraceError(path, "JSON but not a trace: no 'traceEvents' list")
+    kept, bad, first = [], 0, why
+    for r in raw.traceEvents:
+        try:
+            kept.append(_event_decoder.decode(r))
+        except msgspec.ValidationError as exc:
+            bad += 1
+            first = first or str(exc)
+    if raw.traceEvents and not kept:
+        raise TraceError(path, f"JSON but not a trace: no event has the trace event fields ({why})")
+    if bad:
+        warnings.append(f"skipped {bad} of {len(raw.traceEvents)} events with missing or mistyped fields ({why})")
+
+    def typed(v, t):
+        try:
+            return msgspec.convert(v, t)
+        except msgspec.ValidationError:
+            return None
+
+    return _Doc(
+        traceEvents=kept,
+        deviceProperties=typed(raw.deviceProperties, list[dict[str, Any]]),
+        distributedInfo=typed(raw.distributedInfo, dict[str, Any]),
+        tb_attn=raw.tb_attn,
+    )
+
+
+def _salvage_truncated(path: str, text: bytes, head: bytes, why: str, warnings: list[str]) -> _Doc:
+    """The JSON is cut short or corrupt. Kineto writes one event per line, so a file cut while
+    being written still parses once closed after its last complete event."""
+    start = text.find(b"[", 0 if head == b"[" else max(text.find(b'"traceEvents"'), 0))
+    if start < 0 or (head == b"{" and text.find(b'"traceEvents"') < 0):
+        raise TraceError(path, f"corrupt JSON: {why}")
+    end = len(text)
+    for _ in range(64):
+        end = text.rfind(b"}", start, end)
+        if end < 0:
+            break
+        body = text[start : end + 1]
+        try:
+            events = _list_decoder.decode(body + b"]")
+        except msgspec.DecodeError:
+            continue
+        if head == b"{":
+            # Keep the fields before traceEvents (kineto writes deviceProperties first).
+            prefix = text[:start].rstrip()
+            try:
+                doc = _doc_decoder.decode(prefix + b"[]}")
+            except msgspec.DecodeError:
+                doc = _Doc()
+            doc.traceEvents = events
+        else:
+            doc = _Doc(traceEvents=events)
+        warnings.append(
+            f"file ends early or is corrupt after event {len(events)} ({why}); "
+            "analysed the complete events before that point (is the trace still being written?)"
+        )
+        return doc
+    raise TraceError(path, f"corrupt or truncated JSON: {why}")
+
+
+def _split(doc: _Doc, warnings: list[str]) -> Events:
+    ops, launches, gpu, flows, memory = [], [], [], [], []
+    a_op, a_la, a_gpu, a_fl, a_mem = ops.append, launches.append, gpu.append, flows.append, memory.append
+    for e in doc.traceEvents:
+        ph = e.ph
+        if ph == "X":
+            cat = e.cat
+            if cat in CPU_CATS:
+                a_op(e)
+            elif cat == "python_function":
+                if e.name.startswith(MODULE_PREFIX):
+                    a_op(e)
+            elif cat in GPU_CATS:
+                a_gpu(e)
+            elif cat in LAUNCH_CATS:
+                a_la(e)
+        elif ph == "i" or ph == "I":
+            if e.name == "[memory]":
+                a_mem(e)
+        elif (ph == "s" or ph == "f") and e.cat == "fwdbwd":
+            a_fl(e)
+    return Events(
+        ops=ops,
+        launches=launches,
+        gpu=gpu,
+        flows=flows,
+        memory=memory,
+        device_properties=doc.deviceProperties or [],
+        distributed=doc.distributedInfo or {},
+        tb_attn=doc.tb_attn,
+        total_events=len(doc.traceEvents),
+        warnings=warnings,
+    )
+
+
+def args_of(e: Event) -> Args:
+    return e.args if e.args is not None else _EMPTY_ARGS

@@ -1,0 +1,6 @@
+"""One version for the package and one for the engine's output, kept apart on purpose:
+the report cache is keyed by ENGINE_VERSION, so bump it whenever analysis results change."""
+
+__version__ = "0.1.0"
+ENGINE_VERSION = "1"
+SCHEMA_VERSION = 1
