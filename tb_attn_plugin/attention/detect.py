@@ -1,0 +1,328 @@
+"""Finding attention calls in a linked trace, most trusted source first.
+
+1. collector tags (``tb_attn::call {...}`` ranges);
+2. fused SDPA and vendor attention ops (the outermost op of a nest is one call);
+3. ``nn.Module: ...Attention...`` scopes: a call found by 1, 2 or 4 widens to the innermost attention
+   module around it, so its projections are part of it and the layer gets the module's name;
+4. the eager motif: batched matmul -> softmax -> batched matmul among siblings, shapes agreeing;
+5. fused attention kernels that no op explains (graph replay, launches outside the window).
+
+Backward ops and kernels join the call of the forward op their autograd node came from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..collector import tags
+from ..trace.link import Kernel, Linked, module_name
+from . import patterns as P
+from . import shapes
+
+INSTANCE_SUFFIX = re.compile(r"_\d+$")
+MOTIF_REACH = 8  # siblings searched on each side of a softmax for its matmuls
+
+
+@dataclass
+class Call:
+    id: int
+    lo: int  # forward ops of the call: the contiguous range [lo, hi) of Linked.ops
+    hi: int
+    root: int  # op that names the call (-1 for kernel-only calls)
+    layer: str
+    layer_type: str
+    source: str  # tag | op | module | motif | kernel
+    implementation: str = "eager"
+    backend: str = ""
+    compiled: bool = False
+    step: int = -1
+    start: float = 0.0
+    end: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)  # shape, dtype, causal, dropout, mask
+    kernels: list[Kernel] = field(default_factory=list)  # kernel-only calls
+    bwd_nodes: list[int] = field(default_factory=list)
+
+
+def _class_of(module_event_name: str) -> str:
+    return INSTANCE_SUFFIX.sub("", module_name_str(module_event_name))
+
+
+def module_name_str(name: str) -> str:
+    return name[len(P_MODULE_PREFIX):] if name.startswith(P_MODULE_PREFIX) else name
+
+
+P_MODULE_PREFIX = "nn.Module: "
+
+
+def _is_batched(args) -> bool:
+    dims = args.dims if args is not None else None
+    if not dims or len(dims) < 2:
+        return True  # no shapes recorded: trust the op name
+    a, b = dims[0], dims[1]
+    return isinstance(a, list) and isinstance(b, list) and len(a) >= 3 and len(b) >= 3
+
+
+class Detector:
+    def __init__(self, L: Linked):
+        self.L = L
+        n = len(L.ops)
+        self.call_of = [-1] * n
+        self.calls: list[Call] = []
+        self._attn_module = [False] * n
+        for i, e in enumerate(L.ops):
+            if e.cat == "python_function" and P.is_attention_module(_class_of(e.name)):
+                self._attn_module[i] = True
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _enclosing_attention_module(self, i: int) -> int:
+        L = self.L
+        p = L.parent[i]
+        while p >= 0:
+            if self._attn_module[p]:
+                return p
+            p = L.parent[p]
+        return -1
+
+    def _prev_sibling(self, i: int) -> int:
+        L = self.L
+        p = L.parent[i]
+        j = i - 1
+        while j >= 0 and L.parent[j] != p:
+            j = L.parent[j]
+        if j < 0 or j == p:
+            return -1
+        return j if p >= 0 or self._same_thread(i, j) else -1
+
+    def _next_sibling(self, i: int) -> int:
+        L = self.L
+        j = L.subtree_end[i]
+        if j >= len(L.ops) or L.parent[j] != L.parent[i]:
+            return -1
+        return j if L.parent[i] >= 0 or self._same_thread(i, j) else -1
+
+    def _same_thread(self, i: int, j: int) -> bool:
+        a, b = self.L.ops[i], self.L.ops[j]
+        return a.pid == b.pid and a.tid == b.tid
+
+    def _compiled(self, i: int) -> bool:
+        L = self.L
+        p = i
+        while p >= 0:
+            if P.COMPILED_REGION.match(L.ops[p].name):
+                return True
+            p = L.parent[p]
+        return False
+
+    def _new_call(self, lo: int, hi: int, root: int, source: str, layer: str | None = None) -> Call | None:
+        # Widen to the innermost attention module, unless it already belongs to another call.
+        m = self._enclosing_attention_module(lo)
+        if m >= 0 and self.call_of[m] < 0:
+            lo, hi = m, self.L.subtree_end[m]
+            if source != "tag":
+                root = m
+        for j in range(lo, hi):
+            if self.call_of[j] >= 0 and self.L.node_of[j] < 0:
+                # overlaps an earlier call (e.g. two SDPA ops in one module): join it
+                return None
+        e = self.L.ops[root if root >= 0 else lo]
+        if layer is None:
+            if m >= 0:
+                layer = module_name(self.L.ops[m])
+            else:
+                layer = ""
+        layer_type = _class_of(self.L.ops[m].name) if m >= 0 else ""
+        c = Call(id=len(self.calls), lo=lo, hi=hi, root=root, layer=layer, layer_type=layer_type, source=source,
+                 step=self.L.step[lo], start=self.L.ops[lo].ts, end=self.L.ops[lo].ts + self.L.ops[lo].dur)
+        c.compiled = self._compiled(lo)
+        self.calls.append(c)
+        cid = c.id
+        call_of = self.call_of
+        for j in range(lo, hi):
+            if call_of[j] < 0:
+                call_of[j] = cid
+        del e
+        return c
+
+    # -- the sources, in order of trust ---------------------------------------------------------
+    def run(self) -> list[Call]:
+        L = self.L
+        ops = L.ops
+        fwd = L.node_of
+        n = len(ops)
+        # 1. tags
+        for i in range(n):
+            e = ops[i]
+            if e.cat == "user_annotation" and fwd[i] < 0 and self.call_of[i] < 0 and e.name.startswith(tags.CALL_PREFIX):
+                tag = tags.parse_call(e.name)
+                if tag is None:
+                    continue
+                c = self._new_call(i, L.subtree_end[i], i, "tag", layer=str(tag.get("layer") or ""))
+                if c is not None:
+                    c.info.update(shapes.from_tag(tag))
+                    c.info["tag"] = tag
+                    if tag.get("compiled"):
+                        c.compiled = True
+        # 2. attention ops
+        for i in range(n):
+            if fwd[i] >= 0 or self.call_of[i] >= 0:
+                continue
+            if P.attention_op(ops[i].name) is not None:
+                self._new_call(i, L.subtree_end[i], i, "op")
+        # 4. eager motif (3. happens inside _new_call)
+        for i in range(n):
+            e = ops[i]
+            if fwd[i] >= 0 or self.call_of[i] >= 0:
+                continue
+            if self._is_softmax(e.name) and not self._is_softmax(ops[L.parent[i]].name if L.parent[i] >= 0 else ""):
+                self._motif(i)
+        # 5. fused kernels that no call explains
+        for k in L.kernels:
+            fam = P.fused_family(k.ev.name)
+            if fam is None:
+                continue
+            op = k.op
+            if op >= 0:
+                if self.call_of[op] >= 0:
+                    continue
+                node = fwd[op]
+                if node >= 0:
+                    f = L.fwd_of.get(node)
+                    if f is not None and self.call_of[f] >= 0:
+                        continue
+                    c = Call(id=len(self.calls), lo=0, hi=0, root=-1, layer="", layer_type="", source="kernel",
+                             step=L.step[op], start=k.ev.ts, end=k.ev.ts + k.ev.dur)
+                    c.kernels.append(k)
+                    self.calls.append(c)
+                    continue
+                self._new_call(op, L.subtree_end[op], op, "kernel")
+            else:
+                c = Call(id=len(self.calls), lo=0, hi=0, root=-1, layer="", layer_type="", source="kernel",
+                         step=self._step_at(k.ev.ts), start=k.ev.ts, end=k.ev.ts + k.ev.dur)
+                c.kernels.append(k)
+                self.calls.append(c)
+        self._match_graph_replay()
+        self._propagate_backward()
+        return self.calls
+
+    def _match_graph_replay(self) -> None:
+        """A CUDA/HIP graph records its ops once at capture and replays their kernels later, with no
+        link between the two. When the captured attention calls that got no fused kernel and the
+        replayed fused kernels agree in number, pair them in time order; otherwise keep the kernels
+        as calls of their own (counted once either way)."""
+        L = self.L
+        replayed = [c for c in self.calls if c.source == "kernel" and c.kernels and c.kernels[0].graph]
+        if not replayed:
+            return
+        has_fused = set()
+        for k in L.kernels:
+            if k.op >= 0 and self.call_of[k.op] >= 0 and P.fused_family(k.ev.name) is not None:
+                has_fused.add(self.call_of[k.op])
+        waiting = [c for c in self.calls if c.source != "kernel" and c.id not in has_fused
+                   and any(P.attention_op(L.ops[j].name) for j in range(c.lo, c.hi))]
+        if len(waiting) != len(replayed):
+            return
+        waiting.sort(key=lambda c: c.start)
+        replayed.sort(key=lambda c: c.start)
+        for c, r in zip(waiting, replayed):
+            c.kernels.extend(r.kernels)
+            c.info["graph_replay"] = True
+        gone = {r.id for r in replayed}
+        keep = [c for c in self.calls if c.id not in gone]
+        remap = {c.id: new for new, c in enumerate(keep)}
+        for c in keep:
+            c.id = remap[c.id]
+        self.call_of = [remap.get(x, -1) if x >= 0 else -1 for x in self.call_of]
+        self.calls = keep
+
+    @staticmethod
+    def _is_softmax(name: str) -> bool:
+        if name in P.SOFTMAX_OPS:
+            return True
+        return name.startswith("triton_") and "_softmax" in name and "log_softmax" not in name
+
+    def _is_bmm(self, i: int) -> bool:
+        e = self.L.ops[i]
+        return e.name in P.BMM_OPS and _is_batched(e.args)
+
+    def _motif(self, s: int) -> None:
+        L = self.L
+        # Inside an attention module every sibling is fair game (T5 computes its position bias
+        # between QK^T and softmax); elsewhere stay close, so unrelated matmuls never pair up.
+        p = L.parent[s]
+        reach = len(L.ops) if p >= 0 and self._attn_module[p] else MOTIF_REACH
+        qk = -1
+        j = s
+        for _ in range(reach):
+            j = self._prev_sibling(j)
+            if j < 0:
+                break
+            if self._is_bmm(j):
+                qk = j
+                break
+        if qk < 0:
+            return
+        av = -1
+        j = s
+        for _ in range(reach):
+            j = self._next_sibling(j)
+            if j < 0:
+                break
+            if self._is_bmm(j):
+                av = j
+                break
+        if av < 0 or not self._shapes_agree(qk, s, av):
+            return
+        c = self._new_call(qk, L.subtree_end[av], -1, "motif")
+        if c is None:
+            return
+        if c.root < 0:
+            c.root = qk
+        info = shapes.from_matmuls(L.ops[qk].args.dims if L.ops[qk].args else None,
+                                   L.ops[s].args.dims if L.ops[s].args else None,
+                                   L.ops[qk].args.types if L.ops[qk].args else None)
+        c.info.update(info)
+        c.info["_softmax"] = s
+
+    def _shapes_agree(self, qk: int, s: int, av: int) -> bool:
+        ops = self.L.ops
+        sd = ops[s].args.dims if ops[s].args else None
+        qd = ops[qk].args.dims if ops[qk].args else None
+        ad = ops[av].args.dims if ops[av].args else None
+        if not sd or not isinstance(sd[0], list) or len(sd[0]) < 2:
+            return True
+        lq, lk = sd[0][-2], sd[0][-1]
+        if qd and len(qd) >= 2 and isinstance(qd[0], list) and isinstance(qd[1], list) and qd[0] and qd[1]:
+            if qd[0][-2] != lq or qd[1][-1] != lk:
+                return False
+        if ad and len(ad) >= 2 and isinstance(ad[0], list) and isinstance(ad[1], list) and len(ad[0]) >= 2 and ad[1]:
+            if ad[0][-2] != lq or ad[0][-1] != lk or len(ad[1]) < 2 or ad[1][-2] != lk:
+                return False
+        return True
+
+    def _step_at(self, ts: float) -> int:
+        for s, (a, b) in self.L.steps.items():
+            if a <= ts <= b:
+                return s
+        return -1
+
+    def _propagate_backward(self) -> None:
+        L = self.L
+        call_of = self.call_of
+        for node, f in L.fwd_of.items():
+            c = call_of[f]
+            if c < 0:
+                continue
+            self.calls[c].bwd_nodes.append(node)
+        for i, node in enumerate(L.node_of):
+            if node >= 0 and call_of[i] < 0:
+                f = L.fwd_of.get(node)
+                if f is not None:
+                    call_of[i] = call_of[f]
+
+
+def detect(L: Linked) -> tuple[list[Call], list[int]]:
+    d = Detector(L)
+    calls = d.run()
+    return calls, d.call_of

@@ -1,0 +1,220 @@
+"""Time, counts and memory per call, stage and pass; what ran in each call.
+
+Self time only: an op's CPU self time and the GPU time of the kernels it launched itself, so an SDPA
+op and its inner op never count one kernel twice.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+
+from ..trace.events import Event
+from ..trace.link import Linked
+from . import patterns as P
+from .detect import Call
+from .stages import classify_call, kernel_stage
+
+PASSES = ("fwd", "bwd")
+
+
+@dataclass
+class Cell:
+    gpu_us: float = 0.0
+    cpu_us: float = 0.0
+    kernels: int = 0
+    launches: int = 0
+
+    def add(self, other: "Cell") -> None:
+        self.gpu_us += other.gpu_us
+        self.cpu_us += other.cpu_us
+        self.kernels += other.kernels
+        self.launches += other.launches
+
+
+@dataclass
+class Measured:
+    cells: list[dict[tuple[str, str], Cell]]  # per call: (stage, pass) -> Cell
+    kernel_rows: dict[tuple[str, str, str, str], list[float]]  # (name, stage, pass, impl) -> [count, gpu_us]
+    op_rows: dict[tuple[str, str, str], list[float]]  # (name, stage, pass) -> [count, cpu_us]
+    stage_of: list[str | None]
+    total_gpu_us: float
+    total_cpu_us: float
+    step_gpu: dict[int, float]
+    step_cpu: dict[int, float]
+    kernel_call: dict[int, int] = field(default_factory=dict)  # id(kernel) -> call for kernel-only calls
+
+
+def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
+    ops = L.ops
+    n = len(ops)
+    stage_of: list[str | None] = [None] * n
+    for c in calls:
+        if c.hi > c.lo:
+            classify_call(L, c, stage_of)
+    # Backward ops take their forward op's stage.
+    node_of, fwd_of = L.node_of, L.fwd_of
+    for i in range(n):
+        node = node_of[i]
+        if node >= 0 and call_of[i] >= 0:
+            f = fwd_of.get(node)
+            stage_of[i] = stage_of[f] if f is not None and stage_of[f] is not None else "other"
+
+    cells: list[dict[tuple[str, str], Cell]] = [dict() for _ in calls]
+    op_rows: dict[tuple[str, str, str], list[float]] = {}
+    total_cpu = 0.0
+    step_cpu: dict[int, float] = {}
+    self_cpu, step = L.self_cpu, L.step
+    for i in range(n):
+        e = ops[i]
+        if e.cat != "cpu_op":
+            continue
+        s = self_cpu[i]
+        total_cpu += s
+        st = step[i]
+        step_cpu[st] = step_cpu.get(st, 0.0) + s
+        c = call_of[i]
+        if c < 0:
+            continue
+        key = (stage_of[i] or "other", "bwd" if node_of[i] >= 0 else "fwd")
+        cell = cells[c].get(key)
+        if cell is None:
+            cell = cells[c][key] = Cell()
+        cell.cpu_us += s
+        row = op_rows.get((e.name,) + key)
+        if row is None:
+            row = op_rows[(e.name,) + key] = [0, 0.0]
+        row[0] += 1
+        row[1] += s
+
+    kernel_call: dict[int, int] = {}
+    for c in calls:
+        for k in c.kernels:
+            kernel_call[id(k)] = c.id
+    kernel_rows: dict[tuple[str, str, str, str], list[float]] = {}
+    total_gpu = 0.0
+    step_gpu: dict[int, float] = {}
+    fused_seen: list[dict[str, float]] = [dict() for _ in calls]
+    for k in L.kernels:
+        e = k.ev
+        d = e.dur
+        total_gpu += d
+        op = k.op
+        st_n = step[op] if op >= 0 else -1
+        step_gpu[st_n] = step_gpu.get(st_n, 0.0) + d
+        if op >= 0:
+            c = call_of[op]
+            if c < 0:
+                continue
+            stage = kernel_stage(stage_of[op] or "other", e.name)
+            ps = "bwd" if node_of[op] >= 0 else "fwd"
+        else:
+            c = kernel_call.get(id(k), -1)
+            if c < 0:
+                continue
+            fam = P.kernel_family(e.name)
+            stage = "fused"
+            ps = fam.pass_ if fam is not None and fam.pass_ else "fwd"
+        key = (stage, ps)
+        cell = cells[c].get(key)
+        if cell is None:
+            cell = cells[c][key] = Cell()
+        cell.gpu_us += d
+        cell.kernels += 1
+        if op >= 0:
+            cell.launches += 1
+        impl = ""
+        if stage == "fused":
+            fam = P.fused_family(e.name)
+            if fam is not None:
+                impl = fam.implementation
+                fused_seen[c][impl] = fused_seen[c].get(impl, 0.0) + d
+        rk = (e.name, stage, ps, impl)
+        row = kernel_rows.get(rk)
+        if row is None:
+            row = kernel_rows[rk] = [0, 0.0]
+        row[0] += 1
+        row[1] += d
+
+    for c in calls:
+        _settle_implementation(L, c, fused_seen[c.id])
+    return Measured(cells, kernel_rows, op_rows, stage_of, total_gpu, total_cpu, step_gpu, step_cpu, kernel_call)
+
+
+def _settle_implementation(L: Linked, c: Call, fused: dict[str, float]) -> None:
+    """What ran: the fused kernel's family first, then the innermost attention op, then the tag."""
+    tag = c.info.get("tag") or {}
+    deepest, depth = None, -1
+    for j in range(c.lo, c.hi):
+        hit = P.attention_op(L.ops[j].name)
+        if hit is not None and L.depth[j] > depth:
+            deepest, depth = hit, L.depth[j]
+            if "shape" not in c.info or L.ops[j].name == "aten::scaled_dot_product_attention":
+                pass
+    backend = (deepest[1] if deepest else "") or str(tag.get("backend") or "")
+    if fused:
+        impl = max(fused, key=fused.get)
+    elif deepest is not None and deepest[0] != "sdpa":
+        impl = deepest[0]
+    elif deepest is not None:
+        impl = str(tag.get("backend") or "sdpa")
+    elif c.compiled and any(L.ops[j].name.startswith("triton_") for j in range(c.lo, c.hi)):
+        impl = "compiled"
+    elif c.source == "kernel" and c.kernels:
+        fam = P.fused_family(c.kernels[0].ev.name)
+        impl = fam.implementation if fam else "fused"
+    elif tag.get("impl") and tag.get("impl") not in ("sdpa", "eager", "user") and not str(tag.get("impl")).startswith("hf:"):
+        impl = str(tag["impl"])
+    else:
+        impl = "eager"
+    c.implementation = impl
+    c.backend = backend
+
+
+def call_memory(L: Linked, memory: list[Event], calls: list[Call]) -> dict[int, int]:
+    """Peak growth of allocated memory during each call, from the profiler's [memory] events on the
+    call's thread (CPU and each GPU tracked apart; the largest is kept)."""
+    if not memory:
+        return {}
+    by_thread: dict[tuple, list[Event]] = {}
+    for m in memory:
+        by_thread.setdefault((str(m.pid), str(m.tid)), []).append(m)
+    index = {}
+    for key, evs in by_thread.items():
+        evs.sort(key=lambda m: m.ts)
+        index[key] = ([m.ts for m in evs], evs)
+    out: dict[int, int] = {}
+    for c in calls:
+        if c.hi <= c.lo:
+            continue
+        root = L.ops[c.lo]
+        got = index.get((str(root.pid), str(root.tid)))
+        if got is None:
+            continue
+        times, evs = got
+        a = bisect.bisect_left(times, root.ts)
+        b = bisect.bisect_right(times, root.ts + root.dur)
+        if a == b:
+            continue
+        peak: dict[int, int] = {}
+        base: dict[int, int] = {}
+        for m in evs[a:b]:
+            args = m.args
+            if args is None or args.total_allocated is None:
+                continue
+            dev = args.device_type or 0
+            if dev not in base:
+                base[dev] = args.total_allocated - (args.nbytes or 0)
+            peak[dev] = max(peak.get(dev, 0), args.total_allocated - base[dev])
+        if peak:
+            out[c.id] = max(peak.values())
+    return out
+
+
+LAYER_INDEX = re.compile(r"\.\d+(?=\.|$)")
+
+
+def layer_type_of_path(path: str) -> str:
+    """model.layers.3.self_attn -> model.layers.*.self_attn"""
+    return LAYER_INDEX.sub(".*", path)

@@ -1,0 +1,115 @@
+"""Stage of every op and kernel inside an attention call.
+
+The launching op decides first, the kernel name second (taxonomy: "Decide from the launching op
+first"). Within a call, the *outermost* op with a meaning decides for its whole subtree (so the
+``aten::masked_fill`` inside ``aten::_safe_softmax`` stays softmax), and position decides what a
+plain op means: a batched matmul before the softmax is QK^T, after it AV; a linear before the core
+is the QKV projection, after it the output projection. Backward ops take the stage of the forward
+op their autograd node came from.
+"""
+
+from __future__ import annotations
+
+from ..collector import tags
+from ..trace.link import Linked
+from . import patterns as P
+from .detect import Call, _is_batched
+
+STAGES = tags.STAGES
+CONTAINER = "container"
+
+
+def op_kind(e) -> str | None:
+    name = e.name
+    if e.cat == "python_function":
+        return CONTAINER
+    if e.cat == "user_annotation":
+        st = tags.parse_stage(name)
+        return f"stage:{st}" if st else CONTAINER
+    if name in P.FUSED_OPS or P.VENDOR_OP.match(name) or name.startswith("FlexAttention"):
+        return "fused"
+    if name in P.ATTENTION_OPS:
+        return CONTAINER
+    if name in P.SOFTMAX_OPS:
+        return "softmax"
+    if name in P.DROPOUT_OPS:
+        return "dropout"
+    if name in P.BMM_OPS:
+        return "bmm" if _is_batched(e.args) else "linear"
+    if name in P.LINEAR_OPS:
+        return "linear"
+    if name in P.SCALE_MASK_OPS:
+        return "elementwise"
+    if name.startswith("triton_"):
+        return "triton"
+    return None
+
+
+def _triton_stage(name: str) -> str:
+    fam = P.kernel_family(name)
+    if fam is not None and fam.stage == "fused":
+        return "fused"
+    if "_softmax" in name and "log_softmax" not in name:
+        return "softmax"
+    if "dropout" in name:
+        return "dropout"
+    return "other"
+
+
+def classify_call(L: Linked, call: Call, stage_of: list[str | None]) -> None:
+    """Fill ``stage_of[i]`` for the forward ops of ``call``."""
+    ops, end = L.ops, L.subtree_end
+    decisive: list[tuple[int, str]] = []
+    i = call.lo
+    while i < call.hi:
+        kind = op_kind(ops[i])
+        if kind is None or kind == CONTAINER:
+            stage_of[i] = "other"
+            i += 1
+            continue
+        decisive.append((i, kind))
+        i = end[i]
+
+    core = next((k for k, (_, kind) in enumerate(decisive) if kind in ("softmax", "fused", "stage:softmax", "stage:fused")), None)
+    bmms = [k for k, (_, kind) in enumerate(decisive) if kind in ("bmm", "stage:qk_matmul", "stage:av_matmul")]
+    if core is None and bmms:
+        core = bmms[0] + 1 if len(bmms) > 1 else bmms[0]
+    first = min([core] + [b for b in bmms if core is not None and b < core]) if core is not None else None
+    last = max([core] + [b for b in bmms]) if core is not None else None
+
+    for k, (i, kind) in enumerate(decisive):
+        if kind.startswith("stage:"):
+            st = kind[6:]
+        elif kind == "fused":
+            st = "fused"
+        elif kind == "softmax":
+            st = "softmax"
+        elif kind == "dropout":
+            st = "dropout"
+        elif kind == "bmm":
+            st = "qk_matmul" if core is not None and k < core else "av_matmul"
+        elif kind == "linear":
+            if first is None or k < first:
+                st = "qkv_proj"
+            elif k > last:
+                st = "out_proj"
+            else:
+                st = "other"
+        elif kind == "elementwise":
+            st = "scale_mask" if last is None or k < last else "other"
+        elif kind == "triton":
+            st = _triton_stage(ops[i].name)
+        else:
+            st = "other"
+        for j in range(i, end[i]):
+            stage_of[j] = st
+
+
+def kernel_stage(op_stage: str, kernel_name: str) -> str:
+    """A kernel takes its op's stage, except helper kernels of a fused op (fills, copies)."""
+    fam = P.kernel_family(kernel_name)
+    if op_stage == "fused":
+        return "fused" if fam is not None and fam.stage == "fused" else "other"
+    if fam is not None and fam.stage == "fused":
+        return "fused"
+    return op_stage

@@ -1,0 +1,309 @@
+"""One trace file in, one compact report (a JSON-ready dict, schema in schema.json) out.
+
+The pipeline reads in data order: read -> decode -> link -> detect -> measure -> report.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from collections import Counter
+from typing import Any, Callable
+
+from ..attention import shapes
+from ..attention.detect import Call, detect
+from ..attention.devices import describe
+from ..attention.metrics import PASSES, Cell, call_memory, layer_type_of_path, measure
+from ..collector import tags
+from ..trace import discover
+from ..trace.events import decode
+from ..trace.link import Linked, link
+from ..trace.read import file_size, read_trace_text
+from ..version import ENGINE_VERSION, SCHEMA_VERSION
+from .verdicts import verdicts
+
+Progress = Callable[[str, float], None]
+CORE_STAGES = ("qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "fused")
+UNFUSED = {"eager", "math", "compiled", "mha_fastpath", "sdpa"}
+MAX_SAMPLES = 64
+MAX_SAMPLE_EVENTS = 400
+MAX_KERNEL_ROWS = 2000
+MAX_OP_ROWS = 500
+
+
+def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
+    """Analyse one trace file (local path or fsspec URL). Raises TraceError on unusable input."""
+    say = progress or (lambda phase, frac: None)
+    path = str(path)
+    gc_was = gc.isenabled()
+    gc.disable()  # millions of small objects, none cyclic: the collector would only rescan them
+    try:
+        t0 = time.perf_counter()
+        say("reading", 0.0)
+        text, warnings = read_trace_text(path)
+        size = len(text)
+        say("decoding", 0.15)
+        ev = decode(path, text, warnings)
+        del text
+        say("linking", 0.6)
+        L = link(ev)
+        say("finding attention", 0.75)
+        calls, call_of = detect(L)
+        say("measuring", 0.85)
+        m = measure(L, calls, call_of)
+        mem = call_memory(L, ev.memory, calls)
+        report = _assemble(path, size, ev, L, calls, m, mem)
+        report["analysis_seconds"] = round(time.perf_counter() - t0, 4)
+        say("done", 1.0)
+        return report
+    finally:
+        if gc_was:
+            gc.enable()
+
+
+def _source(path: str, size: int) -> dict[str, Any]:
+    name = os.path.basename(path.rstrip("/"))
+    parsed = discover.parse_name(name)
+    try:
+        on_disk = file_size(path)
+    except Exception:
+        on_disk = None
+    return {"path": path, "file": name, "worker": parsed[0] if parsed else name, "span": parsed[1] if parsed else "",
+            "size_bytes": on_disk, "json_bytes": size}
+
+
+def _name_calls(calls: list[Call]) -> None:
+    ordinal: Counter = Counter()
+    for c in sorted(calls, key=lambda c: (c.step, c.start)):
+        if c.source == "kernel":
+            graph = any(k.graph for k in c.kernels)
+            c.layer = f"{c.implementation} kernels ({'graph replay' if graph else 'no launching op'})"
+            c.layer_type = c.layer
+            continue
+        if not c.layer:
+            k = ordinal[(c.step, c.implementation)]
+            ordinal[(c.step, c.implementation)] += 1
+            c.layer = f"{c.implementation}#{k}"
+        if not c.layer_type:
+            tag = c.info.get("tag") or {}
+            if tag.get("cls"):
+                c.layer_type = str(tag["cls"])
+            elif c.source == "tag":
+                c.layer_type = layer_type_of_path(c.layer)
+            else:
+                c.layer_type = f"{c.implementation} attention"
+
+
+def _stage_rows(cells: dict[tuple[str, str], Cell]) -> list[dict[str, Any]]:
+    rows = []
+    for st in tags.STAGES:
+        for ps in PASSES:
+            c = cells.get((st, ps))
+            if c is not None:
+                rows.append({"stage": st, "pass": ps, "gpu_us": round(c.gpu_us, 3), "cpu_us": round(c.cpu_us, 3),
+                             "kernels": c.kernels, "launches": c.launches})
+    return rows
+
+
+def _shape_info(L: Linked, c: Call) -> None:
+    """Fill shape/dtype/causal from the outermost attention op when tags or matmuls gave none."""
+    if "shape" in c.info and "causal" in c.info:
+        return
+    for j in range(c.lo, c.hi):
+        e = L.ops[j]
+        if e.name in shapes.SIGNATURES or (e.args is not None and e.args.dims and _is_vendor(e.name)):
+            a = e.args
+            if a is None:
+                continue
+            got = shapes.from_attention_op(e.name, a.dims, a.types, a.concrete)
+            for k, v in got.items():
+                c.info.setdefault(k, v)
+            if "shape" in c.info:
+                return
+
+
+def _is_vendor(name: str) -> bool:
+    from ..attention.patterns import VENDOR_OP
+
+    return bool(VENDOR_OP.match(name))
+
+
+def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str, Any]:
+    device = describe(ev.device_properties)
+    has_gpu = bool(L.kernels)
+    basis = "gpu" if has_gpu else "cpu"
+    _name_calls(calls)
+    for c in calls:
+        _shape_info(L, c)
+
+    # Per call totals, then per layer.
+    layers: dict[str, dict[str, Any]] = {}
+    run_cells: dict[tuple[str, str], Cell] = {}
+    step_att_gpu: Counter = Counter()
+    step_att_cpu: Counter = Counter()
+    step_calls: Counter = Counter()
+    impl_counts: Counter = Counter()
+    for c in calls:
+        cells = m.cells[c.id]
+        gpu = sum(x.gpu_us for x in cells.values())
+        cpu = sum(x.cpu_us for x in cells.values())
+        step_att_gpu[c.step] += gpu
+        step_att_cpu[c.step] += cpu
+        step_calls[c.step] += 1
+        impl_counts[(c.layer_type, c.implementation)] += 1
+        has_bwd = any(ps == "bwd" and (x.gpu_us or x.cpu_us) for (st, ps), x in cells.items())
+        f = shapes.flops(c.info.get("shape"), c.info.get("causal"))
+        call_flops = (f * (3.5 if has_bwd else 1.0)) if f else None
+        lay = layers.get(c.layer)
+        if lay is None:
+            lay = layers[c.layer] = {
+                "layer": c.layer, "layer_type": c.layer_type, "calls": 0, "impls": Counter(), "backend": c.backend,
+                "compiled": False, "source": c.source, "cells": {}, "shape": c.info.get("shape"),
+                "dtype": c.info.get("dtype"), "causal": c.info.get("causal"), "dropout": c.info.get("dropout"),
+                "mask": c.info.get("mask"), "flops": 0.0, "has_flops": False, "score_bytes": None,
+                "memory_bytes": None, "first_call": c.id,
+            }
+        lay["calls"] += 1
+        lay["impls"][c.implementation] += 1
+        lay["compiled"] = lay["compiled"] or c.compiled
+        if call_flops:
+            lay["flops"] += call_flops
+            lay["has_flops"] = True
+        for key, x in cells.items():
+            lay["cells"].setdefault(key, Cell()).add(x)
+            run_cells.setdefault(key, Cell()).add(x)
+        if c.implementation in UNFUSED:
+            sb = shapes.score_bytes(c.info.get("shape"), c.info.get("dtype"))
+            if sb is not None:
+                lay["score_bytes"] = max(lay["score_bytes"] or 0, sb)
+        if c.id in mem:
+            lay["memory_bytes"] = max(lay["memory_bytes"] or 0, mem[c.id])
+
+    layer_rows = []
+    for lay in layers.values():
+        cells = lay.pop("cells")
+        impls = lay.pop("impls")
+        has_flops = lay.pop("has_flops")
+        lay["implementation"] = "+".join(k for k, _ in impls.most_common())
+        lay["gpu_us"] = round(sum(x.gpu_us for x in cells.values()), 3)
+        lay["cpu_us"] = round(sum(x.cpu_us for x in cells.values()), 3)
+        lay["stages"] = _stage_rows(cells)
+        core = sum((x.gpu_us if has_gpu else x.cpu_us) for (st, _), x in cells.items() if st in CORE_STAGES)
+        lay["flops"] = lay["flops"] if has_flops else None
+        lay["tflops"] = round(lay["flops"] / (core * 1e-6) / 1e12, 4) if has_flops and core > 0 else None
+        layer_rows.append(lay)
+    layer_rows.sort(key=lambda r: -(r["gpu_us"] if has_gpu else r["cpu_us"]))
+
+    att_gpu = sum(x.gpu_us for x in run_cells.values())
+    att_cpu = sum(x.cpu_us for x in run_cells.values())
+    total = m.total_gpu_us if has_gpu else m.total_cpu_us
+    share = (att_gpu if has_gpu else att_cpu) / total if total > 0 else 0.0
+
+    kernels = [{"name": k[0], "stage": k[1], "pass": k[2], "implementation": k[3], "count": int(v[0]),
+                "gpu_us": round(v[1], 3)} for k, v in m.kernel_rows.items()]
+    kernels.sort(key=lambda r: -r["gpu_us"])
+    ops = [{"name": k[0], "stage": k[1], "pass": k[2], "count": int(v[0]), "cpu_us": round(v[1], 3)}
+           for k, v in m.op_rows.items()]
+    ops.sort(key=lambda r: -r["cpu_us"])
+
+    step_ids = sorted(set(L.steps) | {s for s in m.step_gpu if s >= 0})
+    steps = [{"step": s, "gpu_us": round(m.step_gpu.get(s, 0.0), 3), "cpu_us": round(m.step_cpu.get(s, 0.0), 3),
+              "attention_gpu_us": round(step_att_gpu.get(s, 0.0), 3),
+              "attention_cpu_us": round(step_att_cpu.get(s, 0.0), 3), "calls": step_calls.get(s, 0)}
+             for s in step_ids]
+
+    metadata = ev.tb_attn if isinstance(ev.tb_attn, dict) else {}
+    report: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "engine_version": ENGINE_VERSION,
+        "source": _source(path, size),
+        "device": device,
+        "metadata": metadata,
+        "distributed": {k: ev.distributed[k] for k in ("rank", "world_size", "backend") if k in ev.distributed},
+        "time_basis": basis,
+        "total_gpu_us": round(m.total_gpu_us, 3),
+        "total_cpu_us": round(m.total_cpu_us, 3),
+        "attention_gpu_us": round(att_gpu, 3),
+        "attention_cpu_us": round(att_cpu, 3),
+        "attention_share": round(share, 6),
+        "calls": len(calls),
+        "steps": steps,
+        "stages": _stage_rows(run_cells),
+        "layers": layer_rows,
+        "implementations": [{"layer_type": lt, "implementation": im, "calls": n}
+                            for (lt, im), n in sorted(impl_counts.items(), key=lambda kv: -kv[1])],
+        "kernels": kernels[:MAX_KERNEL_ROWS],
+        "ops": ops[:MAX_OP_ROWS],
+        "call_samples": _samples(L, calls, layers, m),
+        "trace": {"events": ev.total_events, "kernels": len(L.kernels), "ops": len(L.ops),
+                  "unlinked_kernels": L.unlinked_kernels, "graph_kernels": L.graph_kernels,
+                  "backward_links": len(L.fwd_of)},
+        "warnings": list(ev.warnings),
+    }
+    report["verdicts"] = verdicts(report)
+    return report
+
+
+def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[dict[str, Any]]:
+    """Events of the first call of each layer, for the one-call timeline (times relative to it)."""
+    out = []
+    by_op_kernels: dict[int, list] = {}
+    wanted = {lay["first_call"] for lay in list(layers.values())[:MAX_SAMPLES]}
+    chosen = [c for c in calls if c.id in wanted]
+    spans: list[tuple[int, int, str]] = []
+    for c in chosen:
+        spans.append((c.lo, c.hi, "fwd"))
+        for node in c.bwd_nodes:
+            spans.append((node, L.subtree_end[node], "bwd"))
+    needed = set()
+    for lo, hi, _ in spans:
+        needed.update(range(lo, hi))
+    for k in L.kernels:
+        if k.op in needed:
+            by_op_kernels.setdefault(k.op, []).append(k)
+    from ..attention.stages import kernel_stage
+
+    for c in chosen:
+        events: list[dict[str, Any]] = []
+        ranges = [(c.lo, c.hi, "fwd")] + [(nd, L.subtree_end[nd], "bwd") for nd in c.bwd_nodes]
+        t0 = min([L.ops[c.lo].ts] if c.hi > c.lo else [c.start])
+        base_depth = L.depth[c.lo] if c.hi > c.lo else 0
+        for lo, hi, ps in ranges:
+            bd = L.depth[lo] if hi > lo else 0
+            for j in range(lo, hi):
+                e = L.ops[j]
+                st = m.stage_of[j] or "other"
+                events.append({"name": e.name, "kind": "op", "stage": st, "pass": ps, "start_us": round(e.ts - t0, 3),
+                               "dur_us": round(e.dur, 3), "depth": L.depth[j] - bd})
+                for k in by_op_kernels.get(j, ()):
+                    events.append({"name": k.ev.name, "kind": "kernel", "stage": kernel_stage(st, k.ev.name), "pass": ps,
+                                   "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0})
+        for k in c.kernels:
+            events.append({"name": k.ev.name, "kind": "kernel", "stage": "fused", "pass": "fwd",
+                           "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0})
+        del base_depth
+        end = max((ev["start_us"] + ev["dur_us"] for ev in events), default=0.0)
+        out.append({"id": c.id, "layer": c.layer, "step": c.step, "implementation": c.implementation,
+                    "start_us": round(t0, 3), "dur_us": round(end, 3), "truncated": len(events) > MAX_SAMPLE_EVENTS,
+                    "events": events[:MAX_SAMPLE_EVENTS]})
+    return out
+
+
+def analyze_path(path: str, progress: Progress | None = None, loose: bool = True):
+    """Yield (TraceFile, report or TraceError) for a file, a run directory or a logdir."""
+    from ..errors import TraceError
+
+    if os.path.isdir(path):
+        files = discover.find_traces(path, loose=loose)
+        if not files:
+            raise TraceError(path, "no trace files (*.pt.trace.json[.gz] or *.json[.gz]) under this directory")
+    else:
+        name = os.path.basename(path)
+        parsed = discover.parse_name(name) or (name, "")
+        files = [discover.TraceFile(path, ".", parsed[0], parsed[1])]
+    for tf in files:
+        try:
+            yield tf, analyze_file(tf.path, progress)
+        except TraceError as exc:
+            yield tf, exc

@@ -1,0 +1,78 @@
+"""Verdicts: what a person should conclude from a report, in one line each, most important first."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+FUSED_IMPLS = {"flash", "efficient", "cudnn", "aotriton", "ck", "flash_attn", "flex", "serving", "cpu_fused", "fused"}
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def verdicts(r: dict[str, Any]) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+    basis = r["time_basis"]
+    key = "gpu_us" if basis == "gpu" else "cpu_us"
+    layers = r["layers"]
+    if not layers:
+        out.append({"id": "no_attention", "severity": "info",
+                    "message": "no attention found in this trace"})
+        return out
+
+    stage_t: Counter = Counter()
+    for s in r["stages"]:
+        stage_t[s["stage"]] += s[key]
+    att = sum(stage_t.values()) or 1.0
+    calls_by_impl: Counter = Counter()
+    for lay in layers:
+        for impl in lay["implementation"].split("+"):
+            calls_by_impl[impl] += lay["calls"]
+
+    math_calls = calls_by_impl.get("math", 0)
+    if math_calls:
+        sev = "warn" if basis == "gpu" else "info"
+        out.append({"id": "math_fallback", "severity": sev,
+                    "message": f"SDPA ran the math backend in {math_calls} calls: QKᵀ, softmax and AV run as separate "
+                               "kernels; check dtype, head dim, mask and dropout against the fused backends' limits"})
+    eager = calls_by_impl.get("eager", 0) + calls_by_impl.get("mha_fastpath", 0)
+    if eager:
+        soft = stage_t.get("softmax", 0.0) / att * 100
+        out.append({"id": "eager_attention", "severity": "warn",
+                    "message": f"eager attention in {eager} calls: softmax takes {soft:.0f}% of attention time; "
+                               "SDPA would fuse QKᵀ, softmax and AV"})
+    mm = stage_t.get("qk_matmul", 0.0) + stage_t.get("av_matmul", 0.0)
+    if stage_t.get("softmax", 0.0) > mm > 0:
+        out.append({"id": "softmax_dominates", "severity": "warn",
+                    "message": f"softmax ({stage_t['softmax'] / att:.0%} of attention) costs more than both matmuls "
+                               f"together ({mm / att:.0%}): the score matrix is memory-bound"})
+    if stage_t.get("other", 0.0) / att > 0.3:
+        out.append({"id": "copies_dominate", "severity": "warn",
+                    "message": f"copies, layout changes and helper kernels take {stage_t['other'] / att:.0%} of "
+                               "attention time"})
+    fused = {impl: n for impl, n in calls_by_impl.items() if impl in FUSED_IMPLS}
+    if fused:
+        desc = ", ".join(f"{impl} in {n} calls" for impl, n in sorted(fused.items(), key=lambda kv: -kv[1]))
+        out.append({"id": "fused_running", "severity": "info", "message": f"fused attention running: {desc}"})
+    dev = r.get("device") or {}
+    peak = dev.get("peak_tflops")
+    best = [lay for lay in layers if lay.get("tflops")]
+    if best and basis == "gpu":
+        lay = max(best, key=lambda x: x["gpu_us"])
+        msg = f"{lay['layer_type']} achieves {lay['tflops']:.1f} TFLOP/s in its attention core"
+        if peak:
+            msg += f", {lay['tflops'] / peak:.0%} of the {dev.get('name')} dense 16-bit peak ({peak:.0f})"
+        out.append({"id": "tflops", "severity": "info", "message": msg})
+    scores = [lay for lay in layers if lay.get("score_bytes")]
+    if scores:
+        lay = max(scores, key=lambda x: x["score_bytes"])
+        out.append({"id": "score_matrix", "severity": "info",
+                    "message": f"{lay['layer_type']} materialises a {_fmt_bytes(lay['score_bytes'])} score matrix per "
+                               "call (B·H·Lq·Lk); a fused kernel never writes it to memory"})
+    return out
