@@ -1,3 +1,5 @@
+import os
+
 from setuptools import find_packages, setup
 
 version = {}
@@ -8,7 +10,8 @@ setup(
     name="tb-attn",
     version=version["__version__"],
     description="TensorBoard plugin and CLI that make attention visible in PyTorch profiler traces",
-    long_description=open("README.md").read(),
+    # README.md may not exist yet in a fresh skeleton; installing must not depend on it.
+    long_description=open("README.md").read() if os.path.exists("README.md") else "",
     long_description_content_type="text/markdown",
     license="MIT",
     python_requires=">=3.10",
@@ -21,7 +24,11 @@ setup(
         "plugin": ["tensorboard>=2.14", "werkzeug>=2.0"],
         "collector": ["torch>=2.1", "tensorboard>=2.14"],
         "remote": ["fsspec>=2023.1"],
-        "test": ["pytest>=7", "hypothesis>=6", "orjson>=3", "fsspec>=2023.1", "jsonschema>=4"],
+        "test": [
+            "pytest>=7", "hypothesis>=6", "orjson>=3", "fsspec>=2023.1", "jsonschema>=4",
+            # the plugin tests serve an s3:// logdir from a local S3-compatible server
+            "moto[server]>=5", "s3fs>=2023.1",
+        ],
     },
     entry_points={
         "console_scripts": ["tb-attn=tb_attn_plugin.cli:main"],
