@@ -290,8 +290,9 @@ def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[d
     return out
 
 
-def analyze_path(path: str, progress: Progress | None = None, loose: bool = True):
-    """Yield (TraceFile, report or TraceError) for a file, a run directory or a logdir."""
+def analyze_path(path: str, progress_for: Callable[[discover.TraceFile], Progress] | None = None, loose: bool = True):
+    """Yield (TraceFile, report or TraceError) for a file, a run directory or a logdir.
+    ``progress_for(trace_file)`` gives each file its own progress callback."""
     from ..errors import TraceError
 
     if os.path.isdir(path):
@@ -304,6 +305,6 @@ def analyze_path(path: str, progress: Progress | None = None, loose: bool = True
         files = [discover.TraceFile(path, ".", parsed[0], parsed[1])]
     for tf in files:
         try:
-            yield tf, analyze_file(tf.path, progress)
+            yield tf, analyze_file(tf.path, progress_for(tf) if progress_for else None)
         except TraceError as exc:
             yield tf, exc

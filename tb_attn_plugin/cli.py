@@ -1,0 +1,101 @@
+"""``tb-attn``: the command line.
+
+    tb-attn report PATH [--json]     PATH: a trace file, a run directory or a logdir (or an fsspec URL)
+
+Exit status: 0 when every trace was analysed, 2 when any could not be (one line per file on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from .errors import TraceError
+
+
+class ProgressBar:
+    """A one-line bar on stderr, shown only once an analysis has run for more than a second."""
+
+    def __init__(self, label: str, stream=sys.stderr, delay: float = 1.0):
+        self.label, self.stream, self.delay = label, stream, delay
+        self.t0 = time.monotonic()
+        self.shown = False
+
+    def __call__(self, phase: str, frac: float) -> None:
+        if not self.shown and time.monotonic() - self.t0 < self.delay:
+            return
+        if not self.shown and not self.stream.isatty() and frac < 1.0:
+            # not a terminal: one line per phase instead of redrawing
+            self.stream.write(f"{self.label}: {phase}…\n")
+            self.stream.flush()
+            return
+        self.shown = True
+        width = 30
+        done = int(frac * width)
+        self.stream.write(f"\r{self.label[-40:]} [{'#' * done}{'.' * (width - done)}] {phase:<18}")
+        if frac >= 1.0:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def _report(args) -> int:
+    from .report.build import analyze_path
+    from .report.text import render
+
+    import os
+
+    status = 0
+    reports = []
+    bar_for = None if args.quiet else (lambda tf: ProgressBar(os.path.basename(tf.path)))
+    try:
+        items = list(analyze_path(args.path, bar_for))
+    except TraceError as exc:
+        print(f"tb-attn: error: {exc}", file=sys.stderr)
+        return 2
+    for tf, result in items:
+        if isinstance(result, TraceError):
+            print(f"tb-attn: error: {result}", file=sys.stderr)
+            status = 2
+            continue
+        for w in result.get("warnings", []):
+            print(f"tb-attn: warning: {tf.path}: {w}", file=sys.stderr)
+        reports.append(result)
+    if args.json:
+        doc = reports[0] if len(reports) == 1 and not _is_dir(args.path) else {"reports": reports}
+        json.dump(doc, sys.stdout, indent=None if args.compact else 1)
+        sys.stdout.write("\n")
+    else:
+        print("\n\n".join(render(r) for r in reports))
+    return status
+
+
+def _is_dir(path: str) -> bool:
+    import os
+
+    return os.path.isdir(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tb-attn", description="Attention in PyTorch profiler traces.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rep = sub.add_parser("report", help="analyse a trace file, a run directory or a logdir")
+    rep.add_argument("path", help="trace file (.json or .json.gz), run directory, logdir, or fsspec URL")
+    rep.add_argument("--json", action="store_true", help="print the report as JSON (schema: report/schema.json)")
+    rep.add_argument("--compact", action="store_true", help="with --json: no indentation")
+    rep.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "report":
+            return _report(args)
+    except KeyboardInterrupt:
+        print("tb-attn: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Plain-text rendering of a report for the terminal: what a person reads before opening TensorBoard."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ..collector.tags import STAGES
+
+
+def _us(v: float) -> str:
+    if v >= 1e6:
+        return f"{v / 1e6:.2f} s"
+    if v >= 1e3:
+        return f"{v / 1e3:.2f} ms"
+    return f"{v:.1f} µs"
+
+
+def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    fmt = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
+
+
+def render(r: dict[str, Any], top: int = 8) -> str:
+    basis = r["time_basis"]
+    key = "gpu_us" if basis == "gpu" else "cpu_us"
+    src = r["source"]
+    dev = r.get("device") or {}
+    out = [f"{src['path']}"]
+    what = dev.get("name") or "CPU only"
+    meta = r.get("metadata") or {}
+    if meta.get("variant"):
+        what += f" · variant {meta['variant']}"
+    out.append(f"  device: {what} · {len(r['steps'])} profiler steps · {r['trace']['events']} events")
+    for w in r.get("warnings", []):
+        out.append(f"  warning: {w}")
+    total = r["total_gpu_us"] if basis == "gpu" else r["total_cpu_us"]
+    att = r["attention_gpu_us"] if basis == "gpu" else r["attention_cpu_us"]
+    out.append(f"  attention: {r['calls']} calls, {_us(att)} of {_us(total)} {basis.upper()} time "
+               f"({r['attention_share']:.1%})")
+    verdicts = r.get("verdicts") or []
+    if verdicts:
+        out.append(f"  verdict: {verdicts[0]['message']}")
+    if not r["layers"]:
+        return "\n".join(out)
+
+    by_stage: dict[str, dict[str, float]] = defaultdict(lambda: {"fwd": 0.0, "bwd": 0.0})
+    kernels: dict[str, int] = defaultdict(int)
+    for s in r["stages"]:
+        by_stage[s["stage"]][s["pass"]] += s[key]
+        kernels[s["stage"]] += s["kernels"]
+    rows = []
+    for st in STAGES:
+        if st in by_stage:
+            f, b = by_stage[st]["fwd"], by_stage[st]["bwd"]
+            rows.append([st, _us(f), _us(b) if b else "-", f"{(f + b) / att:.1%}" if att else "-", str(kernels[st])])
+    out.append("")
+    out.extend("  " + line for line in _table(rows, ["stage", f"fwd {basis}", f"bwd {basis}", "share", "kernels"]))
+
+    out.append("")
+    rows = [[lay["layer"], lay["implementation"], str(lay["calls"]), _us(lay[key]),
+             f"{lay['tflops']:.1f}" if lay.get("tflops") else "-"] for lay in r["layers"][:top]]
+    out.extend("  " + line for line in _table(rows, ["top layers", "implementation", "calls", basis, "TFLOP/s"]))
+    if len(r["layers"]) > top:
+        out.append(f"  … {len(r['layers']) - top} more layers")
+
+    out.append("")
+    rows = [[i["layer_type"], i["implementation"], str(i["calls"])] for i in r["implementations"]]
+    out.extend("  " + line for line in _table(rows, ["layer type", "implementation", "calls"]))
+    if len(verdicts) > 1:
+        out.append("")
+        out.extend(f"  - {v['message']}" for v in verdicts[1:])
+    return "\n".join(out)
