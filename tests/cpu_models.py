@@ -1,0 +1,72 @@
+"""Small attention models profiled on the CPU with plain torch.profiler (no collector), so the
+engine is tested on what any user's trace looks like."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.profiler import ProfilerActivity, profile, schedule
+
+STEPS = 2  # active profiler steps per trace
+LAYERS = 2
+D, HEADS, L, B = 64, 4, 32, 2
+
+
+class Attn(nn.Module):
+    def __init__(self, mode: str):
+        super().__init__()
+        self.qkv = nn.Linear(D, 3 * D)
+        self.o = nn.Linear(D, D)
+        self.mode = mode
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, HEADS, d // HEADS).permute(2, 0, 3, 1, 4)
+        if self.mode == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif self.mode == "math":
+            with sdpa_kernel(SDPBackend.MATH):
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+        else:  # hand-written, as in Hugging Face "eager"
+            a = (q @ k.transpose(-1, -2)) / (d // HEADS) ** 0.5
+            a = a.softmax(-1)
+            a = F.dropout(a, 0.1, training=True)
+            y = a @ v
+        return self.o(y.transpose(1, 2).reshape(b, n, d))
+
+
+class MHA(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(D, HEADS, batch_first=True)
+
+    def forward(self, x):
+        return self.attn(x, x, x)[0]
+
+
+def model(mode: str) -> nn.Module:
+    if mode == "mha":
+        return nn.Sequential(*[MHA() for _ in range(LAYERS)])
+    return nn.Sequential(*[Attn(mode) for _ in range(LAYERS)])
+
+
+def record(mode: str, out: Path) -> Path:
+    torch.manual_seed(0)
+    m = model(mode)
+    x = torch.randn(B, L, D)
+    path = out / f"{mode}.pt.trace.json"
+    sched = schedule(wait=0, warmup=1, active=STEPS, repeat=1)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True, schedule=sched,
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(1 + STEPS):
+            m(x).sum().backward()
+            prof.step()
+    return path
+
+
+def record_all(out: Path) -> dict[str, Path]:
+    return {mode: record(mode, out) for mode in ("sdpa", "math", "eager", "mha")}
