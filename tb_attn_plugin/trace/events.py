@@ -95,17 +95,24 @@ def decode(path: str, text: bytes, warnings: list[str] | None = None) -> Events:
     if head not in (b"{", b"["):
         raise TraceError(path, "not JSON: a trace starts with '{' or '['")
     try:
-        if head == b"[":
-            doc = _Doc(traceEvents=_list_decoder.decode(text))
-        else:
-            doc = _doc_decoder.decode(text)
+        doc = _decode_typed(text, head)
     except msgspec.ValidationError as exc:
-        doc = _decode_leniently(path, text, head, str(exc), warnings)
+        # Valid JSON with some mistyped events (or JSON that is not a trace at all).
+        try:
+            doc = _decode_leniently(path, text, head, str(exc), warnings)
+        except msgspec.DecodeError as exc2:
+            doc = _salvage_truncated(path, text, head, str(exc2), warnings)
     except msgspec.DecodeError as exc:
         doc = _salvage_truncated(path, text, head, str(exc), warnings)
     if doc.traceEvents is None:
         raise TraceError(path, "JSON but not a trace: no 'traceEvents' list")
     return _split(doc, warnings)
+
+
+def _decode_typed(text: bytes, head: bytes) -> _Doc:
+    if head == b"[":
+        return _Doc(traceEvents=_list_decoder.decode(text))
+    return _doc_decoder.decode(text)
 
 
 def _decode_leniently(path: str, text: bytes, head: bytes, why: str, warnings: list[str]) -> _Doc:
@@ -156,9 +163,14 @@ def _salvage_truncated(path: str, text: bytes, head: bytes, why: str, warnings: 
         end = text.rfind(b"}", start, end)
         if end < 0:
             break
-        body = text[start : end + 1]
+        body = text[start : end + 1] + b"]"
         try:
-            events = _list_decoder.decode(body + b"]")
+            events = _list_decoder.decode(body)
+        except msgspec.ValidationError as exc:
+            try:
+                events = _decode_leniently(path, body, b"[", str(exc), warnings).traceEvents
+            except (msgspec.DecodeError, TraceError):
+                continue
         except msgspec.DecodeError:
             continue
         if head == b"{":
