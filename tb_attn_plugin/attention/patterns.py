@@ -133,6 +133,7 @@ COMPILED_REGION = re.compile(r"^(Torch-Compiled Region|CompiledFunction$|## Call
 TRITON_OP = re.compile(r"^triton_")
 
 
+@lru_cache(maxsize=65536)
 def attention_op(name: str) -> tuple[str, str] | None:
     """(implementation, backend) when ``name`` is a forward attention op."""
     hit = ATTENTION_OPS.get(name)
@@ -143,5 +144,11 @@ def attention_op(name: str) -> tuple[str, str] | None:
     return None
 
 
+@lru_cache(maxsize=65536)
+def is_vendor_op(name: str) -> bool:
+    return bool(VENDOR_OP.match(name))
+
+
+@lru_cache(maxsize=65536)
 def is_attention_module(class_name: str) -> bool:
     return bool(ATTENTION_MODULE.search(class_name)) and not ATTENTION_MODULE_EXCLUDE.search(class_name)

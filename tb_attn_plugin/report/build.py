@@ -14,6 +14,7 @@ from typing import Any, Callable
 from ..attention import shapes
 from ..attention.detect import Call, detect
 from ..attention.devices import describe
+from ..attention.patterns import is_vendor_op
 from ..attention.metrics import PASSES, Cell, call_memory, layer_type_of_path, measure
 from ..collector import tags
 from ..trace import discover
@@ -112,7 +113,7 @@ def _shape_info(L: Linked, c: Call) -> None:
         return
     for j in range(c.lo, c.hi):
         e = L.ops[j]
-        if e.name in shapes.SIGNATURES or (e.args is not None and e.args.dims and _is_vendor(e.name)):
+        if e.name in shapes.SIGNATURES or (e.args is not None and e.args.dims and is_vendor_op(e.name)):
             a = e.args
             if a is None:
                 continue
@@ -121,12 +122,6 @@ def _shape_info(L: Linked, c: Call) -> None:
                 c.info.setdefault(k, v)
             if "shape" in c.info:
                 return
-
-
-def _is_vendor(name: str) -> bool:
-    from ..attention.patterns import VENDOR_OP
-
-    return bool(VENDOR_OP.match(name))
 
 
 def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str, Any]:

@@ -51,17 +51,26 @@ class Linked:
         return self.ops[i].cat == "python_function"
 
 
-def _thread_key(e: Event):
-    return (str(e.pid), str(e.tid))
+def _sortable(key: tuple):
+    # pids/tids are ints in kineto but strings in some writers; never compare the two kinds
+    return (str(key[0]), str(key[1]))
 
 
 def link(ev: Events) -> Linked:
     by_thread: dict[tuple, list[Event]] = {}
     for e in ev.ops:
-        by_thread.setdefault(_thread_key(e), []).append(e)
+        k = (e.pid, e.tid)
+        got = by_thread.get(k)
+        if got is None:
+            got = by_thread[k] = []
+        got.append(e)
     launches_by_thread: dict[tuple, list[Event]] = {}
     for e in ev.launches:
-        launches_by_thread.setdefault(_thread_key(e), []).append(e)
+        k = (e.pid, e.tid)
+        got = launches_by_thread.get(k)
+        if got is None:
+            got = launches_by_thread[k] = []
+        got.append(e)
 
     ops: list[Event] = []
     parent: list[int] = []
@@ -69,7 +78,7 @@ def link(ev: Events) -> Linked:
     launch_op: dict[int, int] = {}  # id(launch event) -> op index
     sort_key = lambda e: (e.ts, -e.dur)  # noqa: E731
 
-    for key in sorted(set(by_thread) | set(launches_by_thread)):
+    for key in sorted(set(by_thread) | set(launches_by_thread), key=_sortable):
         tops = sorted(by_thread.get(key, ()), key=sort_key)
         tl = sorted(launches_by_thread.get(key, ()), key=lambda e: e.ts)
         base = len(ops)

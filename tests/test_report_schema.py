@@ -1,0 +1,43 @@
+"""Every report the engine writes validates against the schema checked into the repo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib import resources
+
+import pytest
+
+from tb_attn_plugin.report.build import analyze_file
+from tests.conftest import shared_trace
+
+jsonschema = pytest.importorskip("jsonschema")
+SCHEMA = json.loads(resources.files("tb_attn_plugin.report").joinpath("schema.json").read_text())
+
+
+@pytest.mark.parametrize("name", ["tl_h100_bert_small_sdpa_flash", "tl_mi300x_torch_compile_small",
+                                  "tl_mi300x_xdit_flux1_aiter_fmha_hipgraph", "hta_a100_negative_log_softmax_fwdbwd"])
+def test_reports_validate(name):
+    jsonschema.validate(analyze_file(str(shared_trace(name))), SCHEMA)
+
+
+def test_cpu_reports_validate(cpu_traces):
+    for path in cpu_traces.values():
+        jsonschema.validate(analyze_file(str(path)), SCHEMA)
+
+
+def test_schema_rejects_a_broken_report():
+    r = analyze_file(str(shared_trace("tl_mi300x_torch_compile_small")))
+    r["stages"][0]["stage"] = "not-a-stage"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(r, SCHEMA)
+
+
+def test_cli_json_is_the_report():
+    path = str(shared_trace("tl_h100_bert_small_sdpa_flash"))
+    proc = subprocess.run([sys.executable, "-m", "tb_attn_plugin", "report", path, "--json", "-q"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    doc = json.loads(proc.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["calls"] == 4 and doc["source"]["path"] == path
