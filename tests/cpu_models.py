@@ -9,7 +9,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.profiler import ProfilerActivity, profile, schedule
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+from tb_attn_plugin.collector import tags
 
 STEPS = 2  # active profiler steps per trace
 LAYERS = 2
@@ -22,6 +24,7 @@ class Attn(nn.Module):
         self.qkv = nn.Linear(D, 3 * D)
         self.o = nn.Linear(D, D)
         self.mode = mode
+        self.path = ""
 
     def forward(self, x):
         b, n, d = x.shape
@@ -31,6 +34,16 @@ class Attn(nn.Module):
         elif self.mode == "math":
             with sdpa_kernel(SDPBackend.MATH):
                 y = F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+        elif self.mode == "tagged":  # a user-marked region with stage marks, as the collector writes them
+            with record_function(tags.call_name(layer=self.path, impl="user", b=b, hq=HEADS, hkv=HEADS, lq=n, lk=n,
+                                                d=d // HEADS, dtype="float32", causal=False)):
+                with record_function(tags.stage_name("qk")):
+                    a = torch.einsum("bhqd,bhkd->bhqk", q, k) * (d // HEADS) ** -0.5
+                with record_function(tags.stage_name("softmax")):
+                    a = torch.exp(a - a.amax(-1, keepdim=True))
+                    a = a / a.sum(-1, keepdim=True)
+                with record_function(tags.stage_name("av")):
+                    y = torch.einsum("bhqk,bhkd->bhqd", a, v)
         else:  # hand-written, as in Hugging Face "eager"
             a = (q @ k.transpose(-1, -2)) / (d // HEADS) ** 0.5
             a = a.softmax(-1)
@@ -51,7 +64,10 @@ class MHA(nn.Module):
 def model(mode: str) -> nn.Module:
     if mode == "mha":
         return nn.Sequential(*[MHA() for _ in range(LAYERS)])
-    return nn.Sequential(*[Attn(mode) for _ in range(LAYERS)])
+    m = nn.Sequential(*[Attn(mode) for _ in range(LAYERS)])
+    for i, layer in enumerate(m):
+        layer.path = f"blocks.{i}.attn"
+    return m
 
 
 def record(mode: str, out: Path) -> Path:
@@ -60,7 +76,7 @@ def record(mode: str, out: Path) -> Path:
     x = torch.randn(B, L, D)
     path = out / f"{mode}.pt.trace.json"
     sched = schedule(wait=0, warmup=1, active=STEPS, repeat=1)
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True, schedule=sched,
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True, profile_memory=True, schedule=sched,
                  on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
         for _ in range(1 + STEPS):
             m(x).sum().backward()
@@ -69,4 +85,4 @@ def record(mode: str, out: Path) -> Path:
 
 
 def record_all(out: Path) -> dict[str, Path]:
-    return {mode: record(mode, out) for mode in ("sdpa", "math", "eager", "mha")}
+    return {mode: record(mode, out) for mode in ("sdpa", "math", "eager", "mha", "tagged")}

@@ -42,7 +42,7 @@ def test_calls_layers_and_implementation(reports, mode, impl, layer_type):
     assert [s["calls"] for s in r["steps"]] == [LAYERS] * STEPS
 
 
-@pytest.mark.parametrize("mode", ["sdpa", "math", "eager", "mha"])
+@pytest.mark.parametrize("mode", ["sdpa", "math", "eager", "mha", "tagged"])
 def test_backward_lands_on_every_forward_layer(reports, mode):
     r = reports[mode]
     for lay in r["layers"]:
@@ -96,3 +96,25 @@ def test_flops_and_rate_from_shapes(reports):
     fwd = 4 * (2 * 4) * 32 * 32 * 16
     assert lay["flops"] == pytest.approx(fwd * 3.5 * STEPS)  # forward + backward (2.5x), per call
     assert lay["tflops"] > 0
+
+
+def test_tagged_region_and_stage_marks(reports):
+    r = reports["tagged"]
+    assert r["calls"] == CALLS
+    assert sorted(lay["layer"] for lay in r["layers"]) == ["blocks.0.attn", "blocks.1.attn"]
+    assert {lay["layer_type"] for lay in r["layers"]} == {"Attn"}  # the enclosing module class
+    assert all(lay["source"] == "tag" for lay in r["layers"])
+    lay = r["layers"][0]
+    assert lay["shape"]["q_len"] == 32 and lay["shape"]["head_dim"] == 16 and lay["causal"] is False
+    c = cells(r)
+    for st in ("qk_matmul", "softmax", "av_matmul"):  # from the marks, not from op names
+        assert c.get((st, "fwd"), 0) > 0 and c.get((st, "bwd"), 0) > 0, st
+    assert op_stage(r, "aten::exp") == {("softmax", "fwd")}
+    assert ("qk_matmul", "fwd") in op_stage(r, "aten::einsum") and ("av_matmul", "fwd") in op_stage(r, "aten::einsum")
+
+
+def test_memory_per_call_from_profiler_events(reports):
+    for mode in ("eager", "math"):
+        for lay in reports[mode]["layers"]:
+            # at least the B*H*L*L float32 score matrix is allocated inside the call
+            assert lay["memory_bytes"] >= 2 * 4 * 32 * 32 * 4, (mode, lay["layer"])

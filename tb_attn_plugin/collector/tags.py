@@ -5,10 +5,12 @@ analysis engine (reads, must not import torch), so it imports neither.
 
 Format, version 1 (all through standard torch.profiler APIs, so any kineto reader sees them):
 
-* One ``record_function`` range per attention call, named ``tb_attn::call `` followed by a compact
-  JSON object (CALL_FIELDS below). It appears as a ``user_annotation`` event that encloses the ops
-  of the call on the calling thread; backward kernels reach it through the forward ops' autograd
-  links, so they need no tag of their own.
+* One ``record_function`` range per attention call, named ``tb_attn::call `` followed by the call's
+  fields as a URL query string (``layer=model.layers.0.self_attn&impl=sdpa&lq=128``; CALL_FIELDS
+  below). Not JSON: torch.profiler writes event names into the trace without escaping quotes, so a
+  name must never hold ``"`` or ``\``; percent-encoding guarantees that. The range appears as a
+  ``user_annotation`` event that encloses the ops of the call on the calling thread; backward
+  kernels reach it through the forward ops' autograd links, so they need no tag of their own.
 * Inside a user-marked region, optional stage ranges ``tb_attn::stage <stage>`` (stage names as in
   STAGES) tell the engine the stage of hand-written kernels.
 * Run metadata, once per trace, with ``prof.add_metadata_json("tb_attn", json)``: a JSON object with
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 FORMAT_VERSION = 1
 METADATA_KEY = "tb_attn"
@@ -42,9 +45,20 @@ CALL_FIELDS = {
 }
 
 
+INT_FIELDS = frozenset({"b", "hq", "hkv", "lq", "lk", "d", "mem_peak"})
+FLOAT_FIELDS = frozenset({"dropout", "scale"})
+BOOL_FIELDS = frozenset({"causal", "gqa", "compiled"})
+
+
+def _encode(v: Any) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    return str(v)
+
+
 def call_name(**fields: Any) -> str:
-    """The record_function name of one tagged call."""
-    return CALL_PREFIX + json.dumps(fields, separators=(",", ":"), default=str)
+    """The record_function name of one tagged call (fields that are None are left out)."""
+    return CALL_PREFIX + urlencode({k: _encode(v) for k, v in fields.items() if v is not None})
 
 
 def stage_name(stage: str) -> str:
@@ -55,14 +69,24 @@ def stage_name(stage: str) -> str:
 
 
 def parse_call(name: str) -> dict[str, Any] | None:
-    """The fields of a call tag, or None when ``name`` is not one (or is damaged)."""
+    """The fields of a call tag, or None when ``name`` is not one. A field whose value does not
+    parse is dropped, not guessed."""
     if not name.startswith(CALL_PREFIX):
         return None
-    try:
-        fields = json.loads(name[len(CALL_PREFIX):])
-    except ValueError:
-        return None
-    return fields if isinstance(fields, dict) else None
+    out: dict[str, Any] = {}
+    for k, v in parse_qsl(name[len(CALL_PREFIX):], keep_blank_values=False):
+        try:
+            if k in INT_FIELDS:
+                out[k] = int(v)
+            elif k in FLOAT_FIELDS:
+                out[k] = float(v)
+            elif k in BOOL_FIELDS:
+                out[k] = v in ("1", "true", "True")
+            else:
+                out[k] = v
+        except ValueError:
+            continue
+    return out
 
 
 def parse_stage(name: str) -> str | None:
