@@ -82,18 +82,22 @@ def plugin_logdir(tmp_path_factory, shared_traces) -> Path:
 
 
 _RECORD = r"""
-import sys, torch
+import json, sys, torch
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 sys.path.insert(0, sys.argv[2])
 from tests.cpu_models import model
-torch.manual_seed(0)
-m, x = model(sys.argv[3]), torch.randn(2, 32, 64)
-with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
-             schedule=schedule(wait=0, warmup=1, active=1, repeat=2),
-             on_trace_ready=tensorboard_trace_handler(sys.argv[1], worker_name="trainer0", use_gzip=True)) as p:
-    for _ in range(4):
-        m(x).sum().backward()
-        p.step()
+for mode in sys.argv[3:]:
+    torch.manual_seed(0)
+    m, x = model(mode), torch.randn(2, 32, 64)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                 schedule=schedule(wait=0, warmup=1, active=1, repeat=2),
+                 on_trace_ready=tensorboard_trace_handler(f"{sys.argv[1]}/cpu_{mode}", worker_name="trainer0",
+                                                          use_gzip=True)) as p:
+        for _ in range(4):
+            # Run metadata in the collector's format (collector/tags.py); /runs shows it.
+            p.add_metadata_json("tb_attn", json.dumps({"format": 1, "variant": mode, "seq_len": 32}))
+            m(x).sum().backward()
+            p.step()
 """
 
 
@@ -101,16 +105,95 @@ with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
 def handler_runs(tmp_path_factory) -> dict[str, Path]:
     """Runs written by torch.profiler.tensorboard_trace_handler itself (two spans each), recorded in a
     subprocess so the test process never imports torch."""
-    pytest.importorskip("torch")
+    import importlib.util
     import subprocess
     import sys
 
-    out = {}
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+
     root = tmp_path_factory.mktemp("handler_runs")
-    for mode in ("sdpa", "eager"):
-        d = root / f"cpu_{mode}"
-        subprocess.run([sys.executable, "-c", _RECORD, str(d), str(REPO), mode], check=True, timeout=300)
+    modes = ("sdpa", "eager")
+    subprocess.run([sys.executable, "-c", _RECORD, str(root), str(REPO), *modes], check=True, timeout=300,
+                   capture_output=True)
+    out = {}
+    for mode in modes:
+        out[f"cpu_{mode}"] = d = root / f"cpu_{mode}"
         for f in d.iterdir():
             os.utime(f, (OLD, OLD))
-        out[f"cpu_{mode}"] = d
     return out
+
+
+def make_tb_app(logdir, cache_dir, *, loaders=None, reload_interval: float = 1.0, env=None):
+    """The real TensorBoard WSGI application, built as ``tensorboard --logdir`` builds it, with the
+    Attention plugin. Returns (werkzeug test client, {plugin name: plugin})."""
+    import copy
+
+    from tensorboard import program
+    from tensorboard.backend import application
+    from tensorboard.backend.event_processing import data_ingester
+    from tensorboard.plugins.core import core_plugin
+    from werkzeug.test import Client
+
+    from tb_attn_plugin.plugin.loader import AttentionPluginLoader
+
+    # The core plugin defines --logdir and the other flags, and serves /data/plugins_listing.
+    loaders = loaders or [core_plugin.CorePluginLoader(), AttentionPluginLoader]
+    tb = program.TensorBoard(plugins=loaders)
+    tb.configure(logdir=str(logdir), reload_interval=reload_interval, load_fast="false")
+    ingest_flags = tb.flags
+    if "://" in str(logdir):  # TensorBoard's own event reader has no S3 endpoint here; it has no events to read
+        ingest_flags = copy.copy(tb.flags)
+        ingest_flags.logdir = str(Path(cache_dir) / "no-events")
+        Path(ingest_flags.logdir).mkdir(parents=True, exist_ok=True)
+    ingester = data_ingester.LocalDataIngester(ingest_flags)
+    ingester.start()
+    saved = dict(os.environ)
+    os.environ.update({"TB_ATTN_CACHE_DIR": str(cache_dir), "TB_ATTN_SETTLE_S": "1", **(env or {})})
+    try:
+        app = application.TensorBoardWSGIApp(tb.flags, loaders, ingester.data_provider, None,
+                                             ingester.deprecated_multiplexer)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return Client(app), {p.plugin_name: p for p in app._plugins}
+
+
+def wait_runs(client, pred, timeout: float = 120.0):
+    """Poll /runs until pred(doc) holds; return the document."""
+    import json
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        doc = json.loads(client.get("/data/plugin/tb_attn/runs").data)
+        if pred(doc):
+            return doc
+        if time.monotonic() > deadline:
+            raise AssertionError(f"/runs did not reach the expected state in {timeout} s: {doc}")
+        time.sleep(0.2)
+
+
+def all_settled(doc, runs=None) -> bool:
+    want = [r for r in doc["runs"] if runs is None or r["run"] in runs]
+    if runs is not None and len(want) < len(runs):
+        return False
+    return bool(want) and all(s["status"] != "loading" for r in want for w in r["workers"] for s in w["spans"])
+
+
+@pytest.fixture
+def tb_app(tmp_path):
+    """Factory for make_tb_app whose plugins are closed (scanner and worker processes stopped) after the test."""
+    made = []
+
+    def make(logdir, **kw):
+        kw.setdefault("cache_dir", tmp_path / "cache")
+        client, plugins = make_tb_app(logdir, kw.pop("cache_dir"), **kw)
+        made.append(plugins)
+        return client, plugins
+
+    yield make
+    for plugins in made:
+        p = plugins.get("tb_attn")
+        if p is not None:
+            p.close()

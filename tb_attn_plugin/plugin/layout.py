@@ -1,0 +1,102 @@
+"""Listing the trace files under a logdir, local or on object storage.
+
+A run is a directory (relative to the logdir, "." for the logdir itself) holding files named the
+way ``torch.profiler.tensorboard_trace_handler`` names them: ``{worker}.{span}.pt.trace.json[.gz]``.
+Only those names count, so other JSON in a logdir is never read. Hidden files and directories
+(rsync and editors write temporary files there) are skipped, and symlinked directories are not
+followed, so a listing never leaves the logdir.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import posixpath
+from dataclasses import dataclass
+
+from ..trace.discover import parse_name
+from ..trace.read import is_url
+
+
+@dataclass(frozen=True)
+class Found:
+    run: str
+    worker: str
+    span: str
+    path: str  # a local absolute path, or a URL with its protocol
+    size: int
+    mtime: float  # seconds since the epoch; 0.0 when the store does not say
+
+
+def list_traces(logdir: str) -> list[Found]:
+    """Every trace file under ``logdir``. Raises OSError (or the store's error) when it cannot list."""
+    return _list_url(logdir) if is_url(logdir) else _list_local(logdir)
+
+
+def _list_local(logdir: str) -> list[Found]:
+    root = os.path.abspath(os.path.expanduser(logdir))
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"logdir {logdir} does not exist or is not a directory")
+    found: list[Found] = []
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue  # a directory removed or unreadable mid-walk: skip it, list the rest
+        for e in entries:
+            if e.name.startswith("."):
+                continue
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+                    continue
+                parsed = parse_name(e.name)
+                if parsed is None or not e.is_file():
+                    continue
+                st = e.stat()
+            except OSError:
+                continue  # deleted between listing and stat
+            run = os.path.relpath(d, root).replace(os.sep, "/")
+            found.append(Found(run, parsed[0], parsed[1], e.path, st.st_size, st.st_mtime))
+    return found
+
+
+def _list_url(logdir: str) -> list[Found]:
+    import fsspec  # only object-storage logdirs need it
+
+    fs, root = fsspec.core.url_to_fs(logdir)
+    root = root.rstrip("/")
+    # Object stores cache listings per instance; live training adds files, so always ask again.
+    fs.invalidate_cache()
+    found: list[Found] = []
+    for path, info in fs.find(root, detail=True, withdirs=False).items():
+        rel = posixpath.relpath(path, root) if root else path
+        if rel.startswith("..") or any(part.startswith(".") for part in rel.split("/")):
+            continue
+        parsed = parse_name(posixpath.basename(path))
+        if parsed is None:
+            continue
+        run = posixpath.dirname(rel) or "."
+        found.append(Found(run, parsed[0], parsed[1], fs.unstrip_protocol(path),
+                           int(info.get("size") or 0), _mtime(info)))
+    return found
+
+
+def _mtime(info: dict) -> float:
+    """Modification time from an fsspec info dict; each backend spells it differently."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "modified", "created"):
+        v = info.get(key)
+        if v is None:
+            continue
+        if isinstance(v, (int, float)):
+            return float(v)
+        if isinstance(v, _dt.datetime):
+            return v.timestamp() if v.tzinfo else v.replace(tzinfo=_dt.timezone.utc).timestamp()
+        if isinstance(v, str):
+            try:
+                return _dt.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return 0.0

@@ -1,0 +1,263 @@
+"""The Attention tab's backend: JSON routes under /data/plugin/tb_attn/ and the static frontend.
+
+Each handler parses its parameters, asks the index (or a report) one question and responds. Every
+parameter names something the index knows (a run, worker, span, stage), never a path, so no
+request can reach a file outside the logdir. Every failure is a JSON ``{"error": message}`` with
+a 4xx code a person can act on; an unexpected bug is logged and answered with a JSON 500, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from typing import Any, Callable
+
+import msgspec
+from tensorboard.backend import http_util
+from tensorboard.plugins import base_plugin
+from werkzeug import wrappers
+from werkzeug.security import safe_join
+
+from ..collector.tags import STAGES
+from ..report.compare import compare_reports
+from . import cache as cache_mod
+from .index import ERROR, LOADING, RunIndex, UnknownName
+from .pool import AnalysisPool
+
+logger = logging.getLogger(__name__)
+
+PLUGIN_NAME = "tb_attn"
+STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
+MAX_PARAM = 512  # characters; names in a logdir are far shorter, anything longer is a mistake or an attack
+MAX_COMPARE = 8
+PASSES = ("fwd", "bwd")
+CONTENT_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
+                 ".json": "application/json", ".map": "application/json", ".svg": "image/svg+xml",
+                 ".png": "image/png", ".html": "text/html", ".txt": "text/plain", ".woff2": "font/woff2"}
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _json(request, body: Any, code: int = 200):
+    if not isinstance(body, bytes):
+        body = msgspec.json.encode(body)
+    return http_util.Respond(request, body, "application/json", code=code)
+
+
+def _route(handler: Callable) -> Callable:
+    """Turn ApiError into its JSON answer, and any bug into a JSON 500 (logged with its traceback)."""
+
+    @functools.wraps(handler)
+    def wrapped(self, request):
+        try:
+            return handler(self, request)
+        except ApiError as exc:
+            return _json(request, {"error": exc.message}, exc.code)
+        except Exception as exc:
+            logger.exception("tb-attn: %s %s failed", request.method, request.path)
+            return _json(request, {"error": f"internal error in the Attention plugin ({type(exc).__name__}); "
+                                            "details are in the TensorBoard log"}, 500)
+
+    return wrappers.Request.application(wrapped)
+
+
+def _param(request, name: str, *, required: bool = False) -> str | None:
+    values = request.args.getlist(name)
+    if not values:
+        if required:
+            raise ApiError(400, f"missing parameter '{name}'")
+        return None
+    if len(values) > 1:
+        raise ApiError(400, f"parameter '{name}' given {len(values)} times; give it once")
+    return _check(name, values[0])
+
+
+def _check(name: str, value: str) -> str:
+    if len(value) > MAX_PARAM:
+        raise ApiError(400, f"parameter '{name}' is too long ({len(value)} characters; at most {MAX_PARAM})")
+    if not value:
+        raise ApiError(400, f"parameter '{name}' is empty")
+    if any(ord(c) < 32 for c in value):
+        raise ApiError(400, f"parameter '{name}' contains control characters")
+    return value
+
+
+class AttentionPlugin(base_plugin.TBPlugin):
+    plugin_name = PLUGIN_NAME
+
+    def __init__(self, context):
+        self._logdir = context.logdir or ""
+        flags = getattr(context, "flags", None)
+        reload_s = getattr(flags, "reload_interval", 5.0) if flags is not None else 5.0
+        settle_s = float(os.environ.get("TB_ATTN_SETTLE_S", "2.0"))
+        self._index = RunIndex(self._logdir, cache_mod.ReportCache(), AnalysisPool(), settle_s=settle_s,
+                               interval_s=float(reload_s) if reload_s and reload_s > 0 else None)
+        if self._logdir:
+            self._index.start()
+
+    def close(self) -> None:
+        """Stop scanning and the worker processes (TensorBoard has no hook; tests and bench call it)."""
+        self._index.close()
+
+    @property
+    def index(self) -> RunIndex:
+        return self._index
+
+    def get_plugin_apps(self):
+        return {
+            "/runs": self._serve_runs,
+            "/report": self._serve_report,
+            "/compare": self._serve_compare,
+            "/kernels": self._serve_kernels,
+            "/call": self._serve_call,
+            "/index.js": self._serve_index_js,
+            "/static/*": self._serve_static,
+        }
+
+    def is_active(self) -> bool:
+        # Answers from what the background scan already knows; never lists the logdir here.
+        return self._index.has_traces()
+
+    def frontend_metadata(self):
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="Attention")
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _entry(self, request):
+        if not self._logdir:
+            raise ApiError(404, "TensorBoard was started without --logdir, so there are no runs")
+        run = _param(request, "run", required=True)
+        try:
+            return self._index.lookup(run, _param(request, "worker"), _param(request, "span"))
+        except UnknownName as exc:
+            raise ApiError(404, str(exc)) from None
+
+    def _report_bytes(self, e) -> bytes | None:
+        """The entry's report bytes; None while loading. Raises ApiError for a failed analysis."""
+        if e.status == ERROR:
+            raise ApiError(422, e.message or f"{e.display}: cannot be analysed")
+        if e.status == LOADING:
+            self._index.want(e)
+            return None
+        return self._index.report_bytes(e)
+
+    def _report(self, e) -> dict[str, Any] | None:
+        body = self._report_bytes(e)
+        return None if body is None else msgspec.json.decode(body)
+
+    @staticmethod
+    def _loading(request, e):
+        return _json(request, {"status": "loading", "run": e.run, "worker": e.worker, "span": e.span,
+                               "phase": e.phase}, 202)
+
+    # -- routes ----------------------------------------------------------------------------
+
+    @_route
+    def _serve_runs(self, request):
+        return _json(request, self._index.runs_json())
+
+    @_route
+    def _serve_report(self, request):
+        e = self._entry(request)
+        body = self._report_bytes(e)
+        if body is None:
+            return self._loading(request, e)
+        return _json(request, body)  # the stored bytes as they are: no decode, no re-encode
+
+    @_route
+    def _serve_kernels(self, request):
+        e = self._entry(request)
+        stage, pas = _param(request, "stage"), _param(request, "pass")
+        if stage is not None and stage not in STAGES:
+            raise ApiError(400, f"unknown stage {stage!r}; expected one of: {', '.join(STAGES)}")
+        if pas is not None and pas not in PASSES:
+            raise ApiError(400, f"unknown pass {pas!r}; expected fwd or bwd")
+        report = self._report(e)
+        if report is None:
+            return self._loading(request, e)
+        kernels = [k for k in report.get("kernels") or []
+                   if (stage is None or k.get("stage") == stage) and (pas is None or k.get("pass") == pas)]
+        return _json(request, {"run": e.run, "worker": e.worker, "span": e.span, "time_basis": report.get("time_basis"),
+                               "kernels": kernels})
+
+    @_route
+    def _serve_call(self, request):
+        e = self._entry(request)
+        raw = _param(request, "id", required=True)
+        if not raw.isdigit() or len(raw) > 9:
+            raise ApiError(400, f"parameter 'id' must be a small non-negative integer, not {raw[:40]!r}")
+        call_id = int(raw)
+        report = self._report(e)
+        if report is None:
+            return self._loading(request, e)
+        for sample in report.get("call_samples") or []:
+            if sample.get("id") == call_id:
+                return _json(request, sample)
+        ids = [s.get("id") for s in report.get("call_samples") or []]
+        raise ApiError(404, f"run {e.run!r} has no call sample {call_id}"
+                            + (f" (samples: {ids[0]}..{ids[-1]})" if ids else " (it has no attention calls)"))
+
+    @_route
+    def _serve_compare(self, request):
+        if not self._logdir:
+            raise ApiError(404, "TensorBoard was started without --logdir, so there are no runs")
+        names = [_check("run", r) for r in request.args.getlist("run")]
+        if len(names) < 2:
+            raise ApiError(400, "compare needs at least two runs: /compare?run=A&run=B")
+        if len(names) > MAX_COMPARE:
+            raise ApiError(400, f"compare takes at most {MAX_COMPARE} runs, not {len(names)}")
+        if len(set(names)) != len(names):
+            raise ApiError(400, "each run may be named only once in a comparison")
+        entries = []
+        for name in names:
+            try:
+                entries.append(self._index.lookup(name))
+            except UnknownName as exc:
+                raise ApiError(404, str(exc)) from None
+        failed = [e for e in entries if e.status == ERROR]
+        if failed:
+            raise ApiError(422, "cannot compare: " + "; ".join(e.message or e.display for e in failed))
+        loading = [e for e in entries if e.status == LOADING]
+        for e in loading:
+            self._index.want(e)
+        reports = []
+        for e in [] if loading else entries:
+            r = self._report(e)
+            if r is None:  # its cache entry vanished: it is being analysed again
+                loading = [e]
+                break
+            reports.append((e.run, r))
+        if loading:
+            return _json(request, {"status": "loading", "waiting_for": [e.run for e in loading]}, 202)
+        return _json(request, compare_reports(reports))
+
+    @_route
+    def _serve_index_js(self, request):
+        return self._static_file(request, "index.js")
+
+    @_route
+    def _serve_static(self, request):
+        prefix = f"/data/plugin/{PLUGIN_NAME}/static/"
+        path = request.path
+        if not path.startswith(prefix):
+            raise ApiError(404, "not found")
+        return self._static_file(request, path[len(prefix):])
+
+    def _static_file(self, request, rel: str):
+        # safe_join refuses "..", absolute paths and backslash tricks: only files under static/.
+        full = safe_join(STATIC_DIR, rel) if rel else None
+        if full is None or not os.path.isfile(full):
+            raise ApiError(404, f"no static file {rel[:100]!r} in the Attention plugin"
+                                + ("" if os.path.isfile(os.path.join(STATIC_DIR, "index.js"))
+                                   else " (the frontend is not built: tb_attn_plugin/static/index.js is missing)"))
+        ext = os.path.splitext(full)[1].lower()
+        with open(full, "rb") as fh:
+            body = fh.read()
+        return http_util.Respond(request, body, CONTENT_TYPES.get(ext, "application/octet-stream"))

@@ -1,0 +1,87 @@
+"""A small, bounded pool of analysis processes.
+
+Parsing a trace takes a few times the trace's size in memory and seconds of CPU. Doing it in
+worker processes keeps TensorBoard's own memory flat (it only receives compact reports) and its
+request threads free. The pool is created on first use, so a logdir without traces costs nothing,
+and rebuilt if a worker dies (killed for memory, crashed), so one bad trace never stops the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+from concurrent.futures import Future, ProcessPoolExecutor
+
+from . import work
+
+logger = logging.getLogger(__name__)
+
+
+def default_workers() -> int:
+    try:
+        n = int(os.environ.get("TB_ATTN_WORKERS", ""))
+    except ValueError:
+        n = 0
+    return max(1, n) if n else max(1, min(2, os.cpu_count() or 1))
+
+
+# Credentials and endpoints of object stores. Workers fork from a server started once per process,
+# which keeps the environment of that moment; each task carries these so that a worker always reads
+# the logdir the way this TensorBoard process was configured to.
+REMOTE_ENV_PREFIXES = ("AWS_", "FSSPEC_", "GOOGLE_", "GCSFS_", "AZURE_", "S3_")
+
+
+def remote_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith(REMOTE_ENV_PREFIXES)}
+
+
+def _context():
+    # Never fork: TensorBoard runs threads (and maybe a data server), and a forked copy of a
+    # threaded process can deadlock. forkserver starts each worker from a small clean process
+    # that imports only the worker module, not TensorBoard.
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        # Workers fork from a server that already imported the engine, and the main module (which
+        # every non-fork child must import once): each worker then starts in milliseconds.
+        ctx.set_forkserver_preload(["__main__", work.__name__, "tb_attn_plugin.report.build"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+class AnalysisPool:
+    def __init__(self, workers: int | None = None):
+        self.workers = workers or default_workers()
+        self._lock = threading.Lock()
+        self._executor: ProcessPoolExecutor | None = None
+        self._closed = False
+        self._env = remote_env()
+
+    def submit(self, path: str, display_name: str) -> Future:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("analysis pool is closed")
+            if self._executor is None:
+                self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=_context())
+            return self._executor.submit(work.analyze, path, display_name, self._env)
+
+    def reset(self, broken: ProcessPoolExecutor | None = None) -> None:
+        """Drop a broken executor (a worker died); the next submit starts a fresh one."""
+        with self._lock:
+            ex = self._executor
+            if ex is not None and (broken is None or ex is broken):
+                self._executor = None
+        if ex is not None:
+            ex.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def executor(self) -> ProcessPoolExecutor | None:
+        return self._executor
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            ex, self._executor = self._executor, None
+        if ex is not None:
+            ex.shutdown(wait=False, cancel_futures=True)

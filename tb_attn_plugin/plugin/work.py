@@ -1,0 +1,57 @@
+"""What runs inside an analysis worker process: one trace file in, one compact result out.
+
+Kept apart from the plugin so that worker processes import the engine and msgspec only, never
+TensorBoard or werkzeug. The result crosses the process boundary as (status, message, summary,
+report bytes): the TensorBoard process never sees the trace's events, only the finished report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def summary_of(report: dict[str, Any]) -> dict[str, Any]:
+    """The few fields /runs shows for every file without reading its report."""
+    dev = report.get("device") or {}
+    return {
+        "metadata": report.get("metadata") or {},
+        "time_basis": report.get("time_basis"),
+        "calls": report.get("calls"),
+        "attention_share": report.get("attention_share"),
+        "attention_gpu_us": report.get("attention_gpu_us"),
+        "attention_cpu_us": report.get("attention_cpu_us"),
+        "implementations": sorted({i.get("implementation") for i in report.get("implementations") or []
+                                   if i.get("implementation")}),
+        "device": dev.get("name"),
+        "warnings": len(report.get("warnings") or []),
+    }
+
+
+def analyze(path: str, display_name: str, env: dict[str, str] | None = None
+            ) -> tuple[str, str | None, dict[str, Any], bytes | None]:
+    import os
+
+    import msgspec
+
+    if env:
+        os.environ.update(env)  # object-store settings of the TensorBoard process (see pool.py)
+
+    from ..errors import TraceError
+    from ..report.build import analyze_file
+
+    try:
+        report = analyze_file(path)
+    except TraceError as exc:
+        return "error", f"{display_name}: {exc.cause}", {}, None
+    except MemoryError:
+        return "error", f"{display_name}: not enough memory to analyse this trace", {}, None
+    except Exception as exc:  # an engine bug must not look like a bad trace, nor kill the worker
+        return "error", f"{display_name}: analysis failed ({type(exc).__name__}: {exc}); please report this", {}, None
+    cut = [w for w in report.get("warnings") or [] if "ends early" in w]
+    if cut:
+        # Partial numbers would mislead (GPU kernels come late in a trace, so even the time basis can
+        # flip), so an incomplete file is an error; if it is still growing it is analysed again.
+        return "error", (f"{display_name}: the trace is incomplete ({cut[-1]}); wait until it is written in "
+                         "full, or copy it again"), {}, None
+    return "ready", None, summary_of(report), msgspec.json.encode(report)
+

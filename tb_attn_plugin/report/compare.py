@@ -1,0 +1,162 @@
+"""Comparison of two or more reports: what changed in attention between runs.
+
+Pure data in, data out (no torch, no TensorBoard) so that the plugin's /compare route and the CLI
+give the same answer. Deltas are always "last run minus first run", rows are sorted by the size of
+that change, and one time basis is used for every run so the numbers are comparable: GPU kernel
+time when every run has GPU kernels, else CPU op time (and the result says which and why).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from ..collector.tags import STAGES
+
+PASS_ORDER = ("fwd", "bwd")
+MAX_ONLY_IN = 100  # kernels listed per run in kernels_only_in; the count is always exact
+
+
+def _num(v: Any) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+
+def time_basis(reports: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """("gpu" | "cpu", the reason in words)."""
+    no_gpu = [i for i, r in enumerate(reports) if r.get("time_basis") != "gpu" or _num(r.get("total_gpu_us")) <= 0]
+    if not no_gpu:
+        return "gpu", "GPU kernel time: every run has GPU kernels"
+    return "cpu", "CPU op time: not every run has GPU kernels"
+
+
+def _delta(values: list[float]) -> tuple[float, float | None]:
+    first, last = values[0], values[-1]
+    delta = round(last - first, 3)
+    pct = round(100.0 * (last - first) / first, 1) if first else None
+    return delta, pct
+
+
+def _stage_key(stage: str, pas: str) -> tuple[int, int, str, str]:
+    si = STAGES.index(stage) if stage in STAGES else len(STAGES)
+    pi = PASS_ORDER.index(pas) if pas in PASS_ORDER else len(PASS_ORDER)
+    return (pi, si, stage, pas)
+
+
+def _by_change(row: dict[str, Any]) -> tuple[float, Any]:
+    return (-abs(row["delta_us"]), row.get("_order", 0))
+
+
+def _stages(reports: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any]]:
+    per_run: list[dict[tuple[str, str], float]] = []
+    for r in reports:
+        acc: dict[tuple[str, str], float] = {}
+        for s in r.get("stages") or []:
+            k = (str(s.get("stage")), str(s.get("pass", "fwd")))
+            acc[k] = acc.get(k, 0.0) + _num(s.get(key))
+        per_run.append(acc)
+    keys = sorted({k for acc in per_run for k in acc}, key=lambda k: _stage_key(*k))
+    rows = []
+    for order, (stage, pas) in enumerate(keys):
+        values = [round(acc.get((stage, pas), 0.0), 3) for acc in per_run]
+        if not any(values):
+            continue
+        delta, pct = _delta(values)
+        rows.append({"stage": stage, "pass": pas, "values": values, "delta_us": delta, "delta_pct": pct, "_order": order})
+    return _finish(rows)
+
+
+def _layers(reports: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any]]:
+    per_run: list[dict[str, tuple[float, set[str]]]] = []
+    order: dict[str, int] = {}
+    for r in reports:
+        acc: dict[str, tuple[float, set[str]]] = {}
+        for layer in r.get("layers") or []:
+            lt = str(layer.get("layer_type") or layer.get("layer") or "?")
+            order.setdefault(lt, len(order))
+            total, impls = acc.get(lt, (0.0, set()))
+            impl = layer.get("implementation")
+            acc[lt] = (total + _num(layer.get(key)), impls | ({str(impl)} if impl else set()))
+        per_run.append(acc)
+    rows = []
+    for lt in order:
+        values = [round(acc[lt][0], 3) if lt in acc else 0.0 for acc in per_run]
+        # None where the run has no such layer; "a+b" where one layer type runs several ways.
+        impls = ["+".join(sorted(acc[lt][1])) or None if lt in acc else None for acc in per_run]
+        delta, pct = _delta(values)
+        rows.append({"layer_type": lt, "values": values, "implementations": impls, "delta_us": delta,
+                     "delta_pct": pct, "_order": order[lt]})
+    return _finish(rows)
+
+
+def _finish(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows.sort(key=_by_change)
+    for row in rows:
+        row.pop("_order", None)
+    return rows
+
+
+def _kernels_only_in(names: Sequence[str], reports: Sequence[Mapping[str, Any]]) -> tuple[dict, dict]:
+    kernel_sets = [{str(k.get("name")) for k in r.get("kernels") or []} for r in reports]
+    only: dict[str, list[dict[str, Any]]] = {}
+    counts: dict[str, int] = {}
+    for i, (name, r) in enumerate(zip(names, reports)):
+        others = set().union(*(s for j, s in enumerate(kernel_sets) if j != i))
+        rows = [{"name": str(k.get("name")), "stage": k.get("stage"), "pass": k.get("pass", "fwd"),
+                 "gpu_us": round(_num(k.get("gpu_us")), 3), "count": k.get("count")}
+                for k in r.get("kernels") or [] if str(k.get("name")) not in others]
+        rows.sort(key=lambda k: (-k["gpu_us"], k["name"]))
+        counts[name] = len(rows)
+        only[name] = rows[:MAX_ONLY_IN]
+    return only, counts
+
+
+def _impl_names(r: Mapping[str, Any]) -> list[str]:
+    return sorted({str(i.get("implementation")) for i in r.get("implementations") or [] if i.get("implementation")})
+
+
+def _us(v: float) -> str:
+    if abs(v) >= 1e6:
+        return f"{v / 1e6:.2f} s"
+    if abs(v) >= 1e3:
+        return f"{v / 1e3:.2f} ms"
+    return f"{v:.1f} µs"
+
+
+def _summary(names: Sequence[str], reports: Sequence[Mapping[str, Any]], basis: str, stages: list[dict]) -> str:
+    key = f"attention_{basis}_us"
+    a0, a1 = _num(reports[0].get(key)), _num(reports[-1].get(key))
+    change = f" ({100.0 * (a1 - a0) / a0:+.1f}%)" if a0 else ""
+    line = f"{names[-1]} vs {names[0]}: attention {_us(a0)} -> {_us(a1)} {basis.upper()} time{change}"
+    i0, i1 = _impl_names(reports[0]), _impl_names(reports[-1])
+    if i0 != i1:
+        line += f"; implementation {'+'.join(i0) or 'none'} -> {'+'.join(i1) or 'none'}"
+    if stages and stages[0]["delta_us"]:
+        s = stages[0]
+        line += f"; largest stage change: {s['stage']} {s['pass']} {'+' if s['delta_us'] > 0 else '-'}{_us(abs(s['delta_us']))}"
+    return line
+
+
+def compare_reports(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """Compare ``[(run name, report), ...]`` (at least two). Deltas are last minus first."""
+    if len(runs) < 2:
+        raise ValueError("a comparison needs at least two runs")
+    names = [n for n, _ in runs]
+    reports = [r for _, r in runs]
+    basis, why = time_basis(reports)
+    key = f"{basis}_us"
+    stages = _stages(reports, key)
+    only, counts = _kernels_only_in(names, reports)
+    totals = [{"run": n, "attention_gpu_us": _num(r.get("attention_gpu_us")),
+               "attention_cpu_us": _num(r.get("attention_cpu_us")), "attention_share": r.get("attention_share"),
+               "time_basis": r.get("time_basis"), "implementations": list(r.get("implementations") or []),
+               "calls": r.get("calls")} for n, r in runs]
+    return {
+        "runs": names,
+        "time_basis": basis,
+        "time_basis_note": why,
+        "summary": _summary(names, reports, basis, stages),
+        "stages": stages,
+        "layers": _layers(reports, key),
+        "kernels_only_in": only,
+        "kernels_only_in_counts": counts,
+        "totals": totals,
+    }

@@ -1,0 +1,266 @@
+"""The plugin's routes, driven through the real TensorBoard WSGI application over a logdir of real
+GPU traces, tensorboard_trace_handler runs and bad runs. One app (and one analysis of each trace)
+serves the whole module."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tb_attn_plugin.report.build import analyze_file
+from tests.conftest import PLUGIN_BAD_RUNS, PLUGIN_RUNS, all_settled, make_tb_app, wait_runs
+
+P = "/data/plugin/tb_attn"
+GOOD = sorted(PLUGIN_RUNS) + ["cpu_eager", "cpu_sdpa", "multi"]
+BAD = sorted(PLUGIN_BAD_RUNS) + ["bad/truncated"]
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory, plugin_logdir, handler_runs):
+    root = tmp_path_factory.mktemp("module_logdir")
+    shutil.copytree(plugin_logdir, root, dirs_exist_ok=True)
+    for name, d in handler_runs.items():
+        shutil.copytree(d, root / name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def app(logdir, tmp_path_factory):
+    client, plugins = make_tb_app(logdir, tmp_path_factory.mktemp("cache"))
+    doc = wait_runs(client, all_settled)
+    yield client, doc
+    plugins["tb_attn"].close()
+
+
+def get(client, url):
+    r = client.get(url)
+    assert r.status_code != 500, r.data
+    if not url.startswith(f"{P}/index.js") and "/static/" not in url:
+        assert r.headers["Content-Type"].startswith("application/json"), (url, r.headers["Content-Type"])
+    return r.status_code, json.loads(r.data) if r.headers["Content-Type"].startswith("application/json") else r.data
+
+
+def run_of(doc, name):
+    return next(r for r in doc["runs"] if r["run"] == name)
+
+
+def spans(run):
+    return [s for w in run["workers"] for s in w["spans"]]
+
+
+# -- /runs -----------------------------------------------------------------------------------
+
+def test_runs_lists_every_trace_directory_and_nothing_else(app):
+    _, doc = app
+    assert sorted(r["run"] for r in doc["runs"]) == sorted(GOOD + BAD)  # no .hidden, no notes.json
+
+
+def test_runs_have_workers_and_spans_as_trace_handler_names_them(app, logdir):
+    _, doc = app
+    multi = run_of(doc, "multi")
+    assert [(w["worker"], [s["span"] for s in w["spans"]]) for w in multi["workers"]] == [
+        ("rank0", ["100", "200"]), ("rank1", ["100"])]
+    for name in ("cpu_sdpa", "cpu_eager"):
+        run = run_of(doc, name)
+        assert [w["worker"] for w in run["workers"]] == ["trainer0"]
+        got = [s["span"] for s in run["workers"][0]["spans"]]
+        assert len(got) == 2 and got == sorted(got, key=int)
+    s = spans(run_of(doc, "bert_flash"))[0]
+    assert s["size_bytes"] == (logdir / "bert_flash" / "host_1.1700000000000000001.pt.trace.json.gz").stat().st_size
+
+
+def test_runs_status_ready_for_good_runs_with_collector_metadata(app):
+    _, doc = app
+    for name in GOOD:
+        run = run_of(doc, name)
+        assert run["status"] == "ready" and all(s["status"] == "ready" for s in spans(run)), run
+    assert run_of(doc, "cpu_eager")["metadata"]["variant"] == "eager"
+    assert run_of(doc, "cpu_sdpa")["metadata"]["seq_len"] == 32
+    assert run_of(doc, "bert_flash")["metadata"] == {}
+    assert spans(run_of(doc, "bert_flash"))[0]["summary"]["implementations"] == ["flash"]
+
+
+@pytest.mark.parametrize("run,cause", [
+    ("bad/corrupt", "gzip"), ("bad/empty", "empty"), ("bad/not_a_trace", "not a trace"),
+    ("bad/not_json", "not JSON"), ("bad/truncated", "incomplete")])
+def test_bad_runs_are_errors_with_a_message_naming_file_and_cause(app, run, cause):
+    client, doc = app
+    s = spans(run_of(doc, run))[0]
+    assert s["status"] == "error"
+    assert s["message"].startswith(f"{run}/host_1.1.pt.trace.json") and cause in s["message"], s["message"]
+    code, body = get(client, f"{P}/report?run={run}")
+    assert code == 422 and body["error"] == s["message"]
+
+
+# -- /report ---------------------------------------------------------------------------------
+
+def test_report_is_the_engines_report(app, logdir):
+    client, _ = app
+    code, body = get(client, f"{P}/report?run=bert_flash")
+    assert code == 200
+    direct = analyze_file(str(logdir / "bert_flash" / "host_1.1700000000000000001.pt.trace.json.gz"))
+    body.pop("analysis_seconds"), direct.pop("analysis_seconds")
+    assert body == direct
+    assert body["calls"] == 4 and [i["implementation"] for i in body["implementations"]] == ["flash"]
+
+
+def test_report_defaults_to_first_worker_and_latest_span(app):
+    client, _ = app
+    _, body = get(client, f"{P}/report?run=multi")
+    assert (body["source"]["worker"], body["source"]["span"]) == ("rank0", "200")
+    _, body = get(client, f"{P}/report?run=multi&worker=rank0&span=100")
+    assert body["source"]["span"] == "100"
+    _, body = get(client, f"{P}/report?run=multi&worker=rank1")
+    assert (body["source"]["worker"], body["source"]["span"]) == ("rank1", "100")
+
+
+def test_report_of_the_negative_control_has_no_attention(app):
+    client, _ = app
+    code, body = get(client, f"{P}/report?run=negative")
+    assert code == 200 and body["calls"] == 0 and body["attention_gpu_us"] == 0
+
+
+HOSTILE = [
+    ("run=../../etc/passwd", 404), ("run=/etc/passwd", 404), ("run=bert_flash/../../../etc", 404),
+    ("run=bert_flash%00", 400), ("run=" + "a" * 100_000, 400), ("run=", 400), ("", 400),
+    ("run=bert_flash&run=multi", 400), ("run=nope", 404), ("run=%E2%98%83", 404),
+    ("run=bert_flash&worker=../../x", 404), ("run=bert_flash&worker=host_2", 404),
+    ("run=bert_flash&span=1", 404), ("run=bert_flash&span=" + "9" * 5000, 400),
+    ("run=multi&worker=rank0&span=100&span=200", 400),
+]
+
+
+@pytest.mark.parametrize("route", ["report", "kernels", "call"])
+@pytest.mark.parametrize("query,code", HOSTILE)
+def test_hostile_parameters_get_clear_json_errors(app, route, query, code):
+    client, _ = app
+    if route == "call" and "id=" not in query:
+        query += "&id=0"
+    got, body = get(client, f"{P}/{route}?{query}")
+    assert got == code, body
+    assert isinstance(body["error"], str) and 10 < len(body["error"]) < 2000
+    assert "Traceback" not in body["error"]
+
+
+def test_a_real_file_path_is_not_a_run_name(app, logdir):
+    client, _ = app
+    path = logdir / "bert_flash" / "host_1.1700000000000000001.pt.trace.json.gz"
+    code, body = get(client, f"{P}/report?run={path}")
+    assert code == 404 and "no run named" in body["error"]
+    code, body = get(client, f"{P}/report?run={path.parent}")
+    assert code == 404
+
+
+def test_unknown_run_error_lists_known_runs(app):
+    client, _ = app
+    _, body = get(client, f"{P}/report?run=bert_flsh")
+    assert "no run named 'bert_flsh'" in body["error"] and "'bert_flash'" in body["error"]
+
+
+def test_other_runs_keep_working_after_errors(app):
+    client, _ = app
+    for q, _ in HOSTILE:
+        client.get(f"{P}/report?{q}")
+    for run in BAD:
+        client.get(f"{P}/report?run={run}")
+    for run in GOOD:
+        code, body = get(client, f"{P}/report?run={run}")
+        assert code == 200 and body["schema_version"] == 1
+
+
+# -- /kernels and /call ----------------------------------------------------------------------
+
+def test_kernels_filtered_by_stage_and_pass(app):
+    client, _ = app
+    _, report = get(client, f"{P}/report?run=owlv2_eager")
+    _, all_k = get(client, f"{P}/kernels?run=owlv2_eager")
+    assert all_k["kernels"] == report["kernels"]
+    _, soft = get(client, f"{P}/kernels?run=owlv2_eager&stage=softmax")
+    assert soft["kernels"] and all(k["stage"] == "softmax" for k in soft["kernels"])
+    assert sum(k["count"] for k in soft["kernels"]) == 180  # the shared README's fact
+    _, bwd = get(client, f"{P}/kernels?run=cpu_eager&pass=bwd")
+    assert bwd["kernels"] == [k for k in get(client, f"{P}/report?run=cpu_eager")[1]["kernels"] if k["pass"] == "bwd"]
+    code, body = get(client, f"{P}/kernels?run=owlv2_eager&stage=attention")
+    assert code == 400 and "qk_matmul" in body["error"]
+    code, body = get(client, f"{P}/kernels?run=owlv2_eager&pass=sideways")
+    assert code == 400 and "fwd" in body["error"]
+
+
+def test_call_returns_one_call_sample(app):
+    client, _ = app
+    _, report = get(client, f"{P}/report?run=bert_flash")
+    sample = report["call_samples"][-1]
+    code, body = get(client, f"{P}/call?run=bert_flash&id={sample['id']}")
+    assert code == 200 and body == sample and body["events"]
+
+
+@pytest.mark.parametrize("query,code,says", [
+    ("run=bert_flash&id=99999", 404, "no call sample 99999"),
+    ("run=negative&id=0", 404, "no attention calls"),
+    ("run=bert_flash&id=-1", 400, "integer"),
+    ("run=bert_flash&id=abc", 400, "integer"),
+    ("run=bert_flash&id=" + "9" * 40, 400, "integer"),
+    ("run=bert_flash", 400, "missing parameter 'id'"),
+])
+def test_call_errors(app, query, code, says):
+    client, _ = app
+    got, body = get(client, f"{P}/call?{query}")
+    assert got == code and says in body["error"], body
+
+
+# -- /compare --------------------------------------------------------------------------------
+
+def test_compare_two_gpu_runs(app):
+    client, _ = app
+    code, body = get(client, f"{P}/compare?run=bert_flash&run=bert_aotriton")
+    assert code == 200
+    assert body["runs"] == ["bert_flash", "bert_aotriton"] and body["time_basis"] == "gpu"
+    deltas = [abs(s["delta_us"]) for s in body["stages"]]
+    assert deltas == sorted(deltas, reverse=True)
+    for s in body["stages"]:
+        assert s["delta_us"] == pytest.approx(s["values"][1] - s["values"][0], abs=1e-3)
+    fused = next(s for s in body["stages"] if s["stage"] == "fused")
+    assert fused["values"] == pytest.approx([37.408, 113.656], abs=0.05)  # the README's facts
+    assert [k["name"] for k in body["kernels_only_in"]["bert_aotriton"] if k["stage"] == "fused"] == ["attn_fwd"]
+    assert any("flash_fwd_kernel" in k["name"] for k in body["kernels_only_in"]["bert_flash"])
+    layer = body["layers"][0]
+    assert layer["layer_type"] == "BertSdpaSelfAttention" and layer["implementations"] == ["flash", "aotriton"]
+    assert "bert_aotriton vs bert_flash" in body["summary"] and "flash -> aotriton" in body["summary"]
+    assert [t["run"] for t in body["totals"]] == body["runs"]
+
+
+def test_compare_falls_back_to_cpu_time_and_says_so(app):
+    client, _ = app
+    _, body = get(client, f"{P}/compare?run=bert_flash&run=cpu_sdpa&run=cpu_eager")
+    assert body["time_basis"] == "cpu" and "CPU" in body["time_basis_note"]
+    assert all(len(s["values"]) == 3 for s in body["stages"])
+    assert set(body["kernels_only_in"]) == {"bert_flash", "cpu_sdpa", "cpu_eager"}
+
+
+@pytest.mark.parametrize("query,code", [
+    ("run=bert_flash", 400), ("", 400), ("run=bert_flash&run=bert_flash", 400),
+    ("run=bert_flash&run=../x", 404), ("run=bert_flash&run=bad/corrupt", 422),
+    ("&".join(f"run=r{i}" for i in range(9)), 400), ("run=bert_flash&run=" + "x" * 10_000, 400),
+])
+def test_compare_errors(app, query, code):
+    client, _ = app
+    got, body = get(client, f"{P}/compare?{query}")
+    assert got == code and body["error"], body
+
+
+# -- TensorBoard integration -----------------------------------------------------------------
+
+def test_plugin_listing(app):
+    client, _ = app
+    r = client.get("/data/plugins_listing")
+    entry = json.loads(r.data)["tb_attn"]
+    assert entry["enabled"] is True and entry["tab_name"] == "Attention"
+    assert entry["loading_mechanism"] == {"type": "IFRAME", "module_path": f"{P}/index.js"}
+
+
+def test_runs_is_cached_between_requests(app):
+    client, _ = app
+    a, b = client.get(f"{P}/runs"), client.get(f"{P}/runs")
+    assert a.data == b.data and a.headers["Content-Type"].startswith("application/json")
