@@ -8,7 +8,7 @@ Format, version 1 (all through standard torch.profiler APIs, so any kineto reade
 * One ``record_function`` range per attention call, named ``tb_attn::call `` followed by the call's
   fields as a URL query string (``layer=model.layers.0.self_attn&impl=sdpa&lq=128``; CALL_FIELDS
   below). Not JSON: torch.profiler writes event names into the trace without escaping quotes, so a
-  name must never hold ``"`` or ``\``; percent-encoding guarantees that. The range appears as a
+  name must never hold a double quote or a backslash; percent-encoding guarantees that. The range appears as a
   ``user_annotation`` event that encloses the ops of the call on the calling thread; backward
   kernels reach it through the forward ops' autograd links, so they need no tag of their own.
 * Inside a user-marked region, optional stage ranges ``tb_attn::stage <stage>`` (stage names as in
