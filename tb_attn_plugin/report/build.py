@@ -186,7 +186,7 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str,
         lay["stages"] = _stage_rows(cells)
         core = sum((x.gpu_us if has_gpu else x.cpu_us) for (st, _), x in cells.items() if st in CORE_STAGES)
         lay["flops"] = lay["flops"] if has_flops else None
-        lay["tflops"] = round(lay["flops"] / (core * 1e-6) / 1e12, 4) if has_flops and core > 0 else None
+        lay["tflops"] = float(f"{lay['flops'] / (core * 1e-6) / 1e12:.4g}") if has_flops and core > 0 else None
         layer_rows.append(lay)
     layer_rows.sort(key=lambda r: -(r["gpu_us"] if has_gpu else r["cpu_us"]))
 
