@@ -60,7 +60,7 @@ def render(r: dict[str, Any], top: int = 8) -> str:
 
     out.append("")
     rows = [[lay["layer"], lay["implementation"], str(lay["calls"]), _us(lay[key]),
-             f"{lay['tflops']:.1f}" if lay.get("tflops") else "-"] for lay in r["layers"][:top]]
+             f"{lay['tflops']:.3g}" if lay.get("tflops") else "-"] for lay in r["layers"][:top]]
     out.extend("  " + line for line in _table(rows, ["top layers", "implementation", "calls", basis, "TFLOP/s"]))
     if len(r["layers"]) > top:
         out.append(f"  … {len(r['layers']) - top} more layers")

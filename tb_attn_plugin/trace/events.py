@@ -192,26 +192,33 @@ def _salvage_truncated(path: str, text: bytes, head: bytes, why: str, warnings: 
 
 
 def _split(doc: _Doc, warnings: list[str]) -> Events:
-    ops, launches, gpu, flows, memory = [], [], [], [], []
-    a_op, a_la, a_gpu, a_fl, a_mem = ops.append, launches.append, gpu.append, flows.append, memory.append
+    # One grouping pass by category (cheap), then small filters per group: most events are Python
+    # frames, and this keeps the per-event work to one dict lookup.
+    groups: dict[str, list[Event]] = {}
     for e in doc.traceEvents:
-        ph = e.ph
-        if ph == "X":
-            cat = e.cat
-            if cat in CPU_CATS:
-                a_op(e)
-            elif cat == "python_function":
-                if e.name.startswith(MODULE_PREFIX):
-                    a_op(e)
-            elif cat in GPU_CATS:
-                a_gpu(e)
-            elif cat in LAUNCH_CATS:
-                a_la(e)
-        elif ph == "i" or ph == "I":
-            if e.name == "[memory]":
-                a_mem(e)
-        elif (ph == "s" or ph == "f") and e.cat == "fwdbwd":
-            a_fl(e)
+        g = groups.get(e.cat)
+        if g is None:
+            g = groups[e.cat] = []
+        g.append(e)
+    ops: list[Event] = []
+    launches: list[Event] = []
+    gpu: list[Event] = []
+    memory: list[Event] = []
+    flows: list[Event] = []
+    for cat, evs in groups.items():
+        if cat in CPU_CATS:
+            ops.extend([e for e in evs if e.ph == "X"])
+        elif cat == "python_function":
+            ops.extend([e for e in evs if e.ph == "X" and e.name.startswith(MODULE_PREFIX)])
+        elif cat in GPU_CATS:
+            gpu.extend([e for e in evs if e.ph == "X"])
+        elif cat in LAUNCH_CATS:
+            launches.extend([e for e in evs if e.ph == "X"])
+        elif cat == "fwdbwd":
+            flows.extend([e for e in evs if e.ph == "s" or e.ph == "f"])
+        else:
+            memory.extend([e for e in evs if (e.ph == "i" or e.ph == "I") and e.name == "[memory]"])
+    del groups
     return Events(
         ops=ops,
         launches=launches,
