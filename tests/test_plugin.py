@@ -264,3 +264,53 @@ def test_runs_is_cached_between_requests(app):
     client, _ = app
     a, b = client.get(f"{P}/runs"), client.get(f"{P}/runs")
     assert a.data == b.data and a.headers["Content-Type"].startswith("application/json")
+
+
+# -- static files ----------------------------------------------------------------------------
+
+@pytest.fixture
+def static_dir(tmp_path, monkeypatch):
+    """A stand-in static/ folder (the real one belongs to the frontend build), next to a file that
+    must never be served."""
+    from tb_attn_plugin.plugin import plugin as plugin_mod
+
+    d = tmp_path / "pkg" / "static"
+    (d / "sub").mkdir(parents=True)
+    (d / "index.js").write_text("export function render() {}\n")
+    (d / "style.css").write_text("body { color: black }\n")
+    (d / "sub" / "chart.js").write_text("export const x = 1;\n")
+    (tmp_path / "pkg" / "secret.py").write_text("SECRET = 1\n")
+    monkeypatch.setattr(plugin_mod, "STATIC_DIR", str(d))
+    return d
+
+
+def test_static_files_with_content_types(app, static_dir):
+    client, _ = app
+    for url, ctype, path in [(f"{P}/index.js", "text/javascript", "index.js"),
+                             (f"{P}/static/style.css", "text/css", "style.css"),
+                             (f"{P}/static/sub/chart.js", "text/javascript", "sub/chart.js")]:
+        r = client.get(url)
+        assert r.status_code == 200 and r.headers["Content-Type"].startswith(ctype), url
+        assert r.data == (static_dir / path).read_bytes()
+        assert r.headers.get("X-Content-Type-Options") == "nosniff"
+
+
+@pytest.mark.parametrize("path", [
+    "static/../secret.py", "static/%2e%2e/secret.py", "static/..%2fsecret.py", "static/sub/../../secret.py",
+    "static//etc/passwd", "static/%2fetc%2fpasswd", "static/", "static/sub", "static/missing.js",
+    "static/..\\secret.py", "static/" + "a" * 5000])
+def test_static_refuses_anything_outside_static(app, static_dir, path):
+    client, _ = app
+    r = client.get(f"{P}/{path}")
+    assert r.status_code == 404, (path, r.data[:200])
+    assert b"SECRET" not in r.data
+    # Ours is JSON; a path TensorBoard's router does not send to the plugin at all is its own 404.
+    assert r.headers["Content-Type"].startswith("application/json") or r.data == b"Not found"
+
+
+def test_missing_frontend_is_a_json_404(app, tmp_path, monkeypatch):
+    from tb_attn_plugin.plugin import plugin as plugin_mod
+
+    monkeypatch.setattr(plugin_mod, "STATIC_DIR", str(tmp_path / "empty"))
+    code, body = get(app[0], f"{P}/index.js")
+    assert code == 404 and "index.js is missing" in body["error"]

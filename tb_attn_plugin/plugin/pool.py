@@ -31,10 +31,11 @@ def default_workers() -> int:
 # which keeps the environment of that moment; each task carries these so that a worker always reads
 # the logdir the way this TensorBoard process was configured to.
 REMOTE_ENV_PREFIXES = ("AWS_", "FSSPEC_", "GOOGLE_", "GCSFS_", "AZURE_", "S3_")
+PROXY_ENV = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"}
 
 
 def remote_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k.startswith(REMOTE_ENV_PREFIXES)}
+    return {k: v for k, v in os.environ.items() if k.startswith(REMOTE_ENV_PREFIXES) or k in PROXY_ENV}
 
 
 def _context():
