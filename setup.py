@@ -28,6 +28,8 @@ setup(
             "pytest>=7", "hypothesis>=6", "orjson>=3", "fsspec>=2023.1", "jsonschema>=4",
             # the plugin tests serve an s3:// logdir from a local S3-compatible server
             "moto[server]>=5", "s3fs>=2023.1",
+            # the coexistence test loads the deprecated PyTorch Profiler tab next to ours
+            "torch-tb-profiler>=0.4",
         ],
     },
     entry_points={
