@@ -1,0 +1,60 @@
+// Apache ECharts, tree-shaken: only the chart types and components the views use, canvas renderer.
+// Tooltips are built as DOM nodes with textContent, so a trace's names never become markup.
+
+import * as echarts from "echarts/core";
+import { BarChart, CustomChart, LineChart } from "echarts/charts";
+import { DataZoomComponent, GridComponent, LegendComponent, TooltipComponent } from "echarts/components";
+import { CanvasRenderer } from "echarts/renderers";
+
+echarts.use([BarChart, LineChart, CustomChart, GridComponent, TooltipComponent, LegendComponent, DataZoomComponent,
+  CanvasRenderer]);
+
+export { echarts };
+export type ECharts = echarts.ECharts;
+export type Option = echarts.EChartsCoreOption;
+
+const live = new Set<{ chart: echarts.ECharts; ro: ResizeObserver | null }>();
+
+/** A chart in ``el``; disposed by disposeCharts() when the view changes. */
+export function makeChart(el: HTMLElement, option: Option): echarts.ECharts {
+  const chart = echarts.init(el, null, { renderer: "canvas" });
+  chart.setOption({ animation: false, textStyle: { fontFamily: "Roboto, Helvetica, Arial, sans-serif" }, ...option });
+  const ro = typeof ResizeObserver !== "undefined" ? new ResizeObserver(() => chart.resize()) : null;
+  ro?.observe(el);
+  live.add({ chart, ro });
+  return chart;
+}
+
+export function disposeCharts(): void {
+  for (const c of live) {
+    c.ro?.disconnect();
+    c.chart.dispose();
+  }
+  live.clear();
+}
+
+/** A tooltip body: a bold title line, then "label: value" lines, all as text nodes. */
+export function tip(title: string, lines: [string, string][], color?: string): HTMLElement {
+  const box = document.createElement("div");
+  box.className = "attn-tip";
+  const t = document.createElement("div");
+  t.className = "attn-tip-title";
+  if (color) {
+    const dot = document.createElement("span");
+    dot.className = "attn-dot";
+    dot.style.background = color;
+    t.appendChild(dot);
+  }
+  t.appendChild(document.createTextNode(title));
+  box.appendChild(t);
+  for (const [k, v] of lines) {
+    const row = document.createElement("div");
+    const b = document.createElement("span");
+    b.className = "attn-tip-key";
+    b.textContent = k + ": ";
+    row.appendChild(b);
+    row.appendChild(document.createTextNode(v));
+    box.appendChild(row);
+  }
+  return box;
+}

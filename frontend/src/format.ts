@@ -1,0 +1,110 @@
+// Number formatting shared by every view. Pure: unit-tested in test/format.test.ts.
+
+const MINUS = "\u2212";
+
+export function num(v: unknown): number | null {
+  return typeof v === "number" && Number.isFinite(v) ? v : null;
+}
+
+/** Microseconds as µs, ms or s with a precision a person can read. */
+export function fmtUs(us: unknown): string {
+  const v = num(us);
+  if (v === null) return "—";
+  const a = Math.abs(v);
+  if (a >= 1e6) return `${(v / 1e6).toFixed(2)} s`;
+  if (a >= 1e3) return `${(v / 1e3).toFixed(2)} ms`;
+  return `${v.toFixed(1)} µs`;
+}
+
+/** A share in [0, 1] as a percentage with one decimal. */
+export function fmtShare(share: unknown): string {
+  const v = num(share);
+  return v === null ? "—" : `${(v * 100).toFixed(1)}%`;
+}
+
+/** A signed percentage change, with a real minus sign. */
+export function fmtDeltaPct(pct: unknown): string {
+  const v = num(pct);
+  if (v === null) return "new";
+  const r = Math.round(v);
+  if (r === 0) return v === 0 ? "0%" : `${v > 0 ? "+" : MINUS}${Math.abs(v).toFixed(1)}%`;
+  return `${r > 0 ? "+" : MINUS}${Math.abs(r)}%`;
+}
+
+export function fmtDeltaUs(us: unknown): string {
+  const v = num(us);
+  if (v === null) return "—";
+  if (v === 0) return fmtUs(0);
+  return (v > 0 ? "+" : MINUS) + fmtUs(Math.abs(v));
+}
+
+export function fmtBytes(b: unknown): string {
+  let v = num(b);
+  if (v === null) return "—";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${v.toFixed(0)} B` : `${v.toFixed(1)} ${units[i]}`;
+}
+
+export function fmtCount(n: unknown): string {
+  const v = num(n);
+  if (v === null) return "—";
+  return Math.round(v).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
+
+export function fmtTflops(t: unknown): string {
+  const v = num(t);
+  return v === null ? "—" : `${v.toFixed(1)} TFLOP/s`;
+}
+
+/**
+ * A readable short form of a C++ kernel name: the function name without return type, namespaces,
+ * template arguments and parameters. The full name stays available in the views.
+ */
+export function shortKernelName(name: string): string {
+  let s = name.trim().replace(/^void\s+/, "");
+  // Drop the parameter list and template arguments, balancing brackets.
+  let out = "";
+  let depth = 0;
+  for (const ch of s) {
+    if (ch === "<" || ch === "(") {
+      // "(anonymous namespace)" is part of a qualified name, not a parameter list.
+      depth++;
+      continue;
+    }
+    if (ch === ">" || ch === ")") {
+      depth = Math.max(0, depth - 1);
+      continue;
+    }
+    if (depth === 0) out += ch;
+  }
+  s = out.replace(/\s+/g, " ").trim();
+  const parts = s.split("::").filter((p) => p.length > 0);
+  const last = parts.length ? parts[parts.length - 1] : s;
+  let short = last.trim();
+  if (/^(kernel\d*|device_kernel|Kernel\d*)$/.test(short)) {
+    // cutlass::Kernel2<cutlass_75_tensorop_..._align1>: the template argument names the kernel.
+    const inner = firstTemplateArg(name);
+    if (inner && inner !== name) short = shortKernelName(inner);
+  }
+  return short.length ? (short.length > 80 ? short.slice(0, 79) + "…" : short) : name.slice(0, 80);
+}
+
+function firstTemplateArg(name: string): string | null {
+  const open = name.indexOf("<");
+  if (open < 0) return null;
+  let depth = 0;
+  for (let i = open; i < name.length; i++) {
+    const ch = name[i];
+    if (ch === "<") depth++;
+    else if (ch === ">") {
+      depth--;
+      if (depth === 0) return name.slice(open + 1, i).trim();
+    } else if (ch === "," && depth === 1) return name.slice(open + 1, i).trim();
+  }
+  return null;
+}

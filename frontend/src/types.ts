@@ -1,0 +1,177 @@
+// The backend's JSON, as the frontend reads it. Every field the engine may omit is optional: the
+// model layer (model.ts) turns missing values into explicit nulls or empty lists, never NaN.
+
+export type Pass = "fwd" | "bwd";
+export type Basis = "gpu" | "cpu";
+
+export interface SpanInfo {
+  span: string;
+  status: "loading" | "ready" | "error";
+  message?: string;
+  phase?: string;
+  size_bytes?: number;
+  summary?: {
+    metadata?: Record<string, unknown>;
+    time_basis?: Basis;
+    calls?: number;
+    attention_share?: number;
+    attention_gpu_us?: number;
+    attention_cpu_us?: number;
+    implementations?: string[];
+    device?: string | null;
+  };
+}
+
+export interface RunInfo {
+  run: string;
+  status?: "loading" | "ready" | "error";
+  workers: { worker: string; spans: SpanInfo[] }[];
+  metadata?: Record<string, unknown>;
+}
+
+export interface RunsDoc {
+  runs: RunInfo[];
+  scanned?: boolean;
+  error?: string;
+}
+
+export interface StageRow {
+  stage: string;
+  pass?: Pass;
+  gpu_us?: number;
+  cpu_us?: number;
+  kernels?: number;
+  launches?: number;
+}
+
+export interface Shape {
+  batch?: number | null;
+  q_heads?: number | null;
+  kv_heads?: number | null;
+  q_len?: number | null;
+  k_len?: number | null;
+  head_dim?: number | null;
+  batch_heads?: number | null;
+}
+
+export interface Layer {
+  layer: string;
+  layer_type?: string;
+  calls?: number;
+  implementation?: string;
+  backend?: string;
+  compiled?: boolean;
+  gpu_us?: number;
+  cpu_us?: number;
+  stages?: StageRow[];
+  shape?: Shape | null;
+  dtype?: string | null;
+  causal?: boolean | null;
+  flops?: number | null;
+  tflops?: number | null;
+  score_bytes?: number | null;
+  memory_bytes?: number | null;
+}
+
+export interface Kernel {
+  name: string;
+  stage?: string;
+  pass?: Pass;
+  count?: number;
+  gpu_us?: number;
+  implementation?: string;
+}
+
+export interface Op {
+  name: string;
+  stage?: string;
+  pass?: Pass;
+  count?: number;
+  cpu_us?: number;
+}
+
+export interface CallEvent {
+  name: string;
+  kind?: "op" | "kernel" | string;
+  stage?: string;
+  pass?: Pass;
+  start_us?: number;
+  dur_us?: number;
+  depth?: number;
+}
+
+export interface CallSample {
+  id: number;
+  layer?: string;
+  step?: number;
+  implementation?: string;
+  start_us?: number;
+  dur_us?: number;
+  truncated?: boolean;
+  events?: CallEvent[];
+}
+
+export interface Verdict {
+  id: string;
+  severity?: "warn" | "info" | "error" | string;
+  message: string;
+}
+
+export interface Device {
+  name?: string;
+  vendor?: string;
+  compute_capability?: string;
+  memory_bytes?: number;
+  sm_count?: number;
+  peak_tflops?: number | null;
+}
+
+export interface Report {
+  schema_version?: number;
+  source?: { file?: string; worker?: string; span?: string; size_bytes?: number };
+  device?: Device | null;
+  metadata?: Record<string, unknown>;
+  time_basis?: Basis;
+  total_gpu_us?: number;
+  total_cpu_us?: number;
+  attention_gpu_us?: number;
+  attention_cpu_us?: number;
+  attention_share?: number;
+  calls?: number;
+  steps?: { step: number; gpu_us?: number; cpu_us?: number; calls?: number }[];
+  stages?: StageRow[];
+  layers?: Layer[];
+  implementations?: { layer_type?: string; implementation?: string; calls?: number }[];
+  kernels?: Kernel[];
+  ops?: Op[];
+  call_samples?: CallSample[];
+  verdicts?: Verdict[];
+  warnings?: unknown[];
+  trace?: { events?: number; kernels?: number; ops?: number };
+}
+
+export interface CompareDoc {
+  runs: string[];
+  time_basis?: Basis;
+  time_basis_note?: string;
+  summary?: string;
+  stages?: { stage: string; pass?: Pass; values: number[]; delta_us: number; delta_pct: number | null }[];
+  layers?: {
+    layer_type: string;
+    values: number[];
+    implementations?: (string | null)[];
+    delta_us: number;
+    delta_pct: number | null;
+  }[];
+  kernels_only_in?: Record<string, { name: string; stage?: string; pass?: Pass; gpu_us?: number; count?: number }[]>;
+  kernels_only_in_counts?: Record<string, number>;
+  totals?: {
+    run: string;
+    attention_gpu_us?: number;
+    attention_cpu_us?: number;
+    attention_share?: number | null;
+    time_basis?: Basis;
+    implementations?: { layer_type?: string; implementation?: string; calls?: number }[];
+    calls?: number;
+  }[];
+}

@@ -1,0 +1,132 @@
+import { api, untilReady } from "../api";
+import { makeChart, tip } from "../charts";
+import { h } from "../dom";
+import { fmtCount, fmtDeltaPct, fmtDeltaUs, fmtShare, fmtUs, shortKernelName } from "../format";
+import { compareModel } from "../model";
+import type { CompareDoc } from "../types";
+import { badge, basisWord, kernelName, stageChip, usCell } from "./common";
+import type { Ctx } from "./context";
+
+const RUN_COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f"];
+
+export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
+  const el = h("section", { class: "view view-compare", "data-view": "compare" });
+  root.appendChild(el);
+  el.appendChild(h("h2", null, "Compare runs"));
+  el.appendChild(runPicker(ctx, "Compare: the first run picked is the baseline; deltas are last minus first."));
+  const picked = ctx.state.compare;
+  if (picked.length < 2) {
+    el.appendChild(h("div", { class: "notice notice-info", "data-state": "info", role: "status" },
+      h("div", { class: "notice-title" }, "Pick two or more runs to compare")));
+    return;
+  }
+  const out = h("div", { class: "compare-out" });
+  el.appendChild(out);
+  const status = h("div");
+  out.appendChild(status);
+  let doc: CompareDoc | null;
+  try {
+    doc = await untilReady(() => api.compare(picked), (l) => {
+      while (status.firstChild) status.removeChild(status.firstChild);
+      status.appendChild(h("div", { class: "notice notice-loading", "data-state": "loading", role: "status" },
+        h("div", { class: "notice-title" }, "Analysing traces…"),
+        h("div", { class: "notice-detail" }, `waiting for ${(l.waitingFor || []).join(", ") || "the backend"}`)));
+    }, ctx.alive);
+  } catch (e) {
+    while (status.firstChild) status.removeChild(status.firstChild);
+    status.appendChild(h("div", { class: "notice notice-error", "data-state": "error", role: "alert" },
+      h("div", { class: "notice-title" }, "Cannot compare these runs"), h("div", { class: "notice-detail" }, (e as Error).message)));
+    return;
+  }
+  if (!doc || !ctx.alive()) return;
+  out.removeChild(status);
+  const m = compareModel(doc);
+
+  out.appendChild(h("div", { class: "headlines", "data-testid": "compare-headlines" },
+    ...m.headlines.map((line) => h("div", { class: "headline" }, line)),
+    m.backendSummary ? h("div", { class: "backend-summary" }, m.backendSummary) : null,
+    h("div", { class: "hint" }, `All numbers are ${basisWord(m.basis)}${doc.time_basis_note ? ` (${doc.time_basis_note})` : ""}.`)));
+
+  out.appendChild(h("table", { class: "grid", "data-testid": "compare-totals" },
+    h("thead", null, h("tr", null, h("th", null, "Run"), h("th", { class: "num" }, "Attention"), h("th", { class: "num" }, "Share"),
+      h("th", { class: "num" }, "Calls"), h("th", null, "Implementations"))),
+    h("tbody", null, ...m.totals.map((t, i) => h("tr", { "data-run": t.run },
+      h("td", null, h("span", { class: "attn-dot", style: `background:${RUN_COLORS[i % RUN_COLORS.length]}` }), t.run),
+      usCell(t.us), h("td", { class: "num" }, fmtShare(t.share)), h("td", { class: "num" }, fmtCount(t.calls)),
+      h("td", null, ...t.implementations.map((impl) => badge(impl))))))));
+
+  if (m.chart.categories.length) {
+    out.appendChild(h("h3", null, "Stages side by side"));
+    const chartEl = h("div", { class: "chart", "data-chart": "compare" });
+    out.appendChild(chartEl);
+    requestAnimationFrame(() => {
+      if (!ctx.alive()) return;
+      makeChart(chartEl, {
+        grid: { left: 70, right: 20, top: 40, bottom: 80 },
+        legend: { top: 0, type: "scroll" },
+        tooltip: {
+          trigger: "axis", axisPointer: { type: "shadow" },
+          formatter: (ps: { axisValue: string; seriesName: string; value: number; color: string }[]) =>
+            tip(ps[0]?.axisValue ?? "", ps.map((p) => [p.seriesName, fmtUs(p.value)] as [string, string])),
+        },
+        xAxis: { type: "category", data: m.chart.categories, axisLabel: { rotate: 30, interval: 0 } },
+        yAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtUs(v) } },
+        series: m.chart.series.map((s, i) => ({
+          type: "bar", name: s.run, data: s.values, itemStyle: { color: RUN_COLORS[i % RUN_COLORS.length] },
+        })),
+      });
+    });
+  }
+
+  const runHeads = () => m.runs.map((r) => h("th", { class: "num" }, r));
+  out.appendChild(h("h3", null, "What changed, largest first"));
+  out.appendChild(h("table", { class: "grid", "data-testid": "compare-stages" },
+    h("thead", null, h("tr", null, h("th", null, "Stage"), ...runHeads(), h("th", { class: "num" }, "Δ"), h("th", { class: "num" }, "Δ%"))),
+    h("tbody", null, ...m.stageRows.map((r) => h("tr", { "data-stage": r.stage, "data-pass": r.pass },
+      h("td", null, stageChip(r.stage, r.pass)), ...r.values.map((v) => usCell(v)),
+      h("td", { class: `num ${r.delta < 0 ? "better" : r.delta > 0 ? "worse" : ""}`, "data-us": String(r.delta) }, fmtDeltaUs(r.delta)),
+      h("td", { class: "num" }, fmtDeltaPct(r.pct)))))));
+
+  if (m.layerRows.length) {
+    out.appendChild(h("h3", null, "By layer type"));
+    out.appendChild(h("table", { class: "grid", "data-testid": "compare-layers" },
+      h("thead", null, h("tr", null, h("th", null, "Layer type"), ...runHeads(), h("th", { class: "num" }, "Δ"), h("th", { class: "num" }, "Δ%"))),
+      h("tbody", null, ...m.layerRows.map((r) => h("tr", { "data-layer-type": r.layerType },
+        h("td", null, r.layerType),
+        ...r.values.map((v, i) => h("td", { class: "num", "data-us": String(v) }, fmtUs(v),
+          r.implementations[i] ? badge(r.implementations[i] as string) : h("span", { class: "absent" }, " absent"))),
+        h("td", { class: `num ${r.delta < 0 ? "better" : r.delta > 0 ? "worse" : ""}`, "data-us": String(r.delta) }, fmtDeltaUs(r.delta)),
+        h("td", { class: "num" }, fmtDeltaPct(r.pct)))))));
+  }
+
+  out.appendChild(h("h3", null, "Kernels present in only one run"));
+  out.appendChild(h("div", { class: "only-in", "data-testid": "compare-only-in" }, ...m.onlyIn.map((o) => h("div", { class: "only-in-run", "data-run": o.run },
+    h("h4", null, `only in ${o.run}: ${fmtCount(o.count)} kernel${o.count === 1 ? "" : "s"}`),
+    o.kernels.length ? h("table", { class: "grid" },
+      h("tbody", null, ...o.kernels.slice(0, 25).map((k) => h("tr", null, h("td", null, stageChip(k.stage)),
+        h("td", null, kernelName(k.name, shortKernelName(k.name))), h("td", { class: "num" }, fmtCount(k.count)), usCell(k.gpu_us)))))
+      : h("p", { class: "hint" }, "none"),
+    o.kernels.length > 25 ? h("p", { class: "hint" }, `and ${o.count - 25} more`) : null))));
+}
+
+/** Checkboxes over every run; the order of picking is kept (the first is the baseline). */
+export function runPicker(ctx: Ctx, hint: string): HTMLElement {
+  const picked = ctx.state.compare;
+  const box = h("div", { class: "run-picker", "data-testid": "run-picker" }, h("div", { class: "hint" }, hint));
+  for (const r of ctx.runs.runs || []) {
+    const i = picked.indexOf(r.run);
+    const impls = [...new Set(r.workers.flatMap((w) => w.spans.flatMap((s) => s.summary?.implementations || [])))];
+    const cb = h("input", { type: "checkbox", checked: i >= 0, "data-run": r.run, "aria-label": `compare ${r.run}` });
+    cb.addEventListener("change", () => {
+      const next = cb.checked ? [...picked.filter((x) => x !== r.run), r.run] : picked.filter((x) => x !== r.run);
+      ctx.set({ compare: next });
+    });
+    box.appendChild(h("label", { class: "pick" + (i >= 0 ? " on" : "") }, cb,
+      i >= 0 ? h("span", { class: "pick-order" }, i === 0 ? "baseline" : `#${i + 1}`) : null,
+      h("span", { class: "pick-name" }, r.run),
+      r.status === "loading" ? h("span", { class: "hint" }, " analysing…") : null,
+      r.status === "error" ? h("span", { class: "hint err" }, " cannot be read") : null,
+      ...impls.map((impl) => badge(impl))));
+  }
+  return box;
+}

@@ -1,0 +1,95 @@
+import { h } from "../dom";
+import { fmtCount, fmtShare, fmtUs, shortKernelName } from "../format";
+import { basisOf, kernelGroups, STAGES, stageLabel, type KernelSort } from "../model";
+import type { Kernel } from "../types";
+import { kernelName, stageChip, usCell } from "./common";
+import type { Ctx } from "./context";
+
+const COLUMNS: { key: KernelSort; text: string; num: boolean }[] = [
+  { key: "name", text: "Kernel", num: false },
+  { key: "count", text: "Count", num: true },
+  { key: "total", text: "Total", num: true },
+  { key: "mean", text: "Mean", num: true },
+  { key: "share", text: "Share of attention", num: true },
+];
+
+// Sorting is view-local (not worth a URL key); it survives re-renders within the page.
+let sort: KernelSort = "total";
+let desc = true;
+
+export async function kernelsView(ctx: Ctx, root: HTMLElement): Promise<void> {
+  const report = await ctx.report(root);
+  if (!report) return;
+  const basis = basisOf(report);
+  // Without GPU kernels, the CPU ops of attention are what ran: the same table over ops.
+  const useOps = basis === "cpu" || !(report.kernels || []).length;
+  const rows: Kernel[] = useOps
+    ? (report.ops || []).map((o) => ({ name: o.name, stage: o.stage, pass: o.pass, count: o.count, gpu_us: o.cpu_us }))
+    : report.kernels || [];
+  const att = (useOps ? report.attention_cpu_us : report.attention_gpu_us) ?? 0;
+  const what = useOps ? "CPU ops" : "GPU kernels";
+
+  const el = h("section", { class: "view view-kernels", "data-view": "kernels" });
+  root.appendChild(el);
+  el.appendChild(h("h2", null, `${useOps ? "Ops" : "Kernels"} by stage `,
+    h("span", { class: "sub" }, `${fmtCount(rows.length)} ${what} in attention, ${fmtUs(att)} in all`)));
+  if (!rows.length) {
+    el.appendChild(h("div", { class: "notice notice-empty", "data-state": "empty", role: "status" },
+      h("div", { class: "notice-title" }, (report.layers || []).length ? `No ${what} inside attention calls` : "No attention found in this trace")));
+    return;
+  }
+
+  const filterInput = h("input", {
+    type: "search", placeholder: "filter by kernel name, stage or implementation", value: ctx.state.filter,
+    "aria-label": "filter kernels", "data-testid": "kernel-filter",
+  });
+  const stageSelect = h("select", { "aria-label": "stage", "data-testid": "kernel-stage" },
+    h("option", { value: "" }, "all stages"),
+    ...STAGES.filter((s) => rows.some((k) => (k.stage || "other") === s))
+      .map((s) => h("option", { value: s, selected: ctx.state.stage === s }, stageLabel(s))));
+  el.appendChild(h("div", { class: "controls" }, filterInput, stageSelect));
+  const tableSlot = h("div");
+  el.appendChild(tableSlot);
+
+  const draw = () => {
+    while (tableSlot.firstChild) tableSlot.removeChild(tableSlot.firstChild);
+    const stage = stageSelect.value;
+    const groups = kernelGroups(rows.filter((k) => !stage || (k.stage || "other") === stage),
+      { filter: filterInput.value, sort, desc, attentionUs: att });
+    if (!groups.length) {
+      tableSlot.appendChild(h("div", { class: "notice notice-empty", "data-state": "empty", role: "status" },
+        h("div", { class: "notice-title" }, `No ${what} match the filter`)));
+      return;
+    }
+    const head = h("tr", null, h("th", null, "Stage"), ...COLUMNS.map((c) => h("th", {
+      class: (c.num ? "num " : "") + "sortable" + (sort === c.key ? (desc ? " desc" : " asc") : ""),
+      "data-sort": c.key, "aria-sort": sort === c.key ? (desc ? "descending" : "ascending") : "none",
+      onclick: () => {
+        if (sort === c.key) desc = !desc;
+        else { sort = c.key; desc = c.key !== "name"; }
+        draw();
+      },
+    }, c.text)));
+    const body = h("tbody");
+    for (const g of groups) {
+      body.appendChild(h("tr", { class: "group", "data-group": `${g.pass}:${g.stage}` },
+        h("td", null, stageChip(g.stage, g.pass)), h("td", null, `${g.rows.length} ${useOps ? "op" : "kernel"}${g.rows.length === 1 ? "" : "s"}`),
+        h("td", { class: "num" }, fmtCount(g.count)), usCell(g.total), h("td"),
+        h("td", { class: "num" }, fmtShare(g.share))));
+      for (const r of g.rows) {
+        body.appendChild(h("tr", { class: "kernel", "data-kernel": r.name },
+          h("td"), h("td", { class: "kcell" }, kernelName(r.name, shortKernelName(r.name)),
+            r.implementation ? h("span", { class: "impl-tag" }, r.implementation) : null),
+          h("td", { class: "num" }, fmtCount(r.count)), usCell(r.total), usCell(r.mean), h("td", { class: "num" }, fmtShare(r.share))));
+      }
+    }
+    tableSlot.appendChild(h("table", { class: "grid kernels", "data-testid": "kernels-table" }, h("thead", null, head), body));
+  };
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  filterInput.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => { draw(); ctx.set({ filter: filterInput.value }, false); }, 150);
+  });
+  stageSelect.addEventListener("change", () => { draw(); ctx.set({ stage: stageSelect.value || null }, false); });
+  draw();
+}

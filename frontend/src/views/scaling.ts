@@ -1,0 +1,93 @@
+import { makeChart, tip } from "../charts";
+import { h } from "../dom";
+import { fmtBytes, fmtCount, fmtUs } from "../format";
+import { defaultTarget, implKind, scalingModel } from "../model";
+import type { Report } from "../types";
+import { badge, basisWord, usCell } from "./common";
+import type { Ctx } from "./context";
+
+const KIND_COLOR: Record<string, string> = { fused: "#59a14f", math: "#e15759", eager: "#f28e2b", compiled: "#4e79a7", unknown: "#9c755f" };
+
+export async function scalingView(ctx: Ctx, root: HTMLElement): Promise<void> {
+  const el = h("section", { class: "view view-scaling", "data-view": "scaling" });
+  root.appendChild(el);
+  el.appendChild(h("h2", null, "Scaling with sequence length"));
+  // The runs picked for comparison, else every run that has attention.
+  const names = ctx.state.compare.length >= 2 ? ctx.state.compare
+    : (ctx.runs.runs || []).filter((r) => r.workers.some((w) => w.spans.some((s) => (s.summary?.calls ?? 0) > 0))).map((r) => r.run);
+  el.appendChild(h("p", { class: "hint" }, ctx.state.compare.length >= 2
+    ? `Runs picked in Compare: ${names.join(", ")}.`
+    : `Every run with attention (${names.length}); pick runs in Compare to narrow this down.`));
+  const status = h("div");
+  el.appendChild(status);
+  const items: { run: string; report: Report }[] = [];
+  for (const run of names) {
+    const t = defaultTarget(ctx.runs, run);
+    if (!t) continue;
+    const r = await ctx.report(status, { run, worker: t.worker, span: t.span });
+    if (!ctx.alive()) return;
+    if (r) items.push({ run, report: r });
+    else return; // the error is shown in status
+  }
+  while (status.firstChild) status.removeChild(status.firstChild);
+  const m = scalingModel(items);
+  if (m.distinctLengths < 2) {
+    el.appendChild(h("div", { class: "notice notice-empty", "data-state": "empty", role: "status" },
+      h("div", { class: "notice-title" }, "These runs do not differ in sequence length"),
+      h("div", { class: "notice-detail" }, "Scaling needs two or more runs with different sequence lengths, from the collector's seq_len metadata or from the attention shapes. "
+        + "Profile the same model at several lengths (the demo does) and pick those runs in Compare.")));
+    if (m.skipped.length) el.appendChild(skippedList(m.skipped));
+    return;
+  }
+
+  const charts = h("div", { class: "chart-pair" });
+  el.appendChild(charts);
+  const timeEl = h("div", { class: "chart", "data-chart": "scaling-time" });
+  const memEl = h("div", { class: "chart", "data-chart": "scaling-memory" });
+  charts.appendChild(h("div", null, h("h3", null, `Attention time per call (${basisWord(m.basis)})`), timeEl));
+  charts.appendChild(h("div", null, h("h3", null, "Score matrix per call (B·H·Lq·Lk)"), memEl));
+  const color = (impl: string) => KIND_COLOR[implKind(impl)] || "#999";
+  const lineStyles = ["solid", "dashed", "dotted"];
+  const seriesFor = (pick: (p: (typeof m.series)[number]["points"][number]) => number | null) =>
+    m.series.map((s, i) => ({
+      type: "line", name: s.implementation, symbolSize: 8, itemStyle: { color: color(s.implementation) },
+      lineStyle: { type: lineStyles[i % lineStyles.length] },
+      data: s.points.filter((p) => { const v = pick(p); return v !== null && v > 0; }).map((p) => [p.seqLen, pick(p), p.run]),
+    })).filter((s) => s.data.length);
+  requestAnimationFrame(() => {
+    if (!ctx.alive()) return;
+    const base = (yFmt: (v: number) => string, name: string) => ({
+      grid: { left: 80, right: 20, top: 40, bottom: 50 },
+      legend: { top: 0 },
+      tooltip: {
+        trigger: "item",
+        formatter: (p: { seriesName: string; value: [number, number, string]; color: string }) =>
+          tip(p.value[2], [["implementation", p.seriesName], ["sequence length", fmtCount(p.value[0])], [name, yFmt(p.value[1])]], p.color),
+      },
+      xAxis: { type: "log", name: "sequence length", nameLocation: "middle", nameGap: 28, logBase: 2 },
+      yAxis: { type: "log", name, axisLabel: { formatter: yFmt } },
+    });
+    makeChart(timeEl, { ...base(fmtUs, "time per call"), series: seriesFor((p) => p.usPerCall) });
+    makeChart(memEl, { ...base(fmtBytes, "score matrix"), series: seriesFor((p) => p.scoreBytes) });
+  });
+
+  el.appendChild(h("p", { class: "hint" }, "On log–log axes a straight line of slope 2 is quadratic growth, slope 1 is linear. "
+    + "Fused kernels never write the score matrix, so they have no point on the memory chart."));
+  el.appendChild(h("table", { class: "grid", "data-testid": "scaling-table" },
+    h("thead", null, h("tr", null, ...["Implementation", "Run", "Sequence length", "from", "Time per call", "Score matrix / call"]
+      .map((c, i) => h("th", { class: i >= 2 && i !== 3 ? "num" : null }, c)))),
+    h("tbody", null, ...m.series.flatMap((s) => s.points.map((p) => h("tr", { "data-run": p.run },
+      h("td", null, badge(s.implementation)), h("td", null, p.run), h("td", { class: "num" }, fmtCount(p.seqLen)),
+      h("td", null, p.seqSource), usCell(p.usPerCall),
+      h("td", { class: "num", "data-bytes": p.scoreBytes ?? "" }, p.scoreBytes === null ? "not materialised" : fmtBytes(p.scoreBytes))))))));
+  el.appendChild(h("ul", { class: "exponents", "data-testid": "scaling-exponents" }, ...m.series.map((s) => h("li", null,
+    badge(s.implementation),
+    s.timeExponent === null ? " one length only" : ` time grows as L^${s.timeExponent.toFixed(2)}`,
+    s.memExponent === null ? "" : `, score matrix as L^${s.memExponent.toFixed(2)}`))));
+  if (m.skipped.length) el.appendChild(skippedList(m.skipped));
+}
+
+function skippedList(skipped: { run: string; why: string }[]): HTMLElement {
+  return h("details", { class: "numbers" }, h("summary", null, `${skipped.length} run${skipped.length === 1 ? "" : "s"} left out`),
+    h("ul", null, ...skipped.map((s) => h("li", null, `${s.run}: ${s.why}`))));
+}
