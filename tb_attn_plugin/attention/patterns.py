@@ -152,3 +152,10 @@ def is_vendor_op(name: str) -> bool:
 @lru_cache(maxsize=65536)
 def is_attention_module(class_name: str) -> bool:
     return bool(ATTENTION_MODULE.search(class_name)) and not ATTENTION_MODULE_EXCLUDE.search(class_name)
+
+
+@lru_cache(maxsize=65536)
+def needs_shapes(op_name: str) -> bool:
+    """Ops whose Input Dims/types/Concrete Inputs the analysis reads (the reader drops the rest)."""
+    return (op_name in ATTENTION_OPS or op_name in BMM_OPS or op_name in SOFTMAX_OPS or op_name in LINEAR_OPS
+            or is_vendor_op(op_name) or op_name.startswith("tb_attn::"))

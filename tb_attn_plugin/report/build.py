@@ -14,7 +14,7 @@ from typing import Any, Callable
 from ..attention import shapes
 from ..attention.detect import Call, detect
 from ..attention.devices import describe
-from ..attention.patterns import is_vendor_op
+from ..attention.patterns import is_vendor_op, needs_shapes
 from ..attention.metrics import PASSES, Cell, call_memory, layer_type_of_path, measure
 from ..collector import tags
 from ..trace import discover
@@ -45,7 +45,7 @@ def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
         text, warnings = read_trace_text(path)
         size = len(text)
         say("decoding", 0.15)
-        ev = decode(path, text, warnings)
+        ev = decode(path, text, warnings, keep_shapes=needs_shapes)
         del text
         say("linking", 0.6)
         L = link(ev)
@@ -113,7 +113,7 @@ def _shape_info(L: Linked, c: Call) -> None:
         return
     for j in range(c.lo, c.hi):
         e = L.ops[j]
-        if e.name in shapes.SIGNATURES or (e.args is not None and e.args.dims and is_vendor_op(e.name)):
+        if e.name in shapes.SIGNATURES or (is_vendor_op(e.name) and e.args is not None and e.args.dims):
             a = e.args
             if a is None:
                 continue

@@ -7,7 +7,7 @@ no dict is ever built per event. Event kinds the analysis never uses (Python sta
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 import msgspec
 
@@ -16,19 +16,47 @@ from ..errors import TraceError
 Id = Union[int, str]
 
 
+_NULL = msgspec.Raw(b"null")
+_any_decoder = msgspec.json.Decoder()
+
+
+def _lazy(raw: msgspec.Raw) -> Any:
+    if raw is _NULL:
+        return None
+    try:
+        v = _any_decoder.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    return v if isinstance(v, list) else None
+
+
 class Args(msgspec.Struct, gc=False, omit_defaults=True):
     external_id: int | None = msgspec.field(default=None, name="External id")
     correlation: int | None = None
     seq: int | None = msgspec.field(default=None, name="Sequence number")
     fwd_tid: int | None = msgspec.field(default=None, name="Fwd thread id")
-    dims: list[Any] | None = msgspec.field(default=None, name="Input Dims")
-    types: list[Any] | None = msgspec.field(default=None, name="Input type")
-    concrete: list[Any] | None = msgspec.field(default=None, name="Concrete Inputs")
+    # Shapes stay undecoded views into the text until an op needs them: as nested lists they were
+    # most of the memory of a trace, and only attention's ops ever look at them.
+    dims_raw: msgspec.Raw = msgspec.field(default=_NULL, name="Input Dims")
+    types_raw: msgspec.Raw = msgspec.field(default=_NULL, name="Input type")
+    concrete_raw: msgspec.Raw = msgspec.field(default=_NULL, name="Concrete Inputs")
     device: int | None = None
     stream: int | None = None
     nbytes: int | None = msgspec.field(default=None, name="Bytes")
     total_allocated: int | None = msgspec.field(default=None, name="Total Allocated")
     device_type: int | None = msgspec.field(default=None, name="Device Type")
+
+    @property
+    def dims(self) -> list[Any] | None:
+        return _lazy(self.dims_raw)
+
+    @property
+    def types(self) -> list[Any] | None:
+        return _lazy(self.types_raw)
+
+    @property
+    def concrete(self) -> list[Any] | None:
+        return _lazy(self.concrete_raw)
 
 
 class Event(msgspec.Struct, gc=False):
@@ -88,12 +116,22 @@ _list_decoder = msgspec.json.Decoder(list[Event])
 _event_decoder = msgspec.json.Decoder(Event)
 
 
-def decode(path: str, text: bytes, warnings: list[str] | None = None) -> Events:
-    """Decode trace JSON ``text`` (read from ``path``, used in messages) into Events."""
+def decode(path: str, text: bytes, warnings: list[str] | None = None,
+           keep_shapes: Callable[[str], bool] | None = None) -> Events:
+    """Decode trace JSON ``text`` (read from ``path``, used in messages) into Events.
+
+    ``keep_shapes(op_name)`` says which ops' Input Dims/types/Concrete Inputs the caller will
+    read; the others are dropped while decoding (None keeps all)."""
     warnings = list(warnings or [])
     head = text.lstrip()[:1]
     if head not in (b"{", b"["):
         raise TraceError(path, "not JSON: a trace starts with '{' or '['")
+    try:
+        fast = _decode_chunked(text, head, keep_shapes)
+    except msgspec.DecodeError:
+        fast = None  # a mistyped event, a false chunk boundary or a damaged file: take the careful path
+    if fast is not None:
+        return fast.result(warnings)
     try:
         doc = _decode_typed(text, head)
     except msgspec.ValidationError as exc:
@@ -106,7 +144,9 @@ def decode(path: str, text: bytes, warnings: list[str] | None = None) -> Events:
         doc = _salvage_truncated(path, text, head, str(exc), warnings)
     if doc.traceEvents is None:
         raise TraceError(path, "JSON but not a trace: no 'traceEvents' list")
-    return _split(doc, warnings)
+    kept = _Kept(doc)
+    kept.add(doc.traceEvents)
+    return kept.result(warnings)
 
 
 def _decode_typed(text: bytes, head: bytes) -> _Doc:
@@ -191,46 +231,127 @@ def _salvage_truncated(path: str, text: bytes, head: bytes, why: str, warnings: 
     raise TraceError(path, f"corrupt or truncated JSON: {why}")
 
 
-def _split(doc: _Doc, warnings: list[str]) -> Events:
-    # One grouping pass by category (cheap), then small filters per group: most events are Python
-    # frames, and this keeps the per-event work to one dict lookup.
-    groups: dict[str, list[Event]] = {}
-    for e in doc.traceEvents:
-        g = groups.get(e.cat)
-        if g is None:
-            g = groups[e.cat] = []
-        g.append(e)
-    ops: list[Event] = []
-    launches: list[Event] = []
-    gpu: list[Event] = []
-    memory: list[Event] = []
-    flows: list[Event] = []
-    for cat, evs in groups.items():
-        if cat in CPU_CATS:
-            ops.extend([e for e in evs if e.ph == "X"])
-        elif cat == "python_function":
-            ops.extend([e for e in evs if e.ph == "X" and e.name.startswith(MODULE_PREFIX)])
-        elif cat in GPU_CATS:
-            gpu.extend([e for e in evs if e.ph == "X"])
-        elif cat in LAUNCH_CATS:
-            launches.extend([e for e in evs if e.ph == "X"])
-        elif cat == "fwdbwd":
-            flows.extend([e for e in evs if e.ph == "s" or e.ph == "f"])
+class _Head(msgspec.Struct, gc=False):
+    traceEvents: msgspec.Raw = _NULL
+    deviceProperties: list[dict[str, Any]] | None = None
+    distributedInfo: dict[str, Any] | None = None
+    tb_attn: Any = None
+
+
+_head_decoder = msgspec.json.Decoder(_Head)
+CHUNK_BYTES = 4 << 20
+
+
+class _Kept:
+    """Accumulates the events the analysis uses, chunk by chunk, and drops the rest at once."""
+
+    def __init__(self, doc, keep_shapes: Callable[[str], bool] | None = None):
+        self.doc = doc
+        self.keep_shapes = keep_shapes
+        self.ops: list[Event] = []
+        self.launches: list[Event] = []
+        self.gpu: list[Event] = []
+        self.memory: list[Event] = []
+        self.flows: list[Event] = []
+        self.total = 0
+
+    def add(self, events: list[Event]) -> None:
+        # One grouping pass by category, then small filters per group: most events are Python
+        # frames, and this keeps the per-event work to one dict lookup.
+        self.total += len(events)
+        groups: dict[str, list[Event]] = {}
+        for e in events:
+            g = groups.get(e.cat)
+            if g is None:
+                g = groups[e.cat] = []
+            g.append(e)
+        for cat, evs in groups.items():
+            if cat in CPU_CATS:
+                ops = [e for e in evs if e.ph == "X"]
+                if self.keep_shapes is not None:
+                    _detach_shapes(ops, self.keep_shapes)
+                self.ops.extend(ops)
+            elif cat == "python_function":
+                self.ops.extend([e for e in evs if e.ph == "X" and e.name.startswith(MODULE_PREFIX)])
+            elif cat in GPU_CATS:
+                self.gpu.extend([e for e in evs if e.ph == "X"])
+            elif cat in LAUNCH_CATS:
+                self.launches.extend([e for e in evs if e.ph == "X"])
+            elif cat == "fwdbwd":
+                self.flows.extend([e for e in evs if e.ph == "s" or e.ph == "f"])
+            else:
+                self.memory.extend([e for e in evs if (e.ph == "i" or e.ph == "I") and e.name == "[memory]"])
+
+    def result(self, warnings: list[str]) -> Events:
+        d = self.doc
+        return Events(
+            ops=self.ops,
+            launches=self.launches,
+            gpu=self.gpu,
+            flows=self.flows,
+            memory=self.memory,
+            device_properties=d.deviceProperties or [],
+            distributed=d.distributedInfo or {},
+            tb_attn=d.tb_attn,
+            total_events=self.total,
+            warnings=warnings,
+        )
+
+
+def _detach_shapes(ops: list[Event], keep: Callable[[str], bool]) -> None:
+    """Shapes are views into the decoded chunk and would keep every chunk alive. Copy the few
+    that the analysis reads (``keep(op_name)``) and drop the rest."""
+    for e in ops:
+        a = e.args
+        if a is None or (a.dims_raw is _NULL and a.concrete_raw is _NULL and a.types_raw is _NULL):
+            continue
+        if keep(e.name):
+            a.dims_raw = msgspec.Raw(bytes(a.dims_raw)) if a.dims_raw is not _NULL else _NULL
+            a.types_raw = msgspec.Raw(bytes(a.types_raw)) if a.types_raw is not _NULL else _NULL
+            a.concrete_raw = msgspec.Raw(bytes(a.concrete_raw)) if a.concrete_raw is not _NULL else _NULL
         else:
-            memory.extend([e for e in evs if (e.ph == "i" or e.ph == "I") and e.name == "[memory]"])
-    del groups
-    return Events(
-        ops=ops,
-        launches=launches,
-        gpu=gpu,
-        flows=flows,
-        memory=memory,
-        device_properties=doc.deviceProperties or [],
-        distributed=doc.distributedInfo or {},
-        tb_attn=doc.tb_attn,
-        total_events=len(doc.traceEvents),
-        warnings=warnings,
-    )
+            a.dims_raw = a.types_raw = a.concrete_raw = _NULL
+
+
+def _decode_chunked(text: bytes, head: bytes, keep_shapes: Callable[[str], bool] | None) -> _Kept | None:
+    """Decode the event array a few MB at a time, keeping only what the analysis uses, so the
+    Python frames that make up most of a trace never all exist at once (peak memory is the text
+    plus the kept events, not the text plus every event). Returns None when the layout is not the
+    plain one this expects; the caller then decodes the whole document at once."""
+    if head == b"{":
+        doc = _head_decoder.decode(text)  # validates the whole document; events are skipped
+        raw = doc.traceEvents
+        if raw is _NULL:
+            return None
+        view = memoryview(raw)
+        n = len(view)
+        start = text.find(b"[", max(text.find(b'"traceEvents"'), 0))
+        if start < 0 or text[start:start + 32] != view[:32].tobytes() or text[start + n - 32:start + n] != view[-32:].tobytes():
+            return None
+        del view, raw
+        doc.traceEvents = _NULL
+        end = start + n - 1  # the closing bracket
+    else:
+        doc = _Head()
+        start = text.find(b"[")
+        end = text.rfind(b"]")
+        if start < 0 or end <= start:
+            return None
+    kept = _Kept(doc, keep_shapes)
+    pos = start + 1
+    while pos < end:
+        cut = text.find(b"},", pos + CHUNK_BYTES, end)
+        while cut >= 0:
+            nxt = cut + 2
+            while nxt < end and text[nxt] in b" \t\r\n":
+                nxt += 1
+            if nxt < end and text[nxt] == 0x7B:  # '{': an event starts here
+                break
+            cut = text.find(b"},", cut + 2, end)
+        stop = end if cut < 0 else cut + 1
+        kept.add(_list_decoder.decode(b"[" + text[pos:stop] + b"]"))
+        pos = stop + 1
+    return kept
 
 
 def args_of(e: Event) -> Args:
