@@ -1,0 +1,52 @@
+"""The chunked reader gives exactly what a whole-document decode gives, whatever the chunk size,
+and falls back to the whole decode when a chunk boundary lands inside a string."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from tb_attn_plugin.report.build import analyze_file
+from tb_attn_plugin.trace import events
+from tests.conftest import shared_trace
+
+
+def _strip(r):
+    r = dict(r)
+    r.pop("analysis_seconds", None)
+    return r
+
+
+@pytest.mark.parametrize("name", ["tl_h100_bert_small_sdpa_flash", "tl_mi300x_xdit_flux1_aiter_fmha_hipgraph"])
+def test_small_chunks_change_nothing(monkeypatch, name):
+    path = str(shared_trace(name))
+    whole = _strip(analyze_file(path))
+    monkeypatch.setattr(events, "CHUNK_BYTES", 4096)
+    calls = []
+    real = events._list_decoder
+
+    class Counting:
+        def decode(self, buf):
+            calls.append(len(buf))
+            return real.decode(buf)
+
+    monkeypatch.setattr(events, "_list_decoder", Counting())
+    chunked = _strip(analyze_file(path))
+    assert len(calls) > 50  # really decoded in many chunks
+    assert chunked == whole
+
+
+def test_boundary_inside_a_string_falls_back(tmp_path, monkeypatch):
+    doc = json.loads(gzip.decompress(shared_trace("tl_h100_bert_small_sdpa_flash").read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "cpu_op":
+            e["name"] = e["name"] + ' },{ "ph": "X" },{'
+            break
+    p = tmp_path / "w.1.pt.trace.json"
+    p.write_text(json.dumps(doc, indent=1))
+    monkeypatch.setattr(events, "CHUNK_BYTES", 64)
+    r = analyze_file(str(p))
+    assert r["calls"] == 4 and not r["warnings"]
+    assert sum(k["count"] for k in r["kernels"] if k["stage"] == "fused") == 4
