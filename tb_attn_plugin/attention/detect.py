@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..collector import tags
+from ..trace.events import MODULE_PREFIX
 from ..trace.link import Kernel, Linked, module_name
 from . import patterns as P
 from . import shapes
@@ -46,14 +47,9 @@ class Call:
 
 
 def _class_of(module_event_name: str) -> str:
-    return INSTANCE_SUFFIX.sub("", module_name_str(module_event_name))
-
-
-def module_name_str(name: str) -> str:
-    return name[len(P_MODULE_PREFIX):] if name.startswith(P_MODULE_PREFIX) else name
-
-
-P_MODULE_PREFIX = "nn.Module: "
+    """nn.Module: Owlv2Attention_3 -> Owlv2Attention"""
+    return INSTANCE_SUFFIX.sub("", module_event_name[len(MODULE_PREFIX):] if module_event_name.startswith(MODULE_PREFIX)
+                               else module_event_name)
 
 
 def _is_batched(args) -> bool:
@@ -126,12 +122,8 @@ class Detector:
             if self.call_of[j] >= 0 and self.L.node_of[j] < 0:
                 # overlaps an earlier call (e.g. two SDPA ops in one module): join it
                 return None
-        e = self.L.ops[root if root >= 0 else lo]
         if layer is None:
-            if m >= 0:
-                layer = module_name(self.L.ops[m])
-            else:
-                layer = ""
+            layer = module_name(self.L.ops[m]) if m >= 0 else ""
         layer_type = _class_of(self.L.ops[m].name) if m >= 0 else ""
         c = Call(id=len(self.calls), lo=lo, hi=hi, root=root, layer=layer, layer_type=layer_type, source=source,
                  step=self.L.step[lo], start=self.L.ops[lo].ts, end=self.L.ops[lo].ts + self.L.ops[lo].dur)
@@ -142,7 +134,6 @@ class Detector:
         for j in range(lo, hi):
             if call_of[j] < 0:
                 call_of[j] = cid
-        del e
         return c
 
     # -- the sources, in order of trust ---------------------------------------------------------

@@ -150,8 +150,6 @@ def _settle_implementation(L: Linked, c: Call, fused: dict[str, float]) -> None:
         hit = P.attention_op(L.ops[j].name)
         if hit is not None and L.depth[j] > depth:
             deepest, depth = hit, L.depth[j]
-            if "shape" not in c.info or L.ops[j].name == "aten::scaled_dot_product_attention":
-                pass
     backend = (deepest[1] if deepest else "") or str(tag.get("backend") or "")
     if fused:
         impl = max(fused, key=fused.get)

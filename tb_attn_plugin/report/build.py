@@ -262,8 +262,7 @@ def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[d
     for c in chosen:
         events: list[dict[str, Any]] = []
         ranges = [(c.lo, c.hi, "fwd")] + [(nd, L.subtree_end[nd], "bwd") for nd in c.bwd_nodes]
-        t0 = min([L.ops[c.lo].ts] if c.hi > c.lo else [c.start])
-        base_depth = L.depth[c.lo] if c.hi > c.lo else 0
+        t0 = L.ops[c.lo].ts if c.hi > c.lo else c.start
         for lo, hi, ps in ranges:
             bd = L.depth[lo] if hi > lo else 0
             for j in range(lo, hi):
@@ -277,7 +276,6 @@ def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[d
         for k in c.kernels:
             events.append({"name": k.ev.name, "kind": "kernel", "stage": "fused", "pass": "fwd",
                            "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0})
-        del base_depth
         end = max((ev["start_us"] + ev["dur_us"] for ev in events), default=0.0)
         out.append({"id": c.id, "layer": c.layer, "step": c.step, "implementation": c.implementation,
                     "start_us": round(t0, 3), "dur_us": round(end, 3), "truncated": len(events) > MAX_SAMPLE_EVENTS,
