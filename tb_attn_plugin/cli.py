@@ -1,6 +1,7 @@
 """``tb-attn``: the command line.
 
     tb-attn report PATH [--json]     PATH: a trace file, a run directory or a logdir (or an fsspec URL)
+    tb-attn compare A B [C ...]      runs side by side (each a trace file or a run directory)
 
 Exit status: 0 when every trace was analysed, 2 when any could not be (one line per file on stderr).
 """
@@ -77,6 +78,38 @@ def _is_dir(path: str) -> bool:
     return os.path.isdir(path)
 
 
+def _compare(args) -> int:
+    import os
+
+    from .report.build import analyze_path
+    from .report.compare import compare_reports
+    from .report.text import render_compare
+
+    runs = []
+    for path in args.paths:
+        got = None
+        try:
+            # A run directory may hold several workers and spans: compare the first worker's last span.
+            items = list(analyze_path(path, None if args.quiet else (lambda tf: ProgressBar(os.path.basename(tf.path)))))
+        except TraceError as exc:
+            print(f"tb-attn: error: {exc}", file=sys.stderr)
+            return 2
+        for tf, result in items:
+            if isinstance(result, TraceError):
+                print(f"tb-attn: error: {result}", file=sys.stderr)
+                return 2
+            if got is None or (tf.worker == got[0].worker):
+                got = (tf, result)
+        runs.append((os.path.basename(os.path.normpath(path)), got[1]))
+    c = compare_reports(runs)
+    if args.json:
+        json.dump(c, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(render_compare(c))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tb-attn", description="Attention in PyTorch profiler traces.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -85,10 +118,18 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--json", action="store_true", help="print the report as JSON (schema: report/schema.json)")
     rep.add_argument("--compact", action="store_true", help="with --json: no indentation")
     rep.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    cmp_ = sub.add_parser("compare", help="compare runs: stage and layer deltas, kernels only in one run")
+    cmp_.add_argument("paths", nargs="+", metavar="PATH", help="two or more trace files or run directories")
+    cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    cmp_.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
+    if args.command == "compare" and len(args.paths) < 2:
+        parser.error("compare needs at least two paths")
     try:
         if args.command == "report":
             return _report(args)
+        if args.command == "compare":
+            return _compare(args)
     except KeyboardInterrupt:
         print("tb-attn: interrupted", file=sys.stderr)
         return 130

@@ -74,3 +74,19 @@ def test_cli_errors_on_an_empty_directory(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tb_attn_plugin", "report", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.startswith(f"tb-attn: error: {tmp_path}: no trace files")
+
+
+def test_cli_compare_eager_against_flash(tmp_path):
+    for run, name in [("eager", "tl_h100_owlv2_eager_bmm_softmax"), ("flash", "tl_h100_bert_small_sdpa_flash")]:
+        (tmp_path / run).mkdir()
+        shutil.copy(shared_trace(name), tmp_path / run / "w.1.pt.trace.json.gz")
+    proc = subprocess.run([sys.executable, "-m", "tb_attn_plugin", "compare", str(tmp_path / "eager"),
+                           str(tmp_path / "flash"), "-q"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("flash vs eager: attention 513.12 ms -> 106.9 µs GPU time")
+    assert "implementation eager -> flash" in first
+    assert "softmax fwd" in proc.stdout.splitlines()[4]  # the largest change comes first
+    proc = subprocess.run([sys.executable, "-m", "tb_attn_plugin", "compare", str(tmp_path / "eager")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "at least two" in proc.stderr

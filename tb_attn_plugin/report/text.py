@@ -72,3 +72,28 @@ def render(r: dict[str, Any], top: int = 8) -> str:
         out.append("")
         out.extend(f"  - {v['message']}" for v in verdicts[1:])
     return "\n".join(out)
+
+
+def render_compare(c: dict[str, Any], top: int = 12) -> str:
+    """The comparison of compare.compare_reports as text: summary, stage and layer-type deltas."""
+    names = c["runs"]
+    out = [c["summary"], f"  ({c['time_basis_note']})", ""]
+
+    def pct(row):
+        return f"{row['delta_pct']:+.0f}%" if row.get("delta_pct") is not None else "new"
+
+    rows = [[f"{r['stage']} {r['pass']}"] + [_us(v) for v in r["values"]] + [_us(r["delta_us"]) if r["delta_us"] >= 0
+            else "-" + _us(-r["delta_us"]), pct(r)] for r in c["stages"][:top]]
+    if rows:
+        out.extend("  " + line for line in _table(rows, ["stage"] + list(names) + ["change", "%"]))
+        out.append("")
+    rows = [[r["layer_type"]] + [f"{_us(v)} ({i or '-'})" for v, i in zip(r["values"], r["implementations"])]
+            + [pct(r)] for r in c["layers"][:top]]
+    if rows:
+        out.extend("  " + line for line in _table(rows, ["layer type"] + list(names) + ["%"]))
+    only = [(name, kernels, c.get("kernels_only_in_counts", {}).get(name, len(kernels)))
+            for name, kernels in c["kernels_only_in"].items()]
+    if any(n for _, _, n in only):
+        out.append("")
+    out.extend(f"  {n} kernel names only in {name}, e.g. {kernels[0]['name'][:100]}" for name, kernels, n in only if n)
+    return "\n".join(out)
