@@ -6,7 +6,11 @@ Only ``tags`` is imported eagerly: the analysis engine reads the tag format with
 
 def __getattr__(name):
     if name in ("profile", "attention_region", "stage"):
-        from . import profile as _profile_module
+        import importlib
 
-        return getattr(_profile_module, name)
-    raise AttributeError(name)
+        mod = importlib.import_module(f"{__name__}.profile")
+        # Importing the submodule bound ``profile`` here to the module; users mean the class.
+        for attr in ("profile", "attention_region", "stage"):
+            globals()[attr] = getattr(mod, attr)
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
