@@ -154,7 +154,7 @@ class App {
       h("label", { class: needsTarget ? "" : "dim" }, "Span ", spanSel)));
     this.header.appendChild(h("nav", { class: "attn-tabs", role: "tablist" },
       ...VIEW_TABS.map((v) => h("button", {
-        type: "button", role: "tab", class: v.view === this.state.view ? "on" : "", "data-view": v.view,
+        type: "button", role: "tab", class: v.view === this.state.view ? "on" : "", "data-tab": v.view,
         "aria-selected": v.view === this.state.view ? "true" : "false",
         onclick: () => this.set({ view: v.view }),
       }, v.text))));
@@ -201,6 +201,13 @@ class App {
     if (!t) return null;
     if (!this.runs.runs.some((r) => r.run === t.run)) {
       into.appendChild(notice("error", `No run named “${t.run}” in this logdir`, "Pick another run above."));
+      return null;
+    }
+    // A trace the backend could not analyse: /runs already says why, no need to ask (and log a 4xx).
+    const span = this.runs.runs.find((r) => r.run === t.run)?.workers.find((w) => w.worker === t.worker)
+      ?.spans.find((s) => s.span === t.span);
+    if (span?.status === "error") {
+      into.appendChild(notice("error", `${t.run} cannot be analysed`, span.message || "the backend could not read this trace"));
       return null;
     }
     const key = JSON.stringify([t.run, t.worker, t.span]);

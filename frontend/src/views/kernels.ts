@@ -77,7 +77,7 @@ export async function kernelsView(ctx: Ctx, root: HTMLElement): Promise<void> {
         h("td", { class: "num" }, fmtCount(g.count)), usCell(g.total), h("td"),
         h("td", { class: "num" }, fmtShare(g.share))));
       for (const r of g.rows) {
-        body.appendChild(h("tr", { class: "kernel", "data-kernel": r.name },
+        body.appendChild(h("tr", { class: "kernel", "data-kernel": r.name, "data-stage": r.stage, "data-pass": r.pass },
           h("td"), h("td", { class: "kcell" }, kernelName(r.name, shortKernelName(r.name)),
             r.implementation ? h("span", { class: "impl-tag" }, r.implementation) : null),
           h("td", { class: "num" }, fmtCount(r.count)), usCell(r.total), usCell(r.mean), h("td", { class: "num" }, fmtShare(r.share))));

@@ -56,7 +56,7 @@ export async function scalingView(ctx: Ctx, root: HTMLElement): Promise<void> {
     })).filter((s) => s.data.length);
   requestAnimationFrame(() => {
     if (!ctx.alive()) return;
-    const base = (yFmt: (v: number) => string, name: string) => ({
+    const base = (yFmt: (v: number) => string, name: string, logBase: number) => ({
       grid: { left: 80, right: 20, top: 40, bottom: 50 },
       legend: { top: 0 },
       tooltip: {
@@ -65,10 +65,10 @@ export async function scalingView(ctx: Ctx, root: HTMLElement): Promise<void> {
           tip(p.value[2], [["implementation", p.seriesName], ["sequence length", fmtCount(p.value[0])], [name, yFmt(p.value[1])]], p.color),
       },
       xAxis: { type: "log", name: "sequence length", nameLocation: "middle", nameGap: 28, logBase: 2 },
-      yAxis: { type: "log", name, axisLabel: { formatter: yFmt } },
+      yAxis: { type: "log", name, logBase, axisLabel: { formatter: yFmt } },
     });
-    makeChart(timeEl, { ...base(fmtUs, "time per call"), series: seriesFor((p) => p.usPerCall) });
-    makeChart(memEl, { ...base(fmtBytes, "score matrix"), series: seriesFor((p) => p.scoreBytes) });
+    makeChart(timeEl, { ...base(fmtUs, "time per call", 10), series: seriesFor((p) => p.usPerCall) });
+    makeChart(memEl, { ...base(fmtBytes, "score matrix", 4), series: seriesFor((p) => p.scoreBytes) });
   });
 
   el.appendChild(h("p", { class: "hint" }, "On log–log axes a straight line of slope 2 is quadratic growth, slope 1 is linear. "

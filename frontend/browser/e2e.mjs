@@ -1,0 +1,349 @@
+// Browser test of the Attention tab against a real `tensorboard --logdir` (started by
+// tests/test_browser.py). Drives Debian's chromium with playwright-core, compares every number
+// it reads on screen with the backend's JSON fetched from the same server, and fails on any
+// console error. Run by pytest; by hand:
+//   TB_URL=http://127.0.0.1:6006 RUNS_JSON='{"eager":..,"flash":..,...}' node browser/e2e.mjs
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const TB = (process.env.TB_URL || "").replace(/\/$/, "");
+const RUNS = JSON.parse(process.env.RUNS_JSON || "{}");
+const SHOTS = process.env.SHOTS_DIR || "";
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const API = `${TB}/data/plugin/tb_attn`;
+if (!TB) throw new Error("set TB_URL");
+for (const k of ["eager", "flash", "xss", "negative", "bad"]) if (!RUNS[k]) throw new Error(`RUNS_JSON lacks ${k}`);
+
+const problems = []; // console errors and page errors, from every frame
+let passed = 0;
+function ok(cond, msg) {
+  if (!cond) throw new Error(`FAILED: ${msg}`);
+  passed++;
+  console.log(`ok ${passed} - ${msg}`);
+}
+
+async function api(path) {
+  for (let i = 0; i < 600; i++) {
+    const r = await fetch(`${API}/${path}`);
+    if (r.status === 202) { await new Promise((res) => setTimeout(res, 500)); continue; }
+    const body = await r.json();
+    return { status: r.status, body };
+  }
+  throw new Error(`${path} stayed loading`);
+}
+
+/** "513.12 ms" -> µs, and the rounding the display allows. */
+function parseUs(text) {
+  const m = /(-|\u2212|\+)?([\d.]+)\s*(µs|ms|s)\b/.exec(text || "");
+  if (!m) return null;
+  const mult = { "µs": 1, ms: 1e3, s: 1e6 }[m[3]];
+  const decimals = (m[2].split(".")[1] || "").length;
+  const v = Number(m[2]) * mult * (m[1] === "-" || m[1] === "\u2212" ? -1 : 1);
+  return { v, tol: 0.5 * 10 ** -decimals * mult + 1e-6 };
+}
+function sameUs(text, us, what) {
+  const p = parseUs(text);
+  ok(p && Math.abs(p.v - us) <= p.tol, `${what}: shows "${text}" for ${us} µs`);
+}
+function samePct(text, share, what) {
+  const m = /([\d.]+)%/.exec(text || "");
+  ok(m && Math.abs(Number(m[1]) - share * 100) <= 0.05 + 1e-9, `${what}: shows "${text}" for share ${share}`);
+}
+const sum = (xs) => xs.reduce((a, b) => a + b, 0);
+
+const userDir = mkdtempSync(join(tmpdir(), "tb-attn-chromium-"));
+const browser = await chromium.launchPersistentContext(userDir, {
+  executablePath: CHROMIUM,
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
+  viewport: { width: 1400, height: 1000 },
+  deviceScaleFactor: 1,
+});
+const dialogs = [];
+function watch(page) {
+  page.on("console", (m) => {
+    if (m.type() === "error") problems.push(`console error: ${m.text()} (${m.location()?.url || ""})`);
+  });
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("dialog", (d) => { dialogs.push(d.message()); d.dismiss().catch(() => {}); });
+  page.on("requestfailed", (r) => {
+    // Any network request to somewhere else would fail here (no network): none must be made.
+    if (!r.url().startsWith(TB)) problems.push(`request outside TensorBoard: ${r.url()}`);
+  });
+}
+
+async function openTab(page, hash) {
+  await page.goto(`${TB}/${hash}`);
+  const tab = page.locator("a, button, [role=tab]").filter({ hasText: /^\s*attention\s*$/i }).first();
+  await tab.waitFor({ timeout: 60000 });
+  const frameEl = page.locator('iframe[src*="plugin_entry.html?name=tb_attn"]');
+  await frameEl.waitFor({ timeout: 60000 });
+  const frame = page.frameLocator('iframe[src*="plugin_entry.html?name=tb_attn"]');
+  await frame.locator('[data-testid="attn-app"]').waitFor({ timeout: 60000 });
+  return { tab, frame };
+}
+
+async function shot(page, name) {
+  if (!SHOTS) return;
+  mkdirSync(SHOTS, { recursive: true });
+  await page.waitForTimeout(400); // let ECharts finish its first frame
+  await page.screenshot({ path: join(SHOTS, `${name}.png`) });
+  console.log(`screenshot ${name}.png`);
+}
+
+async function selectRun(frame, run) {
+  await frame.locator('[data-testid="run-select"]').selectOption(run);
+}
+
+try {
+  const page = await browser.newPage();
+  watch(page);
+
+  // The backend's own answers, fetched from the same server.
+  const runsDoc = (await api("runs")).body;
+  const runNames = runsDoc.runs.map((r) => r.run);
+  for (const k of ["eager", "flash", "xss", "negative", "bad"]) ok(runNames.includes(RUNS[k]), `backend lists run ${RUNS[k]}`);
+
+  // ---- the tab appears; the first view shows loading or the summary --------------------------------
+  const { tab, frame } = await openTab(page, "#tb_attn");
+  ok(await tab.isVisible(), "TensorBoard shows an Attention tab");
+  ok(await frame.locator('[data-testid="run-select"] option').count() === runNames.length, "run picker lists every run");
+
+  // Wait for every analysis, so the rest compares finished reports.
+  const reports = {};
+  for (const k of ["eager", "flash", "xss", "negative"]) reports[k] = (await api(`report?run=${encodeURIComponent(RUNS[k])}`)).body;
+  const badAnswer = await api(`report?run=${encodeURIComponent(RUNS.bad)}`);
+  ok(badAnswer.status >= 400 && typeof badAnswer.body.error === "string", `backend refuses the broken run: ${badAnswer.body.error}`);
+
+  // ---- Summary of the eager run ---------------------------------------------------------------
+  await selectRun(frame, RUNS.eager);
+  const E = reports.eager;
+  const sumView = frame.locator('[data-view="summary"]');
+  await sumView.waitFor({ timeout: 60000 });
+  ok((await sumView.locator('[data-card="device"] .card-value').textContent()) === E.device.name, `summary shows device ${E.device.name}`);
+  samePct(await sumView.locator('[data-card="share"] .card-value').textContent(), E.attention_share, "summary attention share");
+  sameUs(await sumView.locator('[data-card="share"] .card-detail').textContent(), E.attention_gpu_us, "summary attention time");
+  ok((await sumView.locator('[data-card="calls"] .card-value').textContent()).replace(/,/g, "") === String(E.calls), `summary shows ${E.calls} calls`);
+  for (const impl of E.implementations) {
+    ok(await sumView.locator(`[data-testid="badges"] [data-impl="${impl.implementation}"]`).count() > 0, `badge for ${impl.layer_type}: ${impl.implementation}`);
+  }
+  const verdictTexts = await sumView.locator("[data-verdict]").allInnerTexts();
+  for (const v of E.verdicts) ok(verdictTexts.some((t) => t.includes(v.message)), `verdict shown: ${v.message.slice(0, 60)}`);
+  ok(E.verdicts.some((v) => v.id === "eager_attention"), "the eager run has the eager-attention verdict");
+  for (const row of await sumView.locator('[data-testid="layer-types"] tbody tr').all()) {
+    const lt = await row.getAttribute("data-layer-type");
+    const layers = E.layers.filter((l) => l.layer_type === lt);
+    sameUs(await row.locator("td").nth(3).textContent(), sum(layers.map((l) => l.gpu_us)), `summary time of ${lt}`);
+    const top = layers.reduce((a, b) => (b.gpu_us > a.gpu_us ? b : a));
+    const tf = await row.locator("[data-tflops]").textContent();
+    ok(Math.abs(parseFloat(tf) - top.tflops) < 0.051, `summary TFLOP/s of ${lt}: ${tf} vs ${top.tflops}`);
+  }
+  for (const row of await sumView.locator('[data-testid="summary-stages"] tbody tr').all()) {
+    const stage = await row.getAttribute("data-stage");
+    const pass = await row.getAttribute("data-pass");
+    const want = sum(E.stages.filter((s) => s.stage === stage && s.pass === pass).map((s) => s.gpu_us));
+    sameUs(await row.locator("td").nth(2).textContent(), want, `summary stage ${stage}`);
+  }
+  await shot(page, "summary");
+
+  // ---- Stages by layer --------------------------------------------------------------------
+  await frame.locator('.attn-tabs [data-tab="stages"]').click();
+  const stView = frame.locator('[data-view="stages"]');
+  await stView.locator('[data-chart="stages"] canvas').first().waitFor({ timeout: 30000 });
+  const layerRows = stView.locator('[data-testid="stages-table"] tbody tr');
+  ok(await layerRows.count() === E.layers.length, `stages table has ${E.layers.length} layers`);
+  for (const row of (await layerRows.all()).slice(0, 8)) {
+    const name = await row.getAttribute("data-layer");
+    const L = E.layers.find((l) => l.layer === name);
+    const want = sum((L.stages || []).filter((s) => s.pass === "fwd").map((s) => s.gpu_us));
+    sameUs(await row.locator("td").last().textContent(), want, `stages total of ${name}`);
+  }
+  // Click the 4th bar of the chart: it opens that layer's kernels.
+  const order = await layerRows.evaluateAll((rows) => rows.map((r) => r.getAttribute("data-layer")));
+  const box = await stView.locator('[data-chart="stages"]').boundingBox();
+  const n = order.length;
+  const plotW = box.width - 70 - 20;
+  const idx = 3;
+  const many = n > 40;
+  await page.mouse.click(box.x + 70 + (idx + 0.5) * (plotW / n), box.y + box.height - (many ? 90 : 70) - 40);
+  const detail = stView.locator('[data-testid="layer-detail"]');
+  await detail.waitFor({ timeout: 10000 });
+  ok((await detail.getAttribute("data-layer")) === order[idx], `clicking bar ${idx} opens layer ${order[idx]}`);
+  const sample = E.call_samples.find((c) => c.layer === order[idx]);
+  const kernelEvents = sample.events.filter((e) => e.kind === "kernel");
+  const shownCounts = await detail.locator('[data-testid="layer-kernels"] tbody tr td:nth-child(3)').allInnerTexts();
+  ok(sum(shownCounts.map(Number)) === kernelEvents.length, `layer detail lists the ${kernelEvents.length} kernels of its first call`);
+  await shot(page, "stages");
+  // CPU toggle: the numbers switch to CPU time.
+  await stView.locator('[data-toggle="basis"] [data-value="cpu"]').click();
+  const cpuRow = frame.locator('[data-view="stages"] [data-testid="stages-table"] tbody tr').first();
+  await cpuRow.waitFor({ state: "attached" });
+  const cpuName = await cpuRow.getAttribute("data-layer");
+  const cpuL = E.layers.find((l) => l.layer === cpuName);
+  sameUs(await cpuRow.locator("td").last().textContent(), sum(cpuL.stages.filter((s) => s.pass === "fwd").map((s) => s.cpu_us)), `CPU toggle: total of ${cpuName}`);
+  ok(await frame.locator('[data-toggle="pass"] [data-value="bwd"]').isDisabled(), "backward toggle is off for a forward-only trace");
+  await frame.locator('[data-toggle="basis"] [data-value="gpu"]').click();
+
+  // ---- Kernels by stage -------------------------------------------------------------------
+  await frame.locator('.attn-tabs [data-tab="kernels"]').click();
+  const kView = frame.locator('[data-view="kernels"]');
+  await kView.locator('[data-testid="kernels-table"]').waitFor();
+  const kRows = kView.locator("tr.kernel");
+  ok(await kRows.count() === E.kernels.length, `kernels table lists all ${E.kernels.length} kernels`);
+  for (const row of await kRows.all()) {
+    const name = await row.getAttribute("data-kernel");
+    const stage = await row.getAttribute("data-stage");
+    const pass = await row.getAttribute("data-pass");
+    const k = E.kernels.find((x) => x.name === name && x.stage === stage && (x.pass || "fwd") === pass);
+    ok(!!k, `kernel row is a backend kernel: ${name.slice(0, 50)}`);
+    const cells = row.locator("td");
+    ok((await cells.nth(2).textContent()).replace(/,/g, "") === String(k.count), `count of ${name.slice(0, 40)}`);
+    sameUs(await cells.nth(3).textContent(), k.gpu_us, `total of ${name.slice(0, 40)}`);
+    samePct(await cells.nth(5).textContent(), k.gpu_us / E.attention_gpu_us, `share of ${name.slice(0, 40)}`);
+  }
+  for (const g of await kView.locator("tr.group").all()) {
+    const [pass, stage] = (await g.getAttribute("data-group")).split(":");
+    sameUs(await g.locator("td").nth(3).textContent(), sum(E.kernels.filter((k) => k.stage === stage && (k.pass || "fwd") === pass).map((k) => k.gpu_us)), `group total ${stage}`);
+  }
+  // Sort by count, ascending after a second click.
+  await kView.locator('th[data-sort="count"]').click();
+  await kView.locator('th[data-sort="count"]').click();
+  const firstGroupCounts = await kView.locator("tbody").evaluate((tb) => {
+    const out = [];
+    let seen = 0;
+    for (const tr of tb.rows) {
+      if (tr.classList.contains("group")) { if (++seen > 1) break; continue; }
+      out.push(Number(tr.cells[2].textContent.replace(/,/g, "")));
+    }
+    return out;
+  });
+  ok(firstGroupCounts.every((c, i) => i === 0 || firstGroupCounts[i - 1] <= c), `sorted by count ascending: ${firstGroupCounts}`);
+  // Full kernel name on demand.
+  const longK = E.kernels.find((k) => k.name.length > 60);
+  const det = kView.locator(`tr.kernel[data-kernel="${longK.name.replace(/"/g, '\\"')}"] details.kname`);
+  await det.locator("summary").click();
+  ok((await det.locator(".kname-full").textContent()) === longK.name, "clicking a short name shows the full kernel name");
+  await shot(page, "kernels");
+  await kView.locator('[data-testid="kernel-filter"]').fill("softmax");
+  await page.waitForTimeout(400);
+  const filtered = await frame.locator('[data-view="kernels"] tr.kernel').evaluateAll((rs) => rs.map((r) => r.getAttribute("data-kernel")));
+  const wantFiltered = E.kernels.filter((k) => k.name.toLowerCase().includes("softmax") || (k.stage || "").includes("softmax") || (k.implementation || "").toLowerCase().includes("softmax"));
+  ok(filtered.length === wantFiltered.length && filtered.length > 0, `filter "softmax" keeps ${wantFiltered.length} kernels`);
+  await frame.locator('[data-view="kernels"] [data-testid="kernel-filter"]').fill("");
+
+  // ---- One call's timeline ----------------------------------------------------------------
+  await frame.locator('.attn-tabs [data-tab="timeline"]').click();
+  const tView = frame.locator('[data-view="timeline"]');
+  await tView.locator('[data-chart="timeline"] canvas').first().waitFor({ timeout: 30000 });
+  const call0 = (await api(`call?run=${encodeURIComponent(RUNS.eager)}&id=${E.call_samples[0].id}`)).body;
+  ok(await tView.locator('[data-testid="timeline-table"] tbody tr').count() === call0.events.length, `timeline shows the ${call0.events.length} events of call ${call0.id}`);
+  ok(await tView.locator('[data-testid="timeline-table"] tr[data-kind="kernel"]').count() === call0.events.filter((e) => e.kind === "kernel").length, "timeline shows its kernels");
+  sameUs(await tView.locator(".fact-v[data-us]").textContent(), call0.dur_us, "timeline call duration");
+  await shot(page, "timeline");
+
+  // ---- Compare: pick two runs in the picker --------------------------------------------------
+  await frame.locator('.attn-tabs [data-tab="compare"]').click();
+  const cView = frame.locator('[data-view="compare"]');
+  await cView.locator('[data-testid="run-picker"]').waitFor();
+  await cView.locator(`input[data-run="${RUNS.eager}"]`).check();
+  await frame.locator(`[data-view="compare"] input[data-run="${RUNS.flash}"]`).check();
+  const heads = frame.locator('[data-view="compare"] [data-testid="compare-headlines"]');
+  await heads.waitFor({ timeout: 60000 });
+  const C = (await api(`compare?run=${encodeURIComponent(RUNS.eager)}&run=${encodeURIComponent(RUNS.flash)}`)).body;
+  const headline = await heads.locator(".headline").first().textContent();
+  ok(headline.startsWith(`${RUNS.flash}: attention \u2212`) && /flash/.test(headline) && /replaces .*softmax/.test(headline), `compare headline: ${headline}`);
+  ok((await heads.locator(".backend-summary").textContent()) === C.summary, "compare shows the backend's summary line");
+  const cmpRows = frame.locator('[data-view="compare"] [data-testid="compare-stages"] tbody tr');
+  ok(await cmpRows.count() === C.stages.length, `compare lists ${C.stages.length} stages`);
+  let prev = Infinity;
+  for (const [i, row] of (await cmpRows.all()).entries()) {
+    const s = C.stages[i];
+    ok((await row.getAttribute("data-stage")) === s.stage, `compare row ${i} is ${s.stage} (sorted by size of change)`);
+    const cells = row.locator("td");
+    for (let j = 0; j < s.values.length; j++) sameUs(await cells.nth(1 + j).textContent(), s.values[j], `compare ${s.stage} run ${j}`);
+    sameUs(await cells.nth(1 + s.values.length).textContent(), s.delta_us, `compare delta ${s.stage}`);
+    ok(Math.abs(s.delta_us) <= prev, "delta table sorted by size of change");
+    prev = Math.abs(s.delta_us);
+  }
+  for (const t of C.totals) {
+    sameUs(await frame.locator(`[data-view="compare"] [data-testid="compare-totals"] tr[data-run="${t.run}"] td`).nth(1).textContent(), t.attention_gpu_us, `compare total of ${t.run}`);
+  }
+  for (const run of C.runs) {
+    const h4 = await frame.locator(`[data-view="compare"] .only-in-run[data-run="${run}"] h4`).textContent();
+    ok(h4.includes(`${C.kernels_only_in_counts[run]} kernel`), `kernels only in ${run}: ${h4}`);
+  }
+  await frame.locator('[data-view="compare"] [data-chart="compare"] canvas').first().waitFor();
+  await shot(page, "compare");
+
+  // The URL holds the view and the runs: a new page opened on it shows the same comparison.
+  const shared = page.url();
+  ok(/attn_view=compare/.test(shared) && shared.includes("attn_compare="), `URL holds the state: ${shared.slice(TB.length)}`);
+  const page2 = await browser.newPage();
+  watch(page2);
+  const second = await openTab(page2, shared.slice(TB.length + 1));
+  await second.frame.locator('[data-view="compare"] [data-testid="compare-headlines"]').waitFor({ timeout: 60000 });
+  ok((await second.frame.locator('[data-view="compare"] .headline').first().textContent()) === headline, "a shared link opens the same comparison");
+  await page2.close();
+
+  // ---- Scaling ----------------------------------------------------------------------------
+  const scalingRuns = RUNS.scaling || [];
+  if (scalingRuns.length >= 2) {
+    for (const r of [RUNS.eager, RUNS.flash]) await frame.locator(`[data-view="compare"] input[data-run="${r}"]`).uncheck();
+    for (const r of scalingRuns) await frame.locator(`[data-view="compare"] input[data-run="${r}"]`).check();
+  }
+  await frame.locator('.attn-tabs [data-tab="scaling"]').click();
+  const sView = frame.locator('[data-view="scaling"]');
+  await sView.locator('[data-testid="scaling-table"]').waitFor({ timeout: 120000 });
+  await sView.locator('[data-chart="scaling-time"] canvas').first().waitFor();
+  const sRows = await sView.locator('[data-testid="scaling-table"] tbody tr').all();
+  ok(sRows.length >= 2, `scaling shows ${sRows.length} runs`);
+  for (const row of sRows) {
+    const run = await row.getAttribute("data-run");
+    const R = (await api(`report?run=${encodeURIComponent(run)}`)).body;
+    const basis = (await sView.locator("h3").first().textContent()).includes("GPU") ? "gpu" : "cpu";
+    sameUs(await row.locator("td").nth(4).textContent(), R[`attention_${basis}_us`] / R.calls, `scaling time per call of ${run}`);
+    const want = R.metadata?.seq_len ?? R.layers.reduce((a, b) => (b[`${basis}_us`] > a[`${basis}_us`] ? b : a)).shape.q_len;
+    ok(Number((await row.locator("td").nth(2).textContent()).replace(/,/g, "")) === Number(want), `scaling length of ${run}: ${want}`);
+  }
+  await shot(page, "scaling");
+
+  // ---- Escaping: a kernel named <img src=x onerror=...> and a run named like markup ---------------
+  await frame.locator('.attn-tabs [data-tab="kernels"]').click();
+  await selectRun(frame, RUNS.xss);
+  const xssRow = frame.locator('[data-view="kernels"] tr.kernel[data-kernel="<img src=x onerror=alert(1)>"]');
+  await xssRow.waitFor({ timeout: 60000 });
+  ok((await xssRow.locator(".kcell").textContent()).includes("<img src=x onerror=alert(1)>"), "a kernel named <img src=x onerror=…> renders as text");
+  const runOption = await frame.locator('[data-testid="run-select"] option:checked').textContent();
+  ok(runOption.includes(RUNS.xss), `a run named ${RUNS.xss} renders as text`);
+  await frame.locator('.attn-tabs [data-tab="timeline"]').click();
+  await frame.locator('[data-view="timeline"] [data-testid="timeline-table"]').waitFor({ state: "attached" });
+  ok((await frame.locator('[data-view="timeline"] [data-testid="timeline-table"]').textContent()).includes("<img src=x onerror=alert(1)>"), "the timeline shows the kernel name as text");
+  await frame.locator('.attn-tabs [data-tab="summary"]').click();
+  await frame.locator('[data-view="summary"]').waitFor();
+  ok(await frame.locator("img").count() === 0, "no <img> element exists in the plugin's document");
+  ok(dialogs.length === 0, "no script from a trace ran (no alert)");
+
+  // ---- Empty and error states ---------------------------------------------------------------
+  await selectRun(frame, RUNS.negative);
+  const empty = frame.locator('[data-view="summary"] [data-state="empty"]');
+  await empty.waitFor({ timeout: 30000 });
+  ok((await empty.textContent()).includes("No attention found"), "a trace without attention says so");
+  await selectRun(frame, RUNS.bad);
+  const err = frame.locator('[data-state="error"]');
+  await err.waitFor({ timeout: 30000 });
+  ok((await err.textContent()).includes(badAnswer.body.error), `a broken trace shows the backend's message: ${badAnswer.body.error}`);
+
+  await page.waitForTimeout(300);
+  ok(problems.length === 0, `no console errors${problems.length ? ":\n  " + problems.join("\n  ") : ""}`);
+  console.log(`all ${passed} checks passed`);
+} catch (e) {
+  console.error(e.stack || String(e));
+  if (problems.length) console.error("console problems:\n  " + problems.join("\n  "));
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+  rmSync(userDir, { recursive: true, force: true });
+}

@@ -1,0 +1,157 @@
+"""The Attention tab in a real browser: a real ``tensorboard --logdir`` over the six shared GPU
+traces, CPU runs at several sequence lengths, a crafted trace whose kernel is named
+``<img src=x onerror=alert(1)>``, a run named like markup and a broken trace; Debian's chromium,
+driven by playwright-core (frontend/browser/e2e.mjs), reads every view and compares what it shows
+with the backend's JSON from the same server, and fails on any console error.
+
+Needs node, ``npm ci`` in frontend/ and /usr/bin/chromium; scripts/test.sh installs them and sets
+TB_ATTN_REQUIRE_BROWSER=1, so in CI a missing piece fails instead of skipping. With
+TB_ATTN_UPDATE_SCREENSHOTS=1 the screenshots go to docs/screenshots/ (the README shows them).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_plugin_tensorboard import free_port, poll
+
+ROOT = Path(__file__).resolve().parent.parent
+FRONTEND = ROOT / "frontend"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+SPAN = "1700000000000000000"
+XSS_KERNEL = "<img src=x onerror=alert(1)>"
+XSS_RUN = "xss <img src=x onerror=alert(2)>"
+SCALING_LENGTHS = (64, 256, 1024)
+
+SHARED = {
+    "h100_owlv2_eager": "tl_h100_owlv2_eager_bmm_softmax",
+    "h100_bert_flash": "tl_h100_bert_small_sdpa_flash",
+    "mi300x_bert_aotriton": "tl_mi300x_bert_small_sdpa_aotriton",
+    "mi300x_compile": "tl_mi300x_torch_compile_small",
+    "mi300x_flux_aiter": "tl_mi300x_xdit_flux1_aiter_fmha_hipgraph",
+    "a100_no_attention": "hta_a100_negative_log_softmax_fwdbwd",
+}
+
+
+def _missing() -> str | None:
+    if shutil.which("node") is None:
+        return "node is not installed"
+    if not (FRONTEND / "node_modules" / "playwright-core").is_dir():
+        return "frontend/node_modules is missing (run npm ci in frontend/)"
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"{CHROMIUM} is missing (apt-get install chromium)"
+    if not (ROOT / "tb_attn_plugin" / "static" / "index.js").is_file():
+        return "the frontend bundle tb_attn_plugin/static/index.js is missing"
+    return None
+
+
+def _put(dst: Path, data: bytes) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_bytes(data)
+    os.utime(dst, (1_600_000_000, 1_600_000_000))  # long settled: analysed at once
+
+
+def _xss_trace(shared: Path) -> bytes:
+    """The H100 BERT flash trace with its flash kernel renamed to markup."""
+    doc = json.loads(gzip.decompress((shared / "tl_h100_bert_small_sdpa_flash.json.gz").read_bytes()))
+    n = 0
+    for e in doc["traceEvents"]:
+        if isinstance(e.get("name"), str) and "flash_fwd_kernel" in e["name"]:
+            e["name"] = XSS_KERNEL
+            n += 1
+    assert n, "the BERT trace has no flash kernel to rename"
+    return gzip.compress(json.dumps(doc).encode(), mtime=0)
+
+
+def _scaling_runs(logdir: Path) -> list[str]:
+    """Eager and SDPA training steps on the CPU at several sequence lengths (plain torch.profiler)."""
+    try:
+        import tests.cpu_models as cm
+    except ImportError:
+        return []
+    runs = []
+    out = logdir.parent / "cpu_traces"
+    out.mkdir(exist_ok=True)
+    saved = cm.L
+    try:
+        for mode in ("eager", "sdpa"):
+            for n in SCALING_LENGTHS:
+                cm.L = n
+                path = cm.record(mode, out)
+                run = f"cpu_{mode}_L{n}"
+                _put(logdir / run / f"worker0.{SPAN}.pt.trace.json", path.read_bytes())
+                path.unlink()
+                runs.append(run)
+    finally:
+        cm.L = saved
+    return runs
+
+
+@pytest.fixture(scope="module")
+def browser_logdir(tmp_path_factory, shared_traces) -> tuple[Path, dict]:
+    logdir = tmp_path_factory.mktemp("browser") / "logdir"
+    for run, name in SHARED.items():
+        dst = logdir / run / f"worker0.{SPAN}.pt.trace.json.gz"
+        dst.parent.mkdir(parents=True)
+        shutil.copy(shared_traces / f"{name}.json.gz", dst)
+        os.utime(dst, (1_600_000_000, 1_600_000_000))
+    shutil.copy(shared_traces / "README.md", logdir / "SHARED_TRACES_README.md")
+    _put(logdir / XSS_RUN / f"worker0.{SPAN}.pt.trace.json.gz", _xss_trace(shared_traces))
+    whole = (shared_traces / "tl_mi300x_bert_small_sdpa_aotriton.json.gz").read_bytes()
+    _put(logdir / "broken_truncated" / f"worker0.{SPAN}.pt.trace.json.gz", whole[: len(whole) // 2])
+    scaling = _scaling_runs(logdir)
+    runs = {"eager": "h100_owlv2_eager", "flash": "h100_bert_flash", "xss": XSS_RUN, "negative": "a100_no_attention",
+            "bad": "broken_truncated", "scaling": scaling}
+    return logdir, runs
+
+
+@pytest.fixture(scope="module")
+def tensorboard_url(browser_logdir, tmp_path_factory):
+    logdir, _ = browser_logdir
+    tmp = tmp_path_factory.mktemp("tb")
+    port = free_port()
+    env = dict(os.environ, TB_ATTN_CACHE_DIR=str(tmp / "cache"), TB_ATTN_SETTLE_S="0")
+    log = open(tmp / "tensorboard.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
+                             "--port", str(port), "--load_fast", "false", "--reload_interval", "2"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        poll(f"{base}/data/plugins_listing", lambda d: "tb_attn" in d and d["tb_attn"].get("enabled"), proc=proc)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+        if proc.returncode not in (0, -15):
+            print((tmp / "tensorboard.log").read_text(errors="replace")[-4000:])
+
+
+def test_attention_tab_in_a_real_browser(browser_logdir, tensorboard_url, tmp_path):
+    why = _missing()
+    if why:
+        if os.environ.get("TB_ATTN_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"browser test cannot run: {why}")
+        pytest.skip(why)
+    _, runs = browser_logdir
+    shots = ROOT / "docs" / "screenshots" if os.environ.get("TB_ATTN_UPDATE_SCREENSHOTS") == "1" else tmp_path / "shots"
+    env = dict(os.environ, TB_URL=tensorboard_url, RUNS_JSON=json.dumps(runs), SHOTS_DIR=str(shots), CHROMIUM=CHROMIUM)
+    proc = subprocess.run(["node", "browser/e2e.mjs"], cwd=FRONTEND, env=env, capture_output=True, text=True, timeout=900)
+    print(proc.stdout[-20000:])
+    print(proc.stderr[-8000:], file=sys.stderr)
+    assert proc.returncode == 0, f"browser checks failed:\n{proc.stderr[-4000:]}"
+    assert "all " in proc.stdout and "checks passed" in proc.stdout
+    for name in ("summary", "stages", "kernels", "compare", "scaling", "timeline"):
+        assert (shots / f"{name}.png").stat().st_size > 10_000, f"screenshot {name}.png is missing or blank"
