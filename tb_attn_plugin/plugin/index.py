@@ -58,7 +58,8 @@ class Entry:
 
     @property
     def display(self) -> str:
-        name = f"{self.worker}.{self.span}.pt.trace.json"
+        """The file as the user knows it: relative to the logdir, never the absolute path."""
+        name = self.path.replace("\\", "/").rsplit("/", 1)[-1]
         return name if self.run == "." else f"{self.run}/{name}"
 
 
