@@ -1,0 +1,36 @@
+"""The demo writes one run per variant and length, each with a trace and attention scalars."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+
+def test_demo_writes_runs_and_prints_the_tensorboard_command(tmp_path, capsys):
+    from demo.__main__ import main
+    from tb_attn_plugin.report.build import analyze_file
+    from tb_attn_plugin.trace.discover import find_traces
+
+    assert main(["--logdir", str(tmp_path), "--variants", "eager", "sdpa-math", "--lengths", "32", "64"]) == 0
+    out = capsys.readouterr().out
+    assert f"tensorboard --logdir {tmp_path}" in out
+    runs = {t.run: t for t in find_traces(str(tmp_path))}
+    assert sorted(runs) == ["eager-L32", "eager-L64", "sdpa-math-L32", "sdpa-math-L64"]
+    for name, t in runs.items():
+        report = analyze_file(t.path)
+        assert report["calls"] == 2  # two layers, one profiled step
+        assert report["metadata"]["variant"] == name.rsplit("-L", 1)[0]
+        assert report["metadata"]["seq_len"] == int(name.rsplit("-L", 1)[1])
+        assert {lay["shape"]["q_len"] for lay in report["layers"]} == {int(name.rsplit("-L", 1)[1])}
+        assert list((tmp_path / name).glob("events.out.tfevents.*"))
+    impls = {lay["implementation"] for lay in analyze_file(runs["sdpa-math-L32"].path)["layers"]}
+    assert impls == {"math"}
+
+
+def test_demo_refuses_bad_arguments(capsys):
+    from demo.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["--lengths", "1"])
+    assert "at least 2" in capsys.readouterr().err
