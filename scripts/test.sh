@@ -7,4 +7,15 @@ VENV=${VENV:-.venv}
 # torch==2.13.0 takes the CPU wheel on disk; a bare "torch" would pull a CUDA build of several GB.
 "$VENV/bin/pip" install -q torch==2.13.0
 "$VENV/bin/pip" install -q -e '.[plugin,collector,remote,test]'
+# The Attention tab (frontend/): Debian's chromium for the browser test (never a downloaded browser),
+# the pinned npm packages, the unit tests, and a check that the committed bundle is what the source builds.
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "scripts/test.sh: /usr/bin/chromium is missing and this is not root: tests/test_browser.py will skip" >&2
+  fi
+fi
+(cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run --silent typecheck && npm test --silent && bash check-bundle.sh)
+if [ -x /usr/bin/chromium ]; then export TB_ATTN_REQUIRE_BROWSER=1; fi  # a missing piece fails the browser test
 exec "$VENV/bin/python" -m pytest -q "$@"
