@@ -1,0 +1,50 @@
+"""Analysis processes that die (killed for memory, crashed) cost one file, never the plugin."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+
+from tests.conftest import all_settled, wait_runs
+
+NAME = "host_1.1700000000000000001.pt.trace.json.gz"
+
+
+def wait_for(pred, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+def test_worker_killed_mid_analysis_is_retried_then_reported(tb_app, tmp_path, shared_traces):
+    logdir = tmp_path / "logdir"
+    (logdir / "big").mkdir(parents=True)
+    shutil.copy(shared_traces / "tl_h100_owlv2_eager_bmm_softmax.json.gz", logdir / "big" / NAME)  # ~1 s to analyse
+    os.utime(logdir / "big" / NAME, (1_600_000_000, 1_600_000_000))
+    client, plugins = tb_app(logdir, env={"TB_ATTN_WORKERS": "1"})
+    index = plugins["tb_attn"].index
+    wait_for(lambda: index.has_traces())
+    entry = index.lookup("big")
+    killed = set()
+    for attempt in (1, 2):
+        # Wait for the analysis to be in a live worker process, then kill that process.
+        wait_for(lambda: entry.phase == "running" and index.pool.executor is not None
+                 and any(p.pid not in killed and p.is_alive() for p in index.pool.executor._processes.values()))
+        for p in list(index.pool.executor._processes.values()):
+            killed.add(p.pid)
+            os.kill(p.pid, signal.SIGKILL)
+        wait_for(lambda: entry.attempts >= attempt or entry.status == "error")
+    doc = wait_runs(client, lambda d: all_settled(d, ["big"]))
+    span = doc["runs"][0]["workers"][0]["spans"][0]
+    assert span["status"] == "error" and "analysis process died" in span["message"], span
+    r = client.get("/data/plugin/tb_attn/report?run=big")
+    assert r.status_code == 422 and b"died" in r.data
+
+    # The pool starts afresh: the next trace is analysed normally.
+    (logdir / "small").mkdir()
+    shutil.copy(shared_traces / "tl_mi300x_torch_compile_small.json.gz", logdir / "small" / NAME)
+    wait_runs(client, lambda d: all_settled(d, ["big", "small"]))
+    assert client.get("/data/plugin/tb_attn/report?run=small").status_code == 200
