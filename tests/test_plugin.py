@@ -314,3 +314,28 @@ def test_missing_frontend_is_a_json_404(app, tmp_path, monkeypatch):
     monkeypatch.setattr(plugin_mod, "STATIC_DIR", str(tmp_path / "empty"))
     code, body = get(app[0], f"{P}/index.js")
     assert code == 404 and "index.js is missing" in body["error"]
+
+
+# -- fuzzing ---------------------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_names = st.one_of(st.sampled_from(["bert_flash", "multi", "bad/corrupt", "..", "/", "%2e%2e", "rank0", "200",
+                                    "softmax", "fwd", "0"]), st.text(max_size=40))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(route=st.sampled_from(["report", "kernels", "call", "compare", "runs"]),
+       params=st.lists(st.tuples(st.sampled_from(["run", "worker", "span", "id", "stage", "pass", "x"]), _names),
+                       max_size=5))
+def test_any_parameters_get_json_never_a_500(app, route, params):
+    from urllib.parse import urlencode
+
+    client, _ = app
+    r = client.get(f"{P}/{route}?{urlencode(params)}")
+    assert r.status_code in (200, 202, 400, 404, 422), (params, r.status_code, r.data[:300])
+    body = json.loads(r.data)
+    assert r.headers["Content-Type"].startswith("application/json")
+    if r.status_code >= 400:
+        assert isinstance(body["error"], str) and body["error"]

@@ -98,3 +98,17 @@ def test_rewritten_trace_is_analysed_again(tb_app, tmp_path, shared_traces):
                   for r in d["runs"] for w in r["workers"] for s in w["spans"]))
     body = json.loads(client.get(f"{P}/report?run=run").data)
     assert body["implementations"][0]["implementation"] == "aotriton"
+
+
+def test_missing_logdir_is_reported_and_picked_up_once_created(tb_app, tmp_path, shared_traces):
+    logdir = tmp_path / "not-yet"
+    client, plugins = tb_app(logdir)
+    assert plugins["tb_attn"].index.wait_scanned(30)
+    doc = json.loads(client.get(f"{P}/runs").data)
+    assert doc["runs"] == [] and "cannot list the logdir" in doc["error"]
+    assert plugins["tb_attn"].is_active() is False
+
+    (logdir / "run").mkdir(parents=True)
+    shutil.copy(shared_traces / "tl_mi300x_torch_compile_small.json.gz", logdir / "run" / NAME)
+    doc = wait_runs(client, lambda d: all_settled(d, ["run"]))
+    assert "error" not in doc
