@@ -1,5 +1,5 @@
 """The Attention tab in a real browser: a real ``tensorboard --logdir`` over the six shared GPU
-traces, CPU runs at several sequence lengths, a crafted trace whose kernel is named
+traces, the demo's CPU runs at several sequence lengths (python -m demo), a crafted trace whose kernel is named
 ``<img src=x onerror=alert(1)>``, a run named like markup and a broken trace; Debian's chromium,
 driven by playwright-core (frontend/browser/e2e.mjs), reads every view and compares what it shows
 with the backend's JSON from the same server, and fails on any console error.
@@ -29,7 +29,9 @@ CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 SPAN = "1700000000000000000"
 XSS_KERNEL = "<img src=x onerror=alert(1)>"
 XSS_RUN = "xss <img src=x onerror=alert(2)>"
-SCALING_LENGTHS = (64, 256, 1024)
+SCALING_LENGTHS = (64, 256, 1024)  # without the demo: tests/cpu_models.py at these lengths
+DEMO_VARIANTS = ("eager", "sdpa", "sdpa-math")
+DEMO_LENGTHS = (128, 512, 1024)
 
 SHARED = {
     "h100_owlv2_eager": "tl_h100_owlv2_eager_bmm_softmax",
@@ -71,8 +73,26 @@ def _xss_trace(shared: Path) -> bytes:
     return gzip.compress(json.dumps(doc).encode(), mtime=0)
 
 
+def _demo_runs(logdir: Path) -> list[str]:
+    """The demo (python -m demo): eager, SDPA and SDPA-math training steps at three lengths, tagged
+    by the collector with variant and seq_len."""
+    if not (ROOT / "demo" / "__main__.py").is_file():
+        return []
+    out = logdir / "demo"
+    proc = subprocess.run([sys.executable, "-m", "demo", "--logdir", str(out), "--variants", *DEMO_VARIANTS,
+                           "--lengths", *map(str, DEMO_LENGTHS)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"python -m demo failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    for f in out.rglob("*"):
+        if f.is_file():
+            os.utime(f, (1_600_000_000, 1_600_000_000))
+    return sorted(f"demo/{d.name}" for d in out.iterdir() if d.is_dir())
+
+
 def _scaling_runs(logdir: Path) -> list[str]:
     """Eager and SDPA training steps on the CPU at several sequence lengths (plain torch.profiler)."""
+    demo = _demo_runs(logdir)
+    if demo:
+        return demo
     try:
         import tests.cpu_models as cm
     except ImportError:

@@ -7,6 +7,9 @@ import type { CompareDoc } from "../types";
 import { badge, basisWord, kernelName, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
 
+/** The backend compares at most this many runs at once (plugin.py MAX_COMPARE). */
+export const MAX_COMPARE = 8;
+
 const RUN_COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f"];
 
 export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
@@ -18,6 +21,12 @@ export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
   if (picked.length < 2) {
     el.appendChild(h("div", { class: "notice notice-info", "data-state": "info", role: "status" },
       h("div", { class: "notice-title" }, "Pick two or more runs to compare")));
+    return;
+  }
+  if (picked.length > MAX_COMPARE) {
+    el.appendChild(h("div", { class: "notice notice-info", "data-state": "info", role: "status" },
+      h("div", { class: "notice-title" }, `Compare shows at most ${MAX_COMPARE} runs at a time; ${picked.length} are picked`),
+      h("div", { class: "notice-detail" }, "Untick some to compare them. The Scaling view uses every run picked here.")));
     return;
   }
   const out = h("div", { class: "compare-out" });
