@@ -98,13 +98,23 @@ for mode in sys.argv[3:]:
             p.add_metadata_json("tb_attn", json.dumps({"format": 1, "variant": mode, "seq_len": 32}))
             m(x).sum().backward()
             p.step()
+# And one run through the project's own collector, which also writes TensorBoard scalars beside it.
+import tb_attn_plugin
+torch.manual_seed(0)
+m, x = model("sdpa"), torch.randn(2, 32, 64)
+with tb_attn_plugin.profile(f"{sys.argv[1]}/collector_sdpa", model=m, variant="collector-sdpa",
+                            schedule=schedule(wait=0, warmup=1, active=1, repeat=1)) as p:
+    for _ in range(3):
+        m(x).sum().backward()
+        p.step()
 """
 
 
 @pytest.fixture(scope="session")
 def handler_runs(tmp_path_factory) -> dict[str, Path]:
-    """Runs written by torch.profiler.tensorboard_trace_handler itself (two spans each), recorded in a
-    subprocess so the test process never imports torch."""
+    """Runs written by torch.profiler.tensorboard_trace_handler itself (two spans each) and one by
+    tb_attn_plugin.profile (the collector), recorded in a subprocess so the test process never
+    imports torch."""
     import importlib.util
     import subprocess
     import sys
@@ -117,8 +127,8 @@ def handler_runs(tmp_path_factory) -> dict[str, Path]:
     subprocess.run([sys.executable, "-c", _RECORD, str(root), str(REPO), *modes], check=True, timeout=300,
                    capture_output=True)
     out = {}
-    for mode in modes:
-        out[f"cpu_{mode}"] = d = root / f"cpu_{mode}"
+    for name in [f"cpu_{m}" for m in modes] + ["collector_sdpa"]:
+        out[name] = d = root / name
         for f in d.iterdir():
             os.utime(f, (OLD, OLD))
     return out

@@ -13,7 +13,7 @@ from tb_attn_plugin.report.build import analyze_file
 from tests.conftest import PLUGIN_BAD_RUNS, PLUGIN_RUNS, all_settled, make_tb_app, wait_runs
 
 P = "/data/plugin/tb_attn"
-GOOD = sorted(PLUGIN_RUNS) + ["cpu_eager", "cpu_sdpa", "multi"]
+GOOD = sorted(PLUGIN_RUNS) + ["collector_sdpa", "cpu_eager", "cpu_sdpa", "multi"]
 BAD = sorted(PLUGIN_BAD_RUNS) + ["bad/truncated"]
 
 
@@ -79,6 +79,9 @@ def test_runs_status_ready_for_good_runs_with_collector_metadata(app):
     assert run_of(doc, "cpu_eager")["metadata"]["variant"] == "eager"
     assert run_of(doc, "cpu_sdpa")["metadata"]["seq_len"] == 32
     assert run_of(doc, "bert_flash")["metadata"] == {}
+    collector = run_of(doc, "collector_sdpa")
+    assert collector["metadata"]["variant"] == "collector-sdpa" and len(spans(collector)) == 1  # its tfevents file is not a span
+    assert spans(collector)[0]["summary"]["calls"] >= 2  # two tagged SDPA layers
     assert spans(run_of(doc, "bert_flash"))[0]["summary"]["implementations"] == ["flash"]
 
 
