@@ -24,6 +24,8 @@ setup(
         "plugin": ["tensorboard>=2.14", "werkzeug>=2.0"],
         "collector": ["torch>=2.1", "tensorboard>=2.14"],
         "remote": ["fsspec>=2023.1"],
+        # collector callbacks and the demo's tiny Llama; tests skip these parts when absent
+        "integrations": ["transformers>=4.48", "accelerate>=1.0", "lightning>=2.0"],
         "test": [
             "pytest>=7", "hypothesis>=6", "orjson>=3", "fsspec>=2023.1", "jsonschema>=4",
             # the plugin tests serve an s3:// logdir from a local S3-compatible server

@@ -7,6 +7,8 @@ VENV=${VENV:-.venv}
 # torch==2.13.0 takes the CPU wheel on disk; a bare "torch" would pull a CUDA build of several GB.
 "$VENV/bin/pip" install -q torch==2.13.0
 "$VENV/bin/pip" install -q -e '.[plugin,collector,remote,test]'
+# Optional integrations (HF transformers, Lightning) are tested too; torch stays pinned while they install.
+"$VENV/bin/pip" install -q torch==2.13.0 -e '.[integrations]'
 # The Attention tab (frontend/): Debian's chromium for the browser test (never a downloaded browser),
 # the pinned npm packages, the unit tests, and a check that the committed bundle is what the source builds.
 if [ ! -x /usr/bin/chromium ]; then
