@@ -42,6 +42,7 @@ CALL_FIELDS = {
     "b": "batch", "hq": "query heads", "hkv": "key/value heads", "lq": "query length", "lk": "key length",
     "d": "head dim", "dtype": "torch dtype name without 'torch.'", "causal": "bool", "mask": "none, bool, additive, causal",
     "dropout": "dropout probability", "scale": "softmax scale or null", "gqa": "bool", "compiled": "bool",
+    "cls": "class name of the attention module (the report's layer_type)",
 }
 
 
