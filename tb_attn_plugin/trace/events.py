@@ -127,6 +127,13 @@ def decode(path: str, text: bytes, warnings: list[str] | None = None,
     if head not in (b"{", b"["):
         raise TraceError(path, "not JSON: a trace starts with '{' or '['")
     try:
+        return _decode(path, text, head, warnings, keep_shapes)
+    except RecursionError:
+        raise TraceError(path, "corrupt JSON: values nested too deeply") from None
+
+
+def _decode(path: str, text: bytes, head: bytes, warnings: list[str], keep_shapes) -> Events:
+    try:
         fast = _decode_chunked(text, head, keep_shapes)
     except msgspec.DecodeError:
         fast = None  # a mistyped event, a false chunk boundary or a damaged file: take the careful path
@@ -239,6 +246,8 @@ class _Head(msgspec.Struct, gc=False):
 
 
 _head_decoder = msgspec.json.Decoder(_Head)
+MAX_TS = 1e17  # µs; kineto's are ~1e12..1e16 (relative or since the epoch)
+MAX_DUR = 1e13  # µs, about 116 days
 CHUNK_BYTES = 4 << 20
 
 
@@ -254,6 +263,7 @@ class _Kept:
         self.memory: list[Event] = []
         self.flows: list[Event] = []
         self.total = 0
+        self.insane = 0
 
     def add(self, events: list[Event]) -> None:
         # One grouping pass by category, then small filters per group: most events are Python
@@ -261,6 +271,9 @@ class _Kept:
         self.total += len(events)
         groups: dict[str, list[Event]] = {}
         for e in events:
+            if not (-MAX_TS < e.ts < MAX_TS and 0.0 <= e.dur < MAX_DUR):
+                self.insane += 1  # NaN, infinities and absurd values: they would poison every sum
+                continue
             g = groups.get(e.cat)
             if g is None:
                 g = groups[e.cat] = []
@@ -284,6 +297,9 @@ class _Kept:
 
     def result(self, warnings: list[str]) -> Events:
         d = self.doc
+        if self.insane:
+            warnings.append(f"skipped {self.insane} events whose time stamp or duration is not a plausible "
+                            "number of microseconds (NaN, infinite, negative or beyond ~100 days)")
         return Events(
             ops=self.ops,
             launches=self.launches,
