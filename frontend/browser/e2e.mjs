@@ -310,6 +310,23 @@ try {
   }
   await shot(page, "scaling");
 
+  // ---- Backward pass on a CPU training run (the demo's): the toggle switches to backward stages --------
+  const training = scalingRuns.find((r) => /eager/.test(r));
+  if (training) {
+    const T = (await api(`report?run=${encodeURIComponent(training)}`)).body;
+    await selectRun(frame, training);
+    await frame.locator('.attn-tabs [data-tab="stages"]').click();
+    await frame.locator('[data-view="stages"] [data-toggle="pass"] [data-value="bwd"]').click();
+    const bwdRows = frame.locator('[data-view="stages"] [data-testid="stages-table"] tbody tr');
+    await bwdRows.first().waitFor({ state: "attached" });
+    ok(T.time_basis === "cpu" && await frame.locator('[data-view="stages"] [data-toggle="basis"] [data-value="gpu"]').isDisabled(), "GPU toggle is off for a CPU trace");
+    for (const row of await bwdRows.all()) {
+      const name = await row.getAttribute("data-layer");
+      const L = T.layers.find((l) => l.layer === name);
+      sameUs(await row.locator("td").last().textContent(), sum(L.stages.filter((s) => s.pass === "bwd").map((s) => s.cpu_us)), `backward CPU total of ${name}`);
+    }
+  }
+
   // ---- Escaping: a kernel named <img src=x onerror=...> and a run named like markup ---------------
   await frame.locator('.attn-tabs [data-tab="kernels"]').click();
   await selectRun(frame, RUNS.xss);
