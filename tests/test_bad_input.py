@@ -131,3 +131,13 @@ def test_fuzz_mutated_trace_never_crashes(tmp_path, data):
         assert str(exc).startswith(path + ": ") and "\n" not in str(exc)
     else:
         assert r["schema_version"] == 1 and r["calls"] >= 0
+
+
+def test_truncation_is_a_field_not_only_a_warning(tmp_path, small_trace):
+    whole = analyze_file(write(tmp_path, "whole.json", small_trace))
+    assert whole["trace"]["truncated"] is False
+    cut = analyze_file(write(tmp_path, "cut.json", small_trace[: len(small_trace) * 3 // 4]))
+    assert cut["trace"]["truncated"] is True
+    gz = gzip.compress(small_trace)
+    cut_gz = analyze_file(write(tmp_path, "cut.json.gz", gz[: len(gz) * 3 // 4]))
+    assert cut_gz["trace"]["truncated"] is True

@@ -47,8 +47,8 @@ def analyze(path: str, display_name: str, env: dict[str, str] | None = None
         return "error", f"{display_name}: not enough memory to analyse this trace", {}, None
     except Exception as exc:  # an engine bug must not look like a bad trace, nor kill the worker
         return "error", f"{display_name}: analysis failed ({type(exc).__name__}: {exc}); please report this", {}, None
-    cut = [w for w in report.get("warnings") or [] if "ends early" in w]
-    if cut:
+    if report["trace"].get("truncated"):
+        cut = [w for w in report.get("warnings") or [] if "ends early" in w] or ["it ends early"]
         # Partial numbers would mislead (GPU kernels come late in a trace, so even the time basis can
         # flip), so an incomplete file is an error; if it is still growing it is analysed again.
         return "error", (f"{display_name}: the trace is incomplete ({cut[-1]}); wait until it is written in "

@@ -42,7 +42,8 @@ def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
     try:
         t0 = time.perf_counter()
         say("reading", 0.0)
-        text, warnings = read_trace_text(path)
+        text, warnings = read_trace_text(path)  # its only warnings are about a gzip stream cut short
+        gzip_cut = bool(warnings)
         size = len(text)
         say("decoding", 0.15)
         ev = decode(path, text, warnings, keep_shapes=needs_shapes)
@@ -55,6 +56,7 @@ def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
         m = measure(L, calls, call_of)
         mem = call_memory(L, ev.memory, calls)
         report = _assemble(path, size, ev, L, calls, m, mem)
+        report["trace"]["truncated"] = gzip_cut or ev.truncated
         report["analysis_seconds"] = round(time.perf_counter() - t0, 4)
         say("done", 1.0)
         return report

@@ -109,6 +109,7 @@ class Events(msgspec.Struct, gc=False):
     tb_attn: Any
     total_events: int
     warnings: list[str]
+    truncated: bool = False  # the JSON ended early: only the events before the cut were analysed
 
 
 _doc_decoder = msgspec.json.Decoder(_Doc)
@@ -139,6 +140,7 @@ def _decode(path: str, text: bytes, head: bytes, warnings: list[str], keep_shape
         fast = None  # a mistyped event, a false chunk boundary or a damaged file: take the careful path
     if fast is not None:
         return fast.result(warnings)
+    truncated = False
     try:
         doc = _decode_typed(text, head)
     except msgspec.ValidationError as exc:
@@ -146,14 +148,14 @@ def _decode(path: str, text: bytes, head: bytes, warnings: list[str], keep_shape
         try:
             doc = _decode_leniently(path, text, head, str(exc), warnings)
         except msgspec.DecodeError as exc2:
-            doc = _salvage_truncated(path, text, head, str(exc2), warnings)
+            doc, truncated = _salvage_truncated(path, text, head, str(exc2), warnings), True
     except msgspec.DecodeError as exc:
-        doc = _salvage_truncated(path, text, head, str(exc), warnings)
+        doc, truncated = _salvage_truncated(path, text, head, str(exc), warnings), True
     if doc.traceEvents is None:
         raise TraceError(path, "JSON but not a trace: no 'traceEvents' list")
     kept = _Kept(doc)
     kept.add(doc.traceEvents)
-    return kept.result(warnings)
+    return kept.result(warnings, truncated)
 
 
 def _decode_typed(text: bytes, head: bytes) -> _Doc:
@@ -295,7 +297,7 @@ class _Kept:
             else:
                 self.memory.extend([e for e in evs if (e.ph == "i" or e.ph == "I") and e.name == "[memory]"])
 
-    def result(self, warnings: list[str]) -> Events:
+    def result(self, warnings: list[str], truncated: bool = False) -> Events:
         d = self.doc
         if self.insane:
             warnings.append(f"skipped {self.insane} events whose time stamp or duration is not a plausible "
@@ -311,6 +313,7 @@ class _Kept:
             tb_attn=d.tb_attn,
             total_events=self.total,
             warnings=warnings,
+            truncated=truncated,
         )
 
 
