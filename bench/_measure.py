@@ -1,8 +1,9 @@
 """Measuring one piece of work in a fresh interpreter: wall time and peak resident memory.
 
 Each measurement starts a new Python process (any interpreter: the project's venv or a tool's own
-venv under bench/out/venvs/), lets it import what it needs, then times only the work and reads
-``ru_maxrss`` before and after it. The child prints one JSON line; the parent keeps the best of a few.
+venv under bench/out/venvs/), lets it import what it needs, then times only the work and reads the
+peak resident set (VmHWM) before and after it. The work runs in that one process (no worker
+processes are started by any measured tool as it is called here). The child prints one JSON line; the parent keeps the best of a few.
 
     from _measure import child_code, measure
     code = child_code(setup="import orjson", work="n = len(orjson.loads(open(PATH, 'rb').read())['traceEvents'])")
@@ -24,19 +25,31 @@ import textwrap
 
 _TEMPLATE = """\
 import gc, json, resource, sys, time
+def _hwm_kb():
+    # VmHWM: the peak RSS of this process's memory since exec. Not ru_maxrss: Linux carries the parent's
+    # RSS at fork time into the child's ru_maxrss across exec, so a parent holding 300 MB makes every
+    # child report at least 300 MB.
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 PATH = sys.argv[1]
 ARGS = sys.argv[2:]
 _t_imp = time.perf_counter()
 {setup}
 _import_s = time.perf_counter() - _t_imp
 gc.collect()
-_base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+_base = _hwm_kb()
 n = None
 extra = None
 _t0 = time.perf_counter()
 {work}
 _dt = time.perf_counter() - _t0
-_peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+_peak = _hwm_kb()
 print(json.dumps({{"seconds": _dt, "import_s": _import_s, "peak_growth_mb": (_peak - _base) / 1024,
                   "peak_rss_mb": _peak / 1024, "n": n, "extra": extra}}, default=str))
 """

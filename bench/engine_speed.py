@@ -12,45 +12,31 @@ growth over an interpreter that has only imported the code.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DEFAULT_SRC = os.path.join(REPO, "..", "shared", "traces", "tl_h100_bert_small_sdpa_flash.json.gz")
 
-CHILD = r"""
-import gc, json, resource, sys, time
-mode, path = sys.argv[1], sys.argv[2]
+sys.path.insert(0, HERE)
+from _measure import child_code, measure  # noqa: E402  (fresh process, VmHWM peak: see bench/_measure.py)
+
+SETUP = """
 import orjson
 from tb_attn_plugin.report.build import analyze_file
-gc.collect()
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-t0 = time.perf_counter()
-if mode == "orjson":
-    with open(path, "rb") as fh:
-        doc = orjson.loads(fh.read())
-    n = len(doc["traceEvents"])
-else:
-    r = analyze_file(path)
-    n = r["trace"]["events"]
-dt = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"seconds": dt, "peak_growth_mb": (peak - base) / 1024, "events": n}))
 """
-
-
-def run(mode: str, path: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, mode, path], capture_output=True, text=True, check=True, cwd=REPO)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+WORK = {
+    "orjson": "with open(PATH, 'rb') as fh:\n    doc = orjson.loads(fh.read())\nn = len(doc['traceEvents'])",
+    "tb-attn": "r = analyze_file(PATH)\nn = r['trace']['events']",
+}
 
 
 def best(mode: str, path: str, repeat: int) -> dict:
-    runs = [run(mode, path) for _ in range(repeat)]
-    return {"seconds": min(r["seconds"] for r in runs), "peak_growth_mb": min(r["peak_growth_mb"] for r in runs),
-            "events": runs[0]["events"]}
+    r = measure(sys.executable, child_code(SETUP, WORK[mode]), path, repeat=repeat, cwd=REPO)
+    if "error" in r:
+        raise SystemExit(f"{mode} on {path}: {r['error']}")
+    return {"seconds": r["seconds"], "peak_growth_mb": r["peak_growth_mb"], "events": r["n"]}
 
 
 def main() -> None:
@@ -60,7 +46,6 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
     args = ap.parse_args()
-    sys.path.insert(0, HERE)
     from make_trace import replicate
 
     os.makedirs(args.out, exist_ok=True)
