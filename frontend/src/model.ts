@@ -345,13 +345,15 @@ function splitSuffix(name: string): [string, number] {
 export interface LayerDetail {
   layer: Layer;
   sampleId: number | null;
+  /** "layer": kernels over all the layer's calls; "sample": only its first call's (older reports). */
+  kernelScope: "layer" | "sample";
   stages: { stage: string; pass: Pass; gpu_us: number; cpu_us: number; kernels: number }[];
   kernels: { name: string; stage: string; pass: Pass; count: number; us: number }[];
 }
 
 /**
- * One layer's stages and kernels. The report aggregates kernels over the whole trace, so a layer's
- * kernels come from its call sample (the layer's first call), each with the time of that call.
+ * One layer's stages and kernels: the layer's own kernel list over all its calls when the report
+ * has one, else the kernels of its call sample (the layer's first call).
  */
 export function layerDetail(report: Report, layerName: string): LayerDetail | null {
   const layer = (report.layers || []).find((l) => l.layer === layerName);
@@ -367,9 +369,17 @@ export function layerDetail(report: Report, layerName: string): LayerDetail | nu
     row.us = round3(row.us + n0(e.dur_us));
     acc.set(k, row);
   }
+  const own = Array.isArray(layer.kernels) ? layer.kernels : null;
+  const kernels = own
+    ? own.map((k) => ({
+      name: k.name, stage: k.stage || "other", pass: (k.pass === "bwd" ? "bwd" : "fwd") as Pass,
+      count: n0(k.count), us: n0(k.gpu_us),
+    }))
+    : [...acc.values()];
   return {
     layer,
     sampleId: sample ? sample.id : null,
+    kernelScope: own ? "layer" : "sample",
     stages: (layer.stages || [])
       .map((s) => ({
         stage: s.stage, pass: (s.pass === "bwd" ? "bwd" : "fwd") as Pass,
@@ -377,7 +387,7 @@ export function layerDetail(report: Report, layerName: string): LayerDetail | nu
       }))
       .filter((s) => s.gpu_us > 0 || s.cpu_us > 0)
       .sort((a, b) => (a.pass === b.pass ? stageIndex(a.stage) - stageIndex(b.stage) : a.pass === "fwd" ? -1 : 1)),
-    kernels: [...acc.values()].sort((a, b) => stageIndex(a.stage) - stageIndex(b.stage) || b.us - a.us),
+    kernels: kernels.sort((a, b) => stageIndex(a.stage) - stageIndex(b.stage) || b.us - a.us),
   };
 }
 

@@ -64,6 +64,8 @@ export interface Layer {
   gpu_us?: number;
   cpu_us?: number;
   stages?: StageRow[];
+  /** The layer's kernels over all its calls (engines before this field: absent). */
+  kernels?: Kernel[];
   shape?: Shape | null;
   dtype?: string | null;
   causal?: boolean | null;

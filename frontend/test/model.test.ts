@@ -141,6 +141,22 @@ describe("stages by layer", () => {
     ]);
     expect(layerDetail(eagerReport(), "nope")).toBeNull();
     expect(layerDetail(eagerReport(), "SelfAttention_10")!.kernels).toEqual([]);
+    expect(layerDetail(eagerReport(), "SelfAttention_2")!.kernelScope).toBe("sample");
+  });
+
+  it("prefers the layer's own kernels over all its calls", () => {
+    const r = eagerReport();
+    const lay = r.layers!.find((l) => l.layer === "SelfAttention_2")!;
+    lay.kernels = [
+      { name: "softmax_k", stage: "softmax", pass: "fwd", count: 2, gpu_us: 10 },
+      { name: "gemm_a", stage: "qk_matmul", pass: "fwd", count: 2, gpu_us: 20 },
+      { name: "<b>x</b>", stage: "softmax", pass: "bwd", count: 2, gpu_us: 7 },
+    ];
+    const d = layerDetail(r, "SelfAttention_2")!;
+    expect(d.kernelScope).toBe("layer");
+    expect(d.kernels.map((k) => [k.name, k.stage, k.pass, k.count, k.us])).toEqual([
+      ["gemm_a", "qk_matmul", "fwd", 2, 20], ["softmax_k", "softmax", "fwd", 2, 10], ["<b>x</b>", "softmax", "bwd", 2, 7],
+    ]);
   });
 });
 

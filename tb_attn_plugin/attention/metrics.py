@@ -44,6 +44,7 @@ class Measured:
     step_gpu: dict[int, float]
     step_cpu: dict[int, float]
     kernel_call: dict[int, int] = field(default_factory=dict)  # id(kernel) -> call for kernel-only calls
+    call_kernels: list[dict[tuple[str, str, str], list[float]]] = field(default_factory=list)  # per call
 
 
 def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
@@ -96,6 +97,7 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     total_gpu = 0.0
     step_gpu: dict[int, float] = {}
     fused_seen: list[dict[str, float]] = [dict() for _ in calls]
+    call_kernels: list[dict[tuple[str, str, str], list[float]]] = [dict() for _ in calls]
     for k in L.kernels:
         e = k.ev
         d = e.dur
@@ -136,10 +138,17 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
             row = kernel_rows[rk] = [0, 0.0]
         row[0] += 1
         row[1] += d
+        ck = call_kernels[c]
+        row = ck.get(rk[:3])
+        if row is None:
+            row = ck[rk[:3]] = [0, 0.0]
+        row[0] += 1
+        row[1] += d
 
     for c in calls:
         _settle_implementation(L, c, fused_seen[c.id])
-    return Measured(cells, kernel_rows, op_rows, stage_of, total_gpu, total_cpu, step_gpu, step_cpu, kernel_call)
+    return Measured(cells, kernel_rows, op_rows, stage_of, total_gpu, total_cpu, step_gpu, step_cpu, kernel_call,
+                    call_kernels)
 
 
 def _settle_implementation(L: Linked, c: Call, fused: dict[str, float]) -> None:

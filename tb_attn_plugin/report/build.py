@@ -31,6 +31,7 @@ MAX_SAMPLES = 64
 MAX_SAMPLE_EVENTS = 400
 MAX_KERNEL_ROWS = 2000
 MAX_OP_ROWS = 500
+MAX_LAYER_KERNELS = 100
 
 
 def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
@@ -159,7 +160,7 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str,
                 "compiled": False, "source": c.source, "cells": {}, "shape": c.info.get("shape"),
                 "dtype": c.info.get("dtype"), "causal": c.info.get("causal"), "dropout": c.info.get("dropout"),
                 "mask": c.info.get("mask"), "flops": 0.0, "has_flops": False, "score_bytes": None,
-                "memory_bytes": None, "first_call": c.id,
+                "memory_bytes": None, "first_call": c.id, "kernel_acc": {},
             }
         lay["calls"] += 1
         lay["impls"][c.implementation] += 1
@@ -170,6 +171,14 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str,
         for key, x in cells.items():
             lay["cells"].setdefault(key, Cell()).add(x)
             run_cells.setdefault(key, Cell()).add(x)
+        acc = lay["kernel_acc"]
+        for key, (n, us) in m.call_kernels[c.id].items():
+            row = acc.get(key)
+            if row is None:
+                acc[key] = [n, us]
+            else:
+                row[0] += n
+                row[1] += us
         if c.implementation in UNFUSED:
             sb = shapes.score_bytes(c.info.get("shape"), c.info.get("dtype"))
             if sb is not None:
@@ -182,6 +191,9 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str,
         cells = lay.pop("cells")
         impls = lay.pop("impls")
         has_flops = lay.pop("has_flops")
+        kacc = lay.pop("kernel_acc")
+        lay["kernels"] = [{"name": k[0], "stage": k[1], "pass": k[2], "count": int(v[0]), "gpu_us": round(v[1], 3)}
+                          for k, v in sorted(kacc.items(), key=lambda kv: -kv[1][1])[:MAX_LAYER_KERNELS]]
         lay["implementation"] = "+".join(k for k, _ in impls.most_common())
         lay["gpu_us"] = round(sum(x.gpu_us for x in cells.values()), 3)
         lay["cpu_us"] = round(sum(x.cpu_us for x in cells.values()), 3)

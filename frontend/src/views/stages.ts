@@ -113,7 +113,7 @@ function layerDetailPanel(ctx: Ctx, report: Report, layerName: string, basis: Ba
     h("tbody", null, ...d.stages.map((s) => h("tr", null, h("td", null, stageChip(s.stage, s.pass)), usCell(s.gpu_us),
       usCell(s.cpu_us), h("td", { class: "num" }, fmtCount(s.kernels)))))));
   if (d.kernels.length) {
-    el.appendChild(h("h4", null, "Kernels of its first call",
+    el.appendChild(h("h4", null, d.kernelScope === "layer" ? `Kernels of its ${fmtCount(L.calls ?? 0)} calls` : "Kernels of its first call",
       d.sampleId !== null ? h("button", {
         type: "button", class: "link", "data-action": "open-timeline",
         onclick: () => ctx.set({ view: "timeline", call: d.sampleId }),
@@ -124,7 +124,9 @@ function layerDetailPanel(ctx: Ctx, report: Report, layerName: string, basis: Ba
       h("tbody", null, ...d.kernels.map((k) => h("tr", null, h("td", null, stageChip(k.stage, k.pass)),
         h("td", null, kernelName(k.name, shortKernelName(k.name))), h("td", { class: "num" }, fmtCount(k.count)), usCell(k.us))))));
   } else {
-    el.appendChild(h("p", { class: "hint" }, "No kernels recorded in this layer's sampled call (a CPU trace, or its kernels ran in a CUDA/HIP graph)."));
+    el.appendChild(h("p", { class: "hint" }, d.kernelScope === "layer"
+      ? "No GPU kernels in this layer (a CPU trace)."
+      : "No kernels recorded in this layer's sampled call (a CPU trace, or its kernels ran in a CUDA/HIP graph)."));
   }
   return el;
 }
