@@ -115,3 +115,15 @@ def test_share_is_attention_over_all_gpu_time(name):
     assert r["attention_share"] == pytest.approx(r["attention_gpu_us"] / r["total_gpu_us"], rel=1e-4)
     assert sum(s["gpu_us"] for s in r["stages"]) == pytest.approx(r["attention_gpu_us"], rel=1e-6)
     assert sum(lay["gpu_us"] for lay in r["layers"]) == pytest.approx(r["attention_gpu_us"], rel=1e-6)
+
+
+def test_layer_kernels_add_up_to_the_run():
+    r = report("tl_h100_owlv2_eager_bmm_softmax")
+    per_layer = {}
+    for lay in r["layers"]:
+        assert sum(k["gpu_us"] for k in lay["kernels"]) == pytest.approx(lay["gpu_us"], rel=1e-6)
+        for k in lay["kernels"]:
+            key = (k["name"], k["stage"], k["pass"])
+            per_layer[key] = per_layer.get(key, 0) + k["count"]
+    run = {(k["name"], k["stage"], k["pass"]): k["count"] for k in r["kernels"]}
+    assert per_layer == run
