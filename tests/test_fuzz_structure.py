@@ -141,7 +141,7 @@ def analyze_or_error(path: str):
         return None
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=CASES)
 def test_structurally_mutated_real_traces(tmp_path, case):
