@@ -373,12 +373,13 @@ def main() -> None:
     ap.add_argument("--conditions", default="", help="free text for the record: load, other jobs, ...")
     ap.add_argument("--update-readme", action="store_true", help="rewrite the section in bench/README.md")
     args = ap.parse_args()
+    args.out = os.path.abspath(args.out)  # children run in other directories
     from make_trace import replicate
 
     os.makedirs(args.out, exist_ok=True)
     tools = ensure_tools(args.venv) if {"tb-profiler", "HTA"} & set(args.tools) or not args.no_correctness else \
         {"why": {}}
-    src = args.src if os.path.exists(args.src) else os.path.join(SHARED, f"{args.src}.json.gz")
+    src = os.path.abspath(args.src) if os.path.exists(args.src) else os.path.join(SHARED, f"{args.src}.json.gz")
     stem = os.path.basename(src).split(".")[0]
     versions = [f"python {platform.python_version()}"]
     for tool, dist in (("tb-profiler", "torch-tb-profiler"), ("HTA", "holistictraceanalysis")):
@@ -402,9 +403,10 @@ def main() -> None:
             path = os.path.join(args.out, f"{stem}_x{n}.json")
             if not os.path.exists(path):
                 print(f"building {path} ...", flush=True)
-                events = replicate(src, n, path)
+                events = replicate(src, n, path + ".part")
                 with open(path + ".events", "w") as fh:
                     fh.write(str(events))
+                os.replace(path + ".part", path)  # an interrupted build is never taken for a trace
             events = int(open(path + ".events").read()) if os.path.exists(path + ".events") else 0
             rows.append({"copies": n, "mb": os.path.getsize(path) / 1e6, "events": events,
                          "tools": speed(tools, path, args.repeat, args.timeout, args.tools)})
