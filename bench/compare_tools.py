@@ -8,6 +8,8 @@ wall time and peak memory are kept (bench/_measure.py):
   tb-profiler    torch-tb-profiler 0.4.3 as its RunLoader worker calls it: RunProfileData.parse,
                  RunGenerator.generate_run_profile, DistributedRunProfileData (without the extra
                  process and queue RunLoader wraps around them)
+  tb-profiler-loader  the whole RunLoader(...).load(), as the PyTorch Profiler tab runs it per run:
+                 a spawned worker process, and the profile pickled back through a Queue
   HTA            holistictraceanalysis: TraceAnalysis(trace_dir) (parse the trace into its
                  DataFrame, align and filter), the object every HTA analysis starts from
   json / orjson  json.loads / orjson.loads of the file: a floor, no analysis at all
@@ -76,6 +78,28 @@ extra = {r["name"]: {"gpu_us": r["device_total_duration"], "calls": r["calls"]}
          for r in profile.operation_table_by_name["data"] if r["name"] in want}
 """
 
+# The whole RunLoader as the plugin runs it per run: a spawned worker process parses and generates, then
+# sends the profile back pickled through a multiprocessing Queue. Its memory is the larger of this
+# process's growth and the worker's peak (the worker's ru_maxrss, less this process's size when it spawned it).
+TBPL_SETUP = """
+import logging, multiprocessing, os, tempfile
+logging.disable(logging.WARNING)
+from torch_tb_profiler import io as tbp_io
+from torch_tb_profiler.profiler.loader import RunLoader
+_d = tempfile.mkdtemp(prefix="tbp-run-")
+os.symlink(os.path.abspath(PATH), os.path.join(_d, "worker0.pt.trace.json"))
+_caches = tbp_io.Cache(tempfile.mkdtemp(prefix="tbp-cache-"))
+"""
+TBPL_WORK = """
+run = RunLoader("run", _d, _caches).load()
+multiprocessing.active_children()  # joins the finished worker, so RUSAGE_CHILDREN counts it
+n = len(run.get_profiles() or [])  # one profile per worker and span; none when the worker failed
+if not n:
+    raise SystemExit("RunLoader loaded no profile: its worker failed")
+extra = {"child_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+         "parent_rss_mb": _base / 1024}
+"""
+
 HTA_SETUP = """
 import logging, os, tempfile
 logging.disable(logging.WARNING)
@@ -127,7 +151,7 @@ JSON_WORK = {
     "orjson": ("import orjson", "with open(PATH, 'rb') as fh:\n    doc = orjson.loads(fh.read())\nn = len(doc['traceEvents'])"),
 }
 
-TOOLS = ("tb-attn", "tb-profiler", "HTA", "json", "orjson")
+TOOLS = ("tb-attn", "tb-profiler", "tb-profiler-loader", "HTA", "json", "orjson")
 
 # -- correctness: the attention ops of each real trace, and what tb-attn calls the same GPU work ----
 # (op name the other tools group by, tb-attn stages, tb-attn implementations or None for any)
@@ -209,12 +233,17 @@ def speed(tools: dict, path: str, repeat: int, timeout: float, only: list[str]) 
         elif tool in JSON_WORK:
             r = measure(sys.executable, child_code(*JSON_WORK[tool]), path, repeat=repeat, cwd=REPO, timeout=timeout)
         else:
-            py = tools.get(tool)
+            py = tools.get(tool.replace("-loader", ""))
             if py is None:
                 res[tool] = {"error": tools["why"].get(tool, "not installed")}
                 continue
-            setup, work = (TBP_SETUP, TBP_WORK) if tool == "tb-profiler" else (HTA_SETUP, HTA_WORK)
+            setup, work = {"tb-profiler": (TBP_SETUP, TBP_WORK), "tb-profiler-loader": (TBPL_SETUP, TBPL_WORK),
+                           "HTA": (HTA_SETUP, HTA_WORK)}[tool]
             r = measure(py, child_code(setup, work), path, repeat=repeat, cwd=HERE, timeout=timeout)
+            if "error" not in r and tool == "tb-profiler-loader":
+                x = r["extra"]
+                r["peak_growth_mb"] = max(r["peak_growth_mb"], x["child_peak_mb"] - x["parent_rss_mb"])
+                r["peak_rss_mb"] = max(r["peak_rss_mb"], x["child_peak_mb"])
         res[tool] = r
         shown = r.get("error") or f"{r['seconds']:.2f} s, +{r['peak_growth_mb']:.0f} MB"
         print(f"  {os.path.basename(path)} {tool:<12} {shown}", flush=True)
@@ -230,9 +259,11 @@ def goals(rows: list[dict]) -> list[str]:
         a = row["tools"].get("tb-attn", {})
         if "error" in a:
             continue
-        for tool, need in (("tb-profiler", 10.0), ("HTA", 5.0)):
-            b = row["tools"].get(tool, {})
-            if "error" in b or not b:
+        for tool, need in (("tb-profiler", 10.0), ("tb-profiler-loader", 10.0), ("HTA", 5.0)):
+            if tool not in row["tools"]:
+                continue  # not asked for in this run
+            b = row["tools"][tool]
+            if "error" in b:
                 out.append(f"x{row['copies']} vs {tool}: not measured ({b.get('error', 'skipped')})")
                 continue
             ratio = b["seconds"] / a["seconds"]
@@ -377,8 +408,8 @@ def main() -> None:
     from make_trace import replicate
 
     os.makedirs(args.out, exist_ok=True)
-    tools = ensure_tools(args.venv) if {"tb-profiler", "HTA"} & set(args.tools) or not args.no_correctness else \
-        {"why": {}}
+    others = set(args.tools) - {"tb-attn", "json", "orjson"}
+    tools = ensure_tools(args.venv) if others or not args.no_correctness else {"why": {}}
     src = os.path.abspath(args.src) if os.path.exists(args.src) else os.path.join(SHARED, f"{args.src}.json.gz")
     stem = os.path.basename(src).split(".")[0]
     versions = [f"python {platform.python_version()}"]
