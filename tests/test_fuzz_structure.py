@@ -197,9 +197,10 @@ def test_overflowing_durations_stay_out_of_the_report(tmp_path):
     path = str(tmp_path / "t.pt.trace.json")
     with open(path, "w") as fh:
         json.dump(doc, fh)
-    r = analyze_or_error(path)
-    if r is not None:
-        check_report(r)
+    r = analyze_file(path)  # the other events still make a report
+    check_report(r)
+    assert any("skipped 12 events" in w for w in r["warnings"])
+    assert r["trace"]["kernels"] == 0 and r["time_basis"] == "cpu"
 
 
 @pytest.mark.parametrize("where", ["top", "event"])
@@ -210,4 +211,6 @@ def test_deeply_nested_json_is_one_clear_error(tmp_path, where):
     path = str(tmp_path / "t.pt.trace.json")
     with open(path, "wb") as fh:
         fh.write(raw)
-    analyze_or_error(path)  # a TraceError naming the file passes; a RecursionError would escape
+    with pytest.raises(TraceError, match="nested too deeply") as exc:  # not a RecursionError
+        analyze_file(path)
+    assert str(exc.value).startswith(path + ": ") and "\n" not in str(exc.value)
