@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -41,17 +42,21 @@ class ProgressBar:
         self.stream.flush()
 
 
-def _report(args) -> int:
+def _analyze(path: str, quiet: bool):
+    """[(TraceFile, report or TraceError)] for a file, run directory or logdir; TraceError when the
+    path itself is unusable."""
     from .report.build import analyze_path
-    from .report.text import render
 
-    import os
+    return list(analyze_path(path, None if quiet else (lambda tf: ProgressBar(os.path.basename(tf.path)))))
+
+
+def _report(args) -> int:
+    from .report.text import render
 
     status = 0
     reports = []
-    bar_for = None if args.quiet else (lambda tf: ProgressBar(os.path.basename(tf.path)))
     try:
-        items = list(analyze_path(args.path, bar_for))
+        items = _analyze(args.path, args.quiet)
     except TraceError as exc:
         print(f"tb-attn: error: {exc}", file=sys.stderr)
         return 2
@@ -64,7 +69,7 @@ def _report(args) -> int:
             print(f"tb-attn: warning: {tf.path}: {w}", file=sys.stderr)
         reports.append(result)
     if args.json:
-        doc = reports[0] if len(reports) == 1 and not _is_dir(args.path) else {"reports": reports}
+        doc = reports[0] if len(reports) == 1 and not os.path.isdir(args.path) else {"reports": reports}
         json.dump(doc, sys.stdout, indent=None if args.compact else 1)
         sys.stdout.write("\n")
     else:
@@ -72,16 +77,7 @@ def _report(args) -> int:
     return status
 
 
-def _is_dir(path: str) -> bool:
-    import os
-
-    return os.path.isdir(path)
-
-
 def _compare(args) -> int:
-    import os
-
-    from .report.build import analyze_path
     from .report.compare import compare_reports
     from .report.text import render_compare
 
@@ -90,7 +86,7 @@ def _compare(args) -> int:
         got = None
         try:
             # A run directory may hold several workers and spans: compare the first worker's last span.
-            items = list(analyze_path(path, None if args.quiet else (lambda tf: ProgressBar(os.path.basename(tf.path)))))
+            items = _analyze(path, args.quiet)
         except TraceError as exc:
             print(f"tb-attn: error: {exc}", file=sys.stderr)
             return 2

@@ -56,21 +56,20 @@ def _sortable(key: tuple):
     return (str(key[0]), str(key[1]))
 
 
+def _by_thread(events: list[Event]) -> dict[tuple, list[Event]]:
+    out: dict[tuple, list[Event]] = {}
+    for e in events:
+        k = (e.pid, e.tid)
+        got = out.get(k)
+        if got is None:
+            got = out[k] = []
+        got.append(e)
+    return out
+
+
 def link(ev: Events) -> Linked:
-    by_thread: dict[tuple, list[Event]] = {}
-    for e in ev.ops:
-        k = (e.pid, e.tid)
-        got = by_thread.get(k)
-        if got is None:
-            got = by_thread[k] = []
-        got.append(e)
-    launches_by_thread: dict[tuple, list[Event]] = {}
-    for e in ev.launches:
-        k = (e.pid, e.tid)
-        got = launches_by_thread.get(k)
-        if got is None:
-            got = launches_by_thread[k] = []
-        got.append(e)
+    by_thread = _by_thread(ev.ops)
+    launches_by_thread = _by_thread(ev.launches)
 
     ops: list[Event] = []
     parent: list[int] = []
