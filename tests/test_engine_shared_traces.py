@@ -92,7 +92,8 @@ def test_mi300x_flux_graph_replay():
     assert calls["CLIPAttention"] == 12 and calls["T5Attention"] == 24
     impl = {(i["layer_type"], i["implementation"]) for i in r["implementations"]}
     assert ("T5Attention", "eager") in impl and ("CLIPAttention", "aotriton") in impl
-    assert any(i == "ck" for _, i in impl)
+    ck = [lay for lay in r["layers"] if lay["implementation"] == "ck"]
+    assert sum(lay["calls"] for lay in ck) == 57 and {lay["backend"] for lay in ck} == {"aiter::fmha_v3_fwd"}
     assert r["trace"]["graph_kernels"] > 0
     # pointwise Triton kernels named after fmha_v3_fwd are not attention kernels
     assert not any(k["name"].startswith("triton_") and k["stage"] == "fused" for k in r["kernels"])

@@ -45,8 +45,8 @@ def test_exclusions_come_first():
     ("aten::_scaled_dot_product_flash_attention", ("flash", "flash")),
     ("aten::_scaled_dot_product_attention_math", ("math", "math")),
     ("aten::_scaled_dot_product_flash_attention_for_cpu", ("cpu_fused", "flash_cpu")),
-    ("aiter::fmha_v3_fwd", ("aiter::fmha_v3_fwd", "")),
-    ("vllm::unified_attention_with_output", ("vllm::unified_attention_with_output", "")),
+    ("aiter::fmha_v3_fwd", ("aiter::fmha_v3_fwd", "aiter::fmha_v3_fwd")),
+    ("vllm::unified_attention_with_output", ("vllm::unified_attention_with_output", "vllm::unified_attention_with_output")),
     ("aten::bmm", None),
 ])
 def test_attention_ops(op, expected):

@@ -140,7 +140,7 @@ def attention_op(name: str) -> tuple[str, str] | None:
     if hit is not None:
         return hit
     if VENDOR_OP.match(name):
-        return (name, "")
+        return (name, name)  # the op is the backend; its kernel family says what ran (e.g. ck)
     return None
 
 
