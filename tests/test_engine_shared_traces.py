@@ -128,3 +128,14 @@ def test_layer_kernels_add_up_to_the_run():
             per_layer[key] = per_layer.get(key, 0) + k["count"]
     run = {(k["name"], k["stage"], k["pass"]): k["count"] for k in r["kernels"]}
     assert per_layer == run
+
+
+def test_layer_rows_are_capped_largest_first(monkeypatch):
+    from tb_attn_plugin.report import build
+
+    monkeypatch.setattr(build, "MAX_LAYERS", 2)
+    r = build.analyze_file(str(shared_trace("tl_h100_owlv2_eager_bmm_softmax")))
+    full = report("tl_h100_owlv2_eager_bmm_softmax")
+    assert [lay["layer"] for lay in r["layers"]] == [lay["layer"] for lay in full["layers"][:2]]
+    assert r["layers_omitted"] == len(full["layers"]) - 2 and full["layers_omitted"] == 0
+    assert r["attention_gpu_us"] == full["attention_gpu_us"]  # totals still cover every layer

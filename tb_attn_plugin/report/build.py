@@ -32,6 +32,7 @@ MAX_SAMPLE_EVENTS = 400
 MAX_KERNEL_ROWS = 2000
 MAX_OP_ROWS = 500
 MAX_LAYER_KERNELS = 100
+MAX_LAYERS = 1000  # a trace without module scopes can name thousands of layers; keep the report compact
 
 
 def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
@@ -239,7 +240,8 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str,
         "calls": len(calls),
         "steps": steps,
         "stages": _stage_rows(run_cells),
-        "layers": layer_rows,
+        "layers": layer_rows[:MAX_LAYERS],
+        "layers_omitted": max(0, len(layer_rows) - MAX_LAYERS),
         "implementations": [{"layer_type": lt, "implementation": im, "calls": n}
                             for (lt, im), n in sorted(impl_counts.items(), key=lambda kv: -kv[1])],
         "kernels": kernels[:MAX_KERNEL_ROWS],

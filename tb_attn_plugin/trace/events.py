@@ -273,29 +273,33 @@ class _Kept:
         self.total += len(events)
         groups: dict[str, list[Event]] = {}
         for e in events:
-            if not (-MAX_TS < e.ts < MAX_TS and 0.0 <= e.dur < MAX_DUR):
-                self.insane += 1  # NaN, infinities and absurd values: they would poison every sum
-                continue
             g = groups.get(e.cat)
             if g is None:
                 g = groups[e.cat] = []
             g.append(e)
         for cat, evs in groups.items():
             if cat in CPU_CATS:
-                ops = [e for e in evs if e.ph == "X"]
+                ops = self._sane([e for e in evs if e.ph == "X"])
                 if self.keep_shapes is not None:
                     _detach_shapes(ops, self.keep_shapes)
                 self.ops.extend(ops)
             elif cat == "python_function":
-                self.ops.extend([e for e in evs if e.ph == "X" and e.name.startswith(MODULE_PREFIX)])
+                self.ops.extend(self._sane([e for e in evs if e.ph == "X" and e.name.startswith(MODULE_PREFIX)]))
             elif cat in GPU_CATS:
-                self.gpu.extend([e for e in evs if e.ph == "X"])
+                self.gpu.extend(self._sane([e for e in evs if e.ph == "X"]))
             elif cat in LAUNCH_CATS:
-                self.launches.extend([e for e in evs if e.ph == "X"])
+                self.launches.extend(self._sane([e for e in evs if e.ph == "X"]))
             elif cat == "fwdbwd":
-                self.flows.extend([e for e in evs if e.ph == "s" or e.ph == "f"])
+                self.flows.extend(self._sane([e for e in evs if e.ph == "s" or e.ph == "f"]))
             else:
-                self.memory.extend([e for e in evs if (e.ph == "i" or e.ph == "I") and e.name == "[memory]"])
+                self.memory.extend(self._sane([e for e in evs if (e.ph == "i" or e.ph == "I") and e.name == "[memory]"]))
+
+    def _sane(self, evs: list[Event]) -> list[Event]:
+        """Only kept events are checked (dropped frames cannot poison a sum): NaN, infinities and
+        absurd times are left out and counted."""
+        ok = [e for e in evs if -MAX_TS < e.ts < MAX_TS and 0.0 <= e.dur < MAX_DUR]
+        self.insane += len(evs) - len(ok)
+        return ok
 
     def result(self, warnings: list[str], truncated: bool = False) -> Events:
         d = self.doc
