@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 LOADING, READY, ERROR = "loading", "ready", "error"
 MAX_ATTEMPTS = 2  # a worker dying twice on the same file marks the file, not the pool, as bad
+IN_FLIGHT_PER_WORKER = 2
 
 
 class UnknownName(LookupError):
@@ -172,13 +173,15 @@ class RunIndex:
         self._dispatch()
 
     def _dispatch(self) -> None:
-        """Keep at most one file per worker in flight, so a file someone asks for goes next."""
+        """Keep two files per worker in flight: one running, one ready to start the moment the
+        other's result is handed back (small runs are mostly hand-off), and still few enough that
+        a file someone asks for starts soon."""
         started: list[tuple[Entry, str, Future]] = []
         with self._lock:
             if self._stop.is_set():
                 return
             running = sum(1 for e in self._entries.values() if e.phase == "running")
-            free = self.pool.workers - running
+            free = IN_FLIGHT_PER_WORKER * self.pool.workers - running
             if free <= 0:
                 return
             queued = [e for e in self._entries.values() if e.phase == "queued"]
