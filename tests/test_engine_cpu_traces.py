@@ -118,3 +118,28 @@ def test_memory_per_call_from_profiler_events(reports):
         for lay in reports[mode]["layers"]:
             # at least the B*H*L*L float32 score matrix is allocated inside the call
             assert lay["memory_bytes"] >= 2 * 4 * 32 * 32 * 4, (mode, lay["layer"])
+
+
+def test_compiled_backward_lands_on_the_compiled_layers(tmp_path):
+    """torch.compile runs the backward as one CompiledFunctionBackward node; its SDPA backward ops
+    are paired with the compiled forward calls (in reverse layer order) rather than lost."""
+    import torch
+
+    from tests.cpu_models import B, D, L, model
+
+    torch.manual_seed(0)
+    m = torch.compile(model("sdpa"), backend="aot_eager")  # no inductor: compiles in seconds
+    x = torch.randn(B, L, D)
+    m(x).sum().backward()  # compile outside the window
+    path = tmp_path / "compiled.pt.trace.json"
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        with torch.profiler.record_function("ProfilerStep#0"):
+            m(x).sum().backward()
+    prof.export_chrome_trace(str(path))
+    r = analyze_file(str(path))
+    assert r["calls"] == LAYERS
+    assert all(lay["compiled"] for lay in r["layers"])
+    for lay in r["layers"]:
+        c = cells(r, lay["layer"])
+        assert c.get(("fused", "fwd"), 0) > 0 and c.get(("fused", "bwd"), 0) > 0, lay["layer"]
+    assert op_stage(r, "aten::_scaled_dot_product_flash_attention_for_cpu_backward") == {("fused", "bwd")}

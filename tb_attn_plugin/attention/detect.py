@@ -44,6 +44,7 @@ class Call:
     info: dict[str, Any] = field(default_factory=dict)  # shape, dtype, causal, dropout, mask
     kernels: list[Kernel] = field(default_factory=list)  # kernel-only calls
     bwd_nodes: list[int] = field(default_factory=list)
+    bwd_fused: list[int] = field(default_factory=list)  # compiled backward attention ops paired by order
 
 
 def _class_of(module_event_name: str) -> str:
@@ -195,6 +196,7 @@ class Detector:
                 self.calls.append(c)
         self._match_graph_replay()
         self._propagate_backward()
+        self._pair_compiled_backward()
         return self.calls
 
     def _match_graph_replay(self) -> None:
@@ -311,6 +313,35 @@ class Detector:
                 f = L.fwd_of.get(node)
                 if f is not None:
                     call_of[i] = call_of[f]
+
+
+    def _pair_compiled_backward(self) -> None:
+        """torch.compile runs a whole graph's backward as one autograd node (CompiledFunctionBackward)
+        whose forward is the compiled region, not the attention op, so its backward attention ops
+        (``aten::_scaled_dot_product_*_backward``) link to no call. Within a step the backward runs
+        the layers in reverse: when the counts agree, pair them with the compiled forward calls."""
+        L = self.L
+        orphans = [i for i, e in enumerate(L.ops)
+                   if L.node_of[i] >= 0 and self.call_of[i] < 0 and P.is_backward_attention_op(e.name)
+                   and not (L.parent[i] >= 0 and P.is_backward_attention_op(L.ops[L.parent[i]].name))]
+        if not orphans:
+            return
+        fwd = [c for c in self.calls if c.compiled and not c.bwd_nodes and c.source != "kernel"]
+        by_step: dict[int, tuple[list[Call], list[int]]] = {}
+        for c in fwd:
+            by_step.setdefault(c.step, ([], []))[0].append(c)
+        for i in orphans:
+            by_step.setdefault(L.step[i], ([], []))[1].append(i)
+        for calls, ops in by_step.values():
+            if not calls or len(calls) != len(ops):
+                continue
+            calls.sort(key=lambda c: c.start)
+            ops.sort(key=lambda i: L.ops[i].ts, reverse=True)
+            for c, i in zip(calls, ops):
+                c.bwd_fused.append(i)
+                c.bwd_nodes.append(i)
+                for j in range(i, L.subtree_end[i]):
+                    self.call_of[j] = c.id
 
 
 def detect(L: Linked) -> tuple[list[Call], list[int]]:

@@ -62,6 +62,11 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
             f = fwd_of.get(node)
             stage_of[i] = stage_of[f] if f is not None and stage_of[f] is not None else "other"
 
+    for c in calls:
+        for i in c.bwd_fused:
+            for j in range(i, L.subtree_end[i]):
+                stage_of[j] = "fused"
+
     cells: list[dict[tuple[str, str], Cell]] = [dict() for _ in calls]
     op_rows: dict[tuple[str, str, str], list[float]] = {}
     total_cpu = 0.0

@@ -159,3 +159,9 @@ def needs_shapes(op_name: str) -> bool:
     """Ops whose Input Dims/types/Concrete Inputs the analysis reads (the reader drops the rest)."""
     return (op_name in ATTENTION_OPS or op_name in BMM_OPS or op_name in SOFTMAX_OPS or op_name in LINEAR_OPS
             or is_vendor_op(op_name) or op_name.startswith("tb_attn::"))
+
+
+@lru_cache(maxsize=65536)
+def is_backward_attention_op(name: str) -> bool:
+    """aten::_scaled_dot_product_flash_attention_backward, aten::_efficient_attention_backward, ..."""
+    return name.startswith("aten::_") and name.endswith("_backward") and "attention" in name
