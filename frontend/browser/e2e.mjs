@@ -168,9 +168,18 @@ try {
   const plotW = box.width - 70 - 20;
   const idx = 3;
   const many = n > 40;
-  await page.mouse.click(box.x + 70 + (idx + 0.5) * (plotW / n), box.y + box.height - (many ? 90 : 70) - 40);
   const detail = stView.locator('[data-testid="layer-detail"]');
-  await detail.waitFor({ timeout: 10000 });
+  // A click during ECharts' entry animation can land between bars: click again, a few times at most.
+  for (let attempt = 0; attempt < 4; attempt++) {
+    await page.mouse.click(box.x + 70 + (idx + 0.5) * (plotW / n), box.y + box.height - (many ? 90 : 70) - 40);
+    try {
+      await detail.waitFor({ timeout: attempt < 3 ? 3000 : 10000 });
+      break;
+    } catch (err) {
+      if (attempt === 3) throw err;
+      await page.waitForTimeout(500);
+    }
+  }
   ok((await detail.getAttribute("data-layer")) === order[idx], `clicking bar ${idx} opens layer ${order[idx]}`);
   const clicked = E.layers.find((l) => l.layer === order[idx]);
   const wantKernels = sum(clicked.kernels.map((k) => k.count));
