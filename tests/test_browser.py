@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_plugin_tensorboard import free_port, poll
+from tests.test_plugin_tensorboard import poll, tensorboard_process
 
 ROOT = Path(__file__).resolve().parent.parent
 FRONTEND = ROOT / "frontend"
@@ -137,26 +137,9 @@ def browser_logdir(tmp_path_factory, shared_traces) -> tuple[Path, dict]:
 def tensorboard_url(browser_logdir, tmp_path_factory):
     logdir, _ = browser_logdir
     tmp = tmp_path_factory.mktemp("tb")
-    port = free_port()
-    env = dict(os.environ, TB_ATTN_CACHE_DIR=str(tmp / "cache"), TB_ATTN_SETTLE_S="0")
-    log = open(tmp / "tensorboard.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
-                             "--port", str(port), "--load_fast", "false", "--reload_interval", "2"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
+    with tensorboard_process(logdir, tmp, settle_s="0", reload_s="2") as (base, proc):
         poll(f"{base}/data/plugins_listing", lambda d: "tb_attn" in d and d["tb_attn"].get("enabled"), proc=proc)
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
-        if proc.returncode not in (0, -15):
-            print((tmp / "tensorboard.log").read_text(errors="replace")[-4000:])
 
 
 def test_attention_tab_in_a_real_browser(browser_logdir, tensorboard_url, tmp_path):

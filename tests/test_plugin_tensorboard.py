@@ -3,6 +3,7 @@ next to torch-tb-profiler's PyTorch Profiler tab, and serves a report over HTTP.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -56,11 +57,18 @@ def tensorboard(tmp_path, shared_traces):
     for run in ("bert_flash", "bert_aotriton"):
         (logdir / run).mkdir(parents=True)
         shutil.copy(shared_traces / f"{PLUGIN_RUNS[run]}.json.gz", logdir / run / NAME)
+    with tensorboard_process(logdir, tmp_path, settle_s="1", reload_s="1") as (base, proc):
+        yield base, proc
+
+
+@contextlib.contextmanager
+def tensorboard_process(logdir, tmp, *, settle_s: str, reload_s: str):
+    """A real `tensorboard` on a free loopback port, its cache in ``tmp``; stopped on exit."""
     port = free_port()
-    env = dict(os.environ, TB_ATTN_CACHE_DIR=str(tmp_path / "cache"), TB_ATTN_SETTLE_S="1")
-    log = open(tmp_path / "tensorboard.log", "wb")
+    env = dict(os.environ, TB_ATTN_CACHE_DIR=str(tmp / "cache"), TB_ATTN_SETTLE_S=settle_s)
+    log = open(tmp / "tensorboard.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
-                             "--port", str(port), "--load_fast", "false", "--reload_interval", "1"],
+                             "--port", str(port), "--load_fast", "false", "--reload_interval", reload_s],
                             env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         yield f"http://127.0.0.1:{port}", proc
@@ -72,6 +80,8 @@ def tensorboard(tmp_path, shared_traces):
             proc.kill()
             proc.wait(10)
         log.close()
+        if proc.returncode not in (0, -15):
+            print((tmp / "tensorboard.log").read_text(errors="replace")[-4000:])
 
 
 def test_real_tensorboard_serves_the_plugin(tensorboard):
