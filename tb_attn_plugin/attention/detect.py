@@ -239,32 +239,27 @@ class Detector:
         e = self.L.ops[i]
         return e.name in P.BMM_OPS and _is_batched(e.args)
 
+    def _nearest_bmm(self, s: int, step, reach: int) -> int:
+        """The first batched matmul among the siblings of ``s`` in one direction, or -1."""
+        j = s
+        for _ in range(reach):
+            j = step(j)
+            if j < 0:
+                return -1
+            if self._is_bmm(j):
+                return j
+        return -1
+
     def _motif(self, s: int) -> None:
         L = self.L
         # Inside an attention module every sibling is fair game (T5 computes its position bias
         # between QK^T and softmax); elsewhere stay close, so unrelated matmuls never pair up.
         p = L.parent[s]
         reach = len(L.ops) if p >= 0 and self._attn_module[p] else MOTIF_REACH
-        qk = -1
-        j = s
-        for _ in range(reach):
-            j = self._prev_sibling(j)
-            if j < 0:
-                break
-            if self._is_bmm(j):
-                qk = j
-                break
+        qk = self._nearest_bmm(s, self._prev_sibling, reach)
         if qk < 0:
             return
-        av = -1
-        j = s
-        for _ in range(reach):
-            j = self._next_sibling(j)
-            if j < 0:
-                break
-            if self._is_bmm(j):
-                av = j
-                break
+        av = self._nearest_bmm(s, self._next_sibling, reach)
         if av < 0 or not self._shapes_agree(qk, s, av):
             return
         c = self._new_call(qk, L.subtree_end[av], -1, "motif")

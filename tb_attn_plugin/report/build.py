@@ -16,6 +16,7 @@ from ..attention.detect import Call, detect
 from ..attention.devices import describe
 from ..attention.patterns import is_vendor_op, needs_shapes
 from ..attention.metrics import PASSES, Cell, call_memory, layer_type_of_path, measure
+from ..attention.stages import kernel_stage
 from ..collector import tags
 from ..trace import discover
 from ..trace.events import decode
@@ -259,25 +260,17 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str,
 def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[dict[str, Any]]:
     """Events of the first call of each layer, for the one-call timeline (times relative to it)."""
     out = []
-    by_op_kernels: dict[int, list] = {}
     wanted = {lay["first_call"] for lay in list(layers.values())[:MAX_SAMPLES]}
-    chosen = [c for c in calls if c.id in wanted]
-    spans: list[tuple[int, int, str]] = []
-    for c in chosen:
-        spans.append((c.lo, c.hi, "fwd"))
-        for node in c.bwd_nodes:
-            spans.append((node, L.subtree_end[node], "bwd"))
-    needed = set()
-    for lo, hi, _ in spans:
-        needed.update(range(lo, hi))
+    chosen = [(c, [(c.lo, c.hi, "fwd")] + [(nd, L.subtree_end[nd], "bwd") for nd in c.bwd_nodes])
+              for c in calls if c.id in wanted]
+    needed = {j for _, ranges in chosen for lo, hi, _ in ranges for j in range(lo, hi)}
+    by_op_kernels: dict[int, list] = {}
     for k in L.kernels:
         if k.op in needed:
             by_op_kernels.setdefault(k.op, []).append(k)
-    from ..attention.stages import kernel_stage
 
-    for c in chosen:
+    for c, ranges in chosen:
         events: list[dict[str, Any]] = []
-        ranges = [(c.lo, c.hi, "fwd")] + [(nd, L.subtree_end[nd], "bwd") for nd in c.bwd_nodes]
         t0 = L.ops[c.lo].ts if c.hi > c.lo else c.start
         for lo, hi, ps in ranges:
             bd = L.depth[lo] if hi > lo else 0
