@@ -48,3 +48,26 @@ def test_worker_killed_mid_analysis_is_retried_then_reported(tb_app, tmp_path, s
     shutil.copy(shared_traces / "tl_mi300x_torch_compile_small.json.gz", logdir / "small" / NAME)
     wait_runs(client, lambda d: all_settled(d, ["big", "small"]))
     assert client.get("/data/plugin/tb_attn/report?run=small").status_code == 200
+
+
+def test_more_files_than_a_worker_may_take_all_finish_then_workers_are_replaced(tmp_path, shared_traces):
+    """A queue longer than TASKS_PER_WORKER on one worker drains (ProcessPoolExecutor's own
+    max_tasks_per_child deadlocks here on Python 3.11-3.13), and once idle the pool swaps its
+    processes for fresh ones."""
+    from tb_attn_plugin.plugin.pool import TASKS_PER_WORKER, AnalysisPool
+
+    trace = tmp_path / NAME
+    shutil.copy(shared_traces / "tl_mi300x_torch_compile_small.json.gz", trace)
+    pool = AnalysisPool(workers=1)
+    try:
+        jobs = [pool.submit(str(trace), f"file {i}") for i in range(3 * TASKS_PER_WORKER)]
+        results = [fut.result(timeout=300) for fut, _ in jobs]
+        assert [r[0] for r in results] == ["ready"] * len(jobs), [r[1] for r in results if r[0] != "ready"]
+        assert len({id(ex) for _, ex in jobs}) == 1  # busy all along: never two sets of workers at once
+        first_pids = set(jobs[0][1]._processes)
+        fut, ex = pool.submit(str(trace), "after the queue drained")
+        assert ex is not jobs[0][1]
+        assert fut.result(timeout=300)[0] == "ready"
+        assert not first_pids & set(ex._processes)
+    finally:
+        pool.close()

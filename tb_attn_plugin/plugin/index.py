@@ -176,7 +176,7 @@ class RunIndex:
         """Keep two files per worker in flight: one running, one ready to start the moment the
         other's result is handed back (small runs are mostly hand-off), and still few enough that
         a file someone asks for starts soon."""
-        started: list[tuple[Entry, str, Future]] = []
+        started: list[tuple[Entry, str, Future, object]] = []
         with self._lock:
             if self._stop.is_set():
                 return
@@ -195,14 +195,14 @@ class RunIndex:
                                        span_key(e.span)))
             for e in queued[:free]:
                 try:
-                    fut = self.pool.submit(e.path, e.display)
+                    fut, executor = self.pool.submit(e.path, e.display)
                 except Exception as exc:  # pool closed, or processes cannot be started here
                     self._apply(e, Result(ERROR, f"{e.display}: cannot start an analysis process: {exc}"))
                     continue
                 e.phase = "running"
-                started.append((e, e.key, fut))
-        for e, key, fut in started:
-            fut.add_done_callback(lambda f, e=e, key=key, ex=self.pool.executor: self._done(e, key, f, ex))
+                started.append((e, e.key, fut, executor))
+        for e, key, fut, executor in started:
+            fut.add_done_callback(lambda f, e=e, key=key, ex=executor: self._done(e, key, f, ex))
 
     def _done(self, e: Entry, key: str, fut: Future, executor) -> None:
         try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-import sys
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 
@@ -53,31 +52,50 @@ def _context():
     return multiprocessing.get_context("spawn")
 
 
-def _recycle() -> dict:
-    # A worker that parsed a large trace keeps its peak memory (the allocator rarely returns it);
-    # replacing workers every few traces gives it back. Workers fork from the preloaded server, so a
-    # replacement costs milliseconds. (Python 3.11+; fork contexts do not support it.)
-    if sys.version_info >= (3, 11):
-        return {"max_tasks_per_child": TASKS_PER_WORKER}
-    return {}
-
-
 class AnalysisPool:
+    """Hands trace files to worker processes.
+
+    A worker that parsed a large trace keeps its peak memory (the allocator rarely returns it), so
+    the pool replaces its processes after TASKS_PER_WORKER files per worker. It does this itself,
+    and only while idle, rather than with ProcessPoolExecutor's max_tasks_per_child: that option
+    deadlocks on Python 3.11-3.13 once a worker retires with tasks still queued (CPython
+    gh-115634), and retiring while busy would run old and new workers at once (twice the memory).
+    Workers fork from the preloaded server, so a fresh set costs milliseconds.
+    """
+
     def __init__(self, workers: int | None = None):
         self.workers = workers or default_workers()
         self._lock = threading.Lock()
         self._executor: ProcessPoolExecutor | None = None
+        self._submitted = 0  # files given to the current executor
+        self._pending = 0  # of those, not finished yet
         self._closed = False
         self._env = remote_env()
 
-    def submit(self, path: str, display_name: str) -> Future:
+    def submit(self, path: str, display_name: str) -> tuple[Future, ProcessPoolExecutor]:
+        """Start analysing one file; returns its future and the executor that runs it (what
+        reset() takes when that executor turns out broken)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("analysis pool is closed")
+            if self._executor is not None and self._pending == 0 \
+                    and self._submitted >= TASKS_PER_WORKER * self.workers:
+                self._executor.shutdown(wait=False)
+                self._executor = None
             if self._executor is None:
-                self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=_context(),
-                                                     **_recycle())
-            return self._executor.submit(work.analyze, path, display_name, self._env)
+                self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=_context())
+                self._submitted = self._pending = 0
+            ex = self._executor
+            fut = ex.submit(work.analyze, path, display_name, self._env)
+            self._submitted += 1
+            self._pending += 1
+        fut.add_done_callback(lambda _f, ex=ex: self._finished(ex))
+        return fut, ex
+
+    def _finished(self, ex: ProcessPoolExecutor) -> None:
+        with self._lock:
+            if ex is self._executor:
+                self._pending -= 1
 
     def reset(self, broken: ProcessPoolExecutor | None = None) -> None:
         """Drop a broken executor (a worker died); the next submit starts a fresh one."""
