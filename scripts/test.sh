@@ -7,6 +7,9 @@ VENV=${VENV:-.venv}
 # torch==2.13.0 takes the CPU wheel on disk; a bare "torch" would pull a CUDA build of several GB.
 "$VENV/bin/pip" install -q torch==2.13.0
 "$VENV/bin/pip" install -q -e '.[plugin,collector,remote,test]'
+# The install compiles the C event scanner (tb_attn_plugin/trace/_prefilter.c) with gcc; the engine
+# works without it, but here its absence must fail tests/test_prefilter.py, not skip it.
+export TB_ATTN_REQUIRE_NATIVE=1
 # Optional integrations (HF transformers, Lightning) are tested too; torch stays pinned while they install.
 "$VENV/bin/pip" install -q torch==2.13.0 -e '.[integrations]'
 # The Attention tab (frontend/): Debian's chromium for the browser test (never a downloaded browser),

@@ -13,6 +13,11 @@ import msgspec
 
 from ..errors import TraceError
 
+try:  # the C scanner built by setup.py; optional (see _prefilter.c)
+    from ._prefilter import keep_events as _native_keep_events
+except ImportError:  # no compiler at install time: every event is decoded, with the same results
+    _native_keep_events = None
+
 Id = Union[int, str]
 
 
@@ -94,6 +99,8 @@ CPU_CATS = frozenset({"cpu_op", "user_annotation", "Operator", "operator"})
 LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "runtime", "Driver"})
 GPU_CATS = frozenset({"kernel", "Kernel", "gpu_memcpy", "gpu_memset", "Memcpy", "Memset"})
 MODULE_PREFIX = "nn.Module: "
+PYTHON_CAT = "python_function"
+MEMORY_NAME = "[memory]"
 
 
 class Events(msgspec.Struct, gc=False):
@@ -267,10 +274,12 @@ class _Kept:
         self.total = 0
         self.insane = 0
 
-    def add(self, events: list[Event]) -> None:
+    def add(self, events: list[Event], dropped: int = 0) -> None:
+        """Keep what the analysis uses of ``events``; ``dropped`` more were left out before decoding
+        (by the same rules, see _PREFILTER_RULES)."""
         # One grouping pass by category, then small filters per group: most events are Python
         # frames, and this keeps the per-event work to one dict lookup.
-        self.total += len(events)
+        self.total += len(events) + dropped
         groups: dict[str, list[Event]] = {}
         for e in events:
             g = groups.get(e.cat)
@@ -283,7 +292,7 @@ class _Kept:
                 if self.keep_shapes is not None:
                     _detach_shapes(ops, self.keep_shapes)
                 self.ops.extend(ops)
-            elif cat == "python_function":
+            elif cat == PYTHON_CAT:
                 self.ops.extend(self._sane([e for e in evs if e.ph == "X" and e.name.startswith(MODULE_PREFIX)]))
             elif cat in GPU_CATS:
                 self.gpu.extend(self._sane([e for e in evs if e.ph == "X"]))
@@ -292,7 +301,7 @@ class _Kept:
             elif cat == "fwdbwd":
                 self.flows.extend(self._sane([e for e in evs if e.ph == "s" or e.ph == "f"]))
             else:
-                self.memory.extend(self._sane([e for e in evs if (e.ph == "i" or e.ph == "I") and e.name == "[memory]"]))
+                self.memory.extend(self._sane([e for e in evs if (e.ph == "i" or e.ph == "I") and e.name == MEMORY_NAME]))
 
     def _sane(self, evs: list[Event]) -> list[Event]:
         """Only kept events are checked (dropped frames cannot poison a sum): NaN, infinities and
@@ -372,9 +381,26 @@ def _decode_chunked(text: bytes, head: bytes, keep_shapes: Callable[[str], bool]
                 break
             cut = text.find(b"},", cut + 2, end)
         stop = end if cut < 0 else cut + 1
-        kept.add(_list_decoder.decode(b"[" + text[pos:stop] + b"]"))
+        kept.add(*_decode_chunk(text, pos, stop))
         pos = stop + 1
     return kept
+
+
+# What _Kept.add keeps, in the scanner's terms: these categories always; Python frames only for
+# nn.Module scopes; any other category only as [memory] instants. The scanner keeps whatever it
+# cannot judge from the raw text, and _Kept.add applies the full rules (ph, sane times) after it.
+_PREFILTER_RULES = (
+    tuple(c.encode() for c in sorted(CPU_CATS | LAUNCH_CATS | GPU_CATS | {"fwdbwd"})),
+    PYTHON_CAT.encode(), MODULE_PREFIX.encode(), MEMORY_NAME.encode(),
+)
+
+
+def _decode_chunk(text: bytes, pos: int, stop: int) -> tuple[list[Event], int]:
+    if _native_keep_events is not None:
+        kept, dropped = _native_keep_events(text, pos, stop, *_PREFILTER_RULES)
+        if kept is not None:
+            return _list_decoder.decode(kept), dropped
+    return _list_decoder.decode(b"[" + text[pos:stop] + b"]"), 0
 
 
 def args_of(e: Event) -> Args:

@@ -1,0 +1,163 @@
+"""The C scanner that drops unused events before decoding (tb_attn_plugin/trace/_prefilter.c)
+changes speed only: with and without it, every trace gives the same events and the same report,
+and on text it does not understand it hands the chunk back undecided instead of guessing."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tb_attn_plugin.report.build import analyze_file
+from tb_attn_plugin.trace import events
+from tests.conftest import shared_trace
+
+native = events._native_keep_events
+needs_native = pytest.mark.skipif(native is None and not os.environ.get("TB_ATTN_REQUIRE_NATIVE"),
+                                  reason="the C scanner is not built (no compiler at install time)")
+RULES = events._PREFILTER_RULES
+SHARED = ["tl_h100_owlv2_eager_bmm_softmax", "tl_h100_bert_small_sdpa_flash", "tl_mi300x_bert_small_sdpa_aotriton",
+          "tl_mi300x_torch_compile_small", "tl_mi300x_xdit_flux1_aiter_fmha_hipgraph",
+          "hta_a100_negative_log_softmax_fwdbwd"]
+
+
+def test_the_scanner_is_built_where_required():
+    # scripts/test.sh sets this: CI must test the fast path, not silently skip it.
+    if os.environ.get("TB_ATTN_REQUIRE_NATIVE"):
+        assert native is not None, "tb_attn_plugin/trace/_prefilter.c was not compiled (pip install -e . needs gcc)"
+
+
+def _without_scanner(monkeypatch, fn):
+    with monkeypatch.context() as m:
+        m.setattr(events, "_native_keep_events", None)
+        return fn()
+
+
+def _strip(r):
+    r = dict(r)
+    r.pop("analysis_seconds", None)
+    return r
+
+
+def _chunk(values: list[str], sep: str = ",") -> bytes:
+    return sep.join(values).encode()
+
+
+def _scan(text: bytes):
+    return native(text, 0, len(text), *RULES)
+
+
+@needs_native
+@pytest.mark.parametrize("name", SHARED)
+def test_real_traces_give_the_same_events_and_report(monkeypatch, name):
+    path = str(shared_trace(name))
+    fast = _strip(analyze_file(path))
+    plain = _strip(_without_scanner(monkeypatch, lambda: analyze_file(path)))
+    assert fast == plain
+    assert fast["trace"]["events"] > 0
+
+
+@needs_native
+def test_cpu_traces_give_the_same_report(monkeypatch, cpu_traces):
+    for path in cpu_traces.values():
+        assert _strip(analyze_file(str(path))) == _strip(_without_scanner(monkeypatch, lambda: analyze_file(str(path))))
+
+
+@needs_native
+def test_drops_python_frames_but_module_scopes_and_used_categories():
+    evs = [
+        {"ph": "X", "cat": "python_function", "name": "torch/nn/functional.py(1): softmax", "ts": 1, "dur": 1},
+        {"ph": "X", "cat": "python_function", "name": "nn.Module: Attention_0", "ts": 1, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::bmm", "ts": 1, "dur": 1, "args": {"Input Dims": [[1, 2]]}},
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 3},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": 1},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "other", "ts": 1},
+        {"ph": "M", "name": "process_name", "args": {"name": "python"}},  # no cat: kept, judged after decoding
+        [1, 2, 3],  # not an object: kept for the decoder to reject
+    ]
+    out, dropped = _scan(_chunk([json.dumps(e) for e in evs], ",\n  "))
+    kept = json.loads(out)
+    assert dropped == 3
+    assert [e for e in evs if e in kept] == kept
+    assert {e["name"] for e in kept if isinstance(e, dict)} == {"nn.Module: Attention_0", "aten::bmm", "k", "[memory]",
+                                                               "process_name"}
+
+
+@needs_native
+@pytest.mark.parametrize("event", [
+    '{"cat": "python_\\u0066unction", "name": "f"}',  # escaped category: read only by the decoder
+    '{"cat": "python_function", "name": "nn.Module\\u003a X"}',  # escaped name
+    '{"cat": "python_function", "cat": "python_function", "name": "f"}',  # a repeated key
+    '{"cat": "python_function", "name": 7}',  # a mistyped name: the decoder reports it
+    '{"c\\u0061t": "cpu_op", "cat": "python_function", "name": "f"}',  # an escaped key
+])
+def test_keeps_what_it_cannot_judge_from_the_raw_text(event):
+    out, dropped = _scan(event.encode())
+    assert dropped == 0 and json.loads(out) == [json.loads(event)]
+
+
+@needs_native
+@pytest.mark.parametrize("text", [
+    b'{"cat": "cpu_op", "name": "a"', b'{"cat": "cpu_op", "name": "a}', b'{"cat": "cpu_op"},', b'{"a": [1, 2}',
+    b'{"a": 1}{"b": 2}', b'{"a" 1}', b'{"a": 1,}', b"[" * 300 + b"]" * 300, b'{"a": ]}',
+])
+def test_gives_up_on_what_is_not_a_plain_run_of_values(text):
+    assert _scan(text) == (None, 0)
+
+
+@needs_native
+def test_brackets_and_quotes_inside_strings_and_args_are_not_structure():
+    evs = [{"ph": "X", "cat": "cpu_op", "name": 'a },{ "cat": "python_function" ] [ \\" \u00e9\U0001f600',
+            "args": {"Input Dims": [[1, [2, {"x": "}"}]]], "Concrete Inputs": ["", "]"]}},
+           {"ph": "X", "cat": "python_function", "name": "x { [", "args": {"k": "\\\\"}}]
+    out, dropped = _scan(_chunk([json.dumps(e, ensure_ascii=False) for e in evs]))
+    assert dropped == 1 and json.loads(out) == evs[:1]
+
+
+@needs_native
+def test_only_the_given_range_is_read():
+    text = b'xx{"cat": "cpu_op", "name": "a"},{"cat": "kernel", "name": "b"}yy'
+    out, dropped = native(text, 2, len(text) - 2, *RULES)
+    assert json.loads(out) == [{"cat": "cpu_op", "name": "a"}, {"cat": "kernel", "name": "b"}]
+    with pytest.raises(ValueError):
+        native(text, 2, len(text) + 1, *RULES)
+
+
+_cats = st.sampled_from(["python_function", "cpu_op", "kernel", "cuda_runtime", "ac2g", "fwdbwd", "cpu_instant_event",
+                         "user_annotation", "gpu_memset", "Trace", ""])
+_names = st.one_of(st.sampled_from(["nn.Module: Attn", "nn.Module:", "[memory]", "aten::bmm", "f.py(3): g", ""]),
+                   st.text(max_size=12))
+_event = st.fixed_dictionaries(
+    {"ph": st.sampled_from(["X", "i", "s", "f", "M"]), "ts": st.integers(0, 10**6), "dur": st.integers(0, 10**3)},
+    optional={"cat": _cats, "name": _names, "args": st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5),
+                                                                   max_size=3)})
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_event, max_size=12), st.sampled_from([",", ", ", ",\n  ", " ,\t"]), st.booleans())
+def test_keeps_exactly_what_the_analysis_keeps(evs, sep, ascii_only):
+    """Whatever the events and layout, the scanner's output, decoded and filtered by _Kept, is what
+    the full chunk gives: it drops nothing the analysis reads and counts every event."""
+    text = _chunk([json.dumps(e, ensure_ascii=ascii_only) for e in evs], sep)
+    out, dropped = _scan(text)
+    assert out is not None
+    fast, plain = events._Kept(None), events._Kept(None)
+    fast.add(events._list_decoder.decode(out), dropped)
+    plain.add(events._list_decoder.decode(b"[" + text + b"]"))
+    for kind in ("ops", "launches", "gpu", "flows", "memory"):
+        assert getattr(fast, kind) == getattr(plain, kind), kind
+    assert fast.total == plain.total == len(evs)
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=200), st.integers(0, 200), st.integers(0, 200))
+def test_any_bytes_any_range_no_crash(data, a, b):
+    lo, hi = sorted((min(a, len(data)), min(b, len(data))))
+    out, dropped = native(data, lo, hi, *RULES)
+    assert (out is None and dropped == 0) or (out.startswith(b"[") and out.endswith(b"]") and len(out) <= hi - lo + 2)
