@@ -257,7 +257,7 @@ def goals(rows: list[dict]) -> list[str]:
         if row["copies"] not in (4, 16):
             continue
         a = row["tools"].get("tb-attn", {})
-        if "error" in a:
+        if not a or "error" in a:
             continue
         for tool, need in (("tb-profiler", 10.0), ("tb-profiler-loader", 10.0), ("HTA", 5.0)):
             if tool not in row["tools"]:
@@ -341,7 +341,8 @@ def render(meta: dict, rows: list[dict], checks: list[dict], goal_lines: list[st
                 if t == "tb-attn":
                     continue
                 b = row["tools"].get(t, {})
-                cells.append("-" if not b or "error" in b or "error" in a else f"{b['seconds'] / a['seconds']:.1f}x")
+                cells.append("-" if not a or not b or "error" in b or "error" in a
+                             else f"{b['seconds'] / a['seconds']:.1f}x")
             L.append("| " + " | ".join(cells) + " |")
         L.append("")
         L.append("| copies | " + " | ".join(f"{t} MB" for t in tools) + " |")
