@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The C event scanner (tb_attn_plugin/trace/_prefilter.c) under AddressSanitizer and UBSan: builds
+# an instrumented copy in a temporary directory and feeds it a real trace whole, then N mutated and
+# cut pieces of it (bytes swapped for JSON punctuation, random ranges). Any out-of-bounds read or
+# write aborts with ASan's report. Not part of CI (it needs a debug build); run by hand after
+# changing the scanner:   bash scripts/asan_prefilter.sh [N=20000]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+N=${1:-20000}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+INC=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+SUFFIX=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+gcc -shared -fPIC -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
+  -I"$INC" tb_attn_plugin/trace/_prefilter.c -o "$TMP/_prefilter$SUFFIX"
+LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 "$PY" - "$TMP" "$N" <<'PYEOF'
+import gzip, random, sys
+sys.path.insert(0, sys.argv[1])
+import _prefilter
+from tb_attn_plugin.trace import events
+rules = events._PREFILTER_RULES
+text = gzip.decompress(open("../shared/traces/tl_h100_owlv2_eager_bmm_softmax.json.gz", "rb").read())
+start = text.find(b"[", text.find(b'"traceEvents"'))
+stop = start + len(events._head_decoder.decode(text).traceEvents) - 1
+out, dropped = _prefilter.keep_events(text, start + 1, stop, *rules)
+assert out is not None, "the real trace's event array was not understood"
+print(f"whole trace: kept {len(out)} of {stop - start} bytes, dropped {dropped} events")
+rnd, base, plain = random.Random(1), text[start + 1:start + 200_000], 0
+for i in range(int(sys.argv[2])):
+    b = bytearray(base[:rnd.randint(0, len(base))] if i % 2 else base[rnd.randint(0, 5000):rnd.randint(5000, 20000)])
+    for _ in range(rnd.randint(0, 5)):
+        if b:
+            b[rnd.randrange(len(b))] = rnd.choice(b'{}[]",\\: a')
+    lo = rnd.randint(0, len(b))
+    hi = rnd.randint(lo, len(b))
+    plain += _prefilter.keep_events(bytes(b), lo, hi, *rules)[0] is not None
+print(f"{sys.argv[2]} mutated pieces: no memory error ({plain} read as plain runs of events, the rest handed back)")
+PYEOF
