@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tb_attn_plugin.report.build import analyze_file
-from tb_attn_plugin.trace import events
+from tb_attn_plugin.trace import events, native
 from tests.conftest import shared_trace
 
-native = events._native_keep_events
-needs_native = pytest.mark.skipif(native is None and not os.environ.get("TB_ATTN_REQUIRE_NATIVE"),
+scan = native._scan_events
+needs_native = pytest.mark.skipif(scan is None and not os.environ.get("TB_ATTN_REQUIRE_NATIVE"),
                                   reason="the C scanner is not built (no compiler at install time)")
 RULES = events._PREFILTER_RULES
 SHARED = ["tl_h100_owlv2_eager_bmm_softmax", "tl_h100_bert_small_sdpa_flash", "tl_mi300x_bert_small_sdpa_aotriton",
@@ -27,12 +27,12 @@ SHARED = ["tl_h100_owlv2_eager_bmm_softmax", "tl_h100_bert_small_sdpa_flash", "t
 def test_the_scanner_is_built_where_required():
     # scripts/test.sh sets this: CI must test the fast path, not silently skip it.
     if os.environ.get("TB_ATTN_REQUIRE_NATIVE"):
-        assert native is not None, "tb_attn_plugin/trace/_prefilter.c was not compiled (pip install -e . needs gcc)"
+        assert native.available, "tb_attn_plugin/trace/_prefilter.c was not compiled (pip install -e . needs gcc)"
 
 
 def _without_scanner(monkeypatch, fn):
     with monkeypatch.context() as m:
-        m.setattr(events, "_native_keep_events", None)
+        m.setattr(native, "available", False)
         return fn()
 
 
@@ -46,8 +46,13 @@ def _chunk(values: list[str], sep: str = ",") -> bytes:
     return sep.join(values).encode()
 
 
-def _scan(text: bytes):
-    return native(text, 0, len(text), *RULES)
+def _scan(values: bytes):
+    """The scanner over one array holding ``values``, in one chunk."""
+    text = b"[" + values + b"]"
+    out, dropped, nxt, done = scan(text, 1, 1 << 40, *RULES)
+    if out is not None:
+        assert done and nxt == len(text) - 1
+    return out, dropped
 
 
 @needs_native
@@ -58,6 +63,20 @@ def test_real_traces_give_the_same_events_and_report(monkeypatch, name):
     plain = _strip(_without_scanner(monkeypatch, lambda: analyze_file(path)))
     assert fast == plain
     assert fast["trace"]["events"] > 0
+
+
+@needs_native
+@pytest.mark.parametrize("name", ["tl_h100_owlv2_eager_bmm_softmax", "tl_mi300x_xdit_flux1_aiter_fmha_hipgraph"])
+def test_small_chunks_scanned_on_a_second_thread_change_nothing(monkeypatch, name):
+    path = str(shared_trace(name))
+    plain = _strip(_without_scanner(monkeypatch, lambda: analyze_file(path)))
+    monkeypatch.setattr(native, "PIPELINE_MIN_BYTES", 0)
+    monkeypatch.setattr(events, "CHUNK_BYTES", 64 << 10)
+    chunks = []
+    real = native._scan_events
+    monkeypatch.setattr(native, "_scan_events", lambda *a: chunks.append(a[1]) or real(*a))
+    assert _strip(analyze_file(path)) == plain
+    assert len(chunks) > 20 and chunks == sorted(chunks)
 
 
 @needs_native
@@ -103,10 +122,18 @@ def test_keeps_what_it_cannot_judge_from_the_raw_text(event):
 @needs_native
 @pytest.mark.parametrize("text", [
     b'{"cat": "cpu_op", "name": "a"', b'{"cat": "cpu_op", "name": "a}', b'{"cat": "cpu_op"},', b'{"a": [1, 2}',
-    b'{"a": 1}{"b": 2}', b'{"a" 1}', b'{"a": 1,}', b"[" * 300 + b"]" * 300, b'{"a": ]}',
+    b'{"a": 1}{"b": 2}', b'{"a" 1}', b'{"a": 1,}', b"[" * 300 + b"]" * 300, b'{"a": ]}', b',{"a": 1}',
 ])
 def test_gives_up_on_what_is_not_a_plain_run_of_values(text):
     assert _scan(text) == (None, 0)
+
+
+@needs_native
+def test_an_array_cut_short_is_not_plain():
+    assert scan(b'[{"cat": "cpu_op"}, {"cat": "kernel"}', 1, 1 << 20, *RULES)[0] is None
+    assert scan(b'[{"cat": "cpu_op"},', 1, 1 << 20, *RULES)[0] is None
+    assert scan(b'[', 1, 1 << 20, *RULES)[0] is None
+    assert scan(b'[ ]', 1, 1 << 20, *RULES) == (b"[]", 0, 2, True)
 
 
 @needs_native
@@ -119,12 +146,23 @@ def test_brackets_and_quotes_inside_strings_and_args_are_not_structure():
 
 
 @needs_native
-def test_only_the_given_range_is_read():
-    text = b'xx{"cat": "cpu_op", "name": "a"},{"cat": "kernel", "name": "b"}yy'
-    out, dropped = native(text, 2, len(text) - 2, *RULES)
-    assert json.loads(out) == [{"cat": "cpu_op", "name": "a"}, {"cat": "kernel", "name": "b"}]
+def test_chunks_resume_where_the_last_one_stopped():
+    evs = [{"cat": "cpu_op" if i % 3 else "python_function", "name": f"op{i}", "ts": i} for i in range(200)]
+    text = ("{\"traceEvents\": [\n" + ",\n".join(json.dumps(e) for e in evs) + "\n], \"x\": 1}").encode()
+    pos, kept, dropped, calls = text.index(b"[") + 1, [], 0, 0
+    while True:
+        out, d, nxt, done = scan(text, pos, 300, *RULES)
+        calls += 1
+        kept += json.loads(out)
+        dropped += d
+        if done:
+            break
+        assert nxt > pos
+        pos = nxt
+    assert text[nxt:nxt + 1] == b"]" and calls > 10
+    assert kept == [e for e in evs if e["cat"] == "cpu_op"] and dropped == 67
     with pytest.raises(ValueError):
-        native(text, 2, len(text) + 1, *RULES)
+        scan(text, len(text) + 1, 10, *RULES)
 
 
 _cats = st.sampled_from(["python_function", "cpu_op", "kernel", "cuda_runtime", "ac2g", "fwdbwd", "cpu_instant_event",
@@ -146,6 +184,8 @@ def test_keeps_exactly_what_the_analysis_keeps(evs, sep, ascii_only):
     text = _chunk([json.dumps(e, ensure_ascii=ascii_only) for e in evs], sep)
     out, dropped = _scan(text)
     assert out is not None
+    if not evs:
+        return
     fast, plain = events._Kept(None), events._Kept(None)
     fast.add(events._list_decoder.decode(out), dropped)
     plain.add(events._list_decoder.decode(b"[" + text + b"]"))
@@ -156,8 +196,12 @@ def test_keeps_exactly_what_the_analysis_keeps(evs, sep, ascii_only):
 
 @needs_native
 @settings(max_examples=500, deadline=None)
-@given(st.binary(max_size=200), st.integers(0, 200), st.integers(0, 200))
-def test_any_bytes_any_range_no_crash(data, a, b):
-    lo, hi = sorted((min(a, len(data)), min(b, len(data))))
-    out, dropped = native(data, lo, hi, *RULES)
-    assert (out is None and dropped == 0) or (out.startswith(b"[") and out.endswith(b"]") and len(out) <= hi - lo + 2)
+@given(st.binary(max_size=200), st.integers(0, 200), st.integers(0, 300))
+def test_any_bytes_any_start_no_crash(data, a, budget):
+    pos = min(a, len(data))
+    out, dropped, nxt, done = scan(data, pos, budget, *RULES)
+    if out is None:
+        assert (dropped, nxt, done) == (0, 0, False)
+    else:
+        assert out.startswith(b"[") and out.endswith(b"]") and len(out) <= len(data) - pos + 2
+        assert pos <= nxt < len(data) and (not done or data[nxt:nxt + 1] == b"]")

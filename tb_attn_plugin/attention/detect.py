@@ -12,6 +12,8 @@ Backward ops and kernels join the call of the forward op their autograd node cam
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -230,6 +232,7 @@ class Detector:
         self.calls = keep
 
     @staticmethod
+    @lru_cache(maxsize=65536)
     def _is_softmax(name: str) -> bool:
         if name in P.SOFTMAX_OPS:
             return True

@@ -139,7 +139,7 @@ def attention_op(name: str) -> tuple[str, str] | None:
     hit = ATTENTION_OPS.get(name)
     if hit is not None:
         return hit
-    if VENDOR_OP.match(name):
+    if is_vendor_op(name):
         return (name, name)  # the op is the backend; its kernel family says what ran (e.g. ck)
     return None
 

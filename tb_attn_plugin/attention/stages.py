@@ -10,6 +10,8 @@ op their autograd node came from.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..collector import tags
 from ..trace.link import Linked
 from . import patterns as P
@@ -20,13 +22,24 @@ CONTAINER = "container"
 
 
 def op_kind(e) -> str | None:
-    name = e.name
-    if e.cat == "python_function":
+    kind = _kind_by_name(e.cat, e.name)
+    if kind is _BMM:
+        return "bmm" if _is_batched(e.args) else "linear"
+    return kind
+
+
+_BMM = "bmm?"  # a matmul: batched or not depends on the op's shapes
+
+
+@lru_cache(maxsize=65536)
+def _kind_by_name(cat: str, name: str) -> str | None:
+    # A trace has few distinct op names and many ops: decided once per name.
+    if cat == "python_function":
         return CONTAINER
-    if e.cat == "user_annotation":
+    if cat == "user_annotation":
         st = tags.parse_stage(name)
         return f"stage:{st}" if st else CONTAINER
-    if name in P.FUSED_OPS or P.VENDOR_OP.match(name) or name.startswith("FlexAttention"):
+    if name in P.FUSED_OPS or P.is_vendor_op(name) or name.startswith("FlexAttention"):
         return "fused"
     if name in P.ATTENTION_OPS:
         return CONTAINER
@@ -35,7 +48,7 @@ def op_kind(e) -> str | None:
     if name in P.DROPOUT_OPS:
         return "dropout"
     if name in P.BMM_OPS:
-        return "bmm" if _is_batched(e.args) else "linear"
+        return _BMM
     if name in P.LINEAR_OPS:
         return "linear"
     if name in P.SCALE_MASK_OPS:

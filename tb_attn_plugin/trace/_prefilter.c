@@ -1,13 +1,13 @@
 /* Drops the trace events the analysis never reads before msgspec decodes them.
  *
  * Most events of a kineto trace are Python stack frames that the engine throws away at once;
- * creating a typed record for each of them was most of the decoding time. This scanner walks one
- * chunk of the traceEvents array (a comma-separated run of JSON values), reads each event's "cat"
- * and "name" strings without decoding anything, and copies the events worth keeping into a new
- * JSON array. It is only an optimisation: events.py applies the same rules again after decoding,
- * so whatever this keeps in doubt (escapes, odd layouts, non-objects) is still judged there, and
- * on anything it does not understand (unbalanced brackets, an unterminated string, a chunk cut
- * inside an event) it returns None and the caller decodes the chunk as it is.
+ * creating a typed record for each of them was most of the decoding time. This scanner walks the
+ * traceEvents array a chunk at a time, reads each event's "cat" and "name" strings without
+ * decoding anything, and copies the events worth keeping into a new, smaller JSON array. It is
+ * only an optimisation: events.py applies the same rules again after decoding, so whatever this
+ * keeps in doubt (escapes, odd layouts, non-objects) is still judged there, and on anything it
+ * does not understand (unbalanced brackets, an unterminated string, an array cut short) it says
+ * so and the caller decodes the file without it. It runs without the GIL (see native.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -41,18 +41,27 @@ static inline Py_ssize_t skip_ws(const char *s, Py_ssize_t p, Py_ssize_t stop) {
     return p;
 }
 
-/* s[p] is '"'; returns the index after the closing quote, or -1. */
+/* The last non-blank index before p (p > 0). */
+static inline Py_ssize_t skip_back(const char *s, Py_ssize_t p) {
+    p--;
+    while (p > 0 && is_ws(s[p])) p--;
+    return p;
+}
+
+/* s[p] is '"'; returns the index after the closing quote, or -1. Strings are most of a trace's
+ * bytes (names, shapes' types), so this jumps between quotes with memchr and looks for
+ * backslashes only in the span it jumped over. */
 static Py_ssize_t scan_string(const char *s, Py_ssize_t p, Py_ssize_t stop, int *escaped) {
     p++;
     while (p < stop) {
-        char c = s[p];
-        if (c == '"') return p + 1;
-        if (c == '\\') {
-            *escaped = 1;
-            p += 2;
-            continue;
-        }
-        p++;
+        const char *q = memchr(s + p, '"', (size_t)(stop - p));
+        if (q == NULL) return -1;
+        Py_ssize_t end = q - s;
+        const char *b = memchr(s + p, '\\', (size_t)(end - p));
+        if (b == NULL) return end + 1;
+        /* An escape before the quote: step over it and look again from there. */
+        *escaped = 1;
+        p = (b - s) + 2;
     }
     return -1;
 }
@@ -152,13 +161,40 @@ static int keep_event(const Rules *r, const Str *cat, const Str *name) {
     return name->seen && str_is(name, r->other_name, r->other_name_len);
 }
 
-/* Copies the kept events of s[start:stop] into out as "[e1,e2,...]". Returns the bytes written,
- * or -1 when the chunk is not a plain run of values. */
-static Py_ssize_t filter(const char *s, Py_ssize_t start, Py_ssize_t stop, const Rules *r, char *out,
-                         Py_ssize_t *dropped) {
-    Py_ssize_t p = skip_ws(s, start, stop), o = 0;
+typedef struct {
+    char *buf; /* raw memory: grown without the GIL */
+    Py_ssize_t len, cap;
+} Out;
+
+static int out_put(Out *o, const char *src, Py_ssize_t n) {
+    if (o->len + n > o->cap) {
+        Py_ssize_t cap = o->cap * 2 > o->len + n ? o->cap * 2 : o->len + n;
+        char *b = PyMem_RawRealloc(o->buf, (size_t)cap);
+        if (b == NULL) return -1;
+        o->buf = b;
+        o->cap = cap;
+    }
+    memcpy(o->buf + o->len, src, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+enum { SCAN_OK = 0, SCAN_NOT_PLAIN = -1, SCAN_NO_MEMORY = -2 };
+
+/* Reads the event array from s[pos] (just after its '[' or after a ',') until at least `budget`
+ * bytes are consumed or the array's ']' is reached, and writes the kept events to out as one
+ * JSON array. *next is where the following call starts (or the index of ']'), *done says the
+ * array ended. */
+static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t budget, const Rules *r, Out *out,
+                      Py_ssize_t *dropped, Py_ssize_t *next, int *done) {
+    Py_ssize_t p = skip_ws(s, pos, stop);
     int first = 1;
-    out[o++] = '[';
+    if (out_put(out, "[", 1) < 0) return SCAN_NO_MEMORY;
+    if (p < stop && s[p] == ']' && pos > 0 && s[skip_back(s, pos)] == '[') {
+        *done = 1; /* an empty array */
+        *next = p;
+        return out_put(out, "]", 1) < 0 ? SCAN_NO_MEMORY : SCAN_OK;
+    }
     while (p < stop) {
         Py_ssize_t e0 = p, e1;
         int keep = 1;
@@ -166,29 +202,35 @@ static Py_ssize_t filter(const char *s, Py_ssize_t start, Py_ssize_t stop, const
             Str cat = {0}, name = {0};
             int doubt = 0;
             e1 = scan_event(s, p, stop, &cat, &name, &doubt);
-            if (e1 < 0) return -1;
+            if (e1 < 0) return SCAN_NOT_PLAIN;
             keep = doubt || keep_event(r, &cat, &name);
         } else {
             e1 = skip_value(s, p, stop);
-            if (e1 < 0) return -1;
+            if (e1 < 0) return SCAN_NOT_PLAIN;
         }
         if (keep) {
-            if (!first) out[o++] = ',';
-            memcpy(out + o, s + e0, (size_t)(e1 - e0));
-            o += e1 - e0;
+            if ((!first && out_put(out, ",", 1) < 0) || out_put(out, s + e0, e1 - e0) < 0) return SCAN_NO_MEMORY;
             first = 0;
         } else {
             (*dropped)++;
         }
         p = skip_ws(s, e1, stop);
-        if (p < stop) {
-            if (s[p] != ',') return -1;
-            p = skip_ws(s, p + 1, stop);
-            if (p >= stop) return -1; /* a trailing comma */
+        if (p >= stop) return SCAN_NOT_PLAIN; /* cut short: no closing bracket */
+        if (s[p] == ']') {
+            *done = 1;
+            *next = p;
+            break;
+        }
+        if (s[p] != ',') return SCAN_NOT_PLAIN;
+        p = skip_ws(s, p + 1, stop);
+        if (p < stop && s[p] == ']') return SCAN_NOT_PLAIN; /* a trailing comma */
+        if (p - pos >= budget) {
+            *next = p;
+            break;
         }
     }
-    out[o++] = ']';
-    return o;
+    if (p >= stop) return SCAN_NOT_PLAIN;
+    return out_put(out, "]", 1) < 0 ? SCAN_NO_MEMORY : SCAN_OK;
 }
 
 static int as_bytes(PyObject *o, const char **p, Py_ssize_t *n, const char *what) {
@@ -201,24 +243,31 @@ static int as_bytes(PyObject *o, const char **p, Py_ssize_t *n, const char *what
     return 0;
 }
 
-PyDoc_STRVAR(keep_events_doc,
-"keep_events(text, start, stop, cats, frame_cat, frame_prefix, other_name) -> (bytes | None, int)\n\n"
-"The events of text[start:stop] (a run of comma-separated JSON values) that the analysis may\n"
-"use, as one JSON array, and how many were dropped. An event is kept when its \"cat\" is one\n"
-"of cats; when it is frame_cat and its \"name\" starts with frame_prefix; when its \"name\" is\n"
-"other_name; or when it cannot be judged without decoding. (None, 0) when the chunk is not a\n"
-"plain run of values (the caller then decodes it unfiltered).");
+PyDoc_STRVAR(scan_events_doc,
+"scan_events(text, pos, budget, cats, frame_cat, frame_prefix, other_name)\n"
+"    -> (bytes | None, dropped, next, done)\n\n"
+"Reads the trace's event array from text[pos] (just after its '[' or after the ',' where the\n"
+"previous call stopped) for about `budget` bytes, and returns the events the analysis may use\n"
+"as one JSON array, how many it dropped, where to go on, and whether the array ended (then\n"
+"`next` is the index of its ']'). An event is kept when its \"cat\" is one of cats; when it\n"
+"is frame_cat and its \"name\" starts with frame_prefix; when its \"name\" is other_name; or\n"
+"when it cannot be judged without decoding. The first item is None when the text is not a\n"
+"plain array of values from pos (cut short, unbalanced, a stray character): the caller then\n"
+"decodes the file without this scanner.");
 
-static PyObject *keep_events(PyObject *self, PyObject *args) {
+static PyObject *scan_events(PyObject *self, PyObject *args) {
     Py_buffer text;
-    Py_ssize_t start, stop, dropped = 0, n;
-    PyObject *cats, *frame_cat, *frame_prefix, *other_name, *out = NULL, *result = NULL;
+    Py_ssize_t pos, budget, dropped = 0, next = 0;
+    int done = 0, rc;
+    PyObject *cats, *frame_cat, *frame_prefix, *other_name, *result = NULL;
     Rules r = {0};
-    if (!PyArg_ParseTuple(args, "y*nnO!SSS", &text, &start, &stop, &PyTuple_Type, &cats, &frame_cat,
+    Out out = {0};
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnO!SSS", &text, &pos, &budget, &PyTuple_Type, &cats, &frame_cat,
                           &frame_prefix, &other_name))
         return NULL;
-    if (start < 0 || stop > text.len || start > stop) {
-        PyErr_SetString(PyExc_ValueError, "start and stop must lie within text");
+    if (pos < 0 || pos > text.len) {
+        PyErr_SetString(PyExc_ValueError, "pos must lie within text");
         goto done;
     }
     r.n_cats = PyTuple_GET_SIZE(cats);
@@ -234,21 +283,26 @@ static PyObject *keep_events(PyObject *self, PyObject *args) {
         || as_bytes(frame_prefix, &r.frame_prefix, &r.frame_prefix_len, "frame_prefix") < 0
         || as_bytes(other_name, &r.other_name, &r.other_name_len, "other_name") < 0)
         goto done;
-    out = PyBytes_FromStringAndSize(NULL, stop - start + 2);
-    if (out == NULL) goto done;
-    /* The scan touches only these buffers (the caller's bytes are immutable): other threads,
-     * TensorBoard's request handlers among them, run meanwhile. */
+    /* The scan touches only the caller's immutable bytes and raw memory of its own, so other
+     * threads run meanwhile: the next chunk is scanned while Python decodes this one. */
     Py_BEGIN_ALLOW_THREADS
-    n = filter((const char *)text.buf, start, stop, &r, PyBytes_AS_STRING(out), &dropped);
+    /* Room for half of what this chunk reads (a trace keeps about that); grown when needed. */
+    out.cap = ((budget > 0 && budget < text.len - pos) ? budget : text.len - pos) / 2 + 4096;
+    out.buf = PyMem_RawMalloc((size_t)out.cap);
+    rc = out.buf == NULL ? SCAN_NO_MEMORY
+                         : scan_chunk((const char *)text.buf, pos, text.len, budget, &r, &out, &dropped, &next, &done);
     Py_END_ALLOW_THREADS
-    if (n < 0) {
-        Py_DECREF(out);
-        result = Py_BuildValue("(On)", Py_None, (Py_ssize_t)0);
+    if (rc == SCAN_NO_MEMORY) {
+        PyErr_NoMemory();
         goto done;
     }
-    if (_PyBytes_Resize(&out, n) < 0) goto done;
-    result = Py_BuildValue("(Nn)", out, dropped);
+    if (rc == SCAN_NOT_PLAIN) {
+        result = Py_BuildValue("(Onnn)", Py_None, (Py_ssize_t)0, (Py_ssize_t)0, (Py_ssize_t)0);
+        goto done;
+    }
+    result = Py_BuildValue("(y#nnO)", out.buf, out.len, dropped, next, done ? Py_True : Py_False);
 done:
+    PyMem_RawFree(out.buf);
     PyMem_Free((void *)r.cats);
     PyMem_Free(r.cat_lens);
     PyBuffer_Release(&text);
@@ -256,7 +310,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"keep_events", keep_events, METH_VARARGS, keep_events_doc},
+    {"scan_events", scan_events, METH_VARARGS, scan_events_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -7,16 +7,13 @@ no dict is ever built per event. Event kinds the analysis never uses (Python sta
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Union
 
 import msgspec
 
 from ..errors import TraceError
-
-try:  # the C scanner built by setup.py; optional (see _prefilter.c)
-    from ._prefilter import keep_events as _native_keep_events
-except ImportError:  # no compiler at install time: every event is decoded, with the same results
-    _native_keep_events = None
+from . import native
 
 Id = Union[int, str]
 
@@ -101,6 +98,9 @@ GPU_CATS = frozenset({"kernel", "Kernel", "gpu_memcpy", "gpu_memset", "Memcpy", 
 MODULE_PREFIX = "nn.Module: "
 PYTHON_CAT = "python_function"
 MEMORY_NAME = "[memory]"
+# The list each category's events may join; any other category only as [memory] instants.
+_TARGET = ({c: "ops" for c in CPU_CATS | {PYTHON_CAT}} | {c: "gpu" for c in GPU_CATS}
+           | {c: "launches" for c in LAUNCH_CATS} | {"fwdbwd": "flows"})
 
 
 class Events(msgspec.Struct, gc=False):
@@ -141,10 +141,17 @@ def decode(path: str, text: bytes, warnings: list[str] | None = None,
 
 
 def _decode(path: str, text: bytes, head: bytes, warnings: list[str], keep_shapes) -> Events:
-    try:
-        fast = _decode_chunked(text, head, keep_shapes)
-    except msgspec.DecodeError:
-        fast = None  # a mistyped event, a false chunk boundary or a damaged file: take the careful path
+    fast = None
+    if native.available:
+        try:
+            fast = _decode_native(text, head, keep_shapes)
+        except msgspec.DecodeError:
+            fast = None  # a mistyped event or a damaged file: the paths below judge it
+    if fast is None:
+        try:
+            fast = _decode_chunked(text, head, keep_shapes)
+        except msgspec.DecodeError:
+            fast = None  # a mistyped event, a false chunk boundary or a damaged file: take the careful path
     if fast is not None:
         return fast.result(warnings)
     truncated = False
@@ -277,31 +284,23 @@ class _Kept:
     def add(self, events: list[Event], dropped: int = 0) -> None:
         """Keep what the analysis uses of ``events``; ``dropped`` more were left out before decoding
         (by the same rules, see _PREFILTER_RULES)."""
-        # One grouping pass by category, then small filters per group: most events are Python
-        # frames, and this keeps the per-event work to one dict lookup.
+        # One pass sends each event to the list it may join (file order kept within each list,
+        # whatever the chunking), then a small filter per list: the per-event work is one lookup.
         self.total += len(events) + dropped
-        groups: dict[str, list[Event]] = {}
+        groups: dict[str, list[Event]] = {"ops": [], "gpu": [], "launches": [], "flows": [], "other": []}
+        target = _TARGET
         for e in events:
-            g = groups.get(e.cat)
-            if g is None:
-                g = groups[e.cat] = []
-            g.append(e)
-        for cat, evs in groups.items():
-            if cat in CPU_CATS:
-                ops = self._sane([e for e in evs if e.ph == "X"])
-                if self.keep_shapes is not None:
-                    _detach_shapes(ops, self.keep_shapes)
-                self.ops.extend(ops)
-            elif cat == PYTHON_CAT:
-                self.ops.extend(self._sane([e for e in evs if e.ph == "X" and e.name.startswith(MODULE_PREFIX)]))
-            elif cat in GPU_CATS:
-                self.gpu.extend(self._sane([e for e in evs if e.ph == "X"]))
-            elif cat in LAUNCH_CATS:
-                self.launches.extend(self._sane([e for e in evs if e.ph == "X"]))
-            elif cat == "fwdbwd":
-                self.flows.extend(self._sane([e for e in evs if e.ph == "s" or e.ph == "f"]))
-            else:
-                self.memory.extend(self._sane([e for e in evs if (e.ph == "i" or e.ph == "I") and e.name == MEMORY_NAME]))
+            groups[target.get(e.cat, "other")].append(e)
+        ops = self._sane([e for e in groups["ops"]
+                          if e.ph == "X" and (e.cat in CPU_CATS or e.name.startswith(MODULE_PREFIX))])
+        if self.keep_shapes is not None:
+            _detach_shapes(ops, self.keep_shapes)
+        self.ops.extend(ops)
+        self.gpu.extend(self._sane([e for e in groups["gpu"] if e.ph == "X"]))
+        self.launches.extend(self._sane([e for e in groups["launches"] if e.ph == "X"]))
+        self.flows.extend(self._sane([e for e in groups["flows"] if e.ph == "s" or e.ph == "f"]))
+        self.memory.extend(self._sane([e for e in groups["other"]
+                                       if (e.ph == "i" or e.ph == "I") and e.name == MEMORY_NAME]))
 
     def _sane(self, evs: list[Event]) -> list[Event]:
         """Only kept events are checked (dropped frames cannot poison a sum): NaN, infinities and
@@ -386,7 +385,7 @@ def _decode_chunked(text: bytes, head: bytes, keep_shapes: Callable[[str], bool]
     return kept
 
 
-# What _Kept.add keeps, in the scanner's terms: these categories always; Python frames only for
+# What _Kept.add keeps, in the C scanner's terms: these categories always; Python frames only for
 # nn.Module scopes; any other category only as [memory] instants. The scanner keeps whatever it
 # cannot judge from the raw text, and _Kept.add applies the full rules (ph, sane times) after it.
 _PREFILTER_RULES = (
@@ -395,11 +394,41 @@ _PREFILTER_RULES = (
 )
 
 
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+
+
+def _decode_native(text: bytes, head: bytes, keep_shapes: Callable[[str], bool] | None) -> _Kept | None:
+    """The fast path: the C scanner finds the event array's chunks and drops the events the
+    analysis never reads (see native.py); only the rest is decoded. Returns None when the file is
+    not laid out plainly (the slower paths then decide what it is)."""
+    if head == b"[":
+        start = text.find(b"[")
+    else:
+        m = _EVENTS_KEY.search(text)
+        if m is None:
+            return None
+        start = m.end() - 1
+    kept = _Kept(None, keep_shapes)
+    end = native.each_chunk(text, start, CHUNK_BYTES, _PREFILTER_RULES,
+                            lambda chunk, dropped: kept.add(_list_decoder.decode(chunk), dropped))
+    if end is None:
+        return None
+    if head == b"[":
+        if text[end + 1:].strip():
+            return None  # something after the array: not a plain trace
+        kept.doc = _Head()
+        return kept
+    # Everything but the events: the document must be valid JSON with the array where we found it
+    # (not, say, inside a string that happens to spell "traceEvents").
+    doc = _head_decoder.decode(text[:start] + b"[]" + text[end + 1:])
+    if doc.traceEvents is _NULL or bytes(doc.traceEvents) != b"[]":
+        return None
+    doc.traceEvents = _NULL
+    kept.doc = doc
+    return kept
+
+
 def _decode_chunk(text: bytes, pos: int, stop: int) -> tuple[list[Event], int]:
-    if _native_keep_events is not None:
-        kept, dropped = _native_keep_events(text, pos, stop, *_PREFILTER_RULES)
-        if kept is not None:
-            return _list_decoder.decode(kept), dropped
     return _list_decoder.decode(b"[" + text[pos:stop] + b"]"), 0
 
 

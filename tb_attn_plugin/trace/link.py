@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .events import Event, Events, MODULE_PREFIX
@@ -57,13 +58,9 @@ def _sortable(key: tuple):
 
 
 def _by_thread(events: list[Event]) -> dict[tuple, list[Event]]:
-    out: dict[tuple, list[Event]] = {}
+    out: defaultdict[tuple, list[Event]] = defaultdict(list)
     for e in events:
-        k = (e.pid, e.tid)
-        got = out.get(k)
-        if got is None:
-            got = out[k] = []
-        got.append(e)
+        out[(e.pid, e.tid)].append(e)
     return out
 
 
@@ -131,6 +128,7 @@ def link(ev: Events) -> Linked:
         if a is not None and a.correlation is not None:
             by_corr[a.correlation] = e
     by_ext: dict[int, int] | None = None
+    graph_launch: dict[str, bool] = {}  # launch name -> is a graph launch (few names, many launches)
     gpu_self = [0.0] * n
     launches_self = [0] * n
     kernels: list[Kernel] = []
@@ -140,7 +138,10 @@ def link(ev: Events) -> Linked:
         la = by_corr.get(a.correlation) if a is not None and a.correlation is not None else None
         graph = False
         if la is not None:
-            if GRAPH_LAUNCH.search(la.name):
+            is_graph = graph_launch.get(la.name)
+            if is_graph is None:
+                is_graph = graph_launch[la.name] = GRAPH_LAUNCH.search(la.name) is not None
+            if is_graph:
                 op, graph = -1, True
                 graph_kernels += 1
             else:

@@ -1,0 +1,83 @@
+"""The C event scanner (``_prefilter.c``), fed chunk by chunk on a second thread.
+
+The scanner finds the event array's chunks and drops the events the analysis never reads, without
+holding the GIL; so while the caller decodes one chunk with msgspec, the next one is being scanned.
+At most two scanned chunks wait in between, which bounds the memory this adds. The extension is
+optional (built by setup.py when a compiler is there); ``available`` says whether it was.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Callable
+
+try:
+    from ._prefilter import scan_events as _scan_events
+except ImportError:  # no compiler at install time: events.py decodes every event instead
+    _scan_events = None
+
+available = _scan_events is not None
+PIPELINE_MIN_BYTES = 8 << 20  # smaller arrays are scanned inline: a thread would cost more than it saves
+
+
+def each_chunk(text: bytes, start: int, budget: int, rules: tuple,
+               on_chunk: Callable[[bytes, int], None]) -> int | None:
+    """Scan the event array whose '[' is at ``text[start]``, calling ``on_chunk(kept_json, dropped)``
+    for each chunk of about ``budget`` bytes, in order. Returns the index of the array's ']', or
+    None when the text is not a plain array (cut short, unbalanced, a stray character); chunks
+    before that point may already have been passed on."""
+    assert _scan_events is not None
+    if len(text) - start < PIPELINE_MIN_BYTES:
+        pos = start + 1
+        while True:
+            kept, dropped, nxt, done = _scan_events(text, pos, budget, *rules)
+            if kept is None:
+                return None
+            on_chunk(kept, dropped)
+            if done:
+                return nxt
+            pos = nxt
+    return _pipelined(text, start, budget, rules, on_chunk)
+
+
+def _pipelined(text: bytes, start: int, budget: int, rules: tuple, on_chunk) -> int | None:
+    chunks: queue.Queue = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                chunks.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        pos = start + 1
+        try:
+            while not stop.is_set():
+                item = _scan_events(text, pos, budget, *rules)
+                if not put(item) or item[0] is None or item[3]:
+                    return
+                pos = item[2]
+        except BaseException as exc:  # MemoryError: handed to the caller's thread
+            put(exc)
+
+    worker = threading.Thread(target=produce, name="tb-attn-scan", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = chunks.get()
+            if isinstance(item, BaseException):
+                raise item
+            kept, dropped, nxt, done = item
+            if kept is None:
+                return None
+            on_chunk(kept, dropped)
+            if done:
+                return nxt
+    finally:
+        stop.set()  # the caller failed or finished: the scanner stops at its next chunk
+        worker.join()
