@@ -79,3 +79,48 @@ def test_unwritable_cache_dir_keeps_reports_in_memory(tb_app, tmp_path, shared_t
     r = client.get(f"{P}/report?run=flash")
     assert r.status_code == 200 and json.loads(r.data)["calls"] == 4
     assert blocker.read_text().startswith("a file")
+
+
+def test_the_disk_cache_stays_under_its_limit_least_recently_used_first(tmp_path):
+    from tb_attn_plugin.plugin.cache import PRUNE_TO, ReportCache, Result, cache_key
+
+    root = tmp_path / "cache"
+    old = root / "reports-v0" / "ab"  # an older engine's entry: never read again
+    old.mkdir(parents=True)
+    (old / ("ab" + "0" * 62 + ".json")).write_bytes(b"x" * 50_000)
+    os.utime(old / ("ab" + "0" * 62 + ".json"), (1_500_000_000, 1_500_000_000))
+    foreign = root / "reports-v0" / "ab" / "notes.txt"  # not an entry: never touched
+    foreign.write_bytes(b"y" * 500_000)
+
+    cache = ReportCache(str(root), max_bytes=200_000)
+    keys = [cache_key(f"/runs/r{i}/t.json", i, 1.0) for i in range(12)]
+    for i, key in enumerate(keys):
+        cache.put(key, Result("ready", None, {"calls": i}, b"r" * 30_000))
+        os.utime(cache._file(key), (1_600_000_000 + i, 1_600_000_000 + i))  # written in this order
+        if i == 2:
+            assert cache.get(key) is not None  # read again now: most recently used of the first three
+    entries = [p for p in root.rglob("*.json")]
+    assert sum(p.stat().st_size for p in entries) <= 200_000
+    assert not (old / ("ab" + "0" * 62 + ".json")).exists()
+    assert foreign.read_bytes() == b"y" * 500_000
+    on_disk = {p.name[:-5] for p in entries}
+    assert keys[-1] in on_disk and keys[2] in on_disk and keys[0] not in on_disk and keys[1] not in on_disk
+    # A prune leaves room (PRUNE_TO of the limit), so the next writes do not each prune again.
+    assert cache.prune() == 0
+    assert sum(p.stat().st_size for p in root.rglob("*.json")) <= 200_000 * PRUNE_TO + 30_100
+
+
+def test_a_new_tensorboard_trims_a_cache_over_its_limit(tb_app, tmp_path, shared_traces):
+    cache = tmp_path / "cache"
+    stale = cache / "reports-v0" / "cd"
+    stale.mkdir(parents=True)
+    for i in range(40):
+        f = stale / (f"cd{i:062x}" + ".json")
+        f.write_bytes(b"z" * 100_000)
+        os.utime(f, (1_500_000_000 + i, 1_500_000_000 + i))
+    logdir = make_logdir(tmp_path / "logdir", shared_traces)
+    client, _ = tb_app(logdir, cache_dir=cache, env={"TB_ATTN_CACHE_MAX_MB": "1"})
+    settle(client)
+    total = sum(p.stat().st_size for p in cache.rglob("*.json"))
+    assert total <= 1 << 20
+    assert not (stale / f"cd{0:062x}.json").exists()

@@ -8,6 +8,9 @@ Errors are cached too: a broken trace is not re-parsed on every restart.
 
 The directory is ``$TB_ATTN_CACHE_DIR``, else ``$XDG_CACHE_HOME/tb-attn``, else ``~/.cache/tb-attn``.
 When it cannot be written (read-only home, a locked-down container) everything stays in memory.
+It is kept under ``$TB_ATTN_CACHE_MAX_MB`` (default 2048): at start and as reports are written, the
+least recently used entries go first, those of older engine versions (never read again) among them.
+Only files named like entries are ever deleted, whatever directory the variable points at.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 import threading
 from collections import OrderedDict
@@ -27,6 +31,10 @@ from ..version import ENGINE_VERSION
 logger = logging.getLogger(__name__)
 
 MEMORY_LRU_BYTES = 64 << 20  # report bytes kept in memory when they are also on disk
+DEFAULT_MAX_DISK_MB = 2048
+PRUNE_TO = 0.8  # a prune leaves the cache at this fraction of its limit, so it does not run on every write
+_ENTRY = re.compile(r"[0-9a-f]{64}\.json")
+_VERSION_DIR = re.compile(r"reports-v[0-9A-Za-z._-]+")
 
 
 @dataclass
@@ -45,15 +53,26 @@ def default_dir() -> str:
     return os.path.join(base, "tb-attn")
 
 
+def max_disk_bytes() -> int:
+    try:
+        mb = float(os.environ.get("TB_ATTN_CACHE_MAX_MB", DEFAULT_MAX_DISK_MB))
+    except ValueError:
+        mb = DEFAULT_MAX_DISK_MB
+    return int(max(mb, 1.0) * (1 << 20))
+
+
 def cache_key(path: str, size: int, mtime: float) -> str:
     text = "\0".join([ENGINE_VERSION, str(path), str(int(size)), repr(round(float(mtime), 6))])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 class ReportCache:
-    def __init__(self, directory: str | None = None):
+    def __init__(self, directory: str | None = None, max_bytes: int | None = None):
         self.directory = self._usable(directory or default_dir())
+        self.max_bytes = max_bytes if max_bytes is not None else max_disk_bytes()
         self._lock = threading.Lock()
+        self._written = 0  # bytes written since the last prune
+        self._prune_lock = threading.Lock()
         # Without a directory this is the only copy, so it is never evicted; with one it is an LRU.
         self._mem: OrderedDict[str, Result] = OrderedDict()
         self._mem_bytes = 0
@@ -85,7 +104,10 @@ class ReportCache:
             hit = self._mem.get(key)
             if hit is not None:
                 self._mem.move_to_end(key)
-                return hit
+        if with_report:
+            self._touch(key)
+        if hit is not None:
+            return hit
         if self.directory is None:
             return None
         try:
@@ -104,6 +126,13 @@ class ReportCache:
             self._remember(key, res)
         return res
 
+    def _touch(self, key: str) -> None:
+        if self.directory is not None:
+            try:
+                os.utime(self._file(key))  # read now: among the last to be pruned
+            except OSError:
+                pass
+
     def put(self, key: str, res: Result) -> None:
         self._remember(key, res)
         if self.directory is None:
@@ -119,6 +148,57 @@ class ReportCache:
             os.replace(tmp, path)  # readers see the old entry or the whole new one, never half
         except OSError as exc:
             logger.warning("tb-attn: cannot write cache entry %s: %s", path, exc)
+            return
+        with self._lock:
+            self._written += len(header) + 1 + len(res.report or b"")
+            due = self._written > self.max_bytes * (1 - PRUNE_TO)
+            if due:
+                self._written = 0
+        if due:
+            self.prune()
+
+    def prune(self) -> int:
+        """Delete least recently used entries (any engine version) until the cache is under
+        PRUNE_TO of its limit; returns how many were deleted. Never raises."""
+        if self.directory is None or not self._prune_lock.acquire(blocking=False):
+            return 0  # another thread is pruning
+        try:
+            entries = []
+            root = os.path.dirname(self.directory)
+            for version in _scandir(root):
+                if not (version.is_dir(follow_symlinks=False) and _VERSION_DIR.fullmatch(version.name)):
+                    continue
+                for bucket in _scandir(version.path):
+                    if not bucket.is_dir(follow_symlinks=False):
+                        continue
+                    for f in _scandir(bucket.path):
+                        if _ENTRY.fullmatch(f.name) and f.is_file(follow_symlinks=False):
+                            try:
+                                st = f.stat(follow_symlinks=False)
+                            except OSError:
+                                continue
+                            entries.append((st.st_mtime, st.st_size, f.path))
+            total = sum(e[1] for e in entries)
+            if total <= self.max_bytes:
+                return 0
+            target, removed = self.max_bytes * PRUNE_TO, 0
+            for _, size, path in sorted(entries):
+                if total <= target:
+                    break
+                try:
+                    os.unlink(path)
+                except OSError:
+                    continue
+                total -= size
+                removed += 1
+            logger.info("tb-attn: pruned %d cache entries from %s (limit %d MB)", removed, root,
+                        self.max_bytes >> 20)
+            return removed
+        except OSError as exc:
+            logger.warning("tb-attn: cannot prune the cache in %s: %s", self.directory, exc)
+            return 0
+        finally:
+            self._prune_lock.release()
 
     def _remember(self, key: str, res: Result) -> None:
         with self._lock:
@@ -132,3 +212,11 @@ class ReportCache:
             while self._mem_bytes > MEMORY_LRU_BYTES and len(self._mem) > 1:
                 _, dropped = self._mem.popitem(last=False)
                 self._mem_bytes -= len(dropped.report or b"")
+
+
+def _scandir(path: str) -> list[os.DirEntry]:
+    try:
+        with os.scandir(path) as it:
+            return list(it)
+    except OSError:
+        return []

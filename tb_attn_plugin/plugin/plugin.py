@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 from typing import Any, Callable
 
 import msgspec
@@ -108,9 +109,13 @@ class AttentionPlugin(base_plugin.TBPlugin):
         flags = getattr(context, "flags", None)
         reload_s = getattr(flags, "reload_interval", 5.0) if flags is not None else 5.0
         settle_s = float(os.environ.get("TB_ATTN_SETTLE_S", "2.0"))
-        self._index = RunIndex(self._logdir, cache_mod.ReportCache(), AnalysisPool(), settle_s=settle_s,
+        cache = cache_mod.ReportCache()
+        self._index = RunIndex(self._logdir, cache, AnalysisPool(), settle_s=settle_s,
                                interval_s=float(reload_s) if reload_s and reload_s > 0 else None)
         if self._logdir:
+            # Trim what earlier sessions left (old engine versions, runs long gone) without
+            # holding up TensorBoard's start.
+            threading.Thread(target=cache.prune, name="tb-attn-cache-prune", daemon=True).start()
             self._index.start()
 
     def close(self) -> None:
