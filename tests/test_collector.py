@@ -198,3 +198,19 @@ def test_compiled_model_no_graph_break_no_recompile(tmp_path):
     assert report["calls"] == LAYERS * ACTIVE  # found from the extern SDPA op that survives compilation
     assert all(lay["compiled"] for lay in report["layers"])
     torch._dynamo.reset()
+
+
+def test_call_tags_round_trip_and_the_name_cache_keeps_types_apart():
+    from tb_attn_plugin.collector import tags
+
+    fields = dict(layer="blocks.0.attn", cls="Attn&Co=1", impl="sdpa", backend="flash", b=2, hq=8, hkv=2, lq=128, lk=128,
+                  d=64, dtype="bfloat16", causal=True, mask="causal", dropout=0.0, scale=None, gqa=True, compiled=False)
+    name = tags.call_name(**fields)
+    assert tags.call_name(**fields) is name  # encoded once, reused
+    parsed = tags.parse_call(name)
+    assert parsed == {k: v for k, v in fields.items() if v is not None}
+    # 0 and 0.0 (and True and 1) are equal as dict keys but not as text: the cache must not mix them.
+    assert tags.parse_call(tags.call_name(layer="x", dropout=0))["dropout"] == 0.0
+    assert "dropout=0&" in tags.call_name(layer="x", dropout=0, d=1) + "&"
+    assert "dropout=0.0" in tags.call_name(layer="x", dropout=0.0, d=1)
+    assert tags.call_name(layer="x", mask=["not", "hashable"]).startswith(tags.CALL_PREFIX)

@@ -88,8 +88,9 @@ class profile(torch.profiler.profile):
         self._sync()
 
     def step(self) -> None:
-        # Tags off while the window closes and the trace is written, on again if the next step records.
-        self._tagger.uninstall()
+        # Tags stay in place from one recording step to the next: installing them scans every loaded
+        # module for aliases of the attention functions (milliseconds), so it happens once per window.
+        # _sync() takes them off when the next step does not record.
         super().step()
         self._sync()
 

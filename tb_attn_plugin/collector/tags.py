@@ -59,6 +59,26 @@ def _encode(v: Any) -> str:
 
 def call_name(**fields: Any) -> str:
     """The record_function name of one tagged call (fields that are None are left out)."""
+    # A layer makes the same call every step: encoding it once per distinct call keeps the
+    # collector's cost per attention call to a dict lookup (urlencode was most of it).
+    try:
+        key = tuple((k, type(v), v) for k, v in fields.items())
+        hit = _names.get(key)
+    except TypeError:  # an unhashable value: encode it every time
+        return _call_name(fields)
+    if hit is None:
+        hit = _call_name(fields)
+        if len(_names) >= _MAX_NAMES:
+            _names.clear()
+        _names[key] = hit
+    return hit
+
+
+_names: dict[tuple, str] = {}
+_MAX_NAMES = 4096  # distinct (layer, shape, ...) calls remembered; beyond that, start over
+
+
+def _call_name(fields: dict[str, Any]) -> str:
     return CALL_PREFIX + urlencode({k: _encode(v) for k, v in fields.items() if v is not None})
 
 
