@@ -2,7 +2,12 @@
 
 Only the fields the analysis reads are declared; msgspec skips everything else while parsing, so
 no dict is ever built per event. Event kinds the analysis never uses (Python stack frames other than
-``nn.Module`` scopes, flow events other than fwd→bwd, metadata rows) are dropped right after decoding.
+``nn.Module`` scopes, flow events other than fwd→bwd, metadata rows) are dropped before decoding by
+the C scanner when it is built (native.py), else right after decoding; the same rules hold either way.
+
+Paths, fastest first: the scanner's (_decode_native); chunks of the array decoded in Python
+(_decode_chunked); the whole document at once; event by event, skipping mistyped ones; and for a
+file cut short, the complete events before the cut (_salvage_truncated).
 """
 
 from __future__ import annotations
@@ -380,7 +385,7 @@ def _decode_chunked(text: bytes, head: bytes, keep_shapes: Callable[[str], bool]
                 break
             cut = text.find(b"},", cut + 2, end)
         stop = end if cut < 0 else cut + 1
-        kept.add(*_decode_chunk(text, pos, stop))
+        kept.add(_list_decoder.decode(b"[" + text[pos:stop] + b"]"))
         pos = stop + 1
     return kept
 
@@ -426,10 +431,6 @@ def _decode_native(text: bytes, head: bytes, keep_shapes: Callable[[str], bool] 
     doc.traceEvents = _NULL
     kept.doc = doc
     return kept
-
-
-def _decode_chunk(text: bytes, pos: int, stop: int) -> tuple[list[Event], int]:
-    return _list_decoder.decode(b"[" + text[pos:stop] + b"]"), 0
 
 
 def args_of(e: Event) -> Args:
