@@ -134,9 +134,10 @@ def handler_runs(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
-def make_tb_app(logdir, cache_dir, *, loaders=None, reload_interval: float = 1.0, env=None):
-    """The real TensorBoard WSGI application, built as ``tensorboard --logdir`` builds it, with the
-    Attention plugin. Returns (werkzeug test client, {plugin name: plugin})."""
+def make_tb_app(logdir, cache_dir, *, loaders=None, reload_interval: float = 1.0, env=None, logdir_spec=None):
+    """The real TensorBoard WSGI application, built as ``tensorboard --logdir`` builds it (or
+    ``--logdir_spec`` when given, with logdir None), with the Attention plugin. Returns (werkzeug
+    test client, {plugin name: plugin})."""
     import copy
 
     from tensorboard import program
@@ -150,7 +151,8 @@ def make_tb_app(logdir, cache_dir, *, loaders=None, reload_interval: float = 1.0
     # The core plugin defines --logdir and the other flags, and serves /data/plugins_listing.
     loaders = loaders or [core_plugin.CorePluginLoader(), AttentionPluginLoader]
     tb = program.TensorBoard(plugins=loaders)
-    tb.configure(logdir=str(logdir), reload_interval=reload_interval, load_fast="false")
+    where = {"logdir_spec": logdir_spec} if logdir_spec else {"logdir": str(logdir)}
+    tb.configure(**where, reload_interval=reload_interval, load_fast="false")
     ingest_flags = tb.flags
     if "://" in str(logdir):  # TensorBoard's own event reader has no S3 endpoint here; it has no events to read
         ingest_flags = copy.copy(tb.flags)

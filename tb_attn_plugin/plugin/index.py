@@ -22,7 +22,7 @@ from typing import Any, Callable
 import msgspec
 
 from .cache import ReportCache, Result, cache_key
-from .layout import Found, list_traces
+from .layout import Found, Source
 from .pool import AnalysisPool
 
 logger = logging.getLogger(__name__)
@@ -69,9 +69,10 @@ def span_key(span: str):
 
 
 class RunIndex:
-    def __init__(self, logdir: str, cache: ReportCache, pool: AnalysisPool, *, settle_s: float = 2.0,
+    def __init__(self, logdir: str | Source, cache: ReportCache, pool: AnalysisPool, *, settle_s: float = 2.0,
                  interval_s: float | None = 5.0, clock: Callable[[], float] = time.time):
-        self.logdir = logdir
+        self.source = logdir if isinstance(logdir, Source) else Source.from_logdir(logdir)
+        self.logdir = self.source.text  # for messages
         self.cache = cache
         self.pool = pool
         self.settle_s = settle_s
@@ -115,7 +116,7 @@ class RunIndex:
 
     def scan(self) -> None:
         try:
-            found, error = list_traces(self.logdir), None
+            found, error = self.source.list(), None
         except Exception as exc:  # keep showing what was found before; say why it is stale
             found, error = None, f"cannot list the logdir {self.logdir}: {type(exc).__name__}: {exc}"
             logger.warning("tb-attn: %s", error)

@@ -1,4 +1,4 @@
-"""Listing the trace files under a logdir, local or on object storage.
+"""Listing the trace files under a logdir (or the roots of --logdir_spec), local or on object storage.
 
 A run is a directory (relative to the logdir, "." for the logdir itself) holding files named the
 way ``torch.profiler.tensorboard_trace_handler`` names them: ``{worker}.{span}.pt.trace.json[.gz]``.
@@ -10,9 +10,11 @@ followed, so a listing never leaves the logdir.
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import os
 import posixpath
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 from ..trace.discover import parse_name
 from ..trace.read import is_url
@@ -26,6 +28,63 @@ class Found:
     path: str  # a local absolute path, or a URL with its protocol
     size: int
     mtime: float  # seconds since the epoch; 0.0 when the store does not say
+
+
+logger = logging.getLogger(__name__)
+_URI = re.compile(r"[a-zA-Z][0-9a-zA-Z.]*://.*")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where runs come from: ``--logdir`` (one root) or ``--logdir_spec`` (several roots, each
+    optionally named; a named root's runs are listed as ``name/run``, as TensorBoard names them)."""
+
+    roots: tuple[tuple[str, str], ...]  # (group name or "", path or URL)
+    text: str  # as the user gave it, for messages
+
+    @classmethod
+    def from_logdir(cls, logdir: str) -> "Source":
+        return cls(((("", logdir),) if logdir else ()), logdir)
+
+    @classmethod
+    def from_spec(cls, spec: str) -> "Source":
+        """Parse ``--logdir_spec`` by TensorBoard's rules: ``name:path`` or ``path``, comma-separated;
+        ``s3://...``, ``/a:b`` and ``C:\\x`` are paths, not names."""
+        roots = []
+        for item in spec.split(","):
+            if not item:
+                continue
+            name, path = "", item
+            if not _URI.match(item) and ":" in item and item[0] != "/" and not os.path.splitdrive(item)[0]:
+                name, _, path = item.partition(":")
+            roots.append((name, path))
+        return cls(tuple(roots), spec)
+
+    def __bool__(self) -> bool:
+        return bool(self.roots)
+
+    def list(self) -> list[Found]:
+        """Every trace under every root. Raises (naming the root) when one cannot be listed: the
+        index then keeps what it found before, as it does for a single logdir."""
+        if len(self.roots) == 1 and not self.roots[0][0]:
+            return list_traces(self.roots[0][1])
+        out: list[Found] = []
+        seen: set[tuple[str, str, str]] = set()
+        for name, path in self.roots:
+            try:
+                found = list_traces(path)
+            except Exception as exc:
+                where = f"{name} ({path})" if name else path
+                raise OSError(f"{where}: {type(exc).__name__}: {exc}") from exc
+            for f in found:
+                run = f.run if not name else (name if f.run == "." else f"{name}/{f.run}")
+                ident = (run, f.worker, f.span)
+                if ident in seen:  # two unnamed roots with the same run: the first one wins
+                    logger.warning("tb-attn: %s appears under two roots of --logdir_spec; showing the first", run)
+                    continue
+                seen.add(ident)
+                out.append(replace(f, run=run))
+        return out
 
 
 def list_traces(logdir: str) -> list[Found]:

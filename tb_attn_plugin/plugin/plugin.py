@@ -25,6 +25,7 @@ from ..collector.tags import STAGES
 from ..report.compare import compare_reports
 from . import cache as cache_mod
 from .index import ERROR, LOADING, RunIndex, UnknownName
+from .layout import Source
 from .pool import AnalysisPool
 
 logger = logging.getLogger(__name__)
@@ -105,8 +106,10 @@ class AttentionPlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
     def __init__(self, context):
-        self._logdir = context.logdir or ""
         flags = getattr(context, "flags", None)
+        spec = getattr(flags, "logdir_spec", "") if flags is not None else ""
+        # --logdir, else --logdir_spec (TensorBoard refuses both at once)
+        self._logdir = Source.from_logdir(context.logdir) if context.logdir else Source.from_spec(spec or "")
         reload_s = getattr(flags, "reload_interval", 5.0) if flags is not None else 5.0
         settle_s = float(os.environ.get("TB_ATTN_SETTLE_S", "2.0"))
         cache = cache_mod.ReportCache()
@@ -148,7 +151,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     def _entry(self, request):
         if not self._logdir:
-            raise ApiError(404, "TensorBoard was started without --logdir, so there are no runs")
+            raise ApiError(404, "TensorBoard was started without --logdir (or --logdir_spec), so there are no runs")
         run = _param(request, "run", required=True)
         try:
             return self._index.lookup(run, _param(request, "worker"), _param(request, "span"))
@@ -225,7 +228,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
     @_route
     def _serve_compare(self, request):
         if not self._logdir:
-            raise ApiError(404, "TensorBoard was started without --logdir, so there are no runs")
+            raise ApiError(404, "TensorBoard was started without --logdir (or --logdir_spec), so there are no runs")
         names = [_check("run", r) for r in request.args.getlist("run")]
         if len(names) < 2:
             raise ApiError(400, "compare needs at least two runs: /compare?run=A&run=B")
