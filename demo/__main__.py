@@ -3,6 +3,7 @@ backward, then print the TensorBoard command. CPU by default; ``--device cuda`` 
 
     python -m demo                       # all variants at L = 128, 512, 1024
     python -m demo --variants sdpa eager --lengths 256 512
+    python -m demo --device cuda --variants sdpa-flash sdpa-efficient sdpa-cudnn sdpa-math flex
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ import tb_attn_plugin
 
 from . import models
 
-VARIANTS = ("eager", "sdpa", "sdpa-math", "compiled", "hf-eager", "hf-sdpa")
+VARIANTS = ("eager", "sdpa", "sdpa-math", "compiled", "hf-eager", "hf-sdpa")  # the default set, CPU-friendly
+# Asked for by name: SDPA pinned to one backend, and FlexAttention. The CPU has no efficient or cuDNN
+# kernel and FlexAttention has no CPU backward, so those need --device cuda.
+MORE_VARIANTS = ("sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "flex")
+GPU_ONLY = ("sdpa-efficient", "sdpa-cudnn", "flex")
 LENGTHS = (128, 512, 1024)
 
 
@@ -59,7 +64,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m demo", description=__doc__.split("\n\n")[0])
     p.add_argument("--logdir", default="runs")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS + MORE_VARIANTS)
     p.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--steps", type=int, default=1, help="profiled steps per run (after one warmup step)")
@@ -68,6 +73,9 @@ def main(argv=None) -> int:
         p.error("--device cuda: no CUDA device is available")
     if any(n < 2 for n in args.lengths):
         p.error("--lengths: each length must be at least 2")
+    gpu_only = [v for v in args.variants if v in GPU_ONLY]
+    if gpu_only and not args.device.startswith("cuda"):
+        p.error(f"--variants {' '.join(gpu_only)}: these need --device cuda (the CPU has no such kernel or backward)")
     variants = list(args.variants)
     if importlib.util.find_spec("transformers") is None:
         skipped = [v for v in variants if v.startswith("hf-")]

@@ -9,6 +9,23 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 DIM, HEADS, LAYERS, VOCAB = 128, 4, 2, 256
+# SDPA with one backend forced, as users pin it with torch.nn.attention.sdpa_kernel.
+FORCED = {"sdpa-math": SDPBackend.MATH, "sdpa-flash": SDPBackend.FLASH_ATTENTION,
+          "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION, "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION}
+_flex_cache: dict = {}
+
+
+def _flex(q, k, v):
+    """Causal FlexAttention, compiled as users run it (eager flex is a slow reference path)."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    n, dev = q.shape[-2], q.device
+    if "fn" not in _flex_cache:
+        _flex_cache["fn"] = torch.compile(flex_attention, dynamic=False)
+    key = (n, str(dev))
+    if key not in _flex_cache:
+        _flex_cache[key] = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, n, n, device=dev)
+    return _flex_cache["fn"](q, k, v, block_mask=_flex_cache[key])
 
 
 class Attention(nn.Module):
@@ -23,9 +40,11 @@ class Attention(nn.Module):
             mask = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
             a = (q @ k.transpose(-1, -2)) * (DIM // HEADS) ** -0.5
             y = a.masked_fill(mask, float("-inf")).softmax(-1) @ v
-        elif self.impl == "sdpa-math":
-            with sdpa_kernel(SDPBackend.MATH):
+        elif self.impl in FORCED:
+            with sdpa_kernel(FORCED[self.impl]):
                 y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif self.impl == "flex":
+            y = _flex(q, k, v)
         else:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.out(y.transpose(1, 2).reshape(b, n, DIM))

@@ -34,3 +34,20 @@ def test_demo_refuses_bad_arguments(capsys):
     with pytest.raises(SystemExit):
         main(["--lengths", "1"])
     assert "at least 2" in capsys.readouterr().err
+
+
+def test_pinned_sdpa_backend_variant_and_gpu_only_variants_refused_on_the_cpu(tmp_path, capsys):
+    from demo.__main__ import main
+    from tb_attn_plugin.report.build import analyze_file
+    from tb_attn_plugin.trace.discover import find_traces
+
+    assert main(["--logdir", str(tmp_path), "--variants", "sdpa-flash", "--lengths", "32"]) == 0
+    (t,) = find_traces(str(tmp_path))
+    report = analyze_file(t.path)
+    assert report["calls"] == 2
+    assert {(lay["implementation"], lay["backend"], lay["source"]) for lay in report["layers"]} == {
+        ("cpu_fused", "flash_cpu", "tag")}
+    for variant in ("sdpa-efficient", "sdpa-cudnn", "flex"):
+        with pytest.raises(SystemExit):
+            main(["--variants", variant, "--lengths", "32"])
+        assert "need --device cuda" in capsys.readouterr().err
