@@ -29,6 +29,8 @@ setup(
         "plugin": ["tensorboard>=2.14", "werkzeug>=2.0"],
         "collector": ["torch>=2.1", "tensorboard>=2.14"],
         "remote": ["fsspec>=2023.1"],
+        # faster gzip inflation for .json.gz traces (ISA-L); without it the standard library inflates
+        "fast": ["isal>=1.0"],
         # collector callbacks and the demo's tiny Llama; tests skip these parts when absent
         "integrations": ["transformers>=4.48", "accelerate>=1.0", "lightning>=2.0"],
         "test": [

@@ -6,9 +6,10 @@ VENV=${VENV:-.venv}
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 # torch==2.13.0 takes the CPU wheel on disk; a bare "torch" would pull a CUDA build of several GB.
 "$VENV/bin/pip" install -q torch==2.13.0
-"$VENV/bin/pip" install -q -e '.[plugin,collector,remote,test]'
-# The install compiles the C event scanner (tb_attn_plugin/trace/_prefilter.c) with gcc; the engine
-# works without it, but here its absence must fail tests/test_prefilter.py, not skip it.
+"$VENV/bin/pip" install -q -e '.[plugin,collector,remote,fast,test]'
+# The install compiles the C event scanner (tb_attn_plugin/trace/_prefilter.c) with gcc and brings
+# ISA-L's gzip ([fast]); the engine works without either, but here their absence must fail the tests
+# of those paths (tests/test_prefilter.py, tests/test_bad_input.py), not skip them.
 export TB_ATTN_REQUIRE_NATIVE=1
 # Optional integrations (HF transformers, Lightning) are tested too; torch stays pinned while they install.
 "$VENV/bin/pip" install -q torch==2.13.0 -e '.[integrations]'

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import os
 import subprocess
 import sys
 
@@ -141,3 +142,27 @@ def test_truncation_is_a_field_not_only_a_warning(tmp_path, small_trace):
     gz = gzip.compress(small_trace)
     cut_gz = analyze_file(write(tmp_path, "cut.json.gz", gz[: len(gz) * 3 // 4]))
     assert cut_gz["trace"]["truncated"] is True
+
+
+@pytest.mark.parametrize("inflater", ["isal", "stdlib"])
+def test_gzip_whichever_inflates_it(tmp_path, small_trace, monkeypatch, inflater):
+    """ISA-L (the [fast] extra) and the standard library give the same text, the same warning for a
+    stream cut short and the same error for a broken one."""
+    from tb_attn_plugin.trace import read
+
+    if inflater == "isal":
+        if read._fast_gzip is None:
+            if os.environ.get("TB_ATTN_REQUIRE_NATIVE"):
+                pytest.fail("isal is not installed (scripts/test.sh installs the [fast] extra)")
+            pytest.skip("isal is not installed")
+    else:
+        monkeypatch.setattr(read, "_fast_gzip", None)
+    gz = gzip.compress(small_trace)
+    assert read.read_trace_text(str(write(tmp_path, "ok.json.gz", gz))) == (small_trace, [])
+    text, warnings = read.read_trace_text(str(write(tmp_path, "cut.json.gz", gz[: len(gz) * 7 // 10])))
+    assert small_trace.startswith(text) and 0 < len(text) < len(small_trace)
+    assert warnings == ["gzip stream ends early (trace still being written, or a partial copy)"]
+    with pytest.raises(TraceError, match="broken gzip stream"):
+        read.read_trace_text(str(write(tmp_path, "bad.json.gz", b"\x1f\x8b\x08\x00" + b"\xff" * 64)))
+    two = gzip.compress(small_trace[:1000]) + gzip.compress(small_trace[1000:])  # two members, one file
+    assert read.read_trace_text(str(write(tmp_path, "two.json.gz", two)))[0] == small_trace
