@@ -12,10 +12,9 @@ Backward ops and kernels join the call of the forward op their autograd node cam
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from ..collector import tags

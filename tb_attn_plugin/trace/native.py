@@ -8,9 +8,10 @@ optional (built by setup.py when a compiler is there); ``available`` says whethe
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
-from typing import Callable
+from typing import Callable, Iterator
 
 try:
     from ._prefilter import scan_events as _scan_events
@@ -28,20 +29,27 @@ def each_chunk(text: bytes, start: int, budget: int, rules: tuple,
     None when the text is not a plain array (cut short, unbalanced, a stray character); chunks
     before that point may already have been passed on."""
     assert _scan_events is not None
-    if len(text) - start < PIPELINE_MIN_BYTES:
-        pos = start + 1
-        while True:
-            kept, dropped, nxt, done = _scan_events(text, pos, budget, *rules)
+    scan = _inline if len(text) - start < PIPELINE_MIN_BYTES else _pipelined
+    with contextlib.closing(scan(text, start, budget, rules)) as chunks:
+        for kept, dropped, nxt, done in chunks:
             if kept is None:
                 return None
             on_chunk(kept, dropped)
             if done:
                 return nxt
-            pos = nxt
-    return _pipelined(text, start, budget, rules, on_chunk)
+    return None
 
 
-def _pipelined(text: bytes, start: int, budget: int, rules: tuple, on_chunk) -> int | None:
+def _inline(text: bytes, start: int, budget: int, rules: tuple) -> Iterator[tuple]:
+    pos = start + 1
+    while True:
+        item = _scan_events(text, pos, budget, *rules)
+        yield item
+        pos = item[2]
+
+
+def _pipelined(text: bytes, start: int, budget: int, rules: tuple) -> Iterator[tuple]:
+    """The same chunks, scanned ahead on a second thread; closing the generator stops it."""
     chunks: queue.Queue = queue.Queue(maxsize=2)
     stop = threading.Event()
 
@@ -72,12 +80,7 @@ def _pipelined(text: bytes, start: int, budget: int, rules: tuple, on_chunk) -> 
             item = chunks.get()
             if isinstance(item, BaseException):
                 raise item
-            kept, dropped, nxt, done = item
-            if kept is None:
-                return None
-            on_chunk(kept, dropped)
-            if done:
-                return nxt
+            yield item
     finally:
         stop.set()  # the caller failed or finished: the scanner stops at its next chunk
         worker.join()
