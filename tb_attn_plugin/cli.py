@@ -1,6 +1,7 @@
 """``tb-attn``: the command line.
 
-    tb-attn report PATH [--json]     PATH: a trace file, a run directory or a logdir (or an fsspec URL)
+    tb-attn report PATH [--json]     PATH: a trace file, a run directory or a logdir (or an fsspec URL),
+                                     or a CUDA memory snapshot (*.pickle)
     tb-attn compare A B [C ...]      runs side by side (each a trace file or a run directory)
 
 Exit status: 0 when every trace was analysed, 2 when any could not be (one line per file on stderr).
@@ -45,8 +46,12 @@ class ProgressBar:
 def _analyze(path: str, quiet: bool):
     """[(TraceFile, report or TraceError)] for a file, run directory or logdir; TraceError when the
     path itself is unusable."""
+    from .memory.cli_paths import snapshot_items
     from .report.build import analyze_path
 
+    snapshots = snapshot_items(path)  # a snapshot pickle, or a directory of snapshots without traces
+    if snapshots is not None:
+        return snapshots
     return list(analyze_path(path, None if quiet else (lambda tf: ProgressBar(os.path.basename(tf.path)))))
 
 
@@ -73,7 +78,10 @@ def _report(args) -> int:
         json.dump(doc, sys.stdout, indent=None if args.compact else 1)
         sys.stdout.write("\n")
     else:
-        print("\n\n".join(render(r) for r in reports))
+        from .memory.text import render_snapshot_report
+
+        print("\n\n".join(render_snapshot_report(r) if r.get("kind") == "memory_snapshot" else render(r)
+                            for r in reports))
     return status
 
 

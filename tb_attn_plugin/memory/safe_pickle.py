@@ -51,6 +51,8 @@ def loads_plain(data: bytes, path: str = "<bytes>"):
     except MemoryError:
         raise TraceError(path, "not enough memory to load this snapshot") from None
     except Exception as exc:  # the unpickler raises many kinds for damaged data
+        if "truncated" in str(exc):
+            raise TraceError(path, "truncated pickle: the file ends before the data does") from None
         raise TraceError(path, f"corrupt or truncated pickle: {type(exc).__name__}: {exc}") from None
 
 

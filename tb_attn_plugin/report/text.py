@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..collector.tags import STAGES
+from ..memory import text as memory_text
 
 
 def _us(v: float) -> str:
@@ -43,7 +44,7 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     if verdicts:
         out.append(f"  verdict: {verdicts[0]['message']}")
     if not r["layers"]:
-        return "\n".join(out)
+        return "\n".join(out + memory_text.render(r.get("memory")))
 
     by_stage: dict[str, dict[str, float]] = defaultdict(lambda: {"fwd": 0.0, "bwd": 0.0})
     kernels: dict[str, int] = defaultdict(int)
@@ -71,6 +72,8 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     if len(verdicts) > 1:
         out.append("")
         out.extend(f"  - {v['message']}" for v in verdicts[1:])
+    out.append("")
+    out.extend(memory_text.render(r.get("memory")))
     return "\n".join(out)
 
 
@@ -96,4 +99,5 @@ def render_compare(c: dict[str, Any], top: int = 12) -> str:
     if any(n for _, _, n in only):
         out.append("")
     out.extend(f"  {n} kernel names only in {name}, e.g. {kernels[0]['name'][:100]}" for name, kernels, n in only if n)
+    out.extend(memory_text.render_compare(c.get("memory")))
     return "\n".join(out)
