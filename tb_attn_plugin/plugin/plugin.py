@@ -24,6 +24,7 @@ from werkzeug.security import safe_join
 from ..collector.tags import STAGES
 from ..report.compare import compare_reports
 from . import cache as cache_mod
+from . import memory_route
 from .index import ERROR, LOADING, RunIndex, UnknownName
 from .layout import Source
 from .pool import AnalysisPool
@@ -136,6 +137,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             "/compare": self._serve_compare,
             "/kernels": self._serve_kernels,
             "/call": self._serve_call,
+            "/memory": self._serve_memory,
             "/index.js": self._serve_index_js,
             "/static/*": self._serve_static,
         }
@@ -224,6 +226,18 @@ class AttentionPlugin(base_plugin.TBPlugin):
         ids = [s.get("id") for s in view.call_samples or []]
         raise ApiError(404, f"run {e.run!r} has no call sample {call_id}"
                             + (f" (samples: {ids[0]}..{ids[-1]})" if ids else " (it has no attention calls)"))
+
+    @_route
+    def _serve_memory(self, request):
+        e = self._entry(request)
+        try:
+            points = memory_route.parse_points(_param(request, "points"))
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+        view = self._report(e, memory_route.MemoryView)
+        if view is None:
+            return self._loading(request, e)
+        return _json(request, memory_route.payload(view, points, {"run": e.run, "worker": e.worker, "span": e.span}))
 
     @_route
     def _serve_compare(self, request):
