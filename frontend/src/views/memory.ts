@@ -85,7 +85,7 @@ function drawSection(ctx: Ctx, el: HTMLElement, mem: MemorySection, id: string):
     // One empty series per stage carries its shading, so the legend names the colours.
     for (const [stage, areas] of shadeByStage) {
       series.push({ type: "line", name: stageLabel(stage), data: [], itemStyle: { color: stageColor(stage) },
-        markArea: { silent: true, data: areas } });
+        markArea: { silent: true, label: { show: false }, data: areas } });
     }
     makeChart(chartEl, {
       grid: { left: 80, right: 30, top: 50, bottom: 70 },
