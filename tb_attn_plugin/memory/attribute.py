@@ -88,8 +88,11 @@ def from_annotations(tl: Timeline, annotations: list[Annotation]) -> tuple[Attri
     """Attribute a snapshot Timeline by the tb_attn call and stage spans it recorded."""
     calls: list[AnnotatedCall] = []
     stages: list[tuple[float, float, str]] = []
+    parsed: dict[str, dict | None] = {}  # a layer's tag repeats every step: parse each name once
     for a in annotations:
-        fields = tags.parse_call(a.name)
+        fields = parsed.get(a.name, False)
+        if fields is False:
+            fields = parsed[a.name] = tags.parse_call(a.name)
         if fields is not None and fields.get("layer"):
             calls.append(AnnotatedCall(len(calls), str(fields["layer"]), a.start_us, a.end_us, fields))
             continue

@@ -3,6 +3,7 @@ snapshots that join a trace (the collector names them ``{worker}.{time}.memory.p
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from typing import Any
@@ -57,20 +58,32 @@ def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None]) -> 
     return section.build(tl, att, infos, source="profiler", devices=devices)
 
 
+def _tag_score_bytes(f: dict) -> int | None:
+    """B·H·Lq·Lk·itemsize from a call tag's fields (the same dict object for every call of a layer)."""
+    if not all(isinstance(f.get(k), int) for k in ("b", "hq", "lq", "lk")):
+        return None
+    return f["b"] * f["hq"] * f["lq"] * f["lk"] * shapes.ITEMSIZE.get(str(f.get("dtype") or "float32"), 4)
+
+
 def snapshot_section(path: str) -> dict[str, Any]:
     """The memory section of one snapshot pickle (its largest device), attributed by its annotations."""
+    gc_was = gc.isenabled()
+    gc.disable()  # the snapshot's entries are a million small dicts, none cyclic
+    try:
+        return _snapshot_section(path)
+    finally:
+        if gc_was:
+            gc.enable()
+
+
+def _snapshot_section(path: str) -> dict[str, Any]:
     s = snap.load(path)
     dev = max(s.devices, key=lambda d: max(s.devices[d].timeline.live) if len(s.devices[d].timeline) else 0)
     rec = s.devices[dev]
     tl = rec.timeline
     att, acalls = attribute.from_annotations(tl, s.annotations)
-    infos = []
-    for c in acalls:
-        f = c.info
-        sb = None
-        if all(isinstance(f.get(k), int) for k in ("b", "hq", "lq", "lk")):
-            sb = f["b"] * f["hq"] * f["lq"] * f["lk"] * shapes.ITEMSIZE.get(str(f.get("dtype") or "float32"), 4)
-        infos.append(section.CallInfo(c.layer, -1, sb, [("call", "fwd", c.start_us, c.end_us)]))
+    infos = [section.CallInfo(c.layer, -1, _tag_score_bytes(c.info), [("call", "fwd", c.start_us, c.end_us)])
+             for c in acalls]
     churn = dict(rec.churn)
     ooms = churn.pop("ooms")
     for o in ooms:

@@ -7,6 +7,7 @@ booleans and None can come out. Each failure is one TraceError naming the file a
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 import pickle
@@ -39,6 +40,8 @@ def loads_plain(data: bytes, path: str = "<bytes>"):
     # Protocol 2+ pickles (every torch release writes 4 or 5) start with PROTO.
     if data[:1] != b"\x80" or data[1:2] not in (b"\x02", b"\x03", b"\x04", b"\x05"):
         raise TraceError(path, "not a pickle (a CUDA memory snapshot is written by torch.cuda.memory._dump_snapshot)")
+    gc_was = gc.isenabled()
+    gc.disable()  # a million small dicts, none cyclic: the collector would only rescan them
     try:
         return _PlainUnpickler(io.BytesIO(data)).load()
     except RefusedGlobal as exc:
@@ -54,6 +57,9 @@ def loads_plain(data: bytes, path: str = "<bytes>"):
         if "truncated" in str(exc):
             raise TraceError(path, "truncated pickle: the file ends before the data does") from None
         raise TraceError(path, f"corrupt or truncated pickle: {type(exc).__name__}: {exc}") from None
+    finally:
+        if gc_was:
+            gc.enable()
 
 
 def load_plain(path: str):

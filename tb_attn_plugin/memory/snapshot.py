@@ -116,37 +116,44 @@ def _device(dev: int, entries: list, end_alloc: int | None, end_reserved: int | 
     free_action = next((a for a in FREES if a in present), "free_completed")
     has_time = any(isinstance(e, dict) and isinstance(e.get("time_us"), (int, float)) for e in entries[:64])
     tl = Timeline(f"cuda:{dev}", reserved=array("q"))
-    t_col, d_col, a_col, s_col, th_col, r_col = tl.t, tl.delta, tl.addr, tl.stream, tl.thread, tl.reserved
+    t_col, d_col, a_col, s_col, r_col = tl.t, tl.delta, tl.addr, tl.stream, tl.reserved
     entry_ix = array("q")
     churn = {"segment_allocs": 0, "segment_frees": 0, "segment_maps": 0, "segment_unmaps": 0, "flush_retries": 0,
              "ooms": [], "skipped_entries": 0}
+    skipped = 0
     reserved = 0
     last_time = 0.0
     prev_action = None
+    # The hot loop of a million-entry snapshot: exact type checks (a bool is not a size), locals only.
     for i, e in enumerate(entries):
-        if not isinstance(e, dict):
-            churn["skipped_entries"] += 1
+        if type(e) is not dict:
+            skipped += 1
             continue
         action = e.get("action")
-        size = e.get("size")
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            size = 0
+        if action == ALLOC or action == free_action:
+            size = e.get("size")
+            if type(size) is not int or size <= 0:
+                skipped += 1
+                continue
+            tu = e.get("time_us") if has_time else i
+            if type(tu) is not int and (type(tu) is not float or tu != tu):
+                tu = last_time
+            last_time = tu
+            addr = e.get("addr")
+            stream = e.get("stream")
+            t_col.append(tu)
+            d_col.append(size if action == ALLOC else -size)
+            a_col.append(addr & ADDR_MASK if type(addr) is int else 0)
+            s_col.append(stream if type(stream) is int else 0)
+            r_col.append(reserved)
+            entry_ix.append(i)
+            prev_action = action
+            continue
+        size = _int(e.get("size"))
         tu = e.get("time_us") if has_time else i
         if not isinstance(tu, (int, float)) or tu != tu:
             tu = last_time
-        last_time = tu
-        if action == ALLOC or action == free_action:
-            if not size:
-                churn["skipped_entries"] += 1
-                continue
-            t_col.append(float(tu))
-            d_col.append(size if action == ALLOC else -size)
-            a_col.append(_int(e.get("addr")) & ADDR_MASK)
-            s_col.append(_int(e.get("stream")))
-            th_col.append(-1)
-            r_col.append(reserved)
-            entry_ix.append(i)
-        elif action in SEGMENT_GROW:
+        if action in SEGMENT_GROW:
             reserved += size
             churn["segment_allocs" if action == "segment_alloc" else "segment_maps"] += 1
             if prev_action in SEGMENT_SHRINK and action == "segment_alloc":
@@ -158,6 +165,8 @@ def _device(dev: int, entries: list, end_alloc: int | None, end_reserved: int | 
             churn["ooms"].append({"time_us": float(tu), "bytes": size, "device_free": _int(e.get("device_free")),
                                   "entry": i})
         prev_action = action
+    churn["skipped_entries"] = skipped
+    tl.thread = array("q", [-1]) * len(t_col)
     # The trace is a ring buffer of the latest entries: what was live and reserved before its first
     # entry is what the segments held at the end minus what the entries added.
     net = sum(d_col)
