@@ -2,9 +2,10 @@
 does, in a fresh process: wall time and peak RSS against the pickle's size.
 
 The snapshot has the documented layout (segments with blocks, one device trace, external
-annotations for tagged attention calls and stages) and what real ones hold per entry: action,
-addr, size, stream, time_us and frames (Python stacks, shared between entries from the same line,
-as torch's own snapshots share them). Allocations follow a training step's pattern: activations
+annotations for tagged attention calls) and what real ones hold per entry: action, addr, size,
+stream, time_us and frames. As torch writes them (``_record_memory_history(context="all",
+stacks="python")``), every alloc and free_requested entry has its own list of 8-20 frames, and the
+frame dicts themselves are shared between entries (torch symbolizes each distinct frame once). Allocations follow a training step's pattern: activations
 live across a step, score matrices allocated and freed inside each call.
 
     .venv/bin/python bench/memory_snapshot.py --entries 1000000 --repeat 3
@@ -29,9 +30,10 @@ from tb_attn_plugin.collector import tags  # noqa: E402
 
 def make(n: int, seed: int = 0) -> dict:
     rnd = random.Random(seed)
-    frames = [[{"filename": f"/home/u/train/model_{i % 7}.py", "line": 10 + i, "name": "forward"},
-               {"filename": "/usr/lib/python3/site-packages/torch/nn/modules/module.py", "line": 1750, "name": "_call_impl"}]
-              for i in range(64)]
+    pool = [{"filename": f"/home/u/train/model_{i % 7}.py", "line": 10 + i, "name": f"fn_{i}"} for i in range(200)]
+
+    def stack():
+        return [pool[rnd.randrange(200)] for _ in range(rnd.randrange(8, 21))]
     base = 0x7F0000000000
     trace: list[dict] = []
     ann: list[dict] = []
@@ -52,25 +54,26 @@ def make(n: int, seed: int = 0) -> dict:
         for _ in range(3):
             t += 1
             trace.append({"action": "alloc", "addr": next_addr, "size": score, "stream": 0, "time_us": t,
-                          "frames": frames[rnd.randrange(64)]})
+                          "frames": stack()})
             mine.append((next_addr, score))
             next_addr += score
         for a, s in mine[:-1]:
             t += 1
-            for act in ("free_requested", "free_completed"):
-                trace.append({"action": act, "addr": a, "size": s, "stream": 0, "time_us": t, "frames": []})
+            trace.append({"action": "free_requested", "addr": a, "size": s, "stream": 0, "time_us": t, "frames": stack()})
+            trace.append({"action": "free_completed", "addr": a, "size": s, "stream": 0, "time_us": t, "frames": []})
         ann.append({"name": name, "stage": "END", "device": 0, "time_us": t + 1})
         live.append(mine[-1])
         for _ in range(rnd.randrange(8, 24)):
             t += 1
             if live and rnd.random() < 0.5:
                 a, s = live.pop(rnd.randrange(len(live)))
-                for act in ("free_requested", "free_completed"):
-                    trace.append({"action": act, "addr": a, "size": s, "stream": 0, "time_us": t, "frames": []})
+                trace.append({"action": "free_requested", "addr": a, "size": s, "stream": 0, "time_us": t,
+                              "frames": stack()})
+                trace.append({"action": "free_completed", "addr": a, "size": s, "stream": 0, "time_us": t, "frames": []})
             else:
                 s = rnd.choice((512, 4096, 1 << 20, 8 << 20))
                 trace.append({"action": "alloc", "addr": next_addr, "size": s, "stream": 0, "time_us": t,
-                              "frames": frames[rnd.randrange(64)]})
+                              "frames": stack()})
                 live.append((next_addr, s))
                 next_addr += s
     del trace[n:]

@@ -109,8 +109,9 @@ def _int(v) -> int:
 def _device(dev: int, entries: list, end_alloc: int | None, end_reserved: int | None) -> DeviceRecord:
     present = set()
     for e in entries:
-        if isinstance(e, dict):
-            present.add(e.get("action"))
+        a = e.get("action") if type(e) is dict else None
+        if type(a) is str:
+            present.add(a)
         if len(present) > 12:
             break
     free_action = next((a for a in FREES if a in present), "free_completed")
