@@ -80,3 +80,19 @@ def test_history_arguments_follow_the_installed_signature():
 
     assert cmem.history_kwargs(old) == {"enabled": "all", "context": "all", "stacks": "python",
                                          "max_entries": cmem.MAX_ENTRIES}
+
+
+def test_memory_scalars_are_logged(tmp_path):
+    from demo import models
+    from tb_attn_plugin.collector.scalars import report_scalars
+
+    torch.manual_seed(0)
+    m = models.TinyTransformer("eager")
+    ids = torch.randint(0, models.VOCAB, (1, 32))
+    prof = _profile(m, lambda: models.loss_fn(m, ids), tmp_path)
+    r = analyze_file(prof.traces[-1])
+    got = report_scalars(r)
+    assert got["tb_attn/memory/peak_mib"] == r["memory"]["peak_bytes"] / 2**20 > 0
+    assert got["tb_attn/memory/score_matrix_mib"] == r["memory"]["score_matrix"]["bytes_total"] / 2**20 > 0
+    r["memory"] = None
+    assert not any("memory" in k for k in report_scalars(r))
