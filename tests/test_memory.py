@@ -266,7 +266,7 @@ def test_memory_sections_validate(cpu_traces, tmp_path):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-_scalar = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
+_scalar = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True), st.just(float("inf")),
                     st.text(max_size=8), st.sampled_from(["alloc", "free_requested", "free_completed", "segment_alloc",
                                                           "segment_free", "oom", "START", "END", "active_allocated"]))
 _plain = st.recursive(_scalar, lambda c: st.one_of(st.lists(c, max_size=4),
@@ -305,6 +305,25 @@ def test_any_plain_snapshot_gives_a_section_or_one_clear_error(traces, segments,
         except TraceError as exc:
             assert "\n" not in str(exc)
             return
-        json.dumps(mem)  # JSON-ready
+        json.dumps(mem, allow_nan=False)  # JSON-ready: no NaN or infinity anywhere
         assert mem["peak_bytes"] >= 0 and len(mem["curve"]["t_us"]) == len(mem["curve"]["bytes"])
     del path
+
+
+def test_absurd_sizes_are_refused_not_crashed(tmp_path, cpu_traces):
+    snap, _ = known_snapshot()
+    snap["device_traces"][0] = [{"action": "alloc", "addr": i, "size": (1 << 56) - 1, "stream": 0, "time_us": i}
+                                for i in range(300)]
+    p = tmp_path / "big.pickle"
+    p.write_bytes(pickle.dumps(snap))
+    with pytest.raises(TraceError, match="beyond any real memory"):
+        engine.snapshot_report(str(p))
+    doc = json.loads(cpu_traces["eager"].read_bytes())
+    mem = [e for e in doc["traceEvents"] if e.get("name") == "[memory]"]
+    for e in mem:
+        e["args"]["Bytes"] = (1 << 56) - 1
+        e["args"].pop("Total Allocated")
+    t = tmp_path / "big.pt.trace.json"
+    t.write_text(json.dumps(doc))
+    r = analyze_file(str(t))
+    assert r["memory"] is None and any("beyond any real memory" in w for w in r["warnings"])

@@ -49,7 +49,7 @@ def test_without_logdir_routes_answer_clearly():
     plugin = AttentionPlugin(base_plugin.TBContext(logdir=None))
     try:
         assert plugin.is_active() is False
-        assert sorted(plugin.get_plugin_apps()) == ["/call", "/compare", "/index.js", "/kernels", "/report",
+        assert sorted(plugin.get_plugin_apps()) == ["/call", "/compare", "/index.js", "/kernels", "/memory", "/report",
                                                     "/runs", "/static/*"]
         apps = plugin.get_plugin_apps()
         r = Client(apps["/report"]).get("/data/plugin/tb_attn/report?run=x")

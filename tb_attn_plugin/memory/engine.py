@@ -37,10 +37,16 @@ def _trace_spans(L, calls, call_of: list[int], stage_of: list[str | None]) -> di
     return out
 
 
-def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None]) -> dict[str, Any] | None:
+def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None],
+               warnings: list[str] | None = None) -> dict[str, Any] | None:
     """The memory section from the profiler's [memory] events (None when the trace has none).
     Call layers must already be named."""
-    tls = profiler_events.timelines(ev.memory)
+    try:
+        tls = profiler_events.timelines(ev.memory)
+    except OverflowError:
+        if warnings is not None:
+            warnings.append("memory events left out: their byte counts add up beyond any real memory")
+        return None
     dev = profiler_events.main_device(tls)
     if dev is None:
         return None

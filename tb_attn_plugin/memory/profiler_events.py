@@ -7,6 +7,8 @@ from array import array
 from ..trace.events import Event
 from .timeline import ADDR_MASK, Timeline
 
+MAX_BYTES = 1 << 56  # 64 PiB: beyond it a count is not a real one (and would overflow the columns)
+
 # kineto's Device Type numbers are c10::DeviceType: CPU 0, CUDA 1, ..., HIP 6, XPU 12, MPS 13, PrivateUse1 20
 DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 20: "privateuse1"}
 
@@ -23,8 +25,8 @@ def timelines(memory: list[Event]) -> dict[str, Timeline]:
     all_totals: dict[str, bool] = {}
     for e in memory:
         a = e.args
-        if a is None or not a.nbytes:
-            continue
+        if a is None or not a.nbytes or not -MAX_BYTES < a.nbytes < MAX_BYTES:
+            continue  # nothing allocated, or not a real size (it would overflow the columns)
         dev = device_name(a.device_type, a.device_id)
         tl = out.get(dev)
         if tl is None:
@@ -41,12 +43,13 @@ def timelines(memory: list[Event]) -> dict[str, Timeline]:
         tl.addr.append((a.addr or 0) & ADDR_MASK)
         tl.stream.append(0)  # the profiler records no stream; an address is reused only once freed
         tl.thread.append(ti)
-        if a.total_allocated is None:
+        if a.total_allocated is None or not -MAX_BYTES < a.total_allocated < MAX_BYTES:
             all_totals[dev] = False
             tl.total.append(0)
         else:
             tl.total.append(int(a.total_allocated))
-        tl.reserved.append(int(a.total_reserved or 0))
+        r = a.total_reserved or 0
+        tl.reserved.append(r if -MAX_BYTES < r < MAX_BYTES else 0)
     for dev, tl in out.items():
         if not all_totals[dev]:
             tl.total = None  # a running sum is the only consistent curve then

@@ -50,19 +50,15 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
                  "bwd_bytes_allocated": 0, "first": -1, "last": -1} for _ in calls]
     per_stage: dict[tuple[str, str], list[int]] = {}
     is_score = bytearray(n)
-    allocs = frees = 0
-    allocated_total = 0
-    for i in range(n):
+    allocs = sum(1 for d in delta if d > 0)
+    frees = n - allocs - sum(1 for d in delta if d == 0)
+    allocated_total = sum(d for d in delta if d > 0)
+    # Only the events inside attention calls need the per-call and per-stage sums.
+    for i in [i for i, k in enumerate(slot) if k >= 0]:
         d = delta[i]
-        if d < 0:
-            frees += 1
+        if d <= 0:
             continue
-        allocs += 1
-        allocated_total += d
-        k = slot[i]
-        if k < 0:
-            continue
-        s = slots[k]
+        s = slots[slot[i]]
         row = per_call[s.call]
         row["bytes_allocated"] += d
         row["allocs"] += 1
@@ -131,8 +127,8 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
         "score_matrix": {"blocks": sum(r["score_matrix_blocks"] for r in call_rows), "bytes_total": total_score,
                          "bytes_per_call_max": max((r["score_matrix_bytes"] for r in call_rows), default=0)},
         "churn": {"allocs": allocs, "frees": frees, "bytes_allocated": allocated_total,
-                  "unpaired_frees": sum(1 for i in range(n) if delta[i] < 0 and tl.pair[i] < 0),
-                  "live_at_end": sum(1 for i in range(n) if delta[i] > 0 and tl.pair[i] < 0),
+                  "unpaired_frees": sum(1 for d, q in zip(delta, tl.pair) if d < 0 and q < 0),
+                  "live_at_end": sum(1 for d, q in zip(delta, tl.pair) if d > 0 and q < 0),
                   **(churn or {})},
         "curve": {"start_us": round(t0, 3), "t_us": [round(x - t0, 3) for x in times], "bytes": values,
                   "reserved": reserved, "points_total": n},

@@ -19,6 +19,7 @@ ALLOC = "alloc"
 FREES = ("free_completed", "free_requested", "free")  # the first one a trace records is the free
 SEGMENT_GROW = ("segment_alloc", "segment_map")
 SEGMENT_SHRINK = ("segment_free", "segment_unmap")
+MAX_TIME_US = 1e17  # as for trace events: beyond ~3000 years of microseconds is not a time stamp
 LIVE_STATES = ("active_allocated", "active_pending_free", "active_awaiting_free")
 
 
@@ -74,7 +75,10 @@ def parse(doc: Any, path: str) -> Snapshot:
         if not entries:
             continue
         total += len(entries)
-        devices[dev] = _device(dev, entries, end_alloc.get(dev), end_reserved.get(dev))
+        try:
+            devices[dev] = _device(dev, entries, end_alloc.get(dev), end_reserved.get(dev))
+        except OverflowError:
+            raise TraceError(path, f"device {dev}'s sizes add up beyond any real memory (over 2**63 bytes)") from None
     if total == 0:
         raise TraceError(path, "snapshot has no allocation history (device_traces is empty): record it with "
                                "torch.cuda.memory._record_memory_history() before the steps, or "
@@ -102,8 +106,11 @@ def _segment_totals(segments: list) -> tuple[dict[int, int], dict[int, int]]:
     return alloc, reserved
 
 
+MAX_BYTES = 1 << 56  # 64 PiB: a larger size or count is not a real one (and would overflow the columns)
+
+
 def _int(v) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+    return v if type(v) is int and -MAX_BYTES < v < MAX_BYTES else 0
 
 
 def _device(dev: int, entries: list, end_alloc: int | None, end_reserved: int | None) -> DeviceRecord:
@@ -133,26 +140,26 @@ def _device(dev: int, entries: list, end_alloc: int | None, end_reserved: int | 
         action = e.get("action")
         if action == ALLOC or action == free_action:
             size = e.get("size")
-            if type(size) is not int or size <= 0:
+            if type(size) is not int or not 0 < size < MAX_BYTES:
                 skipped += 1
                 continue
             tu = e.get("time_us") if has_time else i
-            if type(tu) is not int and (type(tu) is not float or tu != tu):
-                tu = last_time
+            if type(tu) is not int and (type(tu) is not float or tu != tu) or not last_time <= tu < MAX_TIME_US:
+                tu = last_time  # the record's order is the truth; times only ever move forward
             last_time = tu
             addr = e.get("addr")
             stream = e.get("stream")
             t_col.append(tu)
             d_col.append(size if action == ALLOC else -size)
             a_col.append(addr & ADDR_MASK if type(addr) is int else 0)
-            s_col.append(stream if type(stream) is int else 0)
+            s_col.append(stream if type(stream) is int and -MAX_BYTES < stream < MAX_BYTES else 0)
             r_col.append(reserved)
             entry_ix.append(i)
             prev_action = action
             continue
         size = _int(e.get("size"))
         tu = e.get("time_us") if has_time else i
-        if not isinstance(tu, (int, float)) or tu != tu:
+        if type(tu) not in (int, float) or not last_time <= tu < MAX_TIME_US:
             tu = last_time
         if action in SEGMENT_GROW:
             reserved += size
@@ -204,7 +211,7 @@ def _annotations(raw: Any) -> list[Annotation]:
         if not isinstance(a, dict):
             continue
         name, stage, tu = a.get("name"), a.get("stage"), a.get("time_us")
-        if not isinstance(name, str) or not isinstance(tu, (int, float)):
+        if not isinstance(name, str) or type(tu) not in (int, float) or not -MAX_TIME_US < tu < MAX_TIME_US:
             continue
         dev = _int(a.get("device"))
         if stage == "START":

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
 from array import array
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 ADDR_MASK = (1 << 63) - 1  # addresses are stored signed; a pointer never uses the top bit
 
@@ -67,13 +69,8 @@ class Timeline:
         if total is not None and len(total) == len(self.t):
             self.live = array("q", total)
             return
-        live = array("q", bytes(8 * len(self.t)))
-        cur = self.base
-        delta = self.delta
-        for i in range(len(delta)):
-            cur += delta[i]
-            live[i] = cur
-        self.live = live
+        live = array("q", accumulate(self.delta, initial=self.base))
+        self.live = live[1:]
 
     def peak_index(self) -> int:
         """Index of the first event at the highest live value (-1 when empty)."""
@@ -98,28 +95,24 @@ class Timeline:
 def downsample(t, values, max_points: int, keep: tuple[int, ...] = ()) -> tuple[list[float], list[int], list[int]]:
     """At most about ``max_points`` (time, value) points: per time bucket the first, the lowest and
     the highest point, so every peak and trough survives; ``keep`` indices are always included.
-    Returns (times, values, source indices)."""
+    ``t`` must be sorted. Returns (times, values, source indices)."""
     n = len(t)
     if n <= max_points:
         idx = list(range(n))
     else:
         buckets = max(1, max_points // 3)
         t0, t1 = t[0], t[n - 1]
-        width = (t1 - t0) / buckets or 1.0
-        chosen: set[int] = set(keep)
-        b_start = 0
-        cur_b = 0
-        lo = hi = 0
-        for i in range(n):
-            b = min(buckets - 1, int((t[i] - t0) / width))
-            if b != cur_b:
-                chosen.update((b_start, lo, hi))
-                b_start = lo = hi = i
-                cur_b = b
-            if values[i] < values[lo]:
-                lo = i
-            if values[i] > values[hi]:
-                hi = i
-        chosen.update((b_start, lo, hi, n - 1))
-        idx = sorted(i for i in chosen if 0 <= i < n)
+        width = (t1 - t0) / buckets
+        chosen: set[int] = {i for i in keep if 0 <= i < n}
+        chosen.add(n - 1)
+        # Bucket edges by binary search, then min and max of each slice at C speed.
+        edges = [0] + [bisect.bisect_left(t, t0 + width * b) for b in range(1, buckets)] + [n] if width > 0 else [0, n]
+        for a, b in zip(edges, edges[1:]):
+            if b <= a:
+                continue
+            seg = values[a:b]
+            chosen.add(a)
+            chosen.add(a + seg.index(min(seg)))
+            chosen.add(a + seg.index(max(seg)))
+        idx = sorted(chosen)
     return [round(float(t[i]), 3) for i in idx], [int(values[i]) for i in idx], idx

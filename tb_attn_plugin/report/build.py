@@ -73,7 +73,7 @@ def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
 def _add_memory(report, ev, L, calls, call_of, m, path: str) -> None:
     """The memory section (profiler events, and a snapshot beside the trace); each layer's
     memory_bytes is its largest peak growth there."""
-    report["memory"] = memory.from_trace(ev, L, calls, call_of, m.stage_of)
+    report["memory"] = memory.from_trace(ev, L, calls, call_of, m.stage_of, report["warnings"])
     if not memory.is_url(path):
         memory.join(report, path)
     sec = report["memory"]
