@@ -69,21 +69,35 @@ def _place(dst: Path, data: bytes) -> None:
     os.utime(dst, (OLD, OLD))
 
 
-@pytest.fixture(scope="session")
-def recorded_traces(tmp_path_factory) -> Path:
-    """A directory of small real CPU traces, ``{role}.json.gz`` for each role of tests/recorded.py,
-    recorded once per session in a subprocess (the test process never imports torch)."""
+_RECORDED: list[Path] = []
+
+
+def recorded_trace(role: str) -> Path:
+    """``{role}.json.gz`` of tests/recorded.py: small real CPU traces, recorded once per session in a
+    subprocess (the test process never imports torch); usable outside fixtures too."""
+    import atexit
     import importlib.util
+    import shutil
     import subprocess
     import sys
+    import tempfile
 
-    if importlib.util.find_spec("torch") is None:
-        pytest.skip("torch is not installed")
-    root = tmp_path_factory.mktemp("recorded")
-    subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); "
-                    f"from tests.recorded import record_roles; record_roles({str(root)!r})"],
-                   check=True, timeout=300, capture_output=True)
-    return root
+    if not _RECORDED:
+        if importlib.util.find_spec("torch") is None:
+            pytest.skip("torch is not installed")
+        root = Path(tempfile.mkdtemp(prefix="tb-attn-recorded-"))
+        atexit.register(shutil.rmtree, root, True)
+        subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); "
+                        f"from tests.recorded import record_roles; record_roles({str(root)!r})"],
+                       check=True, timeout=300, capture_output=True)
+        _RECORDED.append(root)
+    return _RECORDED[0] / f"{role}.json.gz"
+
+
+@pytest.fixture(scope="session")
+def recorded_traces() -> Path:
+    """The directory of recorded_trace(): ``{role}.json.gz`` for each role of tests/recorded.py."""
+    return recorded_trace("small").parent
 
 
 def gpu_runs_present() -> bool:
