@@ -310,3 +310,6 @@ def analyze_path(path: str, progress_for: Callable[[discover.TraceFile], Progres
             yield tf, analyze_file(tf.path, progress_for(tf) if progress_for else None)
         except TraceError as exc:
             yield tf, exc
+        except MemoryError:  # what was allocated is freed as the frames unwind: the next file still runs
+            yield tf, TraceError(tf.path, "not enough memory to analyse this trace (set TB_ATTN_MAX_TRACE_BYTES "
+                                          "lower to refuse such files before reading them)")
