@@ -105,7 +105,7 @@ def test_cli_exit_status_and_one_line(tmp_path, small_trace):
     assert "Traceback" not in proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("tb-attn: error:")]
     assert len(errors) == 1 and errors[0].startswith(f"tb-attn: error: {bad}: corrupt JSON: ")
-    assert good in proc.stdout and "attention: 1 calls" in proc.stdout
+    assert good in proc.stdout and "attention: 1 call," in proc.stdout
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
