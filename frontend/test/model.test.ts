@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
   compareHeadline, compareModel, defaultRun, defaultTarget, dominantImplementation, flattenRuns, implementationBadges,
-  implKind, kernelGroups, layerDetail, logSlope, scalingModel, seqLenOf, stagesByLayer, summaryModel, timelineModel,
+  implKind, kernelGroups, layerDetail, logSlope, scalingModel, seqLenOf, stagesByLayer, summaryModel,
 } from "../src/model";
 import type { CompareDoc, Report, RunsDoc } from "../src/types";
 
@@ -269,23 +269,5 @@ describe("runs", () => {
     expect(defaultRun({ runs: [] })).toBeNull();
     expect(defaultTarget(doc, "b")).toEqual({ worker: "w0", span: "2" });
     expect(defaultTarget(doc, "zz")).toBeNull();
-  });
-});
-
-describe("timeline", () => {
-  it("lays ops by depth and packs overlapping kernels into GPU lanes", () => {
-    const m = timelineModel(eagerReport().call_samples![0]);
-    expect(m.lanes).toEqual(["CPU 0", "CPU 1", "GPU 0", "GPU 1"]);
-    const k = m.items.filter((i) => i.kind === "kernel").map((i) => [i.name, m.lanes[i.lane]]);
-    expect(k).toEqual([["gemm_a", "GPU 0"], ["gemm_b", "GPU 1"], ["softmax_k", "GPU 0"], ["gemm_a", "GPU 0"]]);
-    expect(m.span).toBe(40);
-    expect(m.stages).toEqual(["qk_matmul", "softmax", "av_matmul", "other"]);
-    expect(timelineModel(null)).toEqual({ lanes: [], items: [], span: 0, stages: [] });
-  });
-  it("shapes a real call sample", () => {
-    const s = bert.call_samples![0];
-    const m = timelineModel(s);
-    expect(m.items).toHaveLength(s.events!.length);
-    expect(m.lanes.at(-1)).toBe("GPU");
   });
 });
