@@ -42,7 +42,8 @@ def record_roles(out: str | os.PathLike) -> dict[str, Path]:
             for i, layer in enumerate(m):
                 layer.path = f"blocks.{i}.attn"
         x = torch.randn(B, L, D)
-        m(x)  # warm-up outside the profile: first-call allocations are not part of the trace
+        for _ in range(2):  # warm-up outside the profile: one-time initialisation (autograd's engine thread,
+            m(x).sum().backward()  # the first dropout's generator, allocator growth) is not part of the trace
         plain = out / f"{role}.json"
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             if role == "small":

@@ -519,7 +519,8 @@ export function compareHeadline(doc: CompareDoc, index: number): string {
       .filter((s) => s.values[0] > 0 && !(s.values[index] > 0) && s.stage !== "fused")
       .filter((s) => ["qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul"].includes(s.stage))
       .sort((a, b) => stageIndex(a.stage) - stageIndex(b.stage))
-      .map((s) => stageLabel(s.stage));
+      .map((s) => stageLabel(s.stage))
+      .filter((label, i, all) => all.indexOf(label) === i); // forward and backward rows name a stage once
     const only = (doc.kernels_only_in || {})[cur.run] || [];
     const fusedKernels = only.filter((k) => k.stage === "fused").reduce((s, k) => s + n0(k.count), 0);
     const calls = num(cur.calls);

@@ -197,6 +197,16 @@ describe("compare", () => {
     expect(compareHeadline(cmp, 1)).toBe(
       "flash: attention \u2212100% (GPU time): one fused flash kernel per call replaces QKᵀ matmul, scale & mask, softmax, AV matmul");
   });
+  it("names each replaced stage once when forward and backward both changed", () => {
+    const doc: CompareDoc = {
+      runs: ["eager", "sdpa"], time_basis: "cpu",
+      stages: ["softmax", "qk_matmul"].flatMap((stage) => (["fwd", "bwd"] as const).map((pass) => (
+        { stage, pass, values: [10, 0], delta_us: -10, delta_pct: -100 }))),
+      totals: [{ run: "eager", attention_cpu_us: 40, implementations: [{ implementation: "eager" }], calls: 2 },
+        { run: "sdpa", attention_cpu_us: 20, implementations: [{ implementation: "cpu_fused" }], calls: 2 }],
+    };
+    expect(compareHeadline(doc, 1)).toBe("sdpa: attention \u221250% (CPU time): fused cpu_fused kernels replace QKᵀ matmul, softmax");
+  });
   it("shapes the real compare answer", () => {
     const m = compareModel(cmp);
     expect(m.runs).toEqual(["eager", "flash"]);
