@@ -19,6 +19,7 @@ import torch
 import tb_attn_plugin
 
 from . import models
+from .quiet import without_usdt_lines
 
 VARIANTS = ("eager", "sdpa", "sdpa-math", "compiled", "hf-eager", "hf-sdpa")  # the default set, CPU-friendly
 # Asked for by name: SDPA pinned to one backend, and FlexAttention. The CPU has no efficient or cuDNN
@@ -83,12 +84,13 @@ def main(argv=None) -> int:
         if skipped:
             print(f"skipping {', '.join(skipped)}: transformers is not installed", file=sys.stderr)
     t0 = time.perf_counter()
-    for variant in variants:
-        built = build(variant, args.device)
-        for length in args.lengths:
-            t = time.perf_counter()
-            line = profile_one(variant, length, args, built)
-            print(f"{line} ({time.perf_counter() - t:.1f} s)", flush=True)
+    with without_usdt_lines():
+        for variant in variants:
+            built = build(variant, args.device)
+            for length in args.lengths:
+                t = time.perf_counter()
+                line = profile_one(variant, length, args, built)
+                print(f"{line} ({time.perf_counter() - t:.1f} s)", flush=True)
     print(f"done in {time.perf_counter() - t0:.0f} s. Open the Attention tab with:\n\n"
           f"    tensorboard --logdir {args.logdir}\n")
     return 0

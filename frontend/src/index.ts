@@ -3,6 +3,7 @@
 
 import { api, ApiError, untilReady } from "./api";
 import { disposeCharts } from "./charts";
+import { fmtSpan } from "./format";
 import { clear, h, notice } from "./dom";
 import { defaultRun, defaultTarget } from "./model";
 import { mergeHash, parseHash, stateFromParams, type State, type View } from "./state";
@@ -145,8 +146,8 @@ class App {
     workerSel.addEventListener("change", () => this.set({ worker: workerSel.value, span: null, layer: null, call: null }));
     const spans = workers.find((w) => w.worker === t?.worker)?.spans || [];
     const spanSel = h("select", { "aria-label": "span", "data-testid": "span-select", disabled: spans.length < 2 },
-      ...spans.map((s) => h("option", { value: s.span, selected: s.span === t?.span },
-        s.span + (s.status === "loading" ? " (analysing…)" : s.status === "error" ? " (cannot be read)" : ""))));
+      ...spans.map((s) => h("option", { value: s.span, selected: s.span === t?.span, title: s.span },
+        fmtSpan(s.span) + (s.status === "loading" ? " (analysing…)" : s.status === "error" ? " (cannot be read)" : ""))));
     spanSel.addEventListener("change", () => this.set({ span: spanSel.value, layer: null, call: null }));
     const needsTarget = this.state.view !== "compare" && this.state.view !== "scaling";
     this.header.appendChild(h("div", { class: "attn-pickers" },

@@ -100,6 +100,8 @@ export interface CallEvent {
   start_us?: number;
   dur_us?: number;
   depth?: number;
+  thread?: string; // CPU ops: the thread that ran it
+  stream?: string; // kernels: the GPU stream
 }
 
 export interface CallSample {

@@ -4,6 +4,7 @@ snapshots that join a trace (the collector names them ``{worker}.{time}.memory.p
 from __future__ import annotations
 
 import gc
+import math
 import os
 import time
 from typing import Any
@@ -108,9 +109,19 @@ def _snapshot_section(path: str) -> dict[str, Any]:
                         time_basis=rec.time_basis, devices=devices)
     out["snapshot"] = {"file": os.path.basename(path), "entries": s.entries, "segments": s.segments,
                        "annotations": len(s.annotations),
-                       "allocator_settings": {k: v for k, v in s.settings.items()
-                                              if isinstance(v, (int, float, str, bool)) or v is None}}
+                       "allocator_settings": {str(k)[:100]: v for k, v in s.settings.items() if _plain_setting(v)}}
     return out
+
+
+def _plain_setting(v: Any) -> bool:
+    """An allocator setting the report can carry: None, a bool, a bounded int, a finite float, a short string."""
+    if v is None or isinstance(v, bool):
+        return True
+    if isinstance(v, int):
+        return -(1 << 62) < v < 1 << 62
+    if isinstance(v, float):
+        return math.isfinite(v)
+    return isinstance(v, str) and len(v) <= 200
 
 
 def snapshot_report(path: str) -> dict[str, Any]:

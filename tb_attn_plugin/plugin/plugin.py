@@ -26,14 +26,15 @@ from ..report.compare import compare_reports
 from . import cache as cache_mod
 from . import memory_route
 from .index import ERROR, LOADING, RunIndex, UnknownName
-from .layout import Source
+from .layout import MAX_NAME, Source
 from .pool import AnalysisPool
 
 logger = logging.getLogger(__name__)
 
 PLUGIN_NAME = "tb_attn"
 STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
-MAX_PARAM = 512  # characters; names in a logdir are far shorter, anything longer is a mistake or an attack
+MAX_PARAM = MAX_NAME  # characters: the longest run, worker or span the listing shows (layout.MAX_NAME)
+METHODS = ("GET", "HEAD")  # every route only reads
 MAX_COMPARE = 8
 PASSES = ("fwd", "bwd")
 CONTENT_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
@@ -71,6 +72,11 @@ def _route(handler: Callable) -> Callable:
     @functools.wraps(handler)
     def wrapped(self, request):
         try:
+            if request.method not in METHODS:
+                resp = _json(request, {"error": f"method {request.method[:20]} is not allowed here; "
+                                                "the Attention plugin's routes only answer GET and HEAD"}, 405)
+                resp.headers["Allow"] = ", ".join(METHODS)
+                return resp
             return handler(self, request)
         except ApiError as exc:
             return _json(request, {"error": exc.message}, exc.code)
@@ -91,6 +97,18 @@ def _param(request, name: str, *, required: bool = False) -> str | None:
     if len(values) > 1:
         raise ApiError(400, f"parameter '{name}' given {len(values)} times; give it once")
     return _check(name, values[0])
+
+
+def _int_param(request, name: str, *, required: bool = False, digits: int = 9) -> int | None:
+    """A non-negative integer parameter, ASCII digits only ("²", "①", "٣" and "+1" are refused,
+    not handed to int()); every numeric parameter of every route goes through here."""
+    raw = _param(request, name, required=required)
+    if raw is None:
+        return None
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > digits:
+        raise ApiError(400, f"parameter '{name}' must be a small non-negative integer (ASCII digits, at most "
+                            f"{digits}), not {raw[:40]!r}")
+    return int(raw)
 
 
 def _check(name: str, value: str) -> str:
@@ -213,10 +231,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
     @_route
     def _serve_call(self, request):
         e = self._entry(request)
-        raw = _param(request, "id", required=True)
-        if not raw.isdigit() or len(raw) > 9:
-            raise ApiError(400, f"parameter 'id' must be a small non-negative integer, not {raw[:40]!r}")
-        call_id = int(raw)
+        call_id = _int_param(request, "id", required=True)
         view = self._report(e, _CallsView)
         if view is None:
             return self._loading(request, e)

@@ -53,5 +53,8 @@ def analyze(path: str, display_name: str, env: dict[str, str] | None = None
         # flip), so an incomplete file is an error; if it is still growing it is analysed again.
         return "error", (f"{display_name}: the trace is incomplete ({cut[-1]}); wait until it is written in "
                          "full, or copy it again"), {}, None
+    # The report names the file as the user knows it (relative to the logdir): the server's own
+    # absolute paths never reach a browser.
+    report["source"]["path"] = display_name
     return "ready", None, summary_of(report), msgspec.json.encode(report)
 

@@ -272,9 +272,11 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str,
 
 
 def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[dict[str, Any]]:
-    """Events of the first call of each layer, for the one-call timeline (times relative to it)."""
+    """Events of sampled calls, for the one-call timeline (times relative to the call's start): the
+    first call of each layer, then the first of each layer in every later step, then the rest in
+    trace order, up to MAX_SAMPLES, so every layer and every step can be picked."""
     out = []
-    wanted = {lay["first_call"] for lay in list(layers.values())[:MAX_SAMPLES]}
+    wanted = set(_sample_ids(calls, layers))
     chosen = [(c, [(c.lo, c.hi, "fwd")] + [(nd, L.subtree_end[nd], "bwd") for nd in c.bwd_nodes])
               for c in calls if c.id in wanted]
     needed = {j for _, ranges in chosen for lo, hi, _ in ranges for j in range(lo, hi)}
@@ -292,18 +294,38 @@ def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[d
                 e = L.ops[j]
                 st = m.stage_of[j] or "other"
                 events.append({"name": e.name, "kind": "op", "stage": st, "pass": ps, "start_us": round(e.ts - t0, 3),
-                               "dur_us": round(e.dur, 3), "depth": L.depth[j] - bd})
+                               "dur_us": round(e.dur, 3), "depth": L.depth[j] - bd, "thread": str(e.tid)})
                 for k in by_op_kernels.get(j, ()):
                     events.append({"name": k.ev.name, "kind": "kernel", "stage": kernel_stage(st, k.ev.name), "pass": ps,
-                                   "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0})
+                                   "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0,
+                                   "stream": _stream(k.ev)})
         for k in c.kernels:
             events.append({"name": k.ev.name, "kind": "kernel", "stage": "fused", "pass": "fwd",
-                           "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0})
+                           "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0,
+                           "stream": _stream(k.ev)})
         end = max((ev["start_us"] + ev["dur_us"] for ev in events), default=0.0)
         out.append({"id": c.id, "layer": c.layer, "step": c.step, "implementation": c.implementation,
                     "start_us": round(t0, 3), "dur_us": round(end, 3), "truncated": len(events) > MAX_SAMPLE_EVENTS,
                     "events": events[:MAX_SAMPLE_EVENTS]})
     return out
+
+
+def _sample_ids(calls: list[Call], layers: dict[str, dict]) -> list[int]:
+    ids = [lay["first_call"] for lay in layers.values()]
+    by_order = sorted(calls, key=lambda c: (c.step, c.start))
+    seen_layer_step = set()
+    for c in by_order:  # the first call of each layer in every step
+        if (c.layer, c.step) not in seen_layer_step:
+            seen_layer_step.add((c.layer, c.step))
+            ids.append(c.id)
+    ids += [c.id for c in by_order]  # then any call
+    return list(dict.fromkeys(ids))[:MAX_SAMPLES]
+
+
+def _stream(ev) -> str:
+    """The GPU stream a kernel ran on (kineto writes it as the event's tid and in args)."""
+    stream = ev.args.stream if ev.args is not None and ev.args.stream is not None else ev.tid
+    return str(stream)
 
 
 def analyze_path(path: str, progress_for: Callable[[discover.TraceFile], Progress] | None = None, loose: bool = True):
@@ -324,3 +346,6 @@ def analyze_path(path: str, progress_for: Callable[[discover.TraceFile], Progres
             yield tf, analyze_file(tf.path, progress_for(tf) if progress_for else None)
         except TraceError as exc:
             yield tf, exc
+        except MemoryError:  # what was allocated is freed as the frames unwind: the next file still runs
+            yield tf, TraceError(tf.path, "not enough memory to analyse this trace (set TB_ATTN_MAX_TRACE_BYTES "
+                                          "lower to refuse such files before reading them)")

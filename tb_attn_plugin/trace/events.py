@@ -142,11 +142,21 @@ def decode(path: str, text: bytes, warnings: list[str] | None = None,
     warnings = list(warnings or [])
     head = text.lstrip()[:1]
     if head not in (b"{", b"["):
-        raise TraceError(path, "not JSON: a trace starts with '{' or '['")
+        raise TraceError(path, _not_a_document(text))
     try:
         return _decode(path, text, head, warnings, keep_shapes)
     except RecursionError:
         raise TraceError(path, "corrupt JSON: values nested too deeply") from None
+
+
+def _not_a_document(text: bytes) -> str:
+    """Why text that does not start like a trace is refused: valid JSON of the wrong kind, or not JSON."""
+    try:
+        value = msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return "not JSON: a trace starts with '{' or '['"
+    kind = "null" if value is None else {bool: "a boolean", str: "a string"}.get(type(value), "a number")
+    return f"JSON but not a trace: the document is {kind}, not an object with a 'traceEvents' list"
 
 
 def _decode(path: str, text: bytes, head: bytes, warnings: list[str], keep_shapes) -> Events:
