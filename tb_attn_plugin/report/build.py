@@ -18,6 +18,7 @@ from ..attention.patterns import is_vendor_op, needs_shapes
 from ..attention.metrics import PASSES, Cell, call_memory, layer_type_of_path, measure
 from ..attention.stages import kernel_stage
 from ..collector import tags
+from ..roofline.section import build as build_roofline
 from ..trace import discover
 from ..trace.events import decode
 from ..trace.link import Linked, link
@@ -58,7 +59,7 @@ def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
         say("measuring", 0.85)
         m = measure(L, calls, call_of)
         mem = call_memory(L, ev.memory, calls)
-        report = _assemble(path, size, ev, L, calls, m, mem)
+        report = _assemble(path, size, ev, L, calls, m, mem, call_of)
         report["trace"]["truncated"] = gzip_cut or ev.truncated
         report["analysis_seconds"] = round(time.perf_counter() - t0, 4)
         say("done", 1.0)
@@ -129,9 +130,9 @@ def _shape_info(L: Linked, c: Call) -> None:
                 return
 
 
-def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str, Any]:
-    device = describe(ev.device_properties)
+def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None) -> dict[str, Any]:
     has_gpu = bool(L.kernels)
+    device = describe(ev.device_properties, has_gpu)
     basis = "gpu" if has_gpu else "cpu"
     _name_calls(calls)
     for c in calls:
@@ -253,6 +254,8 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str,
                   "backward_links": len(L.fwd_of)},
         "warnings": list(ev.warnings),
     }
+    if call_of is not None:
+        report["roofline"] = build_roofline(L, calls, call_of, m, device, metadata, has_gpu)
     report["verdicts"] = verdicts(report)
     return report
 

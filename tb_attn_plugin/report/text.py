@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..collector.tags import STAGES
+from ..roofline.text import decomposition_lines, roofline_lines
 
 
 def _us(v: float) -> str:
@@ -28,7 +29,7 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     src = r["source"]
     dev = r.get("device") or {}
     out = [f"{src['path']}"]
-    what = dev.get("name") or "CPU only"
+    what = dev.get("name") or ("unknown GPU" if basis == "gpu" else "CPU only")
     meta = r.get("metadata") or {}
     if meta.get("variant"):
         what += f" · variant {meta['variant']}"
@@ -71,6 +72,9 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     if len(verdicts) > 1:
         out.append("")
         out.extend(f"  - {v['message']}" for v in verdicts[1:])
+    if roofline_lines(r):
+        out.append("")
+        out.extend(roofline_lines(r))
     return "\n".join(out)
 
 
@@ -78,6 +82,8 @@ def render_compare(c: dict[str, Any], top: int = 12) -> str:
     """The comparison of compare.compare_reports as text: summary, stage and layer-type deltas."""
     names = c["runs"]
     out = [c["summary"], f"  ({c['time_basis_note']})", ""]
+    if decomposition_lines(c):
+        out.extend(decomposition_lines(c) + [""])
 
     def pct(row):
         return f"{row['delta_pct']:+.0f}%" if row.get("delta_pct") is not None else "new"
