@@ -22,7 +22,7 @@ PRECISION_OF_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", 
 
 def by_name(name: str, memory_bytes: int | None = None) -> DeviceRow | None:
     """The first row whose pattern the name matches; among rows that differ only in memory
-    (A100 40 GB / 80 GB) the name decides, or the memory size when the name does not say."""
+    (A100 40 GB / 80 GB) the name decides, or the memory size when the name states none."""
     if not name:
         return None
     hits = [row for rx, row in _COMPILED if rx.search(name)]
@@ -30,11 +30,17 @@ def by_name(name: str, memory_bytes: int | None = None) -> DeviceRow | None:
         return None
     first = hits[0]
     if memory_bytes and not re.search(r"\d+\s*GB", name):
-        family = first.name.split()[:2]
-        same = [r for r in DEVICES if r.name.split()[:2] == family and r.units == first.units and r.by_facts]
+        same = [r for r in DEVICES if _family(r) == _family(first) and r.units == first.units
+                and r.tflops == first.tflops and r.by_facts]  # variants that differ only in memory
         if same:
             return min(same, key=lambda r: abs(r.memory_gb - memory_bytes / GIB))
     return first
+
+
+def _family(row: DeviceRow) -> str:
+    """The model word its pattern starts with: A100 for every A100 row."""
+    m = re.match(r"\\b(\w+)", row.pattern)
+    return m.group(1) if m else row.pattern
 
 
 def by_facts(vendor: str, compute: str | None, units: int | None, memory_bytes: int | None) -> DeviceRow | None:
