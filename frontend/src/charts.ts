@@ -2,11 +2,11 @@
 // Tooltips are built as DOM nodes with textContent, so a trace's names never become markup.
 
 import * as echarts from "echarts/core";
-import { BarChart, CustomChart, LineChart } from "echarts/charts";
+import { BarChart, CustomChart, LineChart, ScatterChart } from "echarts/charts";
 import { DataZoomComponent, GridComponent, LegendComponent, TooltipComponent } from "echarts/components";
 import { CanvasRenderer } from "echarts/renderers";
 
-echarts.use([BarChart, LineChart, CustomChart, GridComponent, TooltipComponent, LegendComponent, DataZoomComponent,
+echarts.use([BarChart, LineChart, CustomChart, ScatterChart, GridComponent, TooltipComponent, LegendComponent, DataZoomComponent,
   CanvasRenderer]);
 
 export { echarts };

@@ -101,4 +101,11 @@ details.numbers > summary { cursor: pointer; color: #1565c0; }
 .attn-tip { max-width: 520px; white-space: normal; word-break: break-all; font-size: 12px; }
 .attn-tip-title { font-weight: 500; margin-bottom: 3px; }
 .attn-tip-key { color: #757575; }
+.chart-tall { height: 460px; }
+table.grid tr.sub td { color: #616161; font-size: 12px; }
+table.grid tr.total td { font-weight: 500; border-top: 2px solid #ccc; }
+.bar { display: inline-block; height: 10px; border-radius: 2px; min-width: 1px; }
+.bar-better { background: #59a14f; }
+.bar-worse { background: #e15759; }
+.roofline-compare { margin-top: 8px; }
 `;
