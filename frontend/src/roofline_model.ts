@@ -108,6 +108,8 @@ export interface ChartPoint {
 
 export interface RoofLine {
   run: string;
+  runs: string[];
+  device: string | null;
   label: string;
   kind: string;
   peak: number;
@@ -178,8 +180,15 @@ export function rooflineChart(items: { run: string; report: Report }[], stages =
       notes.push(`${run}: the ${roof.kind} roof lacks a peak or a bandwidth`);
       continue;
     }
-    const label = `${prefix}${roof.device || "device"} (${roof.kind}): ${peak} TFLOP/s ${precision}, ${bw} TB/s`;
-    roofs.push({ run, label, kind: roof.kind, peak, bandwidth: bw, ridge: peak / bw, precision, line: [] });
+    // Runs on the same device share one roof; its label names them all.
+    const same = roofs.find((r) => r.peak === peak && r.bandwidth === bw && r.kind === roof.kind && r.device === roof.device);
+    if (same) {
+      same.runs.push(run);
+      same.label = `${same.runs.join(", ")}: ${roofText(roof.device, roof.kind, peak, precision, bw)}`;
+      continue;
+    }
+    const label = `${prefix}${roofText(roof.device, roof.kind, peak, precision, bw)}`;
+    roofs.push({ run, runs: [run], label, kind: roof.kind, device: roof.device, peak, bandwidth: bw, ridge: peak / bw, precision, line: [] });
   }
   const xs = [...points.map((p) => p.x), ...roofs.map((r) => r.ridge)];
   const ys = [...points.map((p) => p.y), ...roofs.map((r) => r.peak)];
@@ -191,6 +200,12 @@ export function rooflineChart(items: { run: string; report: Report }[], stages =
     r.line = [start, [r.ridge, r.peak], [xRange[1], r.peak]];
   }
   return { points, roofs, xRange, yRange, notes };
+}
+
+const sig4 = (v: number): string => Number(v.toPrecision(4)).toString();
+
+function roofText(device: string | null, kind: string, peak: number, precision: string, bw: number): string {
+  return `${device || "device"} (${kind}): ${sig4(peak)} TFLOP/s ${precision}, ${bw >= 0.1 ? `${sig4(bw)} TB/s` : `${sig4(bw * 1000)} GB/s`}`;
 }
 
 function decadeDown(v: number): number {

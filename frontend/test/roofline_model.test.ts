@@ -37,7 +37,9 @@ describe("rooflineChart", () => {
     expect(stages.points).toHaveLength(positive.length);
     expect(stages.points.map((p) => p.stage)).toContain("softmax");
     const both = rooflineChart([{ run: "owl", report: owl }, { run: "bert", report: bert }]);
-    expect(both.roofs).toHaveLength(2);
+    expect(both.roofs).toHaveLength(1); // both ran on an H100: one roof, named for both runs
+    expect(both.roofs[0].runs).toEqual(["owl", "bert"]);
+    expect(both.roofs[0].label).toBe("owl, bert: NVIDIA H100 SXM (datasheet): 989.5 TFLOP/s bf16, 3.35 TB/s");
     expect(both.points.map((p) => p.label)).toEqual(["owl: Owlv2Attention (eager)", "bert: BertSdpaSelfAttention (flash)"]);
     expect(both.points[1].bound).toBe("launch");
   });

@@ -14,6 +14,7 @@ import { badge } from "./common";
 import type { Ctx } from "./context";
 
 const RUN_SYMBOLS = ["circle", "diamond", "triangle", "rect", "pin"];
+const GRID = { left: 80, right: 30, top: 60, bottom: 55 };
 const ROOF_COLORS = ["#37474f", "#8d6e63", "#5c6bc0", "#26a69a"];
 
 const sig = (v: number | null | undefined, d = 3): string =>
@@ -87,7 +88,10 @@ function boundChip(b: string | null): HTMLElement {
 }
 
 function drawChart(ctx: Ctx, into: HTMLElement, m: RooflineChart, name: string): void {
-  const el = h("div", { class: "chart chart-tall", "data-chart": name, "data-points": String(m.points.length), "data-roofs": String(m.roofs.length) });
+  // The axes' ranges and the grid ride along as attributes: the browser test hovers a point by them.
+  const el = h("div", { class: "chart chart-tall", "data-chart": name, "data-points": String(m.points.length),
+    "data-roofs": String(m.roofs.length), "data-x-range": m.xRange.join(","), "data-y-range": m.yRange.join(","),
+    "data-grid": Object.values(GRID).join(",") });
   into.appendChild(el);
   for (const n of m.notes) into.appendChild(h("p", { class: "hint" }, n));
   const runs = [...new Set(m.points.map((p) => p.run))];
@@ -113,7 +117,7 @@ function drawChart(ctx: Ctx, into: HTMLElement, m: RooflineChart, name: string):
   requestAnimationFrame(() => {
     if (!ctx.alive()) return;
     makeChart(el, {
-      grid: { left: 80, right: 30, top: 60, bottom: 55 },
+      grid: GRID,
       legend: { top: 0, type: "scroll" },
       tooltip: {
         trigger: "item",
@@ -150,7 +154,7 @@ export async function rooflineCompareSection(ctx: Ctx, out: HTMLElement, doc: Co
       h("tbody", null, ...d.rows.map((r) => h("tr", { "data-part": r.part },
         h("td", null, r.label),
         h("td", { class: `num ${r.us < 0 ? "better" : r.us > 0 ? "worse" : ""}`, "data-us": String(r.us) }, `${r.us > 0 ? "+" : r.us < 0 ? "−" : ""}${fmtUs(Math.abs(r.us))}`),
-        h("td", null, h("span", { class: `bar ${r.us < 0 ? "bar-better" : "bar-worse"}`, style: `width:${(100 * Math.abs(r.us) / max).toFixed(1)}%` })))),
+        h("td", { class: "bar-cell" }, h("span", { class: `bar ${r.us < 0 ? "bar-better" : "bar-worse"}`, style: `width:${(100 * Math.abs(r.us) / max).toFixed(1)}%` })))),
       h("tr", { class: "total", "data-part": "measured" }, h("td", null, `Measured difference (${d.runs[1]} − ${d.runs[0]}, ${d.basis.toUpperCase()} time with gaps)`),
         h("td", { class: "num", "data-us": String(d.measuredUs) }, `${d.measuredUs > 0 ? "+" : d.measuredUs < 0 ? "−" : ""}${fmtUs(Math.abs(d.measuredUs))}`),
         h("td", null, "")))));
