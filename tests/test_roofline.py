@@ -307,3 +307,14 @@ def test_measured_peaks_are_cached_per_machine(tmp_path, monkeypatch):
     monkeypatch.setattr(peaks, "measure", lambda device: pytest.fail("measured again despite the cache"))
     assert peaks.measured_peaks("cpu") == first
     assert peaks.needs_measurement("cpu")
+
+
+def test_the_same_model_on_two_gpus_decomposes_against_each_roof():
+    """BERT-small, SDPA: flash on an H100, AOTriton on an MI300X: each run is split against its own roof."""
+    h100 = analyze_file(str(shared_trace("tl_h100_bert_small_sdpa_flash")))
+    mi300 = analyze_file(str(shared_trace("tl_mi300x_bert_small_sdpa_aotriton")))
+    assert (h100["roofline"]["roof"]["bandwidth_tbs"], mi300["roofline"]["roof"]["bandwidth_tbs"]) == (3.35, 5.3)
+    d = compare_reports([("h100", h100), ("mi300x", mi300)])["decomposition"]
+    assert d["bandwidth_tbs"] == [3.35, 5.3] and d["bytes"][0] == d["bytes"][1]  # the same shapes, the same bytes
+    _check(d, h100, mi300)
+    assert d["measured_us"] > 0 and d["sentence"].startswith("mi300x spent")
