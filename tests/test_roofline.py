@@ -234,7 +234,7 @@ def demo_runs(tmp_path_factory):
     old = os.environ.get("TB_ATTN_CACHE_DIR")
     os.environ["TB_ATTN_CACHE_DIR"] = str(cache)
     try:
-        assert main(["--logdir", str(root / "logdir"), "--variants", "eager", "sdpa", "hf-eager", "hf-sdpa",
+        assert main(["--logdir", str(root / "logdir"), "--variants", "eager", "sdpa", "sdpa-math", "hf-eager", "hf-sdpa",
                      "--lengths", "128"]) == 0
     finally:
         if old is None:
@@ -278,6 +278,22 @@ def test_tiny_hf_llama_eager_vs_sdpa_decomposes(demo_runs):
     d = compare_reports([("hf-eager", a), ("hf-sdpa", b)])["decomposition"]
     _check(d, a, b)
     assert d["units"][0] > d["units"][1]  # eager runs more ops per call
+
+
+def test_sdpa_backend_against_backend_decomposes(demo_runs):
+    logdir, _ = demo_runs
+    a, b = _report(logdir / "sdpa-math-L128"), _report(logdir / "sdpa-L128")
+    assert {lay["implementation"] for lay in a["roofline"]["layers"]} == {"math"}
+    d = compare_reports([("math", a), ("flash_cpu", b)])["decomposition"]
+    _check(d, a, b)
+    assert d["score_bytes"][0] > 0 and d["score_bytes"][1] == 0  # math materialises the scores, the fused kernel not
+
+
+def test_hostile_device_properties_never_crash():
+    for props in ([{"name": 7, "numSms": "132", "computeMajor": True, "totalGlobalMem": -1}], [None], ["x"],
+                  [{"name": "x" * 100_000, "warpSize": 64, "numSms": 304, "computeMajor": 9, "computeMinor": 4}]):
+        d = devices.describe(props, has_gpu_kernels=True)
+        assert isinstance(d["name"], str) and len(d["name"]) < 400 and d["compute_capability"] in (None, "9.4")
 
 
 def test_plain_profiler_cpu_traces_without_a_roof_still_decompose(cpu_traces):

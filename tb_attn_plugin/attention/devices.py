@@ -95,15 +95,14 @@ def describe(props: list[dict[str, Any]], has_gpu_kernels: bool = False) -> dict
                 "sm_count": None, "count": 0, "peak_tflops": None, "identified_by": "none",
                 "model": None, "peaks": None}
     p = props[0] if isinstance(props[0], dict) else {}
-    raw_name = str(p.get("name") or "").strip()
+    raw_name = str(p.get("name") or "").strip()[:256]
     warp = p.get("warpSize")
     vendor = "AMD" if ("AMD" in raw_name or "Instinct" in raw_name or "Radeon" in raw_name or warp == 64) else "NVIDIA"
-    cc = None
-    if isinstance(p.get("computeMajor"), int):
-        cc = f"{p.get('computeMajor')}.{p.get('computeMinor', 0)}"
-    gfx = str(p.get("gcnArchName") or "").split(":")[0] or None
-    mem = p.get("totalGlobalMem") if isinstance(p.get("totalGlobalMem"), int) else None
-    units = p.get("numSms") if isinstance(p.get("numSms"), int) else None
+    major, minor = _int(p.get("computeMajor")), _int(p.get("computeMinor"))
+    cc = f"{major}.{minor or 0}" if major is not None else None
+    gfx = str(p.get("gcnArchName") or "").split(":")[0][:32] or None
+    mem = _int(p.get("totalGlobalMem"))
+    units = _int(p.get("numSms"))
     row = by_name(raw_name, mem)
     how = "name" if row is not None else "none"
     if row is None and not raw_name:
@@ -127,6 +126,11 @@ def describe(props: list[dict[str, Any]], has_gpu_kernels: bool = False) -> dict
         "model": row.name if row is not None else None,
         "peaks": _peaks(row) if row is not None else None,
     }
+
+
+def _int(v: Any) -> int | None:
+    """A non-negative int from untrusted JSON (not a bool, not a float, not a string)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
 def _facts_text(vendor, cc, gfx, units, mem) -> str:

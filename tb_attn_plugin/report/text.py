@@ -82,8 +82,6 @@ def render_compare(c: dict[str, Any], top: int = 12) -> str:
     """The comparison of compare.compare_reports as text: summary, stage and layer-type deltas."""
     names = c["runs"]
     out = [c["summary"], f"  ({c['time_basis_note']})", ""]
-    if decomposition_lines(c):
-        out.extend(decomposition_lines(c) + [""])
 
     def pct(row):
         return f"{row['delta_pct']:+.0f}%" if row.get("delta_pct") is not None else "new"
@@ -102,4 +100,6 @@ def render_compare(c: dict[str, Any], top: int = 12) -> str:
     if any(n for _, _, n in only):
         out.append("")
     out.extend(f"  {n} kernel names only in {name}, e.g. {kernels[0]['name'][:100]}" for name, kernels, n in only if n)
+    if decomposition_lines(c):
+        out.extend([""] + decomposition_lines(c))
     return "\n".join(out)

@@ -25,6 +25,10 @@ def _num(v: Any) -> float:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
 
 
+def _opt(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def _score_bytes(r: Mapping[str, Any]) -> int:
     rows = (r.get("roofline") or {}).get("layers") or []
     return max((int(_num(x.get("score_bytes"))) for x in rows if isinstance(x, Mapping)), default=0)
@@ -49,6 +53,7 @@ def decompose(names: Sequence[str], reports: Sequence[Mapping[str, Any]], basis:
         "parts_us": parts,
         "bytes": [_num(a.get("bytes")), _num(b.get("bytes"))],
         "bandwidth_tbs": [a.get("bandwidth_tbs"), b.get("bandwidth_tbs")],
+        "memory_floor_us": [_opt(a.get("memory_floor_us")), _opt(b.get("memory_floor_us"))],
         "units": [units_a, units_b],
         "unit": "kernels" if basis == "gpu" else "ops",
         "score_bytes": [_score_bytes(reports[0]), _score_bytes(reports[-1])],
@@ -92,9 +97,13 @@ def _why(part: str, d: dict[str, Any], v: float) -> str:
     if part == "memory":
         moved = d["bytes"][1] - d["bytes"][0]
         sa, sb = d["score_bytes"]
+        fa, fb = d.get("memory_floor_us") or [None, None]
+        floor = ""
+        if fa is not None and fb is not None:
+            floor = f", {_ms(fb - fa)} of it at the roof's bandwidth"
         if sa and not sb and moved < 0:
-            return f"from never writing the {_mib(sa)} score matrix ({_mib(moved)} less memory traffic)"
-        return f"from {_mib(moved)} {'less' if moved < 0 else 'more'} memory traffic"
+            return f"from never writing the {_mib(sa)} score matrix ({_mib(moved)} less memory traffic{floor})"
+        return f"from {_mib(moved)} {'less' if moved < 0 else 'more'} memory traffic{floor}"
     if part == "launch":
         n = d["units"][1] - d["units"][0]
         return f"from {abs(n)} {'fewer' if n < 0 else 'more'} {d['unit']}" if n else f"from {d['unit']} launch gaps"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..attention.devices import peak_for, precision_of
+from ..attention.devices import precision_of
 from ..attention.metrics import Measured
 from ..trace.link import Linked
 from . import model, roof
@@ -25,9 +25,9 @@ CONVENTION = {
              f"reaching less than {roof.LOW_FRACTION:.0%} of attainable; else memory below the ridge point "
              "(peak / bandwidth), compute above",
     "decomposition": "per run: wall = busy kernel time + gaps between a call's kernels (CPU: root op time); "
-                     "memory = time of modelled stages below the ridge point (memory-bound; memory_floor_us is "
-                     "their bytes at the data-sheet bandwidth); compute = the modelled stages above it; "
-                     "launch = gaps × the run's median gap (CPU: ops × median view-op self time); cpu = the remaining gaps (CPU: time outside ops); rest = stages not "
+                     "each modelled stage of each call counts in the part of its bound: memory (memory_floor_us is "
+                     "the modelled bytes at the roof's bandwidth), launch, else compute; launch also takes gaps × "
+                     "the run's median gap (CPU: the other ops × the median view-op self time); cpu = the remaining gaps (CPU: time outside ops); rest = stages not "
                      "modelled (on the CPU, compute = modelled − memory − launch); the parts sum to wall",
 }
 
@@ -38,8 +38,8 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
     t = measure_timing(L, calls, call_of, m)
     bw = the_roof.get("bandwidth_tbs") if the_roof else None
     groups: dict[tuple[str, str], dict[str, Any]] = {}
-    run = {b: {"busy": 0.0, "modelled": 0.0, "memory_bound": 0.0, "bytes": 0.0, "flops": 0.0, "units": 0}
-           for b in ("gpu", "cpu")}
+    run = {b: {"busy": 0.0, "modelled": 0.0, "memory_bound": 0.0, "launch_bound": 0.0, "launch_units": 0,
+               "bytes": 0.0, "flops": 0.0, "units": 0} for b in ("gpu", "cpu")}
     for c in calls:
         z = model.sizes(c.info.get("shape"), c.info.get("dtype"))
         key = (c.layer_type, c.implementation)
@@ -63,13 +63,19 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
                 if z is not None and stage in model.ELEMENTWISE and (cell.kernels if has_gpu else ops):
                     g["implausible"].add(stage)
                 continue
-            ridge = _ridge(the_roof, c.info.get("dtype"))
-            on_memory = ridge is not None and cost[1] > 0 and cost[0] / cost[1] < ridge
-            for b, tm in (("gpu", cell.gpu_us), ("cpu", cell.cpu_us)):
+            prec = precision_of(c.info.get("dtype"))
+            for b, tm, units in (("gpu", cell.gpu_us, cell.kernels), ("cpu", cell.cpu_us, ops)):
                 run[b]["modelled"] += tm
-                run[b]["memory_bound"] += tm if on_memory else 0.0
                 run[b]["flops"] += cost[0]
                 run[b]["bytes"] += cost[1]
+                # Each call's stage counts in the part of its own bound (the roof of the device
+                # whose time this basis is: none for the CPU time of a GPU run).
+                basis_roof = the_roof if (b == "gpu") == has_gpu else None
+                bound = roof.point(cost[0], cost[1], tm, units, basis_roof, prec)["bound"] if tm > 0 else None
+                if bound in ("memory", "launch"):
+                    run[b][f"{bound}_bound"] += tm
+                    if bound == "launch":
+                        run[b]["launch_units"] += units
             acc = g["stages"].setdefault((stage, ps), [0.0, 0.0, 0.0, 0])
             acc[0] += cost[0]
             acc[1] += cost[1]
@@ -87,13 +93,6 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
         "timing": {"gpu": _timing("gpu", run["gpu"], t, the_roof if has_gpu else None) if has_gpu else None,
                    "cpu": _timing("cpu", run["cpu"], t, None if has_gpu else the_roof)},
     }
-
-
-def _ridge(the_roof, dtype) -> float | None:
-    if not the_roof or not the_roof.get("bandwidth_tbs"):
-        return None
-    peak, _ = peak_for(the_roof["tflops"], precision_of(dtype))
-    return peak / the_roof["bandwidth_tbs"] if peak else None
 
 
 def _cost(z, stage: str, ps: str, cell, ops: int, has_gpu: bool, causal: bool, bw: float | None):
@@ -158,27 +157,31 @@ def _tbs(v: float) -> str:
 
 
 def _timing(basis: str, r: dict[str, Any], t, the_roof) -> dict[str, Any]:
-    """One run's attention time split into parts that compare.py subtracts run from run."""
+    """One run's attention time split into parts that compare.py subtracts run from run. Each
+    modelled stage of each call counts in the part of its bound (memory, launch; compute otherwise);
+    the gaps between a call's kernels are launch (gaps × the median gap) and CPU (the rest)."""
     busy = r["busy"]
     if basis == "gpu":
         idle = sum(t.idle_gpu_us)
         gaps = sum(t.gaps_gpu)
         per = t.launch_gap_us or 0.0
-        launch = min(idle, gaps * per)
-        cpu = idle - launch
+        gap_launch = min(idle, gaps * per)
+        launch = r["launch_bound"] + gap_launch
+        cpu = idle - gap_launch
         count, per_name = r["units"], "launch_gap_us"
     else:
         wall = max(sum(t.wall_cpu_us), busy)
         idle = wall - busy
         per = t.dispatch_us or 0.0
         count, gaps, per_name = r["units"], r["units"], "dispatch_us"
-        launch = min(busy, count * per)
+        # Ops outside launch-bound stages still pay their dispatch (the median view op's self time).
+        other_ops = max(0, count - r["launch_units"])
+        room = max(0.0, busy - r["launch_bound"] - r["memory_bound"])
+        launch = r["launch_bound"] + min(room, other_ops * per)
         cpu = idle
     wall = busy + idle
     bw = the_roof.get("bandwidth_tbs") if the_roof else None
-    # Memory-bound stages (intensity below the ridge point) spend their time moving bytes; the
-    # data-sheet floor for those bytes is kept apart as memory_floor_us.
-    memory = r["memory_bound"] if the_roof else 0.0
+    memory = r["memory_bound"]
     rest = busy - r["modelled"]
     compute = wall - memory - launch - cpu - rest
     parts = {"memory": memory, "compute": compute, "launch": launch, "cpu": cpu, "rest": rest}

@@ -14,14 +14,22 @@ def roofline_lines(r: dict[str, Any], top: int = 6) -> list[str]:
         return []
     roof = rf.get("roof")
     if roof:
-        tf = ", ".join(f"{k} {v:g}" for k, v in (roof.get("tflops") or {}).items() if v)
+        tf = ", ".join(f"{k} {v:.4g}" for k, v in (roof.get("tflops") or {}).items() if v)
         bw = roof.get("bandwidth_tbs")
-        head = (f"  roofline ({roof['kind']}: {roof.get('source') or roof.get('device')}): "
-                f"{bw:g} TB/s, TFLOP/s {tf or 'unknown'}" if bw else
-                f"  roofline ({roof['kind']}): no bandwidth known")
+        where = f"{roof['kind']}: {roof.get('source') or roof.get('device')}"
+        head = (f"  roofline ({where}): {_bw(bw)}, TFLOP/s {tf or 'unknown'}" if bw else
+                f"  roofline ({where}): no bandwidth known, TFLOP/s {tf or 'unknown'}")
     else:
         head = "  roofline: no peak or bandwidth known for this device (the collector measures them on the CPU)"
     return [head] + [f"  - {row['line']}" for row in rows[:top]]
+
+
+def _ms(us: float) -> str:
+    return f"{round(us / 1e3, 3) + 0.0:+11.3f}"  # + 0.0: no "-0.000"
+
+
+def _bw(tbs: float) -> str:
+    return f"{tbs:.4g} TB/s" if tbs >= 0.1 else f"{tbs * 1000:.4g} GB/s"
 
 
 def decomposition_lines(c: dict[str, Any]) -> list[str]:
@@ -32,6 +40,6 @@ def decomposition_lines(c: dict[str, Any]) -> list[str]:
     width = max(len(LABELS[p]) for p in PARTS)
     for p in PARTS:
         v = d["parts_us"][p]
-        out.append(f"    {LABELS[p].ljust(width)}  {v / 1e3:+11.3f} ms")
-    out.append(f"    {'measured difference'.ljust(width)}  {d['measured_us'] / 1e3:+11.3f} ms")
+        out.append(f"    {LABELS[p].ljust(width)}  {_ms(v)} ms")
+    out.append(f"    {'measured difference'.ljust(width)}  {_ms(d['measured_us'])} ms")
     return out
