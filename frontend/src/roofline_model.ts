@@ -232,7 +232,8 @@ export function decompositionModel(doc: CompareDoc | null | undefined): Decompos
   const measured = finite(d.measured_us) ? d.measured_us : 0;
   const rows = PART_ORDER.map((p) => {
     const us = finite(d.parts_us[p]) ? d.parts_us[p] : 0;
-    return { part: p, label: PART_LABEL[p], us, share: measured ? us / measured : null };
+    const label = p === "launch" && d.basis === "cpu" ? "Op dispatch" : PART_LABEL[p];
+    return { part: p, label, us, share: measured ? us / measured : null };
   });
   return { sentence: d.sentence || "", basis: d.basis, runs: d.runs, rows, measuredUs: measured,
     sumUs: rows.reduce((a, r) => a + r.us, 0) };

@@ -66,6 +66,12 @@ describe("decompositionModel", () => {
     expect(d.rows.find((r) => r.part === "memory")!.us).toBeLessThan(-400000);
   });
 
+  it("names the launch part by what launches on the CPU", () => {
+    const cpu = { ...cmp, decomposition: { ...(cmp as { decomposition: object }).decomposition, basis: "cpu" } } as CompareDoc;
+    expect(decompositionModel(cpu)!.rows.find((r) => r.part === "launch")!.label).toBe("Op dispatch");
+    expect(decompositionModel(cmp)!.rows.find((r) => r.part === "launch")!.label).toBe("Kernel launches");
+  });
+
   it("is null without a decomposition", () => {
     expect(decompositionModel({ runs: ["a", "b"] })).toBeNull();
     expect(decompositionModel(null)).toBeNull();
