@@ -228,7 +228,9 @@ def demo_runs(tmp_path_factory):
     import os
 
     from demo.__main__ import main
+    from tb_attn_plugin.collector import peaks
 
+    peaks._memo.clear()  # measured afresh into this test's cache, whatever ran before in this process
     root = tmp_path_factory.mktemp("demo_runs")
     cache = tmp_path_factory.mktemp("peak_cache")
     old = os.environ.get("TB_ATTN_CACHE_DIR")
