@@ -1,6 +1,7 @@
 """``tb-attn``: the command line.
 
     tb-attn report PATH [--json]     PATH: a trace file, a run directory or a logdir (or an fsspec URL)
+    tb-attn report LOGDIR --dask ADDRESS|local   the same, each trace analysed on a Dask cluster
     tb-attn compare A B [C ...]      runs side by side (each a trace file or a run directory)
 
 Exit status: 0 when every trace was analysed, 2 when any could not be (one line per file on stderr).
@@ -42,24 +43,36 @@ class ProgressBar:
         self.stream.flush()
 
 
-def _analyze(path: str, quiet: bool):
+def _analyze(path: str, quiet: bool, dask: str | None = None):
     """[(TraceFile, report or TraceError)] for a file, run directory or logdir; TraceError when the
     path itself is unusable."""
     from .report.build import analyze_path
+
+    if dask:
+        from .cluster.cli_support import analyze_path_on_dask
+
+        return list(analyze_path_on_dask(path, dask, quiet))
 
     return list(analyze_path(path, None if quiet else (lambda tf: ProgressBar(os.path.basename(tf.path)))))
 
 
 def _report(args) -> int:
+    from .cluster.dask_jobs import DaskUnavailable
     from .report.text import render
 
     status = 0
     reports = []
     try:
-        items = _analyze(args.path, args.quiet)
+        items = _analyze(args.path, args.quiet, args.dask)
     except TraceError as exc:
         print(f"tb-attn: error: {exc}", file=sys.stderr)
         return 2
+    except DaskUnavailable as exc:  # --dask without dask installed, or no scheduler at that address
+        print(f"tb-attn: error: {exc}", file=sys.stderr)
+        return 2
+    from .ranks.runs import rank_summaries
+
+    ranks = rank_summaries(items)  # runs whose traces are ranks of one job
     for tf, result in items:
         if isinstance(result, TraceError):
             print(f"tb-attn: error: {result}", file=sys.stderr)
@@ -70,10 +83,14 @@ def _report(args) -> int:
         reports.append(result)
     if args.json:
         doc = reports[0] if len(reports) == 1 and not os.path.isdir(args.path) else {"reports": reports}
+        if ranks:
+            doc["ranks"] = [{"run": run, **summary} for run, summary in ranks]
         json.dump(doc, sys.stdout, indent=None if args.compact else 1)
         sys.stdout.write("\n")
     else:
-        print("\n\n".join(render(r) for r in reports))
+        from .ranks.text import render_ranks
+
+        print("\n\n".join([render(r) for r in reports] + [render_ranks(run, s) for run, s in ranks]))
     return status
 
 
@@ -114,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--json", action="store_true", help="print the report as JSON (schema: report/schema.json)")
     rep.add_argument("--compact", action="store_true", help="with --json: no indentation")
     rep.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    rep.add_argument("--dask", metavar="ADDRESS", help="analyse the traces on the Dask scheduler at ADDRESS "
+                     "(tcp://host:8786), or 'local' for a LocalCluster on this machine's cores (pip install 'tb-attn[dask]')")
     cmp_ = sub.add_parser("compare", help="compare runs: stage and layer deltas, kernels only in one run")
     cmp_.add_argument("paths", nargs="+", metavar="PATH", help="two or more trace files or run directories")
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")

@@ -1,0 +1,39 @@
+"""``tb-attn report PATH --dask ADDRESS``: the CLI's analyze_path, run on a Dask cluster."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Iterator
+
+from ..errors import TraceError
+from ..trace import discover
+from . import dask_jobs
+
+
+def analyze_path_on_dask(path: str, address: str, quiet: bool = False, loose: bool = True
+                         ) -> Iterator[tuple[discover.TraceFile, dict[str, Any] | TraceError]]:
+    """Like report.build.analyze_path, with every file analysed on the cluster at ``address``."""
+    if os.path.isdir(path):
+        files = discover.find_traces(path, loose=loose)
+        if not files:
+            raise TraceError(path, "no trace files (*.pt.trace.json[.gz] or *.json[.gz]) under this directory")
+    else:
+        name = os.path.basename(path)
+        parsed = discover.parse_name(name) or (name, "")
+        files = [discover.TraceFile(path, ".", parsed[0], parsed[1])]
+
+    def progress(done: int, total: int) -> None:
+        if not quiet:
+            sys.stderr.write(f"\rtb-attn: {done}/{total} traces analysed on Dask")
+            if done == total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+    client = dask_jobs.connect(address)
+    try:
+        results = dict(dask_jobs.analyze_many(client, [tf.path for tf in files], progress))
+    finally:
+        dask_jobs.close(client)
+    for tf in files:
+        yield tf, results[tf.path]
