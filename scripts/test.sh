@@ -6,7 +6,7 @@ VENV=${VENV:-.venv}
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 # torch==2.13.0 takes the CPU wheel on disk; a bare "torch" would pull a CUDA build of several GB.
 "$VENV/bin/pip" install -q torch==2.13.0
-"$VENV/bin/pip" install -q -e '.[plugin,collector,remote,fast,test]'
+"$VENV/bin/pip" install -q -e '.[plugin,collector,remote,fast,dask,test]'
 # The install compiles the C event scanner (tb_attn_plugin/trace/_prefilter.c) with gcc and brings
 # ISA-L's gzip ([fast]); the engine works without either, but here their absence must fail the tests
 # of those paths (tests/test_prefilter.py, tests/test_bad_input.py), not skip them.

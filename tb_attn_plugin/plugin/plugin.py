@@ -26,7 +26,7 @@ from ..report.compare import compare_reports
 from . import cache as cache_mod
 from .index import ERROR, LOADING, RunIndex, UnknownName
 from .layout import Source
-from .pool import AnalysisPool
+from .pool import make_pool
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         reload_s = getattr(flags, "reload_interval", 5.0) if flags is not None else 5.0
         settle_s = float(os.environ.get("TB_ATTN_SETTLE_S", "2.0"))
         cache = cache_mod.ReportCache()
-        self._index = RunIndex(self._logdir, cache, AnalysisPool(), settle_s=settle_s,
+        self._index = RunIndex(self._logdir, cache, make_pool(), settle_s=settle_s,
                                interval_s=float(reload_s) if reload_s and reload_s > 0 else None)
         if self._logdir:
             # Trim what earlier sessions left (old engine versions, runs long gone) without
