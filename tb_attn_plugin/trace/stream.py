@@ -58,7 +58,7 @@ def decode_file(path: str, keep_shapes: Callable[[str], bool] | None = None,
         return None  # the whole-text path opens it again and says what is wrong
     try:
         return _decode(fh, keep_shapes, progress)
-    except (_NotPlain, msgspec.DecodeError, OSError, EOFError):
+    except (_NotPlain, msgspec.DecodeError, OSError, EOFError, RecursionError):
         return None
     finally:
         fh.close()
