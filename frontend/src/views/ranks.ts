@@ -13,6 +13,13 @@ export async function ranksView(ctx: Ctx, root: HTMLElement): Promise<void> {
   const run = ctx.target?.run;
   el.appendChild(h("h2", null, "Ranks ", h("span", { class: "sub" }, run || "")));
   if (!run) return;
+  const workers = ctx.runs.runs.find((r) => r.run === run)?.workers.length ?? 0;
+  if (workers < 2) {
+    // No need to ask (and log a 404): one worker cannot be several ranks.
+    el.appendChild(notice("info", `${run} is not a job of several ranks`,
+      "A job's run holds one trace per rank (kineto's distributedInfo, or workers named like rank3). Pick such a run above."));
+    return;
+  }
   const status = notice("loading", `Summarising the ranks of ${run}…`, "waiting for the ranks' analyses");
   el.appendChild(status);
   let doc: RanksDoc | null;
