@@ -81,19 +81,21 @@ def analyze_many(client, paths: Iterable[str], on_done: Callable[[int, int], Non
     # pure=False: a file's content may change between runs, so never reuse an earlier result by name.
     futures = client.map(analyze_one, paths, pure=False)
     done = 0
-    results: dict[int, tuple[str, Any]] = {}
+    results: dict[int, dict[str, Any] | TraceError] = {}
     position = {f.key: i for i, f in enumerate(futures)}
     try:
         for fut in as_completed(futures):
+            i = position[fut.key]
             try:
-                results[position[fut.key]] = fut.result()
+                status, value = fut.result()
             except Exception as exc:  # e.g. KilledWorker: the task killed every worker that ran it
-                results[position[fut.key]] = ("error", f"the Dask task failed: {type(exc).__name__}: {exc}")
+                status, value = "error", f"the Dask task failed: {type(exc).__name__}: {exc}"
+            fut.release()  # the cluster may forget it now; only the decoded report is kept, here
+            results[i] = msgspec.json.decode(value) if status == "ready" else TraceError(paths[i], value)
             done += 1
             if on_done:
                 on_done(done, len(paths))
     finally:
         client.cancel([f for f in futures if not f.done()])
     for i, path in enumerate(paths):
-        status, value = results[i]
-        yield path, (msgspec.json.decode(value) if status == "ready" else TraceError(path, value))
+        yield path, results[i]
