@@ -133,3 +133,20 @@ def test_without_dask_the_message_says_what_to_install(monkeypatch, logdir, caps
     err = capsys.readouterr().err.strip()
     assert err == "tb-attn: error: --dask needs Dask's distributed scheduler, which is not installed: " \
                   "pip install 'tb-attn[dask]'"
+
+
+def test_a_url_logdir_is_listed_for_the_workers(cpu_traces):
+    """tb-attn report s3://bucket/logdir --dask: the client lists the store, each worker reads its URL."""
+    fsspec = pytest.importorskip("fsspec")
+    from tb_attn_plugin.cluster.cli_support import _url_logdir
+
+    data = cpu_traces["sdpa"].read_bytes()
+    for name in ("job/host_rank0.2.pt.trace.json", "job/host_rank1.2.pt.trace.json", "job/notes.json",
+                 "job/.tmp/host_rank2.2.pt.trace.json"):
+        with fsspec.open(f"memory://urllogdir/{name}", "wb") as fh:
+            fh.write(data)
+    files = _url_logdir("memory://urllogdir")
+    assert [(f.run, f.worker, f.span) for f in files] == [("job", "host_rank0", "2"), ("job", "host_rank1", "2")]
+    assert all(f.path.startswith("memory://") for f in files)
+    with pytest.raises(TraceError, match="no trace files"):
+        _url_logdir("memory://empty-logdir-nothing-here")
