@@ -131,7 +131,8 @@ def test_what_is_not_plain_goes_to_the_whole_text_path(monkeypatch, cpu_traces, 
     elif case == "after_array":
         data = json.dumps(doc["traceEvents"]).encode() + b" [1]"
     elif case == "broken_mid_way":
-        data = text[: len(text) // 2] + b"}}}]]]" + text[len(text) // 2:]
+        cut = text.index(b'}, {"ph"', len(text) // 2) + 1  # between two events, never inside a string
+        data = text[:cut] + b"}}}]]]" + text[cut:]
     elif case == "mistyped_event":
         doc["traceEvents"][5]["ts"] = "soon"
         data = json.dumps(doc).encode()
