@@ -125,6 +125,9 @@ def test_plugin_analyses_on_the_cluster_named_by_the_environment(tb_app, cluster
     assert bad.startswith("bad/host_1.1.pt.trace.json: JSON but not a trace")
     one = json.loads(http.get("/data/plugin/tb_attn/report?run=single").data)
     assert _same(one) == _same(analyze_file(str(logdir / "single" / "host_1.1.pt.trace.json")))
+    ranks = json.loads(http.get("/data/plugin/tb_attn/ranks?run=job").data)
+    assert ranks["rank_count"] == 4 and ranks["world_size"] == 4 and ranks["errors"] == []
+    assert [o["rank"] for o in ranks["odd_ranks"] if o["what"] == "implementation"] == [3]  # the math rank
 
 
 def test_without_dask_the_message_says_what_to_install(monkeypatch, logdir, capsys):
@@ -150,3 +153,19 @@ def test_a_url_logdir_is_listed_for_the_workers(cpu_traces):
     assert all(f.path.startswith("memory://") for f in files)
     with pytest.raises(TraceError, match="no trace files"):
         _url_logdir("memory://empty-logdir-nothing-here")
+
+
+def test_ctrl_c_keeps_what_is_done(client, logdir):
+    paths = [p for p in _files(logdir) if "/bad/" not in p]
+
+    def interrupt(done, total):
+        if done == 1:
+            raise KeyboardInterrupt
+
+    got = list(dask_jobs.analyze_many(client, paths, interrupt))
+    assert [p for p, _ in got] == paths
+    finished = [r for _, r in got if isinstance(r, dict)]
+    assert len(finished) >= 1
+    left = [r for _, r in got if isinstance(r, TraceError)]
+    assert len(finished) + len(left) == len(paths)
+    assert all("interrupted (Ctrl-C)" in str(e) for e in left) and left

@@ -73,7 +73,8 @@ def analyze_one(path: str) -> tuple[str, Any]:
 def analyze_many(client, paths: Iterable[str], on_done: Callable[[int, int], None] | None = None
                  ) -> Iterator[tuple[str, dict[str, Any] | TraceError]]:
     """Yield (path, report or TraceError) for every path, in the order given, analysed on the cluster.
-    ``on_done(finished, total)`` is called as results arrive (in any order)."""
+    ``on_done(finished, total)`` is called as results arrive (in any order). On Ctrl-C the pending
+    tasks are cancelled and the finished reports are still yielded."""
     import msgspec
     from distributed import as_completed
 
@@ -95,7 +96,10 @@ def analyze_many(client, paths: Iterable[str], on_done: Callable[[int, int], Non
             done += 1
             if on_done:
                 on_done(done, len(paths))
+    except KeyboardInterrupt:
+        pass  # Ctrl-C keeps what is done (below); the pending tasks are cancelled
     finally:
         client.cancel([f for f in futures if not f.done()])
     for i, path in enumerate(paths):
-        yield path, results[i]
+        # Ctrl-C keeps what is done: the traces not analysed by then say so, one line each.
+        yield path, results.get(i) or TraceError(path, "not analysed: interrupted (Ctrl-C) before its turn")
