@@ -6,8 +6,8 @@ Three stages run at once, joined by queues of at most two items: a thread reads 
 inflates gzip; zlib and ISA-L release the GIL), a thread scans windows with the C scanner (no
 GIL), and the caller's thread decodes each window's kept events with msgspec. On a file this path
 does not understand plainly (not a kineto layout, a gzip stream cut short, a mistyped event, an
-event larger than MAX_EVENT) it returns None before anything is reported, and the caller
-decodes the whole text the careful way (events.decode), which judges and words every problem.
+event larger than MAX_EVENT) it drops what it kept and returns None, and the caller decodes the
+whole text the careful way (events.decode), which judges and words every problem.
 Results are the same as events.decode's: the same rules keep the same events in file order.
 """
 
