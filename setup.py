@@ -31,6 +31,8 @@ setup(
         "remote": ["fsspec>=2023.1"],
         # faster gzip inflation for .json.gz traces (ISA-L); without it the standard library inflates
         "fast": ["isal>=1.0"],
+        # tb-attn report --dask / TB_ATTN_DASK_SCHEDULER: per-trace analyses on a Dask cluster
+        "dask": ["dask[distributed]>=2023.1"],
         # collector callbacks and the demo's tiny Llama; tests skip these parts when absent
         "integrations": ["transformers>=4.48", "accelerate>=1.0", "lightning>=2.0"],
         "test": [

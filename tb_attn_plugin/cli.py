@@ -2,6 +2,7 @@
 
     tb-attn report PATH... [--json]  each PATH: a trace file, a run directory or a logdir (or an fsspec URL);
                                      a pattern such as 'runs/*/trace.json.gz' is expanded if the shell did not
+    tb-attn report LOGDIR --dask ADDRESS|local   the same, each trace analysed on a Dask cluster
     tb-attn compare A B [C ...]      runs side by side (each a trace file or a run directory)
     tb-attn --version
 
@@ -47,10 +48,15 @@ class ProgressBar:
         self.stream.flush()
 
 
-def _analyze(path: str, quiet: bool):
+def _analyze(path: str, quiet: bool, dask: str | None = None):
     """[(TraceFile, report or TraceError)] for a file, run directory or logdir; TraceError when the
     path itself is unusable."""
     from .report.build import analyze_path
+
+    if dask:
+        from .cluster.cli_support import analyze_path_on_dask
+
+        return list(analyze_path_on_dask(path, dask, quiet))
 
     return list(analyze_path(path, None if quiet else (lambda tf: ProgressBar(os.path.basename(tf.path)))))
 
@@ -83,16 +89,22 @@ def _fail_json(errors: list[TraceError], **extra) -> None:
 
 
 def _report(args) -> int:
+    from .cluster.dask_jobs import DaskUnavailable
     from .report.text import render
 
     paths, errors = _expand(args.paths)
     reports = []
+    items_all = []
     for path in paths:
         try:
-            items = _analyze(path, args.quiet)
+            items = _analyze(path, args.quiet, args.dask)
         except TraceError as exc:
             errors.append(exc)
             continue
+        except DaskUnavailable as exc:  # --dask without dask installed, or no scheduler at that address
+            print(f"tb-attn: error: {exc}", file=sys.stderr)
+            return 2
+        items_all.extend(items)
         for tf, result in items:
             if isinstance(result, TraceError):
                 errors.append(result)
@@ -100,17 +112,25 @@ def _report(args) -> int:
             for w in result.get("warnings", []):
                 print(f"tb-attn: warning: {tf.path}: {w}", file=sys.stderr)
             reports.append(result)
+    from .ranks.runs import rank_summaries
+
+    ranks = rank_summaries(items_all)  # runs whose traces are ranks of one job
     for exc in errors:
         print(f"tb-attn: error: {exc}", file=sys.stderr)
+    ranks_doc = {"ranks": [{"run": run, **summary} for run, summary in ranks]} if ranks else {}
     if args.json:
         if errors:
-            _fail_json(errors, **({"reports": reports} if reports else {}))
+            _fail_json(errors, **({"reports": reports, **ranks_doc} if reports else {}))
         else:
             one = len(reports) == 1 and len(paths) == 1 and not os.path.isdir(paths[0])
-            json.dump(reports[0] if one else {"reports": reports}, sys.stdout, indent=None if args.compact else 1)
+            doc = reports[0] if one else {"reports": reports}
+            doc.update(ranks_doc)
+            json.dump(doc, sys.stdout, indent=None if args.compact else 1)
             sys.stdout.write("\n")
     elif reports:
-        print("\n\n".join(render(r) for r in reports))
+        from .ranks.text import render_ranks
+
+        print("\n\n".join([render(r) for r in reports] + [render_ranks(run, s) for run, s in ranks]))
     return 2 if errors else 0
 
 
@@ -199,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--json", action="store_true", help="print the report as JSON (schema: report/schema.json)")
     rep.add_argument("--compact", action="store_true", help="with --json: no indentation")
     rep.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    rep.add_argument("--dask", metavar="ADDRESS", help="analyse the traces on the Dask scheduler at ADDRESS "
+                     "(tcp://host:8786), or 'local' for a LocalCluster on this machine's cores (pip install 'tb-attn[dask]')")
     cmp_ = sub.add_parser("compare", help="compare runs: stage and layer deltas, kernels only in one run")
     cmp_.add_argument("paths", nargs="+", metavar="PATH", help="two or more trace files or run directories")
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")

@@ -12,6 +12,7 @@ import type { Report, RunsDoc } from "./types";
 import { compareView } from "./views/compare";
 import type { Ctx, Target } from "./views/context";
 import { kernelsView } from "./views/kernels";
+import { ranksView } from "./views/ranks";
 import { scalingView } from "./views/scaling";
 import { stagesView } from "./views/stages";
 import { summaryView } from "./views/summary";
@@ -26,6 +27,7 @@ const VIEW_TABS: { view: View; text: string; draw: (ctx: Ctx, root: HTMLElement)
   { view: "compare", text: "Compare", draw: compareView },
   { view: "scaling", text: "Scaling", draw: scalingView },
   { view: "timeline", text: "One call", draw: timelineView },
+  { view: "ranks", text: "Ranks", draw: ranksView },
 ];
 
 /** The window whose URL holds the state: TensorBoard's page when we are in its iframe. */

@@ -101,4 +101,9 @@ details.numbers > summary { cursor: pointer; color: #1565c0; }
 .attn-tip { max-width: 520px; white-space: normal; word-break: break-all; font-size: 12px; }
 .attn-tip-title { font-weight: 500; margin-bottom: 3px; }
 .attn-tip-key { color: #757575; }
+.heatmap tr.clickable { cursor: pointer; }
+.heatmap tr.clickable:hover td, .heatmap tr.clickable:focus td { outline: 1px solid #f57c00; }
+.heatmap tr.slowest td:first-child { font-weight: 500; color: #c62828; }
+.headline.warn { color: #c62828; font-size: 14px; }
+.rank-compare .pickers { margin: 6px 0; }
 `;

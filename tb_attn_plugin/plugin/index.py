@@ -277,6 +277,18 @@ class RunIndex:
             raise UnknownName(f"worker {_quote(worker)} of run {_quote(run)} has no span {_quote(span)}"
                               + _known(spans, "spans"))
 
+    def latest_entries(self, run: str) -> list[Entry]:
+        """Each worker's latest span in ``run``, by worker name (the ranks of a job, for /ranks)."""
+        with self._lock:
+            in_run = [e for e in self._entries.values() if e.run == run]
+            if not in_run:
+                raise UnknownName(f"no run named {_quote(run)}" + _known(sorted({e.run for e in self._entries.values()})))
+            latest: dict[str, Entry] = {}
+            for e in in_run:
+                if e.worker not in latest or span_key(e.span) > span_key(latest[e.worker].span):
+                    latest[e.worker] = e
+            return [latest[w] for w in sorted(latest)]
+
     def want(self, e: Entry) -> None:
         """Someone is waiting for this file: let it jump the queue."""
         with self._lock:

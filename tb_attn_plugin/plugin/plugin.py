@@ -26,7 +26,8 @@ from ..report.compare import compare_reports
 from . import cache as cache_mod
 from .index import ERROR, LOADING, RunIndex, UnknownName
 from .layout import MAX_NAME, Source
-from .pool import AnalysisPool
+from .pool import make_pool
+from .ranks_route import RanksAnswers
 
 logger = logging.getLogger(__name__)
 
@@ -131,13 +132,14 @@ class AttentionPlugin(base_plugin.TBPlugin):
         reload_s = getattr(flags, "reload_interval", 5.0) if flags is not None else 5.0
         settle_s = float(os.environ.get("TB_ATTN_SETTLE_S", "2.0"))
         cache = cache_mod.ReportCache()
-        self._index = RunIndex(self._logdir, cache, AnalysisPool(), settle_s=settle_s,
+        self._index = RunIndex(self._logdir, cache, make_pool(), settle_s=settle_s,
                                interval_s=float(reload_s) if reload_s and reload_s > 0 else None)
         if self._logdir:
             # Trim what earlier sessions left (old engine versions, runs long gone) without
             # holding up TensorBoard's start.
             threading.Thread(target=cache.prune, name="tb-attn-cache-prune", daemon=True).start()
             self._index.start()
+        self._ranks = RanksAnswers(self._index)
 
     def close(self) -> None:
         """Stop scanning and the worker processes (TensorBoard has no hook; tests and bench call it)."""
@@ -152,6 +154,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             "/runs": self._serve_runs,
             "/report": self._serve_report,
             "/compare": self._serve_compare,
+            "/ranks": self._serve_ranks,
             "/kernels": self._serve_kernels,
             "/call": self._serve_call,
             "/index.js": self._serve_index_js,
@@ -245,16 +248,20 @@ class AttentionPlugin(base_plugin.TBPlugin):
         if not self._logdir:
             raise ApiError(404, "TensorBoard was started without --logdir (or --logdir_spec), so there are no runs")
         names = [_check("run", r) for r in request.args.getlist("run")]
+        # Optional: one worker per run (rank against rank: /compare?run=job&worker=rank0&run=job&worker=rank5)
+        workers = [_check("worker", w) for w in request.args.getlist("worker")] or [None] * len(names)
+        if len(workers) != len(names):
+            raise ApiError(400, f"give one worker per run or none ({len(names)} runs, {len(workers)} workers)")
         if len(names) < 2:
             raise ApiError(400, "compare needs at least two runs: /compare?run=A&run=B")
         if len(names) > MAX_COMPARE:
             raise ApiError(400, f"compare takes at most {MAX_COMPARE} runs, not {len(names)}")
-        if len(set(names)) != len(names):
+        if len(set(zip(names, workers))) != len(names):
             raise ApiError(400, "each run may be named only once in a comparison")
         entries = []
-        for name in names:
+        for name, worker in zip(names, workers):
             try:
-                entries.append(self._index.lookup(name))
+                entries.append(self._index.lookup(name, worker))
             except UnknownName as exc:
                 raise ApiError(404, str(exc)) from None
         failed = [e for e in entries if e.status == ERROR]
@@ -269,10 +276,20 @@ class AttentionPlugin(base_plugin.TBPlugin):
             if r is None:  # its cache entry vanished: it is being analysed again
                 loading = [e]
                 break
-            reports.append((e.run, r))
+            reports.append((e.run if workers[0] is None else f"{e.run}/{e.worker}", r))
         if loading:
             return _json(request, {"status": "loading", "waiting_for": [e.run for e in loading]}, 202)
         return _json(request, compare_reports(reports))
+
+    @_route
+    def _serve_ranks(self, request):
+        if not self._logdir:
+            raise ApiError(404, "TensorBoard was started without --logdir (or --logdir_spec), so there are no runs")
+        try:
+            code, body = self._ranks.answer(_param(request, "run", required=True))
+        except UnknownName as exc:
+            raise ApiError(404, str(exc)) from None
+        return _json(request, body, code)
 
     @_route
     def _serve_index_js(self, request):

@@ -18,7 +18,7 @@ from ..attention.patterns import is_vendor_op, needs_shapes
 from ..attention.metrics import PASSES, Cell, call_memory, layer_type_of_path, measure
 from ..attention.stages import kernel_stage
 from ..collector import tags
-from ..trace import discover
+from ..trace import discover, stream
 from ..trace.events import decode
 from ..trace.link import Linked, link
 from ..trace.read import file_size, read_trace_text
@@ -45,12 +45,18 @@ def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
     try:
         t0 = time.perf_counter()
         say("reading", 0.0)
-        text, warnings = read_trace_text(path)  # its only warnings are about a gzip stream cut short
-        gzip_cut = bool(warnings)
-        size = len(text)
-        say("decoding", 0.15)
-        ev = decode(path, text, warnings, keep_shapes=needs_shapes)
-        del text
+        # Streamed through the scanner when the file is plainly laid out (the whole text is never
+        # held); else, or without the scanner, the whole text is read and judged the careful way.
+        streamed = stream.decode_file(path, needs_shapes, lambda f: say("reading", 0.6 * f))
+        if streamed is not None:
+            (ev, size), gzip_cut = streamed, False
+        else:
+            text, warnings = read_trace_text(path)  # its only warnings are about a gzip stream cut short
+            gzip_cut = bool(warnings)
+            size = len(text)
+            say("decoding", 0.15)
+            ev = decode(path, text, warnings, keep_shapes=needs_shapes)
+            del text
         say("linking", 0.6)
         L = link(ev)
         say("finding attention", 0.75)
