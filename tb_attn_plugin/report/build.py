@@ -11,7 +11,8 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
-from ..attention import shapes
+from ..attention import patterns as kernel_table
+from ..attention import safety, shapes
 from ..attention.detect import Call, detect
 from ..attention.devices import describe
 from ..attention.patterns import is_vendor_op, needs_shapes
@@ -36,8 +37,9 @@ MAX_LAYER_KERNELS = 100
 MAX_LAYERS = 1000  # a trace without module scopes can name thousands of layers; keep the report compact
 
 
-def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
-    """Analyse one trace file (local path or fsspec URL). Raises TraceError on unusable input."""
+def analyze_file(path: str, progress: Progress | None = None, keep: dict | None = None) -> dict[str, Any]:
+    """Analyse one trace file (local path or fsspec URL). Raises TraceError on unusable input.
+    ``keep``, when given, receives the linked trace and the calls (``tb-attn annotate`` reads them)."""
     say = progress or (lambda phase, frac: None)
     path = str(path)
     gc_was = gc.isenabled()
@@ -59,6 +61,9 @@ def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
         m = measure(L, calls, call_of)
         mem = call_memory(L, ev.memory, calls)
         report = _assemble(path, size, ev, L, calls, m, mem)
+        _safety_net(report, L, call_of, m)
+        if keep is not None:
+            keep.update(L=L, calls=calls, call_of=call_of, measured=m, memory=mem, events=ev)
         report["trace"]["truncated"] = gzip_cut or ev.truncated
         report["analysis_seconds"] = round(time.perf_counter() - t0, 4)
         say("done", 1.0)
@@ -283,13 +288,27 @@ def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[d
                     events.append({"name": k.ev.name, "kind": "kernel", "stage": kernel_stage(st, k.ev.name), "pass": ps,
                                    "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0})
         for k in c.kernels:
-            events.append({"name": k.ev.name, "kind": "kernel", "stage": "fused", "pass": "fwd",
+            fam = kernel_table.helper_family(k.ev.name)
+            events.append({"name": k.ev.name, "kind": "kernel", "stage": fam.stage if fam else "fused",
+                           "pass": (fam.pass_ or "fwd") if fam else "fwd",
                            "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0})
         end = max((ev["start_us"] + ev["dur_us"] for ev in events), default=0.0)
         out.append({"id": c.id, "layer": c.layer, "step": c.step, "implementation": c.implementation,
                     "start_us": round(t0, 3), "dur_us": round(end, 3), "truncated": len(events) > MAX_SAMPLE_EVENTS,
                     "events": events[:MAX_SAMPLE_EVENTS]})
     return out
+
+
+def _safety_net(report: dict[str, Any], L: Linked, call_of: list[int], m) -> None:
+    """Attention-looking kernels that nothing explains (attention/safety.py), and the table used."""
+    rows = safety.unknown_kernels(L, call_of, m.kernel_call, m.total_gpu_us)
+    report["unknown_kernels"] = rows
+    line = safety.warning_line(rows)
+    if line:
+        report["warnings"].append(line)
+    user = kernel_table.user_families()
+    report["kernel_table"] = {"families": len(kernel_table.effective_families()), "user_families": len(user),
+                              "user_sources": sorted({f.source.rsplit("(", 1)[-1].rstrip(")") for f in user})}
 
 
 def analyze_path(path: str, progress_for: Callable[[discover.TraceFile], Progress] | None = None, loose: bool = True):
