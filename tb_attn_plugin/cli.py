@@ -2,6 +2,10 @@
 
     tb-attn report PATH [--json]     PATH: a trace file, a run directory or a logdir (or an fsspec URL)
     tb-attn compare A B [C ...]      runs side by side (each a trace file or a run directory)
+    tb-attn annotate TRACE -o OUT    the trace with the analysis on its own track (Perfetto, chrome://tracing)
+    tb-attn patterns                 the kernel-name table in effect
+
+Every command takes ``--patterns FILE`` (repeatable): kernel families added from TOML (docs/kernels.md).
 
 Exit status: 0 when every trace was analysed, 2 when any could not be (one line per file on stderr).
 """
@@ -107,21 +111,30 @@ def _compare(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import cli_kernels
+
     parser = argparse.ArgumentParser(prog="tb-attn", description="Attention in PyTorch profiler traces.")
     sub = parser.add_subparsers(dest="command", required=True)
-    rep = sub.add_parser("report", help="analyse a trace file, a run directory or a logdir")
+    common = cli_kernels.patterns_parent()
+    rep = sub.add_parser("report", help="analyse a trace file, a run directory or a logdir", parents=[common])
     rep.add_argument("path", help="trace file (.json or .json.gz), run directory, logdir, or fsspec URL")
     rep.add_argument("--json", action="store_true", help="print the report as JSON (schema: report/schema.json)")
     rep.add_argument("--compact", action="store_true", help="with --json: no indentation")
     rep.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    cmp_ = sub.add_parser("compare", help="compare runs: stage and layer deltas, kernels only in one run")
+    cmp_ = sub.add_parser("compare", help="compare runs: stage and layer deltas, kernels only in one run",
+                          parents=[common])
     cmp_.add_argument("paths", nargs="+", metavar="PATH", help="two or more trace files or run directories")
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
     cmp_.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    cli_kernels.add_commands(sub, common)
     args = parser.parse_args(argv)
     if args.command == "compare" and len(args.paths) < 2:
         parser.error("compare needs at least two paths")
     try:
+        if not cli_kernels.install_patterns(args):
+            return 2
+        if args.command in cli_kernels.COMMANDS:
+            return cli_kernels.run(args)
         if args.command == "report":
             return _report(args)
         if args.command == "compare":
