@@ -81,6 +81,10 @@ def test_safety_net_reports_an_unknown_attention_kernel(tmp_path):
     assert row["name"] == UNKNOWN and row["count"] == 4 and row["gpu_us"] == pytest.approx(200.0)
     assert row["share"] == pytest.approx(200.0 / 205.0, rel=1e-4)
     assert any("look" in w and "zz_custom_attn_fwd_kernel" in w for w in r["warnings"])
+    jsonschema = pytest.importorskip("jsonschema")
+    from importlib import resources
+
+    jsonschema.validate(r, json.loads(resources.files("tb_attn_plugin.report").joinpath("schema.json").read_text()))
     # The suggested row is valid TOML that the loader accepts and that matches the kernel.
     from tb_attn_plugin.attention.user_table import parse
 
