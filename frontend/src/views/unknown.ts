@@ -9,14 +9,16 @@ import { annotatedUrl, unknownKernels } from "../unknown";
 export function unknownPanel(report: Report): HTMLElement | null {
   const rows = unknownKernels(report);
   if (!rows.length) return null;
+  const one = rows.length === 1;
   return h("div", { class: "notice notice-unknown", "data-testid": "unknown-kernels", role: "status" },
-    h("div", { class: "notice-title" },
-      `${rows.length} kernel name${rows.length === 1 ? "" : "s"} look like attention but tb-attn could not place `
-      + (rows.length === 1 ? "it" : "them")),
+    h("div", { class: "notice-title" }, one
+      ? "1 kernel name looks like attention but tb-attn could not place it"
+      : `${rows.length} kernel names look like attention but tb-attn could not place them`),
     h("div", { class: "notice-detail" },
-      "They match no kernel family and are in no attention call, so they are not counted as attention. "
-      + "If one is attention, add a [[family]] row to a TOML file and give it to tb-attn with --patterns FILE "
-      + "(TensorBoard: TB_ATTN_PATTERNS=FILE)."),
+      (one ? "It matches no kernel family and is in no attention call, so it is not counted as attention. "
+        : "They match no kernel family and are in no attention call, so they are not counted as attention. ")
+      + "If it is attention, add a [[family]] row like the one below to a TOML file and give it to tb-attn with "
+      + "--patterns FILE (TensorBoard: TB_ATTN_PATTERNS=FILE); docs/kernels.md has the details."),
     h("table", { class: "grid" },
       h("thead", null, h("tr", null, h("th", null, "Kernel"), h("th", { class: "num" }, "Count"),
         h("th", { class: "num" }, "GPU time"), h("th", { class: "num" }, "Share"))),
