@@ -65,6 +65,22 @@ class TraceBuilder:
                 t += 5
             self.t += 120
 
+    def compiled_region(self, invocations: list[list[tuple[str, float]]]) -> None:
+        """torch.compile on a GPU: inside one ``Torch-Compiled Region``, every Triton kernel has a
+        cpu_op of its own name that launches it with cuLaunchKernel."""
+        kernels = [k for inv in invocations for k in inv]
+        start = self.t
+        self.op("Torch-Compiled Region: 0/0", start, 10.0 * len(kernels) + 10)
+        t = start + 1
+        for name, dur in kernels:
+            self.op(name, t, 8.0)
+            self.corr += 1
+            self.events.append({"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "pid": HOST_PID,
+                                "tid": HOST_TID, "ts": t + 1, "dur": 2.0, "args": {"correlation": self.corr}})
+            self.kernel(name, self.corr, dur)
+            t += 10
+        self.t = t + 20
+
     def step(self) -> None:
         self.events.insert(0, {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": HOST_PID,
                                "tid": HOST_TID, "ts": 999_000.0, "dur": max(self.t, self.gpu_t) - 999_000.0 + 10})

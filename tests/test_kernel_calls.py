@@ -56,6 +56,17 @@ def test_quantize_kernels_join_their_attention_kernel(tmp_path):
     assert {i["implementation"] for i in r["implementations"]} == {"sage"}
 
 
+def test_compiled_region_kernels_with_ops_of_their_own_are_one_call(tmp_path):
+    b = TraceBuilder()
+    # Triton kernels under torch.compile: each has a cpu_op of its name, none is an attention op.
+    b.compiled_region([[(QUANT, 2.0), (QUANT, 2.0), ("_attn_fwd", 25.0), ("triton_poi_fused_add_0", 3.0)]
+                       for _ in range(3)])
+    r = analyze_file(str(b.write(tmp_path / "compiled.json")))
+    assert r["calls"] == 3
+    assert stage_us(r, "fused") == pytest.approx(75.0) and stage_us(r, "quantize") == pytest.approx(12.0)
+    assert {i["implementation"] for i in r["implementations"]} == {"triton_attention"}
+
+
 def test_helper_kernels_never_make_a_call_alone(tmp_path):
     b = TraceBuilder()
     b.graph_replay([[(KV_WRITE, 3.0)] + MLP for _ in range(3)])  # cache writes with no attention kernel near

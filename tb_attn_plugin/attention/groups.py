@@ -36,14 +36,11 @@ def attach_helpers(d: "Detector") -> int:
             return d.call_of[k.op]
         return kernel_call.get(id(k), -1)
 
+    if not any(P.helper_family(k.ev.name) is not None for k in L.kernels):
+        return 0  # most traces: nothing to group, no sorting
     streams: defaultdict[tuple, list[Kernel]] = defaultdict(list)
-    has_helper = False
     for k in L.kernels:
         streams[(str(k.ev.pid), str(k.ev.tid))].append(k)
-        if not has_helper and P.helper_family(k.ev.name) is not None:
-            has_helper = True
-    if not has_helper:
-        return 0
     attached = 0
     for ks in streams.values():
         ks.sort(key=lambda k: k.ev.ts)
