@@ -46,6 +46,9 @@ def test_family_matches_its_example(fam):
     ("void ck_tile::kentry<256, 1, ck_tile::FmhaFwdSplitKVCombineKernel<ck_tile::BlockFmhaFwdSplitKVCombinePipeline<...> > >(...)", "flash_split_kv_combine"),
     ("void ck_tile::kentry<256, 1, ck_tile::FmhaFwdKernel<ck_tile::BlockFmhaPipelineQRKSVSAsync<...> > >(...)", "ck_fmha"),
     ("quant_per_thread_int8_kernel", "sage_quantize_triton"),
+    ("_ZN5aiter32fmha_fwd_hd192_hd128_bf16_causalE", "aiter_asm_attention"),
+    ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bEEv", None),  # an aiter kernel that is not attention
+    ("void aiter::kn_get_mla_metadata_v1<true>(...)", "exclude_mla_metadata"),
     ("void qk_int_sv_f8_attn_kernel<128u, 64u, 32u, 64u, 128u>(signed char*)", "sage_attention"),
     ("void vllm::concat_and_cache_mla_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>(...)", "kv_cache_vllm"),
     ("void transformer_engine::fused_attn::thd_lse_kernel<false, LseCorrectionFunctor>(double*, float*, int*, int, int, int, int)", "context_parallel_correction"),
