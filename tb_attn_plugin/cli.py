@@ -34,6 +34,9 @@ class ProgressBar:
             return
         if not self.shown and not self.stream.isatty() and frac < 1.0:
             # not a terminal: one line per phase instead of redrawing
+            if phase == getattr(self, "_last_phase", None):
+                return
+            self._last_phase = phase
             self.stream.write(f"{self.label}: {phase}…\n")
             self.stream.flush()
             return

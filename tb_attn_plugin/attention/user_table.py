@@ -142,11 +142,21 @@ def env_paths(value: str | None = None) -> list[str]:
     return [p for p in value.split(os.pathsep) if p.strip()]
 
 
+_installed_files: tuple[str, ...] = ()
+
+
 def install(paths: list[str]) -> list[P.KernelFamily]:
     """Load the files and make their rows part of the table searched by kernel_family()."""
+    global _installed_files
     rows = load_files(paths)
     P.set_user_families(rows)
+    _installed_files = tuple(paths) if rows else ()
     return rows
+
+
+def installed_files() -> tuple[str, ...]:
+    """The pattern files whose rows are in the table now (() once set_user_families(()) ran)."""
+    return _installed_files if P.user_families() else ()
 
 
 def install_from_env() -> list[P.KernelFamily]:

@@ -253,7 +253,9 @@ def annotate(src: str, dst: str, progress=None) -> dict[str, Any]:
     from ..errors import TraceError
 
     keep: dict[str, Any] = {}
-    report = analyze_file(src, progress, keep=keep)
+    say = progress or (lambda phase, frac: None)
+    # The analysis is the first 60% of the bar, the copy the rest (its "done" comes at the very end).
+    report = analyze_file(src, lambda phase, frac: say(phase, 0.6 * frac) if phase != "done" else None, keep=keep)
     if report["trace"].get("truncated"):
         raise TraceError(src, "the trace is incomplete (it ends early); annotate needs the whole file")
     L, calls = keep["L"], keep["calls"]
@@ -271,5 +273,6 @@ def annotate(src: str, dst: str, progress=None) -> dict[str, Any]:
                 counts["counters"] += 1
             yield json.dumps(ev, separators=(",", ":"), default=str).encode()
 
-    added = write_spliced(src, dst, encoded())
+    added = write_spliced(src, dst, encoded(), lambda frac: say("writing", 0.6 + 0.399 * frac))
+    say("done", 1.0)
     return {"path": dst, "pid": pid, "calls": report["calls"], "events_added": added, **counts}

@@ -306,9 +306,11 @@ def _safety_net(report: dict[str, Any], L: Linked, call_of: list[int], m) -> Non
     line = safety.warning_line(rows)
     if line:
         report["warnings"].append(line)
-    user = kernel_table.user_families()
-    report["kernel_table"] = {"families": len(kernel_table.effective_families()), "user_families": len(user),
-                              "user_sources": sorted({f.source.rsplit("(", 1)[-1].rstrip(")") for f in user})}
+    from ..attention.user_table import installed_files
+
+    report["kernel_table"] = {"families": len(kernel_table.effective_families()),
+                              "user_families": len(kernel_table.user_families()),
+                              "user_sources": [os.path.basename(f) for f in installed_files()]}
 
 
 def analyze_path(path: str, progress_for: Callable[[discover.TraceFile], Progress] | None = None, loose: bool = True):

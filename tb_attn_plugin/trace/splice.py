@@ -89,7 +89,7 @@ class _Finder:
             self.buf += part[: len(_KEY) + 1]
 
 
-def _chunks(path: str) -> Iterator[bytes]:
+def _chunks(path: str, progress=None) -> Iterator[bytes]:
     try:
         fh = _open_url(path) if is_url(path) else open(path, "rb")
     except FileNotFoundError:
@@ -99,8 +99,14 @@ def _chunks(path: str) -> Iterator[bytes]:
     with fh:
         head = fh.read(2)
         fh.seek(0)
+        try:
+            total = os.fstat(fh.fileno()).st_size
+        except (OSError, AttributeError, ValueError):  # fsspec files
+            total = getattr(fh, "size", 0) or 0
         src = gzip.GzipFile(fileobj=fh) if head == b"\x1f\x8b" else fh
         while True:
+            if progress is not None and total:
+                progress(min(fh.tell() / total, 1.0))
             try:
                 chunk = src.read(CHUNK)
             except (OSError, EOFError) as exc:
@@ -110,9 +116,10 @@ def _chunks(path: str) -> Iterator[bytes]:
             yield chunk
 
 
-def write_spliced(src: str, dst: str, events: Iterable[bytes]) -> int:
+def write_spliced(src: str, dst: str, events: Iterable[bytes], progress=None) -> int:
     """Copy ``src`` to ``dst`` (gzip when ``dst`` ends in .gz) with ``events`` (encoded JSON objects)
-    first in its traceEvents; returns how many events were added. Raises TraceError."""
+    first in its traceEvents; returns how many events were added. ``progress(fraction)`` is called
+    as the input is read. Raises TraceError."""
     if not is_url(src) and os.path.exists(dst) and os.path.samefile(src, dst):
         raise TraceError(dst, "the output would overwrite the input trace; choose another -o")
     out_dir = os.path.dirname(os.path.abspath(dst))
@@ -126,7 +133,7 @@ def write_spliced(src: str, dst: str, events: Iterable[bytes]) -> int:
     try:
         finder = _Finder()
         offset = 0
-        it = _chunks(src)
+        it = _chunks(src, progress)
         rest = b""
         for chunk in it:
             finder.feed(chunk, offset)
