@@ -3,7 +3,12 @@
 Every row carries a real example and where it was seen ((trace) = ../shared/traces, (blog), (issue),
 (source), (cpu) = made here with torch 2.13). tests/test_patterns.py checks each row against its own
 example, so a row without a matching example cannot land. Kernel names change across library
-versions: add a row, never a special case in code.
+versions: add a row, never a special case in code (how: docs/kernels.md).
+
+A row's stage is None (excluded: not attention whatever the name says), "fused" (an attention
+kernel: a call of its own where no op explains it), one of HELPER_STAGES (the other kernels of a
+multi-kernel call, never a call alone) or one of CONTEXT_STAGES (the launching op decides). Users
+add rows from TOML (user_table.py); theirs are searched first.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from .user_table import toml_row
 # Substrings that say attention wherever they stand, and words that do only as a whole token
 # ("sage" in "message" or "mla" in "mlaunch" do not).
 HINT_SUBSTRINGS = ("attn", "attention", "fmha", "sdpa", "flash")
-HINT_TOKENS = frozenset({"mha", "mqa", "gqa", "mla", "sage", "paged", "pagedattention", "rope_attn", "flashinfer"})
+HINT_TOKENS = frozenset({"mha", "mqa", "gqa", "mla", "sage", "paged"})
 _TOKEN = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 MAX_ROWS = 50
 
