@@ -225,3 +225,24 @@ def test_loads_in_hta(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     res = json.loads(p.stdout.strip().splitlines()[-1])
     assert res["mine"].get(CAT_CALL) == 4 and res["mine"].get(CAT_STAGE) == 4
+
+
+def test_owlv2_annotated_loads_in_torch_tb_profiler_and_hta(tmp_path):
+    """The acceptance check: the annotated OWLv2 trace in both tools, with the 180 calls' slices."""
+    src = shared_trace("tl_h100_owlv2_eager_bmm_softmax")
+    d = tmp_path / "run"
+    d.mkdir()
+    out = d / "worker0.1.pt.trace.json.gz"
+    got = annotate(str(src), str(out))
+    (tmp_path / "tbp-cache").mkdir()
+    data = _tbp_parse(out, tmp_path)
+    assert sum(1 for e in data.events if type(e).__name__ == "KernelEvent") == 4330  # its views: unchanged
+    served = load(data.trace_file_path)
+    assert sum(1 for e in track(served)[1] if e.get("cat") == CAT_CALL) == got["call_slices"] >= 180
+    if os.environ.get("TB_ATTN_SKIP_HTA"):
+        return
+    py = _hta_python()
+    p = subprocess.run([py, "-c", HTA_LOAD, str(d), str(got["pid"])], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    assert res["mine"].get(CAT_CALL) == got["call_slices"] and res["mine"].get(CAT_STAGE) == got["stage_slices"]
