@@ -43,6 +43,7 @@ def test_family_matches_its_example(fam):
     ("void flashinfer::MergeStatesKernel<8u, 16u, 8u, 1u, __nv_bfloat16, __nv_bfloat16>(__nv_bfloat16*, float*, __nv_bfloat16*, float*, unsigned int, unsigned int)", "merge_attn_states"),
     ("_attn_bwd_preprocess", "flash_bwd_preprocess"),
     ("bwd_preprocess", "flash_bwd_preprocess"),
+    ("bwd_postprocess", "flash_bwd_postprocess"),
     ("void ck_tile::kentry<256, 1, ck_tile::FmhaFwdSplitKVCombineKernel<ck_tile::BlockFmhaFwdSplitKVCombinePipeline<...> > >(...)", "flash_split_kv_combine"),
     ("void ck_tile::kentry<256, 1, ck_tile::FmhaFwdKernel<ck_tile::BlockFmhaPipelineQRKSVSAsync<...> > >(...)", "ck_fmha"),
     ("quant_per_thread_int8_kernel", "sage_quantize_triton"),
