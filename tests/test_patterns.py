@@ -88,6 +88,8 @@ def test_every_family_has_a_known_stage_and_pass():
     ("sageattention::qk_int8_sv_f16_accum_f16_attn", ("sageattention::qk_int8_sv_f16_accum_f16_attn",) * 2),
     ("_vllm_fa3_C::fwd", ("_vllm_fa3_C::fwd", "_vllm_fa3_C::fwd")),
     ("_C::paged_attention_v2", ("_C::paged_attention_v2", "_C::paged_attention_v2")),
+    # ring attention (ring-flash-attn) calls FlashAttention's custom ops once per ring step
+    ("flash_attn::_flash_attn_varlen_forward", ("flash_attn::_flash_attn_varlen_forward",) * 2),
 ])
 def test_attention_ops(op, expected):
     assert P.attention_op(op) == expected
