@@ -246,3 +246,36 @@ def test_owlv2_annotated_loads_in_torch_tb_profiler_and_hta(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     res = json.loads(p.stdout.strip().splitlines()[-1])
     assert res["mine"].get(CAT_CALL) == got["call_slices"] and res["mine"].get(CAT_STAGE) == got["stage_slices"]
+
+
+def test_splice_across_chunk_boundaries(tmp_path, monkeypatch):
+    """Strings with escapes, keys named traceEvents at other depths, in chunks as small as 1 byte."""
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import strategies as st
+
+    from tb_attn_plugin.trace import splice
+
+    text = st.text(alphabet='ab"\\[]{}:, traceEvents\n\u00e9', max_size=20)
+    value = st.recursive(st.none() | st.integers() | text,
+                         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+                         max_leaves=8)
+
+    @hypothesis.settings(max_examples=150, deadline=None)
+    @hypothesis.given(before=st.dictionaries(text, value, max_size=3), after=st.dictionaries(text, value, max_size=3),
+                      events=st.lists(st.dictionaries(st.sampled_from(["ph", "name"]), text, max_size=2), max_size=3),
+                      chunk=st.integers(1, 9), indent=st.sampled_from([None, 1]))
+    def check(before, after, events, chunk, indent):
+        monkeypatch.setattr(splice, "CHUNK", chunk)
+        before = {k: v for k, v in before.items() if k != "traceEvents"}
+        after = {k: v for k, v in after.items() if k != "traceEvents" and k not in before}
+        doc = {**before, "traceEvents": events, **after}
+        src = tmp_path / "in.json"
+        src.write_text(json.dumps(doc, indent=indent))
+        out = tmp_path / "out.json"
+        added = [json.dumps({"ph": "i", "name": f"tb{i}"}).encode() for i in range(2)]
+        write_spliced(str(src), str(out), added)
+        got = json.loads(out.read_text())
+        assert got["traceEvents"] == [{"ph": "i", "name": "tb0"}, {"ph": "i", "name": "tb1"}] + events
+        assert {k: v for k, v in got.items() if k != "traceEvents"} == {**before, **after}
+
+    check()
