@@ -63,6 +63,7 @@ def test_the_documented_form_loads_and_wins_over_built_in_rows(tmp_path):
     ("[other]\nx = 1\n", "unknown top-level key 'other'"),
     ("", "no [[family]] rows"),
     (b"\xff\xfe\x00garbage", "not UTF-8"),
+    ("x = " + "[" * 50000 + "]" * 50000, "nested too deeply"),
     ("x" * (U.MAX_FILE_BYTES + 1), "at most"),
     (GOOD * 1 + "".join(GOOD.replace("my_attention_fwd", f"r{i}") for i in range(U.MAX_ROWS)), "rows; at most"),
 ])

@@ -67,6 +67,8 @@ def parse(path: str, data: bytes) -> list[P.KernelFamily]:
         raise PatternError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise PatternError(path, f"not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
+        raise PatternError(path, "values nested too deeply") from None
     extra = sorted(set(doc) - {"family"})
     if extra:
         raise PatternError(path, f"unknown top-level key {extra[0]!r}; expected only [[family]] tables")
