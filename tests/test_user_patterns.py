@@ -64,6 +64,7 @@ def test_the_documented_form_loads_and_wins_over_built_in_rows(tmp_path):
     ("", "no [[family]] rows"),
     (b"\xff\xfe\x00garbage", "not UTF-8"),
     ("x = " + "[" * 50000 + "]" * 50000, "nested too deeply"),
+    (GOOD.replace('pattern = "my_attn_fwd_kernel"', 'pattern = "(my_+)+attn_fwd_kernel"'), "exponential time"),
     ("x" * (U.MAX_FILE_BYTES + 1), "at most"),
     (GOOD * 1 + "".join(GOOD.replace("my_attention_fwd", f"r{i}") for i in range(U.MAX_ROWS)), "rows; at most"),
 ])
@@ -117,3 +118,14 @@ def test_every_command_refuses_a_bad_file_with_one_line(tmp_path, command):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and path in lines[0] and "my_attention_fwd" in lines[0], p.stderr
     assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("pattern,bad", [("(a+)+", True), ("(x*y)*z", True), ("(a|b+){2,}", True), ("((a+))+", True),
+                                         ("(.*a){20}", True), (r"\(a+\)+", False), ("[(a+)]+", False), ("(ab)+", False),
+                                         ("(?:abc)+x+", False), ("(a+)?", False), ("x(?=y+)", False)])
+def test_nested_quantifiers_are_refused(pattern, bad):
+    assert U.nested_quantifier(pattern) is bad
+
+
+def test_no_built_in_pattern_has_a_nested_quantifier():
+    assert [f.family for f in P.KERNEL_FAMILIES if U.nested_quantifier(f.pattern)] == []

@@ -52,6 +52,46 @@ class PatternError(ValueError):
         self.path = path
 
 
+def nested_quantifier(pattern: str) -> bool:
+    """True when a repeated group itself repeats something (``(a+)+``, ``(x*y)*``, ``(a|b+){2,}``):
+    the shape that makes a backtracking regex take exponential time on a long kernel name."""
+    stack = [False]  # per open group: does it contain a quantifier?
+    i, n = 0, len(pattern)
+    closed_quantified = False  # the group that just closed contained a quantifier
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            closed_quantified = False
+            continue
+        if c == "[":  # a character class: skip to its end
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i = j + 1
+            closed_quantified = False
+            continue
+        if c == "(":
+            stack.append(False)
+        elif c == ")" and len(stack) > 1:
+            inner = stack.pop()
+            closed_quantified = inner
+            stack[-1] = stack[-1] or inner
+            i += 1
+            continue
+        elif c in "*+{" or (c == "?" and i > 0 and pattern[i - 1] not in "(*+?}"):
+            if closed_quantified and c != "?":
+                return True
+            stack[-1] = True
+        closed_quantified = False
+        i += 1
+    return False
+
+
 def _row_error(path: str, i: int, name: Any, message: str) -> PatternError:
     label = f"[[family]] #{i + 1}" + (f" ({name!r})" if isinstance(name, str) and name else "")
     return PatternError(path, f"{label}: {message}")
@@ -106,6 +146,9 @@ def parse(path: str, data: bytes) -> list[P.KernelFamily]:
             rx = re.compile(pattern)
         except re.error as exc:
             raise _row_error(path, i, name, f"'pattern' is not a valid Python regular expression: {exc}") from None
+        if nested_quantifier(pattern):
+            raise _row_error(path, i, name, f"'pattern' {pattern!r} repeats a group that itself repeats (like (a+)+), "
+                                            "which can take exponential time on long kernel names; write it without")
         if not rx.search(example):
             raise _row_error(path, i, name, f"'pattern' {pattern!r} does not match its own 'example' {example[:120]!r}")
         stage = row["stage"]
