@@ -19,7 +19,8 @@ setup(
     package_data={"tb_attn_plugin": ["static/*", "static/**/*", "report/schema.json"]},
     include_package_data=True,
     # The engine needs only msgspec; torch and tensorboard are for the collector and the plugin.
-    install_requires=["msgspec>=0.18"],
+    # tomli reads --patterns / TB_ATTN_PATTERNS files where the standard library has no tomllib
+    install_requires=["msgspec>=0.18", 'tomli>=1.1; python_version<"3.11"'],
     # A C scanner that drops unused events before decoding (about a third of the analysis time on
     # real traces). Optional: without a compiler the install still succeeds and the engine decodes
     # every event in Python, with the same results.

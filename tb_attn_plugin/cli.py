@@ -5,6 +5,10 @@
     tb-attn report LOGDIR --dask ADDRESS|local   the same, each trace analysed on a Dask cluster
     tb-attn compare A B [C ...]      runs side by side (each a trace file or a run directory)
     tb-attn --version
+    tb-attn annotate TRACE -o OUT    the trace with the analysis on its own track (Perfetto, chrome://tracing)
+    tb-attn patterns                 the kernel-name table in effect
+
+Every command takes ``--patterns FILE`` (repeatable): kernel families added from TOML (docs/kernels.md).
 
 Exit status: 0 when every trace was analysed, 2 when any could not be (one line per file on stderr;
 with --json also a JSON object with "error" on stdout).
@@ -36,6 +40,9 @@ class ProgressBar:
             return
         if not self.shown and not self.stream.isatty() and frac < 1.0:
             # not a terminal: one line per phase instead of redrawing
+            if phase == getattr(self, "_last_phase", None):
+                return
+            self._last_phase = phase
             self.stream.write(f"{self.label}: {phase}…\n")
             self.stream.flush()
             return
@@ -207,13 +214,15 @@ def _compare(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import cli_kernels
     from .version import ENGINE_VERSION, SCHEMA_VERSION, __version__
 
     parser = argparse.ArgumentParser(prog="tb-attn", description="Attention in PyTorch profiler traces.")
     parser.add_argument("--version", action="version",
                         version=f"tb-attn {__version__} (engine {ENGINE_VERSION}, report schema {SCHEMA_VERSION})")
     sub = parser.add_subparsers(dest="command", required=True)
-    rep = sub.add_parser("report", help="analyse a trace file, a run directory or a logdir")
+    common = cli_kernels.patterns_parent()
+    rep = sub.add_parser("report", help="analyse a trace file, a run directory or a logdir", parents=[common])
     rep.add_argument("paths", nargs="+", metavar="PATH",
                      help="trace file (.json or .json.gz), run directory, logdir, fsspec URL, or a pattern")
     rep.add_argument("--json", action="store_true", help="print the report as JSON (schema: report/schema.json)")
@@ -221,14 +230,20 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     rep.add_argument("--dask", metavar="ADDRESS", help="analyse the traces on the Dask scheduler at ADDRESS "
                      "(tcp://host:8786), or 'local' for a LocalCluster on this machine's cores (pip install 'tb-attn[dask]')")
-    cmp_ = sub.add_parser("compare", help="compare runs: stage and layer deltas, kernels only in one run")
+    cmp_ = sub.add_parser("compare", help="compare runs: stage and layer deltas, kernels only in one run",
+                          parents=[common])
     cmp_.add_argument("paths", nargs="+", metavar="PATH", help="two or more trace files or run directories")
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
     cmp_.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    cli_kernels.add_commands(sub, common)
     args = parser.parse_args(argv)
     if args.command == "compare" and len(args.paths) < 2:
         parser.error("compare needs at least two paths")
     try:
+        if not cli_kernels.install_patterns(args):
+            return 2
+        if args.command in cli_kernels.COMMANDS:
+            return cli_kernels.run(args)
         if args.command == "report":
             return _report(args)
         if args.command == "compare":

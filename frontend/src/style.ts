@@ -76,6 +76,9 @@ td.better { color: #2e7d32; } td.worse { color: #c62828; }
 @keyframes attn-spin { to { transform: rotate(360deg); } }
 .notice-error { border-color: #ef9a9a; background: #fff5f5; }
 .notice-empty { border-style: dashed; }
+.notice-unknown { border-color: #ffcc80; background: #fffaf2; }
+.notice-unknown pre.toml { background: #fff; border: 1px solid #eee; padding: 8px; overflow-x: auto; font-size: 12px; }
+.annotated { margin: 8px 0 0; color: #616161; }
 .layer-detail { background: #fff; border: 1px solid #ffcc80; border-radius: 6px; padding: 4px 14px 10px; margin-top: 10px; }
 .layer-detail-head { display: flex; align-items: center; gap: 10px; }
 .layer-detail-head h3 { margin: 10px 0; }

@@ -157,11 +157,12 @@ class RunIndex:
 
     def _schedule(self) -> None:
         now = self.clock()
+        patterns = self._patterns()  # read outside the lock
         settled = []
         with self._lock:
             for e in self._entries.values():
                 if e.phase == "waiting" and now - e.changed_at >= self.settle_s:
-                    e.phase, e.key = "checking", cache_key(e.path, e.size, e.mtime)
+                    e.phase, e.key = "checking", cache_key(e.path, e.size, e.mtime, patterns)
                     settled.append((e, e.key))
         for e, key in settled:  # cache reads outside the lock: requests never wait on disk
             hit = self.cache.get(key, with_report=False)
@@ -255,6 +256,12 @@ class RunIndex:
     def run_names(self) -> list[str]:
         with self._lock:
             return sorted({e.run for e in self._entries.values()})
+
+    def _patterns(self) -> str:
+        """Fingerprint of the pattern files the workers load (TB_ATTN_PATTERNS as the pool saw it)."""
+        from ..attention.user_table import env_paths, fingerprint
+
+        return fingerprint(env_paths(getattr(self.pool, "patterns", "")))
 
     def lookup(self, run: str, worker: str | None = None, span: str | None = None) -> Entry:
         """The entry a request names; worker defaults to the first, span to the latest."""

@@ -121,6 +121,19 @@ def _check(name: str, value: str) -> str:
     return value
 
 
+def _check_patterns() -> None:
+    """Say at start when TB_ATTN_PATTERNS names a bad file (every run then shows the same error)."""
+    from ..attention.user_table import ENV, PatternError, env_paths, load_files
+
+    try:
+        rows = load_files(env_paths())
+    except PatternError as exc:
+        logger.error("tb-attn: %s: %s; runs are not analysed until it is fixed", ENV, exc)
+        return
+    if rows:
+        logger.info("tb-attn: %d kernel families from %s", len(rows), ENV)
+
+
 class AttentionPlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
@@ -132,6 +145,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         reload_s = getattr(flags, "reload_interval", 5.0) if flags is not None else 5.0
         settle_s = float(os.environ.get("TB_ATTN_SETTLE_S", "2.0"))
         cache = cache_mod.ReportCache()
+        _check_patterns()
         self._index = RunIndex(self._logdir, cache, make_pool(), settle_s=settle_s,
                                interval_s=float(reload_s) if reload_s and reload_s > 0 else None)
         if self._logdir:
@@ -157,6 +171,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             "/ranks": self._serve_ranks,
             "/kernels": self._serve_kernels,
             "/call": self._serve_call,
+            "/annotated": self._serve_annotated,
             "/index.js": self._serve_index_js,
             "/static/*": self._serve_static,
         }
@@ -242,6 +257,15 @@ class AttentionPlugin(base_plugin.TBPlugin):
         ids = [s.get("id") for s in view.call_samples or []]
         raise ApiError(404, f"run {e.run!r} has no call sample {call_id}"
                             + (f" (samples: {ids[0]}..{ids[-1]})" if ids else " (it has no attention calls)"))
+
+    @_route
+    def _serve_annotated(self, request):
+        from . import annotated
+
+        e = self._entry(request)
+        if e.status == ERROR:
+            raise ApiError(422, e.message or f"{e.display}: cannot be analysed")
+        return annotated.respond(request, e, self._index.pool, ApiError)
 
     @_route
     def _serve_compare(self, request):

@@ -11,7 +11,8 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
-from ..attention import shapes
+from ..attention import patterns as kernel_table
+from ..attention import safety, shapes
 from ..attention.detect import Call, detect
 from ..attention.devices import describe
 from ..attention.patterns import is_vendor_op, needs_shapes
@@ -36,8 +37,9 @@ MAX_LAYER_KERNELS = 100
 MAX_LAYERS = 1000  # a trace without module scopes can name thousands of layers; keep the report compact
 
 
-def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
-    """Analyse one trace file (local path or fsspec URL). Raises TraceError on unusable input."""
+def analyze_file(path: str, progress: Progress | None = None, keep: dict | None = None) -> dict[str, Any]:
+    """Analyse one trace file (local path or fsspec URL). Raises TraceError on unusable input.
+    ``keep``, when given, receives the linked trace and the calls (``tb-attn annotate`` reads them)."""
     say = progress or (lambda phase, frac: None)
     path = str(path)
     gc_was = gc.isenabled()
@@ -65,6 +67,9 @@ def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
         m = measure(L, calls, call_of)
         mem = call_memory(L, ev.memory, calls)
         report = _assemble(path, size, ev, L, calls, m, mem)
+        _safety_net(report, L, call_of, m)
+        if keep is not None:
+            keep.update(L=L, calls=calls, call_of=call_of, measured=m, memory=mem, events=ev)
         report["trace"]["truncated"] = gzip_cut or ev.truncated
         report["analysis_seconds"] = round(time.perf_counter() - t0, 4)
         say("done", 1.0)
@@ -292,7 +297,9 @@ def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[d
                                    "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0,
                                    "stream": _stream(k.ev)})
         for k in c.kernels:
-            events.append({"name": k.ev.name, "kind": "kernel", "stage": "fused", "pass": "fwd",
+            fam = kernel_table.helper_family(k.ev.name)
+            events.append({"name": k.ev.name, "kind": "kernel", "stage": fam.stage if fam else "fused",
+                           "pass": (fam.pass_ or "fwd") if fam else "fwd",
                            "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0,
                            "stream": _stream(k.ev)})
         end = max((ev["start_us"] + ev["dur_us"] for ev in events), default=0.0)
@@ -318,6 +325,18 @@ def _stream(ev) -> str:
     """The GPU stream a kernel ran on (kineto writes it as the event's tid and in args)."""
     stream = ev.args.stream if ev.args is not None and ev.args.stream is not None else ev.tid
     return str(stream)
+def _safety_net(report: dict[str, Any], L: Linked, call_of: list[int], m) -> None:
+    """Attention-looking kernels that nothing explains (attention/safety.py), and the table used."""
+    rows = safety.unknown_kernels(L, call_of, m.kernel_call, m.total_gpu_us)
+    report["unknown_kernels"] = rows
+    line = safety.warning_line(rows)
+    if line:
+        report["warnings"].append(line)
+    from ..attention.user_table import installed_files
+
+    report["kernel_table"] = {"families": len(kernel_table.effective_families()),
+                              "user_families": len(kernel_table.user_families()),
+                              "user_sources": [os.path.basename(f) for f in installed_files()]}
 
 
 def analyze_path(path: str, progress_for: Callable[[discover.TraceFile], Progress] | None = None, loose: bool = True):

@@ -45,6 +45,7 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     verdicts = r.get("verdicts") or []
     if verdicts:
         out.append(f"  verdict: {verdicts[0]['message']}")
+    out.extend(_unknown_kernels(r))
     if not r["layers"]:
         return "\n".join(out)
 
@@ -80,6 +81,19 @@ def render(r: dict[str, Any], top: int = 8) -> str:
         out.append("")
         out.extend(f"  - {v['message']}" for v in verdicts[1:])
     return "\n".join(out)
+
+
+def _unknown_kernels(r: dict[str, Any], top: int = 5) -> list[str]:
+    """The safety net (attention/safety.py): kernels that look like attention but nothing explains."""
+    rows = r.get("unknown_kernels") or []
+    if not rows:
+        return []
+    out = ["", "  unknown attention kernels (named like attention, in no family and no call):"]
+    out.extend("  " + line for line in _table([[k["name"][:90], str(k["count"]), _us(k["gpu_us"]), f"{k['share']:.1%}"]
+                                                for k in rows[:top]], ["kernel", "count", "gpu", "share"]))
+    out.append("  to count one as attention, put a row like this in a file and pass --patterns FILE:")
+    out.extend("    " + line for line in rows[0]["toml"].splitlines())
+    return out
 
 
 def render_compare(c: dict[str, Any], top: int = 12) -> str:
