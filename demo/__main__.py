@@ -49,7 +49,7 @@ def profile_one(variant: str, length: int, args, built) -> str:
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     logdir = os.path.join(args.logdir, f"{variant}-L{length}")
     sched = torch.profiler.schedule(wait=0, warmup=1, active=args.steps, repeat=1)
-    with tb_attn_plugin.profile(logdir, model=model, variant=variant, schedule=sched,
+    with tb_attn_plugin.profile(logdir, model=model, variant=variant, schedule=sched, memory=True,
                                 extra={"seq_len": length, "batch": args.batch}) as prof:
         for _ in range(1 + args.steps):
             opt.zero_grad(set_to_none=True)

@@ -1,6 +1,7 @@
 """``tb-attn``: the command line.
 
-    tb-attn report PATH... [--json]  each PATH: a trace file, a run directory or a logdir (or an fsspec URL);
+    tb-attn report PATH... [--json]  each PATH: a trace file, a run directory or a logdir (or an fsspec URL),
+                                     or a CUDA memory snapshot (*.pickle);
                                      a pattern such as 'runs/*/trace.json.gz' is expanded if the shell did not
     tb-attn report LOGDIR --dask ADDRESS|local   the same, each trace analysed on a Dask cluster
     tb-attn compare A B [C ...]      runs side by side (each a trace file or a run directory)
@@ -58,8 +59,12 @@ class ProgressBar:
 def _analyze(path: str, quiet: bool, dask: str | None = None):
     """[(TraceFile, report or TraceError)] for a file, run directory or logdir; TraceError when the
     path itself is unusable."""
+    from .memory.cli_paths import snapshot_items
     from .report.build import analyze_path
 
+    snapshots = snapshot_items(path)  # a snapshot pickle, or a directory of snapshots without traces
+    if snapshots is not None:
+        return snapshots
     if dask:
         from .cluster.cli_support import analyze_path_on_dask
 
@@ -135,9 +140,11 @@ def _report(args) -> int:
             json.dump(doc, sys.stdout, indent=None if args.compact else 1)
             sys.stdout.write("\n")
     elif reports:
+        from .memory.text import render_snapshot_report
         from .ranks.text import render_ranks
 
-        print("\n\n".join([render(r) for r in reports] + [render_ranks(run, s) for run, s in ranks]))
+        print("\n\n".join([render_snapshot_report(r) if r.get("kind") == "memory_snapshot" else render(r)
+                           for r in reports] + [render_ranks(run, s) for run, s in ranks]))
     return 2 if errors else 0
 
 

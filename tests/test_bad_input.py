@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from tb_attn_plugin.errors import TraceError
 from tb_attn_plugin.report.build import analyze_file
+from tb_attn_plugin.version import SCHEMA_VERSION
 from tests.conftest import recorded_trace
 
 
@@ -131,7 +132,7 @@ def test_fuzz_mutated_trace_never_crashes(tmp_path, data):
     except TraceError as exc:
         assert str(exc).startswith(path + ": ") and "\n" not in str(exc)
     else:
-        assert r["schema_version"] == 1 and r["calls"] >= 0
+        assert r["schema_version"] == SCHEMA_VERSION and r["calls"] >= 0
 
 
 def test_truncation_is_a_field_not_only_a_warning(tmp_path, small_trace):

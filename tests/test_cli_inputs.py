@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from tb_attn_plugin.report.words import cut, plural
-from tb_attn_plugin.version import ENGINE_VERSION, __version__
+from tb_attn_plugin.version import ENGINE_VERSION, SCHEMA_VERSION, __version__
 from tests.conftest import REPO, recorded_trace
 
 
@@ -35,7 +35,7 @@ def runs(tmp_path):
 
 def test_version():
     proc = cli("--version")
-    assert proc.returncode == 0 and proc.stdout.strip() == f"tb-attn {__version__} (engine {ENGINE_VERSION}, report schema 1)"
+    assert proc.returncode == 0 and proc.stdout.strip() == f"tb-attn {__version__} (engine {ENGINE_VERSION}, report schema {SCHEMA_VERSION})"
 
 
 def test_report_takes_every_path_given(runs):

@@ -11,6 +11,7 @@ import shutil
 import pytest
 
 from tb_attn_plugin.report.build import analyze_file
+from tb_attn_plugin.version import SCHEMA_VERSION
 from tests.conftest import (PLUGIN_BAD_RUNS, PLUGIN_GPU_RUNS, PLUGIN_RUNS, all_settled, gpu_runs_present,
                             make_tb_app, shared_trace, wait_runs)
 
@@ -176,7 +177,7 @@ def test_other_runs_keep_working_after_errors(app):
         client.get(f"{P}/report?run={run}")
     for run in GOOD:
         code, body = get(client, f"{P}/report?run={run}")
-        assert code == 200 and body["schema_version"] == 1
+        assert code == 200 and body["schema_version"] == SCHEMA_VERSION
 
 
 # -- /kernels and /call ----------------------------------------------------------------------

@@ -3,6 +3,7 @@
 // mounted (a --path_prefix included).
 
 import type { RanksDoc } from "./ranks-model";
+import type { MemoryDoc } from "./memory_types";
 import type { CallSample, CompareDoc, Kernel, Report, RunsDoc } from "./types";
 
 export class ApiError extends Error {
@@ -79,6 +80,8 @@ export const api = {
   /** Workers of one run against each other (ranks of a job): /compare?run=R&worker=A&run=R&worker=B. */
   compareWorkers: (run: string, workers: string[]) =>
     getJSON<CompareDoc>("./compare" + query({ run: workers.map(() => run), worker: workers })),
+  memory: (t: Target, points: number) =>
+    getJSON<MemoryDoc>("./memory" + query({ run: t.run, worker: t.worker, span: t.span, points: String(points) })),
 };
 
 /**

@@ -13,6 +13,7 @@ import { compareView } from "./views/compare";
 import type { Ctx, Target } from "./views/context";
 import { kernelsView } from "./views/kernels";
 import { ranksView } from "./views/ranks";
+import { memoryView } from "./views/memory";
 import { scalingView } from "./views/scaling";
 import { stagesView } from "./views/stages";
 import { summaryView } from "./views/summary";
@@ -28,6 +29,7 @@ const VIEW_TABS: { view: View; text: string; draw: (ctx: Ctx, root: HTMLElement)
   { view: "scaling", text: "Scaling", draw: scalingView },
   { view: "timeline", text: "One call", draw: timelineView },
   { view: "ranks", text: "Ranks", draw: ranksView },
+  { view: "memory", text: "Memory", draw: memoryView },
 ];
 
 /** The window whose URL holds the state: TensorBoard's page when we are in its iframe. */

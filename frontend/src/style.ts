@@ -41,6 +41,7 @@ h4 { font-size: 13px; font-weight: 500; margin: 12px 0 6px; }
 .verdict-error .sev { background: #d32f2f; }
 .chart { width: 100%; height: 380px; background: #fff; border: 1px solid #e0e0e0; border-radius: 6px; }
 .chart-short { height: 150px; }
+.chart-tall { height: 440px; }
 .chart-pair { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; }
 @media (max-width: 900px) { .chart-pair { grid-template-columns: 1fr; } }
 table.grid { border-collapse: collapse; background: #fff; border: 1px solid #e0e0e0; margin: 6px 0; font-size: 12px; max-width: 100%; }

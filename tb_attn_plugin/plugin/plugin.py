@@ -24,6 +24,7 @@ from werkzeug.security import safe_join
 from ..collector.tags import STAGES
 from ..report.compare import compare_reports
 from . import cache as cache_mod
+from . import memory_route
 from .index import ERROR, LOADING, RunIndex, UnknownName
 from .layout import MAX_NAME, Source
 from .pool import make_pool
@@ -172,6 +173,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             "/kernels": self._serve_kernels,
             "/call": self._serve_call,
             "/annotated": self._serve_annotated,
+            "/memory": self._serve_memory,
             "/index.js": self._serve_index_js,
             "/static/*": self._serve_static,
         }
@@ -266,6 +268,18 @@ class AttentionPlugin(base_plugin.TBPlugin):
         if e.status == ERROR:
             raise ApiError(422, e.message or f"{e.display}: cannot be analysed")
         return annotated.respond(request, e, self._index.pool, ApiError)
+
+    @_route
+    def _serve_memory(self, request):
+        e = self._entry(request)
+        try:
+            points = memory_route.parse_points(_int_param(request, "points", digits=6))
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+        view = self._report(e, memory_route.MemoryView)
+        if view is None:
+            return self._loading(request, e)
+        return _json(request, memory_route.payload(view, points, {"run": e.run, "worker": e.worker, "span": e.span}))
 
     @_route
     def _serve_compare(self, request):

@@ -16,9 +16,10 @@ from ..attention import safety, shapes
 from ..attention.detect import Call, detect
 from ..attention.devices import describe
 from ..attention.patterns import is_vendor_op, needs_shapes
-from ..attention.metrics import PASSES, Cell, call_memory, layer_type_of_path, measure
+from ..attention.metrics import PASSES, Cell, layer_type_of_path, measure
 from ..attention.stages import kernel_stage
 from ..collector import tags
+from ..memory import engine as memory
 from ..trace import discover, stream
 from ..trace.events import decode
 from ..trace.link import Linked, link
@@ -65,11 +66,12 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
         calls, call_of = detect(L)
         say("measuring", 0.85)
         m = measure(L, calls, call_of)
-        mem = call_memory(L, ev.memory, calls)
-        report = _assemble(path, size, ev, L, calls, m, mem)
+        report = _assemble(path, size, ev, L, calls, m, {})
+        say("memory", 0.95)
+        _add_memory(report, ev, L, calls, call_of, m, path)
         _safety_net(report, L, call_of, m)
         if keep is not None:
-            keep.update(L=L, calls=calls, call_of=call_of, measured=m, memory=mem, events=ev)
+            keep.update(L=L, calls=calls, call_of=call_of, measured=m, events=ev)
         report["trace"]["truncated"] = gzip_cut or ev.truncated
         report["analysis_seconds"] = round(time.perf_counter() - t0, 4)
         say("done", 1.0)
@@ -77,6 +79,20 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
     finally:
         if gc_was:
             gc.enable()
+
+
+def _add_memory(report, ev, L, calls, call_of, m, path: str) -> None:
+    """The memory section (profiler events, and a snapshot beside the trace); each layer's
+    memory_bytes is its largest peak growth there."""
+    report["memory"] = memory.from_trace(ev, L, calls, call_of, m.stage_of, report["warnings"])
+    if not memory.is_url(path):
+        memory.join(report, path)
+    sec = report["memory"]
+    if sec is not None:
+        growth = {r["layer"]: r["peak_growth_bytes"] for r in sec["layers"] if r["allocs"]}
+        for lay in report["layers"]:
+            if lay["layer"] in growth:
+                lay["memory_bytes"] = growth[lay["layer"]]
 
 
 def _source(path: str, size: int) -> dict[str, Any]:
@@ -196,8 +212,6 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str,
             sb = shapes.score_bytes(c.info.get("shape"), c.info.get("dtype"))
             if sb is not None:
                 lay["score_bytes"] = max(lay["score_bytes"] or 0, sb)
-        if c.id in mem:
-            lay["memory_bytes"] = max(lay["memory_bytes"] or 0, mem[c.id])
 
     layer_rows = []
     for lay in layers.values():

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ..collector.tags import STAGES
+from ..memory import compare as memory_compare
 
 PASS_ORDER = ("fwd", "bwd")
 MAX_ONLY_IN = 100  # kernels listed per run in kernels_only_in; the count is always exact
@@ -159,4 +160,5 @@ def compare_reports(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, 
         "kernels_only_in": only,
         "kernels_only_in_counts": counts,
         "totals": totals,
+        "memory": memory_compare.compare(runs),
     }

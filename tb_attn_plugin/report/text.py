@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..collector.tags import STAGES
+from ..memory import text as memory_text
 from .words import cut, plural
 
 NAME_WIDTH = 48  # layer and run names in tables; longer ones end in an ellipsis
@@ -47,7 +48,7 @@ def render(r: dict[str, Any], top: int = 8) -> str:
         out.append(f"  verdict: {verdicts[0]['message']}")
     out.extend(_unknown_kernels(r))
     if not r["layers"]:
-        return "\n".join(out)
+        return "\n".join(out + memory_text.render(r.get("memory")))
 
     by_stage: dict[str, dict[str, float]] = defaultdict(lambda: {"fwd": 0.0, "bwd": 0.0})
     kernels: dict[str, int] = defaultdict(int)
@@ -80,6 +81,8 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     if len(verdicts) > 1:
         out.append("")
         out.extend(f"  - {v['message']}" for v in verdicts[1:])
+    out.append("")
+    out.extend(memory_text.render(r.get("memory")))
     return "\n".join(out)
 
 
@@ -119,4 +122,5 @@ def render_compare(c: dict[str, Any], top: int = 12) -> str:
         out.append("")
     out.extend(f"  {plural(n, 'kernel name')} only in {name}, e.g. {cut(kernels[0]['name'], 100)}"
                for name, kernels, n in only if n)
+    out.extend(memory_text.render_compare(c.get("memory")))
     return "\n".join(out)

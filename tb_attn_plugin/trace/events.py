@@ -52,6 +52,10 @@ class Args(msgspec.Struct, gc=False, omit_defaults=True):
     nbytes: int | None = msgspec.field(default=None, name="Bytes")
     total_allocated: int | None = msgspec.field(default=None, name="Total Allocated")
     device_type: int | None = msgspec.field(default=None, name="Device Type")
+    # The rest of a [memory] instant's args (memory/profiler_events.py reads them).
+    addr: int | None = msgspec.field(default=None, name="Addr")
+    total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
+    device_id: int | None = msgspec.field(default=None, name="Device Id")
 
     @property
     def dims(self) -> list[Any] | None:

@@ -6,6 +6,7 @@ import { compareModel } from "../model";
 import type { CompareDoc } from "../types";
 import { badge, basisWord, kernelName, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
+import { memoryOverlay } from "./memory";
 
 /** The backend compares at most this many runs at once (plugin.py MAX_COMPARE). */
 export const MAX_COMPARE = 8;
@@ -115,6 +116,7 @@ export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
       h("tbody", null, ...onlyInRows(o.kernels.slice(0, 25))))
       : h("p", { class: "hint" }, "none"),
     o.kernels.length > 25 ? h("p", { class: "hint" }, `and ${o.count - 25} more`) : null))));
+  await memoryOverlay(ctx, out, picked);
 }
 
 /** Checkboxes over every run; the order of picking is kept (the first is the baseline). */
