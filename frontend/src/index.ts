@@ -14,6 +14,7 @@ import type { Ctx, Target } from "./views/context";
 import { kernelsView } from "./views/kernels";
 import { ranksView } from "./views/ranks";
 import { memoryView } from "./views/memory";
+import { rooflineView } from "./views/roofline";
 import { scalingView } from "./views/scaling";
 import { stagesView } from "./views/stages";
 import { summaryView } from "./views/summary";
@@ -28,8 +29,9 @@ const VIEW_TABS: { view: View; text: string; draw: (ctx: Ctx, root: HTMLElement)
   { view: "compare", text: "Compare", draw: compareView },
   { view: "scaling", text: "Scaling", draw: scalingView },
   { view: "timeline", text: "One call", draw: timelineView },
-  { view: "ranks", text: "Ranks", draw: ranksView },
   { view: "memory", text: "Memory", draw: memoryView },
+  { view: "roofline", text: "Roofline", draw: rooflineView },
+  { view: "ranks", text: "Ranks", draw: ranksView },
 ];
 
 /** The window whose URL holds the state: TensorBoard's page when we are in its iframe. */

@@ -4,7 +4,7 @@
 
 import type { Basis, Pass } from "./types";
 
-export const VIEWS = ["summary", "stages", "kernels", "compare", "scaling", "timeline", "memory", "ranks"] as const;
+export const VIEWS = ["summary", "stages", "kernels", "compare", "scaling", "timeline", "roofline", "memory", "ranks"] as const;
 export type View = (typeof VIEWS)[number];
 
 export interface State {

@@ -110,4 +110,12 @@ details.numbers > summary { cursor: pointer; color: #1565c0; }
 .heatmap tr.slowest td:first-child { font-weight: 500; color: #c62828; }
 .headline.warn { color: #c62828; font-size: 14px; }
 .rank-compare .pickers { margin: 6px 0; }
+.chart-tall { height: 460px; }
+table.grid tr.sub td { color: #616161; font-size: 12px; }
+table.grid tr.total td { font-weight: 500; border-top: 2px solid #ccc; }
+td.bar-cell { width: 280px; }
+.bar { display: inline-block; height: 10px; border-radius: 2px; min-width: 1px; }
+.bar-better { background: #59a14f; }
+.bar-worse { background: #e15759; }
+.roofline-compare { margin-top: 8px; }
 `;

@@ -20,6 +20,7 @@ from ..attention.metrics import PASSES, Cell, layer_type_of_path, measure
 from ..attention.stages import kernel_stage
 from ..collector import tags
 from ..memory import engine as memory
+from ..roofline.section import build as build_roofline
 from ..trace import discover, stream
 from ..trace.events import decode
 from ..trace.link import Linked, link
@@ -66,7 +67,7 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
         calls, call_of = detect(L)
         say("measuring", 0.85)
         m = measure(L, calls, call_of)
-        report = _assemble(path, size, ev, L, calls, m, {})
+        report = _assemble(path, size, ev, L, calls, m, {}, call_of)
         say("memory", 0.95)
         _add_memory(report, ev, L, calls, call_of, m, path)
         _safety_net(report, L, call_of, m)
@@ -156,9 +157,9 @@ def _shape_info(L: Linked, c: Call) -> None:
                 return
 
 
-def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str, Any]:
-    device = describe(ev.device_properties)
+def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None) -> dict[str, Any]:
     has_gpu = bool(L.kernels)
+    device = describe(ev.device_properties, has_gpu)
     basis = "gpu" if has_gpu else "cpu"
     _name_calls(calls)
     for c in calls:
@@ -278,6 +279,8 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str,
                   "backward_links": len(L.fwd_of)},
         "warnings": list(ev.warnings),
     }
+    if call_of is not None:
+        report["roofline"] = build_roofline(L, calls, call_of, m, device, metadata, has_gpu)
     report["verdicts"] = verdicts(report)
     return report
 

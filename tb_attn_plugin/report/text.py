@@ -7,6 +7,7 @@ from typing import Any
 
 from ..collector.tags import STAGES
 from ..memory import text as memory_text
+from ..roofline.text import decomposition_lines, roofline_lines
 from .words import cut, plural
 
 NAME_WIDTH = 48  # layer and run names in tables; longer ones end in an ellipsis
@@ -32,7 +33,7 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     src = r["source"]
     dev = r.get("device") or {}
     out = [f"{src['path']}"]
-    what = dev.get("name") or "CPU only"
+    what = dev.get("name") or ("unknown GPU" if basis == "gpu" else "CPU only")
     meta = r.get("metadata") or {}
     if meta.get("variant"):
         what += f" · variant {meta['variant']}"
@@ -81,6 +82,9 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     if len(verdicts) > 1:
         out.append("")
         out.extend(f"  - {v['message']}" for v in verdicts[1:])
+    if roofline_lines(r):
+        out.append("")
+        out.extend(roofline_lines(r))
     out.append("")
     out.extend(memory_text.render(r.get("memory")))
     return "\n".join(out)
@@ -122,5 +126,7 @@ def render_compare(c: dict[str, Any], top: int = 12) -> str:
         out.append("")
     out.extend(f"  {plural(n, 'kernel name')} only in {name}, e.g. {cut(kernels[0]['name'], 100)}"
                for name, kernels, n in only if n)
+    if decomposition_lines(c):
+        out.extend([""] + decomposition_lines(c))
     out.extend(memory_text.render_compare(c.get("memory")))
     return "\n".join(out)
