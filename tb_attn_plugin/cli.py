@@ -2,6 +2,7 @@
 
     tb-attn report PATH [--json]     PATH: a trace file, a run directory or a logdir (or an fsspec URL)
     tb-attn compare A B [C ...]      runs side by side (each a trace file or a run directory)
+    tb-attn sweep --logdir DIR ...   time attention backends over sequence length x batch (sweeps/cli.py)
 
 Exit status: 0 when every trace was analysed, 2 when any could not be (one line per file on stderr).
 """
@@ -118,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     cmp_.add_argument("paths", nargs="+", metavar="PATH", help="two or more trace files or run directories")
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
     cmp_.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    from .sweeps import cli as sweep_cli
+
+    sweep_cli.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "compare" and len(args.paths) < 2:
         parser.error("compare needs at least two paths")
@@ -126,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
             return _report(args)
         if args.command == "compare":
             return _compare(args)
+        if args.command == "sweep":
+            return sweep_cli.run(args)
     except KeyboardInterrupt:
         print("tb-attn: interrupted", file=sys.stderr)
         return 130
