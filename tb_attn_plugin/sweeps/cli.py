@@ -18,7 +18,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("sweep", help="time attention backends over sequence length x batch (torch.utils.benchmark)",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--logdir", required=True, help="where sweep.jsonl, HParams and scalars go (e.g. runs/sweep)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when available")
+    # Choices are checked by the grid, so that a wrong value is one line, like every other mistake.
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--backends", default="math,flash,efficient,cudnn,eager",
                    help=f"comma-separated, any of {','.join(BACKENDS)} (default: %(default)s)")
     p.add_argument("--module", action="append", default=[], metavar="PKG.MOD:FACTORY",
@@ -29,11 +30,12 @@ def add_parser(sub) -> None:
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--head-dim", type=int, default=64)
     p.add_argument("--kv-heads", type=int, default=None, help="key/value heads for grouped-query attention (default: --heads)")
-    p.add_argument("--dtype", choices=DTYPES, default=None, help="default: bfloat16 on cuda, float32 on cpu")
+    p.add_argument("--dtype", default=None, help=f"{'|'.join(DTYPES)} (default: bfloat16 on cuda, float32 on cpu)")
     p.add_argument("--causal", action="store_true")
-    p.add_argument("--pass", dest="pass_", choices=("fwd", "fwd+bwd"), default="fwd")
+    p.add_argument("--pass", dest="pass_", default="fwd", help="fwd or fwd+bwd (default: %(default)s)")
     p.add_argument("--min-run-time", type=float, default=0.2, help="seconds per cell for blocked_autorange (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls before timing (default: %(default)s)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch and the Timer (default: torch's)")
     p.add_argument("--memory-cap", default=None, metavar="SIZE",
                    help="a real memory limit (e.g. 2G): CUDA's per-process fraction, on the CPU an address-space "
                         "limit in a child process; cells beyond it are recorded as oom")
@@ -51,8 +53,8 @@ def run(args) -> int:
                            batch=args.batch, heads=args.heads, head_dim=args.head_dim, kv_heads=args.kv_heads,
                            dtype=args.dtype, causal=args.causal, pass_=args.pass_, device=args.device,
                            module=args.module, min_run_time=args.min_run_time, warmup=args.warmup,
-                           memory_cap=args.memory_cap, profile=args.profile, hparams=not args.no_hparams,
-                           progress=not args.quiet)
+                           memory_cap=args.memory_cap, profile=args.profile, threads=args.threads,
+                           hparams=not args.no_hparams, progress=not args.quiet)
     except GridError as exc:
         print(f"tb-attn: error: sweep: {exc}", file=sys.stderr)
         return 2

@@ -94,19 +94,26 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
               kv_heads: int | None = None, dtype: str | None = None, causal: bool = False, pass_: str = "fwd",
               device: str | None = None, module: str | list[str] | None = None, min_run_time: float = 0.2,
               warmup: int = 3, memory_cap: int | str | None = None, profile: bool | Any = False,
-              hparams: bool = True, progress: bool = True, out=None) -> SweepResult:
+              threads: int | None = None, hparams: bool = True, progress: bool = True,
+              out=None) -> SweepResult:
     """Measure every cell not already in ``logdir/sweep.jsonl``; see ``tb-attn sweep --help``.
     ``profile``: True (every measured cell) or sequence lengths (``"512"``, ``[512, 2048]``) whose
     cells get one tb-attn trace each under ``logdir/profiles/<cell_id>/``."""
     import torch
 
     out = out if out is not None else sys.stdout
+    if device is not None and device not in ("cpu", "cuda"):
+        raise GridError(f"--device: unknown {device!r}; expected cpu or cuda")
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if dtype is None:
         dtype = "bfloat16" if device == "cuda" else "float32"
     if not isinstance(min_run_time, (int, float)) or min_run_time <= 0:
         raise GridError(f"--min-run-time must be a positive number of seconds, not {min_run_time!r}")
+    if threads is not None:
+        if not isinstance(threads, int) or threads < 1:
+            raise GridError(f"--threads must be at least 1, not {threads!r}")
+        torch.set_num_threads(threads)  # the Timer measures with the process's thread count
     if not isinstance(warmup, int) or warmup < 1:
         raise GridError(f"--warmup must be at least 1, not {warmup!r}")
     grid = build_grid(backends=backends, seq_len=seq_len, batch=batch, heads=heads, head_dim=head_dim,
