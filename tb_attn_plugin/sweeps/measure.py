@@ -12,15 +12,11 @@ import torch
 from torch.utils.benchmark import Timer
 
 from .backends import SDPA_BACKENDS, Unsupported, prepare
+from .conventions import PEAK_MEMORY
 from .flops import attention_flops
 from .grid import Cell, GridError
 
-PEAK_METHOD = {
-    "cuda": "torch.cuda.max_memory_allocated() over one call after reset_peak_memory_stats(), minus what was "
-            "allocated before the call",
-    "cpu": "torch.profiler(profile_memory=True) over one call: the highest running sum of the CPU allocator's "
-           "[memory] events (bytes allocated during the call and not yet freed)",
-}
+PEAK_METHOD = PEAK_MEMORY
 WARMUP_CALLS = 3
 _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
