@@ -15,4 +15,4 @@ def record_sweep(logdir: Path) -> list[dict]:
     return list(tb_attn_plugin.sweep(str(logdir), backends="math,flash,eager,efficient", seq_len=SWEEP_LENGTHS,
                                      batch="1,4", heads=2, head_dim=16, dtype="float32", device="cpu",
                                      min_run_time=0.02, warmup=1, threads=1, memory_cap="48M", profile="256",
-                                     progress=False, out=None))
+                                     progress=False, out=False))

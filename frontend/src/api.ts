@@ -2,6 +2,7 @@
 // <base href="plugin/tb_attn/">, so "./runs" is /data/plugin/tb_attn/runs wherever TensorBoard is
 // mounted (a --path_prefix included).
 
+import type { SweepDoc, SweepsDoc } from "./sweep_model";
 import type { CallSample, CompareDoc, Kernel, Report, RunsDoc } from "./types";
 
 export class ApiError extends Error {
@@ -74,6 +75,8 @@ export const api = {
   call: (t: Target, id: number) =>
     getJSON<CallSample>("./call" + query({ run: t.run, worker: t.worker, span: t.span, id: String(id) })),
   compare: (runs: string[]) => getJSON<CompareDoc>("./compare" + query({ run: runs })),
+  sweeps: () => getJSON<SweepsDoc>("./sweeps"),
+  sweep: (run: string) => getJSON<SweepDoc>("./sweep" + query({ run })),
 };
 
 /**

@@ -101,4 +101,7 @@ details.numbers > summary { cursor: pointer; color: #1565c0; }
 .attn-tip { max-width: 520px; white-space: normal; word-break: break-all; font-size: 12px; }
 .attn-tip-title { font-weight: 500; margin-bottom: 3px; }
 .attn-tip-key { color: #757575; }
+.sweep-best td { min-width: 96px; } .sweep-best td.none { color: #9e9e9e; font-style: italic; }
+.best-name { font-weight: 500; }
+td.status-oom { color: #c62828; } td.status-unsupported, td.status-error { color: #9e9e9e; }
 `;

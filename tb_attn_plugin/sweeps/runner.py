@@ -97,11 +97,12 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
               threads: int | None = None, hparams: bool = True, progress: bool = True,
               out=None) -> SweepResult:
     """Measure every cell not already in ``logdir/sweep.jsonl``; see ``tb-attn sweep --help``.
+    ``out``: where the Compare table goes (default stdout; False: nowhere).
     ``profile``: True (every measured cell) or sequence lengths (``"512"``, ``[512, 2048]``) whose
     cells get one tb-attn trace each under ``logdir/profiles/<cell_id>/``."""
     import torch
 
-    out = out if out is not None else sys.stdout
+    out = None if out is False else (out if out is not None else sys.stdout)  # False: print nothing
     if device is not None and device not in ("cpu", "cuda"):
         raise GridError(f"--device: unknown {device!r}; expected cpu or cuda")
     if device is None:
