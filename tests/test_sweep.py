@@ -237,3 +237,12 @@ def test_ctrl_c_keeps_finished_cells_and_rerun_measures_the_rest(tmp_path):
     again = subprocess.run(cmd + ["--seq-len", "64:128:x2"], env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
     assert f"{min(len(kept), 4)} already in" in again.stderr
+
+
+def test_causal_grouped_query_attention_agrees_with_math(tmp_path):
+    res = sweep(tmp_path, backends="math,flash,eager", seq_len="96", batch="2", heads=4, kv_heads=2, causal=True)
+    assert [r["status"] for r in res] == ["ok"] * 3
+    for r in res:
+        assert r["kv_heads"] == 2 and r["causal"] is True
+        assert r["flops"] == attention_flops(2, 4, 96, 96, 16) / 2
+        assert r["max_abs_error"] < 1e-4, r

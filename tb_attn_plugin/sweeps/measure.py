@@ -162,6 +162,10 @@ def run_cell(cell: Cell, *, min_run_time: float = 0.2, warmup: int = WARMUP_CALL
             rec.update(status="error", reason=f"{stage}: {type(e).__name__}: {first_line(e)}")
     finally:
         prepared = None
+    if rec["status"] in ("oom", "error"):
+        # A failed call can leave tensors in reference cycles through its traceback: free them now,
+        # so the next cell starts with the memory this one had (a full collection costs ~0.3 s, so
+        # only here).
         gc.collect()
         if cell.device == "cuda":
             torch.cuda.empty_cache()
