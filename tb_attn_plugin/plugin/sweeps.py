@@ -168,7 +168,8 @@ class SweepIndex:
             "skipped_lines": skipped,
             "analysis": analysis.summarize(records),
             "conventions": {"flops": conventions.FLOPS, "timing": conventions.TIMING,
-                            "peak_memory": {d: conventions.PEAK_MEMORY[d] for d in devices if d in conventions.PEAK_MEMORY},
+                            "peak_memory": {d: conventions.PEAK_MEMORY[d] for d in devices
+                                            if d in conventions.PEAK_MEMORY},
                             "pct_of_peak": conventions.PCT_OF_PEAK},
         }
 

@@ -25,15 +25,18 @@ def add_parser(sub) -> None:
     p.add_argument("--module", action="append", default=[], metavar="PKG.MOD:FACTORY",
                    help="also sweep your own attention: factory(heads=, head_dim=, kv_heads=, dtype=, device=, "
                         "causal=) returns (fn, make_inputs(batch, seq_len)); repeatable")
-    p.add_argument("--seq-len", default="128,512,2048", help="lengths: 128,512 or a range 128:8192:x2 (default: %(default)s)")
+    p.add_argument("--seq-len", default="128,512,2048",
+                   help="lengths: 128,512 or a range 128:8192:x2 (default: %(default)s)")
     p.add_argument("--batch", default="1,8", help="batch sizes, as --seq-len (default: %(default)s)")
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--head-dim", type=int, default=64)
-    p.add_argument("--kv-heads", type=int, default=None, help="key/value heads for grouped-query attention (default: --heads)")
+    p.add_argument("--kv-heads", type=int, default=None,
+                   help="key/value heads for grouped-query attention (default: --heads)")
     p.add_argument("--dtype", default=None, help=f"{'|'.join(DTYPES)} (default: bfloat16 on cuda, float32 on cpu)")
     p.add_argument("--causal", action="store_true")
     p.add_argument("--pass", dest="pass_", default="fwd", help="fwd or fwd+bwd (default: %(default)s)")
-    p.add_argument("--min-run-time", type=float, default=0.2, help="seconds per cell for blocked_autorange (default: %(default)s)")
+    p.add_argument("--min-run-time", type=float, default=0.2,
+                   help="seconds per cell for blocked_autorange (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls before timing (default: %(default)s)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch and the Timer (default: torch's)")
     p.add_argument("--memory-cap", default=None, metavar="SIZE",

@@ -33,7 +33,8 @@ def parse_ints(text: str, what: str, *, minimum: int = 1) -> list[int]:
             continue
         m = _RANGE.match(part)
         if not m:
-            raise GridError(f"--{what}: {part!r} is neither a number nor a range START:STOP:xFACTOR or START:STOP:+STEP")
+            raise GridError(f"--{what}: {part!r} is neither a number nor a range "
+                            "START:STOP:xFACTOR or START:STOP:+STEP")
         start, stop, kind, step = int(m[1]), int(m[2]), m[3] or "+", int(m[4])
         if stop < start:
             raise GridError(f"--{what}: range {part!r} ends before it starts")
@@ -83,6 +84,12 @@ class Cell:
     pass_: str
     device: str
     module: str | None = None  # "pkg.mod:factory" when backend == "module"
+
+    @classmethod
+    def from_key(cls, key: dict[str, Any]) -> "Cell":
+        """The cell of a record (or of key()): its identifying fields, ``pass`` as ``pass_``."""
+        names = [f for f in cls.__dataclass_fields__]
+        return cls(**{f: key.get("pass" if f == "pass_" else f) for f in names})
 
     def key(self) -> dict[str, Any]:
         d = asdict(self)

@@ -74,7 +74,7 @@ def _child(conn, cap_bytes: int, num_threads: int) -> None:
         if msg is None:
             return
         cell_key, kwargs = msg
-        cell = Cell(**cell_key)
+        cell = Cell.from_key(cell_key)
         try:
             with _Capped(cap_bytes):
                 rec = run_cell(cell, **kwargs)
@@ -104,14 +104,13 @@ class CappedWorker:
         child_conn.close()
 
     def run(self, cell: Cell, **kwargs: Any) -> dict[str, Any]:
-        key = dict(cell.key())
-        key["pass_"] = key.pop("pass")
-        self._conn.send((key, kwargs))
+        self._conn.send((cell.key(), kwargs))
         try:
             kind, payload = self._conn.recv()
         except EOFError:
             code = self._proc.exitcode
-            raise RuntimeError(f"the capped child process died (exit code {code}) while measuring {cell.cell_id}") from None
+            raise RuntimeError(f"the capped child process died (exit code {code}) "
+                               f"while measuring {cell.cell_id}") from None
         if kind == "grid":
             raise GridError(payload)
         if kind == "raise":

@@ -3,8 +3,10 @@ blocked_autorange; an unsupported configuration or an out-of-memory becomes the 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
+import sys
 import time
 from typing import Any
 
@@ -38,11 +40,26 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Kineto prints two log lines to file descriptor 2 at every profiler start and stop, which would
+    break the progress line once per cell; the call itself already ran cleanly in the warm-up."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _cpu_peak_bytes(call) -> int:
     """Bytes allocated during one call and still live at its peak, from the profiler's memory events."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
         call()
     cpu = torch.autograd.DeviceType.CPU
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]" and e.device_type() == cpu]
@@ -182,7 +199,8 @@ def _profile(cell: Cell, call, profile_dir: str) -> str:
 
     run_dir = os.path.join(profile_dir, cell.cell_id)
     extra = {k: v for k, v in cell.key().items() if v is not None}
-    with profile(run_dir, variant=cell.backend if cell.module is None else cell.module, extra=extra, scalars=False):
+    with _quiet_stderr(), profile(run_dir, variant=cell.backend if cell.module is None else cell.module, extra=extra,
+                                  scalars=False):
         call()
         _sync(cell.device)
     return run_dir

@@ -59,7 +59,7 @@ def compare_table(records: list[dict[str, Any]]) -> str:
     for r in records:
         if r["status"] != "ok" or not r.get("times_s") or not r.get("number_per_run"):
             continue
-        cell = Cell(**{k if k != "pass" else "pass_": r[k] for k in Cell(**_dummy()).key()})
+        cell = Cell.from_key(r)
         label, sub, desc = labels(cell)
         n = int(r["number_per_run"])
         spec = TaskSpec(stmt="step()", setup="pass", label=label, sub_label=sub, description=desc,
@@ -75,11 +75,6 @@ def compare_table(records: list[dict[str, Any]]) -> str:
     finally:
         sys.stdout = saved
     return buf.getvalue().rstrip()
-
-
-def _dummy() -> dict[str, Any]:
-    return dict(backend="math", batch=1, seq_len=1, heads=1, kv_heads=1, head_dim=1, dtype="float32", causal=False,
-                pass_="fwd", device="cpu")
 
 
 def _check_device(device: str) -> None:
@@ -179,7 +174,6 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
                     rec = worker.run(cell, **kwargs)
                 except RuntimeError as e:  # the child died: record it, start a new one, go on
                     from .limits import CappedWorker
-                    from .measure import run_cell as _unused  # noqa: F401  (torch is loaded either way)
 
                     rec = dict(cell.key(), cell_id=cell.cell_id, status="error", reason=str(e))
                     worker.close()
