@@ -16,3 +16,26 @@ def mha(*, heads, head_dim, kv_heads, dtype, device, causal):
 
 
 not_a_factory = 42
+
+
+def llama(*, heads, head_dim, kv_heads, dtype, device, causal):
+    """A Hugging Face LlamaAttention layer (its q/k/v/o projections and rotary embedding included),
+    with the attention implementation that the config names ("sdpa")."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+
+    cfg = LlamaConfig(hidden_size=heads * head_dim, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                      head_dim=head_dim, max_position_embeddings=65536, attn_implementation="sdpa")
+    layer = LlamaAttention(cfg, layer_idx=0).to(device=device, dtype=dtype)
+    rope = LlamaRotaryEmbedding(config=cfg).to(device)
+
+    def make_inputs(batch, seq_len):
+        x = torch.randn(batch, seq_len, heads * head_dim, device=device, dtype=dtype)
+        pos = torch.arange(seq_len, device=device).unsqueeze(0).expand(batch, -1)
+        cos, sin = rope(x, pos)
+        mask = None
+        if causal:
+            mask = torch.full((seq_len, seq_len), float("-inf"), device=device, dtype=dtype).triu(1)[None, None]
+        return {"hidden_states": x, "position_embeddings": (cos, sin), "attention_mask": mask}
+
+    return layer, make_inputs

@@ -246,3 +246,49 @@ def test_causal_grouped_query_attention_agrees_with_math(tmp_path):
         assert r["kv_heads"] == 2 and r["causal"] is True
         assert r["flops"] == attention_flops(2, 4, 96, 96, 16) / 2
         assert r["max_abs_error"] < 1e-4, r
+
+
+def _rec(backend, batch, L, median, status="ok", peak=None):
+    return {"backend": backend, "batch": batch, "seq_len": L, "status": status, "median_s": median, "peak_bytes": peak}
+
+
+def test_analysis_fits_crossovers_best_and_oom_boundary_by_hand():
+    # a: 1e-6 * L^2; b: 1e-4 * L (they cross at L = 100); c runs out of memory from L = 400
+    recs = [_rec("a", 1, L, 1e-6 * L * L, peak=8 * L * L) for L in (25, 50, 200, 400)]
+    recs += [_rec("b", 1, L, 1e-4 * L, peak=64 * L) for L in (25, 50, 200, 400)]
+    recs += [_rec("c", 1, 25, 1e-3), _rec("c", 1, 50, 2e-3), _rec("c", 1, 200, None, "oom"),
+             _rec("c", 1, 400, None, "oom"), _rec("d", 1, 25, None, "unsupported")]
+    fits = {f["backend"]: f for f in analysis.fits(recs)}
+    assert math.isclose(fits["a"]["time_exponent"], 2.0) and math.isclose(fits["a"]["memory_exponent"], 2.0)
+    assert math.isclose(fits["b"]["time_exponent"], 1.0) and math.isclose(fits["b"]["memory_exponent"], 1.0)
+    assert fits["d"]["time_exponent"] is None
+    cross = [c for c in analysis.crossovers(recs) if c["backends"] == ["a", "b"]]
+    assert len(cross) == 1 and cross[0]["between"] == [50, 200] and math.isclose(cross[0]["seq_len"], 100.0)
+    assert cross[0]["faster_below"] == "a" and cross[0]["faster_above"] == "b"
+    best = {b["seq_len"]: b for b in analysis.best(recs)}
+    assert best[25]["backend"] == "a" and best[400]["backend"] == "b"
+    assert math.isclose(best[400]["speedup"], (1e-6 * 400 * 400) / (1e-4 * 400))
+    assert best[25]["statuses"]["d"] == "unsupported"
+    assert analysis.oom_boundary(recs) == [{"backend": "c", "batch": 1, "max_ok_seq_len": 50, "min_oom_seq_len": 200}]
+    text = analysis.render(recs)
+    assert "a faster below L~100, b above" in text and "c B=1 fits up to L=50, fails from L=200" in text
+
+
+def test_percent_of_peak_only_for_16_bit_on_a_known_gpu():
+    from tb_attn_plugin.attention.devices import peak_tflops
+    from tb_attn_plugin.sweeps.measure import peak_tflops_for
+
+    assert peak_tflops_for("cpu", "bfloat16") is None
+    assert peak_tflops_for("cuda", "float32", "NVIDIA H100 80GB HBM3") is None
+    assert peak_tflops_for("cuda", "bfloat16", "NVIDIA H100 80GB HBM3") == peak_tflops("NVIDIA H100 80GB HBM3")
+    assert peak_tflops_for("cuda", "bfloat16", "NVIDIA H100 80GB HBM3") is not None
+
+
+def test_a_hugging_face_attention_layer_as_module(tmp_path):
+    pytest.importorskip("transformers")
+    res = sweep(tmp_path, backends=None, module="tests.sweep_module_example:llama", seq_len="64", batch="1",
+                heads=4, kv_heads=2, causal=True, pass_="fwd+bwd")
+    (r,) = res
+    assert r["status"] == "ok", r["reason"]
+    assert r["module"] == "tests.sweep_module_example:llama" and r["median_s"] > 0 and r["peak_bytes"] > 0
+    assert r["max_abs_error"] is None  # a module has no math reference

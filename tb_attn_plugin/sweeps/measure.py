@@ -87,14 +87,14 @@ def device_name(device: str) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def peak_tflops_for(device: str, dtype: str) -> float | None:
+def peak_tflops_for(device: str, dtype: str, name: str | None = None) -> float | None:
     """The data-sheet dense 16-bit peak of the GPU (attention/devices.py's table); None on the CPU,
     for float32 (the table holds 16-bit tensor-core peaks) and for GPUs the table lacks."""
     if device != "cuda" or dtype not in ("bfloat16", "float16"):
         return None
     from ..attention.devices import peak_tflops
 
-    return peak_tflops(device_name(device))
+    return peak_tflops(name if name is not None else device_name(device))
 
 
 def labels(cell: Cell) -> tuple[str, str, str]:
