@@ -23,6 +23,9 @@ HOSTILE = [
     b'{"backend": "flash", "batch": 1, "seq_len": 128, "status": "ok", "median_s": "fast", '
     b'"profile_run": "../../etc/passwd"}',
     b'{"backend": "math", "batch": 1, "seq_len": 2',  # cut short
+    b'[' * 100_000 + b']' * 100_000,  # deeper than json can nest
+    b'{"backend": "eager", "batch": 2, "seq_len": 64, "status": "oom", "reason": {"html": "<b>"}, "causal": "yes", '
+    b'"peak_bytes": true, "extra": [1, 2]}',
 ]
 
 
@@ -95,11 +98,14 @@ def test_hostile_sweep_file_is_read_safely(served):
     client, _, _ = served
     code, doc = get(client, f"{P}/sweep?run=hostile")
     assert code == 200
-    assert doc["skipped_lines"] == 5
+    assert doc["skipped_lines"] == 6
     names = sorted(c["backend"] for c in doc["cells"])
-    assert names == ["<img src=x onerror=alert(1)>", "flash"]
+    assert names == ["<img src=x onerror=alert(1)>", "eager", "flash"]
+    eager = next(c for c in doc["cells"] if c["backend"] == "eager")
+    assert eager["reason"] is None and eager["causal"] is None and eager["peak_bytes"] is None and "extra" not in eager
     flash = next(c for c in doc["cells"] if c["backend"] == "flash")
     assert flash["profile_run"] is None  # "../../etc/passwd" is never a link
+    assert flash["median_s"] is None  # "fast" is not a number
     assert all(f["time_exponent"] is None for f in doc["analysis"]["fits"])
 
 

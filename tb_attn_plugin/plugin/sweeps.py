@@ -17,8 +17,25 @@ from .layout import Source, _mtime
 
 logger = logging.getLogger(__name__)
 _PROFILE_RUN = re.compile(r"profiles/[A-Za-z0-9_.+-]{1,120}")
-# Fields the view needs; per-run times stay in the file (they can be long lists)
-_DROP = ("times_s",)
+# The fields the view reads, with their types; anything else in a line (per-run times, fields of a
+# newer version, junk) stays in the file, and a field of the wrong type is served as null.
+_TEXT = ("backend", "module", "dtype", "pass", "device", "status", "reason", "cell_id", "profile_run")
+_NUMBER = ("batch", "seq_len", "heads", "kv_heads", "head_dim", "median_s", "iqr_s", "mean_s", "peak_bytes", "flops",
+           "tflops", "tokens_per_s", "pct_of_peak", "max_abs_error", "memory_cap_bytes", "number_per_run",
+           "num_threads", "wall_time")
+MAX_TEXT = 2000
+
+
+def _clean(rec: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k in _TEXT:
+        v = rec.get(k)
+        out[k] = v[:MAX_TEXT] if isinstance(v, str) else None
+    for k in _NUMBER:
+        v = rec.get(k)
+        out[k] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    out["causal"] = rec.get("causal") if isinstance(rec.get("causal"), bool) else None
+    return out
 
 
 @dataclass(frozen=True)
@@ -159,7 +176,7 @@ class SweepIndex:
         except OSError as exc:
             raise ValueError(f"{display}: cannot be read: {exc}") from None
         records, skipped = store.parse_lines(data.splitlines())
-        records = [{k: v for k, v in r.items() if k not in _DROP} for r in records]
+        records = [_clean(r) for r in records]
         records.sort(key=lambda r: (str(r.get("module") or r["backend"]), r["batch"], r["seq_len"]))
         devices = sorted({str(r.get("device")) for r in records})
         return {

@@ -44,7 +44,7 @@ def parse_lines(lines: Iterable[str | bytes]) -> tuple[list[dict[str, Any]], int
             continue
         try:
             rec = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a line of nested brackets
             skipped += 1
             continue
         if not valid(rec):
