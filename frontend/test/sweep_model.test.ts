@@ -4,6 +4,7 @@ import {
   backendColor, backendsOf, batchesOf, bestGrid, fmtSeconds, seriesLabel, sharedShape, statusCounts, sweepSeries,
   type SweepDoc,
 } from "../src/sweep_model";
+import { mergeHash, parseHash, stateFromParams, stateToParams } from "../src/state";
 
 // A real /sweep answer: tests/sweep_data.py's CPU sweep (math, flash, eager; efficient unsupported;
 // math and eager out of memory under a 48 MiB cap), served by tb_attn_plugin/plugin/sweeps.py.
@@ -62,5 +63,17 @@ describe("sweep model", () => {
     expect(backendColor("pkg.mod:f", ["pkg.mod:f", "math"])).toBe(backendColor("pkg.mod:f", ["math", "pkg.mod:f"]));
     expect(fmtSeconds(0.0015)).toBe("1.50 ms");
     expect(fmtSeconds(null)).toBe("—");
+  });
+});
+
+describe("sweep state in the URL", () => {
+  it("keeps the view and the sweep run, names with slashes and spaces included", () => {
+    const s = stateFromParams([["attn_view", "sweep"], ["attn_sweep", "runs/my sweep"]]);
+    expect(s.view).toBe("sweep");
+    expect(s.sweep).toBe("runs/my sweep");
+    expect(stateToParams(s)).toEqual([["attn_view", "sweep"], ["attn_sweep", "runs/my sweep"]]);
+    const again = stateFromParams(parseHash(mergeHash("#tb_attn&tagFilter=x", s, "tb_attn")).params);
+    expect(again).toEqual(s);
+    expect(stateFromParams([["attn_sweep", ""]]).sweep).toBeNull();
   });
 });

@@ -28,7 +28,11 @@ export async function sweepView(ctx: Ctx, root: HTMLElement): Promise<void> {
       "tb-attn sweep --logdir DIR writes DIR/sweep.jsonl; start TensorBoard with that directory (or a parent) as --logdir."));
     return;
   }
-  const run = ctx.state.sweep && sweeps.some((s) => s.run === ctx.state.sweep) ? ctx.state.sweep : sweeps[0].run;
+  // The sweep in the URL; else the one whose profile is the current run; else the first.
+  const current = ctx.target?.run || "";
+  const owner = sweeps.find((s) => current.startsWith(s.run === "." ? "profiles/" : `${s.run}/profiles/`));
+  const run = ctx.state.sweep && sweeps.some((s) => s.run === ctx.state.sweep) ? ctx.state.sweep
+    : (owner || sweeps[0]).run;
   const pick = h("select", { "aria-label": "sweep", "data-testid": "sweep-select" },
     ...sweeps.map((s) => h("option", { value: s.run, selected: s.run === run }, s.run)));
   pick.addEventListener("change", () => ctx.set({ sweep: pick.value }));
