@@ -292,3 +292,13 @@ def test_a_hugging_face_attention_layer_as_module(tmp_path):
     assert r["status"] == "ok", r["reason"]
     assert r["module"] == "tests.sweep_module_example:llama" and r["median_s"] > 0 and r["peak_bytes"] > 0
     assert r["max_abs_error"] is None  # a module has no math reference
+
+
+def test_flex_is_compiled_flex_attention_and_agrees_with_math(tmp_path):
+    # torch.compile of FlexAttention runs on the CPU too (inductor and a C++ compiler): one cell, causal
+    res = sweep(tmp_path, backends="flex", seq_len="128", batch="1", causal=True)
+    (r,) = res
+    if r["status"] == "unsupported":
+        pytest.skip(f"FlexAttention cannot be compiled here: {r['reason']}")
+    assert r["status"] == "ok", r["reason"]
+    assert r["max_abs_error"] < 1e-4 and r["median_s"] > 0

@@ -81,7 +81,15 @@ def _flex(cell: Cell) -> Callable[..., torch.Tensor]:
     except ImportError as e:
         raise Unsupported(f"FlexAttention is not in torch {torch.__version__}: {e}") from None
     if "compiled" not in _FLEX:
-        # One compiled function per process; shapes that differ recompile on first use (the warm-up).
+        # One compiled function per process; each shape compiles on first use (the warm-up). Dynamo
+        # gives up recompiling a function after a few shapes (then FlexAttention would run unfused,
+        # and slowly): a sweep's grid needs one compilation per shape.
+        import torch._dynamo
+
+        for limit in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
+                      "accumulated_cache_size_limit"):
+            if hasattr(torch._dynamo.config, limit):
+                setattr(torch._dynamo.config, limit, max(getattr(torch._dynamo.config, limit), 1024))
         _FLEX["compiled"] = torch.compile(flex_attention, dynamic=False)
     compiled = _FLEX["compiled"]
     block_mask = None
