@@ -162,8 +162,10 @@ def run_cell(cell: Cell, *, min_run_time: float = 0.2, warmup: int = WARMUP_CALL
         if peak:
             rec["pct_of_peak"] = 100.0 * rec["tflops"] / peak
         if profile_dir is not None:
-            stage = "profiling"
-            rec["profile_run"] = _profile(cell, call, profile_dir)
+            try:
+                rec["profile_run"] = _profile(cell, call, profile_dir)
+            except Exception as e:  # the measurement stands without its profile
+                rec["reason"] = f"no profile: {type(e).__name__}: {first_line(e, 200)}"
     except (KeyboardInterrupt, GridError):
         raise
     except Unsupported as e:
