@@ -302,3 +302,12 @@ def test_flex_is_compiled_flex_attention_and_agrees_with_math(tmp_path):
         pytest.skip(f"FlexAttention cannot be compiled here: {r['reason']}")
     assert r["status"] == "ok", r["reason"]
     assert r["max_abs_error"] < 1e-4 and r["median_s"] > 0
+
+
+@pytest.mark.parametrize("argv", [["--heads", "many"], ["--min-run-time", "soon"], []])
+def test_argparse_mistakes_are_one_line_too(tmp_path, capsys, argv):
+    full = ["sweep", "-q", *argv] + ([] if not argv else ["--logdir", str(tmp_path)])
+    with pytest.raises(SystemExit) as exc:
+        main(full)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("tb-attn: error: sweep: "), err

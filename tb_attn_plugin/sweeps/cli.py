@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
                    help="key/value heads for grouped-query attention (default: --heads)")
     p.add_argument("--dtype", default=None, help=f"{'|'.join(DTYPES)} (default: bfloat16 on cuda, float32 on cpu)")
     p.add_argument("--causal", action="store_true")
-    p.add_argument("--pass", dest="pass_", default="fwd", help="fwd or fwd+bwd (default: %(default)s)")
+    p.add_argument("--pass", dest="pass_", metavar="PASS", default="fwd", help="fwd or fwd+bwd (default: %(default)s)")
     p.add_argument("--min-run-time", type=float, default=0.2,
                    help="seconds per cell for blocked_autorange (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls before timing (default: %(default)s)")
@@ -46,6 +46,12 @@ def add_parser(sub) -> None:
                    help="record one tb-attn trace per cell (or only at these lengths) under LOGDIR/profiles/")
     p.add_argument("--no-hparams", action="store_true", help="do not write TensorBoard HParams summaries and scalars")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+
+    def one_line_error(message: str):  # argparse would print the whole usage first
+        print(f"tb-attn: error: sweep: {message} (tb-attn sweep --help lists the options)", file=sys.stderr)
+        sys.exit(2)
+
+    p.error = one_line_error
 
 
 def run(args) -> int:
