@@ -150,12 +150,13 @@ def run_cell(cell: Cell, *, min_run_time: float = 0.2, warmup: int = WARMUP_CALL
         rec["peak_bytes"] = _cuda_peak_bytes(call) if cell.device == "cuda" else _cpu_peak_bytes(call)
         stage = "timing"
         label, sub, desc = labels(cell)
-        timer = Timer(stmt="step()", globals={"step": prepared.step}, label=label, sub_label=sub, description=desc,
+        stmt, glb = prepared.timer_args()
+        timer = Timer(stmt=stmt, globals=glb, label=label, sub_label=sub, description=desc,
                       num_threads=torch.get_num_threads())
         with ctx():
             m = timer.blocked_autorange(min_run_time=min_run_time)
         rec.update(median_s=m.median, iqr_s=m.iqr, mean_s=m.mean, times_s=list(m.times),
-                   number_per_run=m.number_per_run, num_threads=torch.get_num_threads())
+                   number_per_run=m.number_per_run, num_threads=torch.get_num_threads(), stmt=stmt)
         rec["tflops"] = rec["flops"] / m.median / 1e12
         rec["tokens_per_s"] = cell.batch * cell.seq_len / m.median
         peak = peak_tflops_for(cell.device, cell.dtype)

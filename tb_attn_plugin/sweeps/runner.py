@@ -62,7 +62,7 @@ def compare_table(records: list[dict[str, Any]]) -> str:
         cell = Cell.from_key(r)
         label, sub, desc = labels(cell)
         n = int(r["number_per_run"])
-        spec = TaskSpec(stmt="step()", setup="pass", label=label, sub_label=sub, description=desc,
+        spec = TaskSpec(stmt=r.get("stmt") or "step()", setup="pass", label=label, sub_label=sub, description=desc,
                         num_threads=int(r.get("num_threads") or 1))
         ms.append(Measurement(n, [t * n for t in r["times_s"]], spec))
     if not ms:
