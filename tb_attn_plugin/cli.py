@@ -8,6 +8,7 @@
     tb-attn --version
     tb-attn annotate TRACE -o OUT    the trace with the analysis on its own track (Perfetto, chrome://tracing)
     tb-attn patterns                 the kernel-name table in effect
+    tb-attn sweep --logdir DIR ...   time attention backends over sequence length x batch (sweeps/cli.py)
 
 Every command takes ``--patterns FILE`` (repeatable): kernel families added from TOML (docs/kernels.md).
 
@@ -243,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
     cmp_.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     cli_kernels.add_commands(sub, common)
+    from .sweeps import cli as sweep_cli
+
+    sweep_cli.add_parser(sub, [common])  # --patterns reaches the reports of --profile cells
     args = parser.parse_args(argv)
     if args.command == "compare" and len(args.paths) < 2:
         parser.error("compare needs at least two paths")
@@ -255,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
             return _report(args)
         if args.command == "compare":
             return _compare(args)
+        if args.command == "sweep":
+            return sweep_cli.run(args)
     except KeyboardInterrupt:
         print("tb-attn: interrupted", file=sys.stderr)
         return 130

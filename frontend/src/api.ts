@@ -4,6 +4,7 @@
 
 import type { RanksDoc } from "./ranks-model";
 import type { MemoryDoc } from "./memory_types";
+import type { SweepDoc, SweepsDoc } from "./sweep_model";
 import type { CallSample, CompareDoc, Kernel, Report, RunsDoc } from "./types";
 
 export class ApiError extends Error {
@@ -82,6 +83,8 @@ export const api = {
     getJSON<CompareDoc>("./compare" + query({ run: workers.map(() => run), worker: workers })),
   memory: (t: Target, points: number) =>
     getJSON<MemoryDoc>("./memory" + query({ run: t.run, worker: t.worker, span: t.span, points: String(points) })),
+  sweeps: () => getJSON<SweepsDoc>("./sweeps"),
+  sweep: (run: string) => getJSON<SweepDoc>("./sweep" + query({ run })),
 };
 
 /**

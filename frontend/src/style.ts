@@ -118,4 +118,7 @@ td.bar-cell { width: 280px; }
 .bar-better { background: #59a14f; }
 .bar-worse { background: #e15759; }
 .roofline-compare { margin-top: 8px; }
+.sweep-best td { min-width: 96px; } .sweep-best td.none { color: #9e9e9e; font-style: italic; }
+.best-name { font-weight: 500; }
+td.status-oom { color: #c62828; } td.status-unsupported, td.status-error { color: #9e9e9e; }
 `;

@@ -29,6 +29,7 @@ from .index import ERROR, LOADING, RunIndex, UnknownName
 from .layout import MAX_NAME, Source
 from .pool import make_pool
 from .ranks_route import RanksAnswers
+from .sweeps import SweepIndex
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +150,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
         _check_patterns()
         self._index = RunIndex(self._logdir, cache, make_pool(), settle_s=settle_s,
                                interval_s=float(reload_s) if reload_s and reload_s > 0 else None)
+        self._sweeps = SweepIndex(self._logdir, interval_s=float(reload_s) if reload_s and reload_s > 0 else None)
         if self._logdir:
+            self._sweeps.start()
             # Trim what earlier sessions left (old engine versions, runs long gone) without
             # holding up TensorBoard's start.
             threading.Thread(target=cache.prune, name="tb-attn-cache-prune", daemon=True).start()
@@ -159,6 +162,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def close(self) -> None:
         """Stop scanning and the worker processes (TensorBoard has no hook; tests and bench call it)."""
         self._index.close()
+        self._sweeps.close()
 
     @property
     def index(self) -> RunIndex:
@@ -174,13 +178,15 @@ class AttentionPlugin(base_plugin.TBPlugin):
             "/call": self._serve_call,
             "/annotated": self._serve_annotated,
             "/memory": self._serve_memory,
+            "/sweeps": self._serve_sweeps,
+            "/sweep": self._serve_sweep,
             "/index.js": self._serve_index_js,
             "/static/*": self._serve_static,
         }
 
     def is_active(self) -> bool:
         # Answers from what the background scan already knows; never lists the logdir here.
-        return self._index.has_traces()
+        return self._index.has_traces() or self._sweeps.has_sweeps()
 
     def frontend_metadata(self):
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="Attention")
@@ -328,6 +334,24 @@ class AttentionPlugin(base_plugin.TBPlugin):
         except UnknownName as exc:
             raise ApiError(404, str(exc)) from None
         return _json(request, body, code)
+
+    @_route
+    def _serve_sweeps(self, request):
+        return _json(request, self._sweeps.runs_json())
+
+    @_route
+    def _serve_sweep(self, request):
+        if not self._logdir:
+            raise ApiError(404, "TensorBoard was started without --logdir (or --logdir_spec), so there are no runs")
+        run = _param(request, "run", required=True)
+        try:
+            return _json(request, self._sweeps.get(run, set(self._index.run_names())))
+        except KeyError:
+            known = [s["run"] for s in self._sweeps.runs_json()["sweeps"]]
+            raise ApiError(404, f"no sweep run named {run[:80]!r}"
+                                + (f" (sweeps: {', '.join(known[:20])})" if known else " (no sweep.jsonl found)")) from None
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from None
 
     @_route
     def _serve_index_js(self, request):
