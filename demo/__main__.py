@@ -19,6 +19,7 @@ import torch
 import tb_attn_plugin
 
 from . import models
+from .quiet import without_usdt_lines
 
 VARIANTS = ("eager", "sdpa", "sdpa-math", "compiled", "hf-eager", "hf-sdpa")  # the default set, CPU-friendly
 # Asked for by name: SDPA pinned to one backend, and FlexAttention. The CPU has no efficient or cuDNN
@@ -48,7 +49,7 @@ def profile_one(variant: str, length: int, args, built) -> str:
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     logdir = os.path.join(args.logdir, f"{variant}-L{length}")
     sched = torch.profiler.schedule(wait=0, warmup=1, active=args.steps, repeat=1)
-    with tb_attn_plugin.profile(logdir, model=model, variant=variant, schedule=sched,
+    with tb_attn_plugin.profile(logdir, model=model, variant=variant, schedule=sched, memory=True,
                                 extra={"seq_len": length, "batch": args.batch}) as prof:
         for _ in range(1 + args.steps):
             opt.zero_grad(set_to_none=True)
@@ -83,12 +84,13 @@ def main(argv=None) -> int:
         if skipped:
             print(f"skipping {', '.join(skipped)}: transformers is not installed", file=sys.stderr)
     t0 = time.perf_counter()
-    for variant in variants:
-        built = build(variant, args.device)
-        for length in args.lengths:
-            t = time.perf_counter()
-            line = profile_one(variant, length, args, built)
-            print(f"{line} ({time.perf_counter() - t:.1f} s)", flush=True)
+    with without_usdt_lines():
+        for variant in variants:
+            built = build(variant, args.device)
+            for length in args.lengths:
+                t = time.perf_counter()
+                line = profile_one(variant, length, args, built)
+                print(f"{line} ({time.perf_counter() - t:.1f} s)", flush=True)
     print(f"done in {time.perf_counter() - t0:.0f} s. Open the Attention tab with:\n\n"
           f"    tensorboard --logdir {args.logdir}\n")
     return 0

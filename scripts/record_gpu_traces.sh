@@ -2,7 +2,9 @@
 # Records the GPU traces that issue 3 asks for, in one command on a lent GPU machine (the device
 # tool's `run`): the demo model, forward and backward, with every SDPA backend pinned (flash,
 # efficient, cudnn, math), default SDPA, hand-written eager attention, torch.compile and compiled
-# FlexAttention; one profiled step each (small windows), gzipped by the collector. Ends with
+# FlexAttention; one profiled step each (small windows), gzipped by the collector. The demo profiles
+# with memory=True, so on CUDA each trace gets its allocator snapshot beside it
+# ({worker}.{time}.memory.pickle, issue 10): those become the snapshot test fixtures. Ends with
 # tb-attn's report of each trace, and one archive of the runs plus the GPU and versions.
 #
 # That machine has torch, tensorboard and transformers but not msgspec, and reaches no index, so
@@ -47,5 +49,11 @@ for v in $VARIANTS; do
   fi
 done
 "$PY" -m tb_attn_plugin.cli report "$OUT/runs" > "$OUT/reports.txt" 2>&1 || true
-tar czf "$OUT/gpu_traces.tgz" -C "$OUT" runs versions.txt reports.txt
+# Each CUDA memory snapshot on its own too (the trace's report above already joins it).
+: > "$OUT/snapshot_reports.txt"
+for snap in "$OUT"/runs/*/*.memory.pickle; do
+  [ -e "$snap" ] || { echo "no memory snapshots written (no CUDA?)" >> "$OUT/snapshot_reports.txt"; break; }
+  "$PY" -m tb_attn_plugin.cli report "$snap" >> "$OUT/snapshot_reports.txt" 2>&1 || true
+done
+tar czf "$OUT/gpu_traces.tgz" -C "$OUT" runs versions.txt reports.txt snapshot_reports.txt
 echo "wrote $OUT/gpu_traces.tgz; failed variants: ${failed[*]:-none}"

@@ -1,20 +1,32 @@
 """``tb-attn``: the command line.
 
-    tb-attn report PATH [--json]     PATH: a trace file, a run directory or a logdir (or an fsspec URL)
+    tb-attn report PATH... [--json]  each PATH: a trace file, a run directory or a logdir (or an fsspec URL),
+                                     or a CUDA memory snapshot (*.pickle);
+                                     a pattern such as 'runs/*/trace.json.gz' is expanded if the shell did not
+    tb-attn report LOGDIR --dask ADDRESS|local   the same, each trace analysed on a Dask cluster
     tb-attn compare A B [C ...]      runs side by side (each a trace file or a run directory)
+    tb-attn --version
+    tb-attn annotate TRACE -o OUT    the trace with the analysis on its own track (Perfetto, chrome://tracing)
+    tb-attn patterns                 the kernel-name table in effect
+    tb-attn sweep --logdir DIR ...   time attention backends over sequence length x batch (sweeps/cli.py)
 
-Exit status: 0 when every trace was analysed, 2 when any could not be (one line per file on stderr).
+Every command takes ``--patterns FILE`` (repeatable): kernel families added from TOML (docs/kernels.md).
+
+Exit status: 0 when every trace was analysed, 2 when any could not be (one line per file on stderr;
+with --json also a JSON object with "error" on stdout).
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import sys
 import time
 
 from .errors import TraceError
+from .report.words import cut
 
 
 class ProgressBar:
@@ -30,105 +42,232 @@ class ProgressBar:
             return
         if not self.shown and not self.stream.isatty() and frac < 1.0:
             # not a terminal: one line per phase instead of redrawing
+            if phase == getattr(self, "_last_phase", None):
+                return
+            self._last_phase = phase
             self.stream.write(f"{self.label}: {phase}…\n")
             self.stream.flush()
             return
         self.shown = True
         width = 30
         done = int(frac * width)
-        self.stream.write(f"\r{self.label[-40:]} [{'#' * done}{'.' * (width - done)}] {phase:<18}")
+        self.stream.write(f"\r{cut(self.label, 40, keep_end=True)} [{'#' * done}{'.' * (width - done)}] {phase:<18}")
         if frac >= 1.0:
             self.stream.write("\n")
         self.stream.flush()
 
 
-def _analyze(path: str, quiet: bool):
+def _analyze(path: str, quiet: bool, dask: str | None = None):
     """[(TraceFile, report or TraceError)] for a file, run directory or logdir; TraceError when the
     path itself is unusable."""
+    from .memory.cli_paths import snapshot_items
     from .report.build import analyze_path
+
+    snapshots = snapshot_items(path)  # a snapshot pickle, or a directory of snapshots without traces
+    if snapshots is not None:
+        return snapshots
+    if dask:
+        from .cluster.cli_support import analyze_path_on_dask
+
+        return list(analyze_path_on_dask(path, dask, quiet))
 
     return list(analyze_path(path, None if quiet else (lambda tf: ProgressBar(os.path.basename(tf.path)))))
 
 
+def _expand(paths: list[str]) -> tuple[list[str], list[TraceError]]:
+    """The paths to analyse: each as given, or a pattern's matches (sorted) when the shell left it
+    unexpanded; an empty argument or a pattern matching nothing is an error of its own."""
+    from .trace.read import is_url
+
+    out, errors = [], []
+    for p in paths:
+        if not p.strip():
+            errors.append(TraceError(repr(p), "empty path argument (a shell variable that expanded to nothing?)"))
+        elif not is_url(p) and not os.path.exists(p) and glob.has_magic(p):
+            found = sorted(glob.glob(p, recursive=True))
+            out.extend(found) if found else errors.append(TraceError(p, "no file or directory matches this pattern"))
+        else:
+            out.append(p)
+    return out, errors
+
+
+def _fail_json(errors: list[TraceError], **extra) -> None:
+    """With --json, failures are a JSON object too: {"error": first message, "errors": [{path, error}]}."""
+    doc = dict(extra)
+    if "reports" not in doc:
+        doc["error"] = str(errors[0])
+    doc["errors"] = [{"path": e.path, "error": str(e)} for e in errors]
+    json.dump(doc, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
 def _report(args) -> int:
+    from .cluster.dask_jobs import DaskUnavailable
     from .report.text import render
 
-    status = 0
+    paths, errors = _expand(args.paths)
     reports = []
-    try:
-        items = _analyze(args.path, args.quiet)
-    except TraceError as exc:
-        print(f"tb-attn: error: {exc}", file=sys.stderr)
-        return 2
-    for tf, result in items:
-        if isinstance(result, TraceError):
-            print(f"tb-attn: error: {result}", file=sys.stderr)
-            status = 2
+    items_all = []
+    for path in paths:
+        try:
+            items = _analyze(path, args.quiet, args.dask)
+        except TraceError as exc:
+            errors.append(exc)
             continue
-        for w in result.get("warnings", []):
-            print(f"tb-attn: warning: {tf.path}: {w}", file=sys.stderr)
-        reports.append(result)
+        except DaskUnavailable as exc:  # --dask without dask installed, or no scheduler at that address
+            print(f"tb-attn: error: {exc}", file=sys.stderr)
+            return 2
+        items_all.extend(items)
+        for tf, result in items:
+            if isinstance(result, TraceError):
+                errors.append(result)
+                continue
+            for w in result.get("warnings", []):
+                print(f"tb-attn: warning: {tf.path}: {w}", file=sys.stderr)
+            reports.append(result)
+    from .ranks.runs import rank_summaries
+
+    ranks = rank_summaries(items_all)  # runs whose traces are ranks of one job
+    for exc in errors:
+        print(f"tb-attn: error: {exc}", file=sys.stderr)
+    ranks_doc = {"ranks": [{"run": run, **summary} for run, summary in ranks]} if ranks else {}
     if args.json:
-        doc = reports[0] if len(reports) == 1 and not os.path.isdir(args.path) else {"reports": reports}
-        json.dump(doc, sys.stdout, indent=None if args.compact else 1)
-        sys.stdout.write("\n")
-    else:
-        print("\n\n".join(render(r) for r in reports))
-    return status
+        if errors:
+            _fail_json(errors, **({"reports": reports, **ranks_doc} if reports else {}))
+        else:
+            one = len(reports) == 1 and len(paths) == 1 and not os.path.isdir(paths[0])
+            doc = reports[0] if one else {"reports": reports}
+            doc.update(ranks_doc)
+            json.dump(doc, sys.stdout, indent=None if args.compact else 1)
+            sys.stdout.write("\n")
+    elif reports:
+        from .memory.text import render_snapshot_report
+        from .ranks.text import render_ranks
+
+        print("\n\n".join([render_snapshot_report(r) if r.get("kind") == "memory_snapshot" else render(r)
+                           for r in reports] + [render_ranks(run, s) for run, s in ranks]))
+    return 2 if errors else 0
+
+
+def _labels(paths: list[str]) -> list[str]:
+    """A distinct label per compared input: the base name, more of the path where two share it, and
+    a number where two are the same path."""
+    parts = [os.path.normpath(p).replace("\\", "/").split("/") for p in paths]
+    labels = []
+    for i, p in enumerate(parts):
+        depth = 1
+        while depth < len(p) and sum(1 for q in parts if q[-depth:] == p[-depth:]) > 1 and \
+                any(q != p and q[-depth:] == p[-depth:] for q in parts):
+            depth += 1
+        labels.append("/".join(p[-depth:]) or paths[i])
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if labels.count(label) == 1 else f"{label} ({seen[label]})")
+    return out
 
 
 def _compare(args) -> int:
     from .report.compare import compare_reports
     from .report.text import render_compare
 
+    paths, errors = _expand(args.paths)
     runs = []
-    for path in args.paths:
-        got = None
+    for path, label in zip(paths, _labels(paths)):
         try:
-            # A run directory may hold several workers and spans: compare the first worker's last span.
             items = _analyze(path, args.quiet)
         except TraceError as exc:
-            print(f"tb-attn: error: {exc}", file=sys.stderr)
-            return 2
-        for tf, result in items:
-            if isinstance(result, TraceError):
-                print(f"tb-attn: error: {result}", file=sys.stderr)
-                return 2
-            if got is None or (tf.worker == got[0].worker):
-                got = (tf, result)
-        runs.append((os.path.basename(os.path.normpath(path)), got[1]))
+            errors.append(exc)
+            continue
+        failed = [r for _, r in items if isinstance(r, TraceError)]
+        if failed:
+            errors.extend(failed)
+            continue
+        names = sorted({tf.run for tf, _ in items})
+        if len(names) > 1:
+            # A logdir: which of its runs would be meant is a guess, so say so instead of taking one.
+            shown = ", ".join(names[:5]) + (f", … ({len(names)} in all)" if len(names) > 5 else "")
+            errors.append(TraceError(path, f"holds {len(names)} runs ({shown}); compare takes trace files or run "
+                                           f"directories: name the runs, e.g. {os.path.join(path, names[0])}"))
+            continue
+        # One run of several workers or spans: the first worker's latest span, and say which.
+        first = items[0][0].worker
+        tf, result = [(tf, r) for tf, r in items if tf.worker == first][-1]
+        if len(items) > 1:
+            print(f"tb-attn: note: {path}: comparing {os.path.basename(tf.path)} (worker {first}, latest span) "
+                  f"of its {len(items)} trace files", file=sys.stderr)
+        for w in result.get("warnings", []):
+            print(f"tb-attn: warning: {tf.path}: {w}", file=sys.stderr)
+        runs.append((label, result))
+    for exc in errors:
+        print(f"tb-attn: error: {exc}", file=sys.stderr)
+    if errors:
+        if args.json:
+            _fail_json(errors)
+        return 2
+    if len(runs) < 2:
+        print("tb-attn: error: compare needs at least two runs", file=sys.stderr)
+        return 2
     c = compare_reports(runs)
     if args.json:
         json.dump(c, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         print(render_compare(c))
+        warned = [(label, w) for label, r in runs for w in r.get("warnings", [])]
+        for label, w in warned:  # on stdout too: a side cut short must not look like a complete run
+            print(f"  warning: {label}: {w}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import cli_kernels
+    from .version import ENGINE_VERSION, SCHEMA_VERSION, __version__
+
     parser = argparse.ArgumentParser(prog="tb-attn", description="Attention in PyTorch profiler traces.")
+    parser.add_argument("--version", action="version",
+                        version=f"tb-attn {__version__} (engine {ENGINE_VERSION}, report schema {SCHEMA_VERSION})")
     sub = parser.add_subparsers(dest="command", required=True)
-    rep = sub.add_parser("report", help="analyse a trace file, a run directory or a logdir")
-    rep.add_argument("path", help="trace file (.json or .json.gz), run directory, logdir, or fsspec URL")
+    common = cli_kernels.patterns_parent()
+    rep = sub.add_parser("report", help="analyse a trace file, a run directory or a logdir", parents=[common])
+    rep.add_argument("paths", nargs="+", metavar="PATH",
+                     help="trace file (.json or .json.gz), run directory, logdir, fsspec URL, or a pattern")
     rep.add_argument("--json", action="store_true", help="print the report as JSON (schema: report/schema.json)")
     rep.add_argument("--compact", action="store_true", help="with --json: no indentation")
     rep.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    cmp_ = sub.add_parser("compare", help="compare runs: stage and layer deltas, kernels only in one run")
+    rep.add_argument("--dask", metavar="ADDRESS", help="analyse the traces on the Dask scheduler at ADDRESS "
+                     "(tcp://host:8786), or 'local' for a LocalCluster on this machine's cores (pip install 'tb-attn[dask]')")
+    cmp_ = sub.add_parser("compare", help="compare runs: stage and layer deltas, kernels only in one run",
+                          parents=[common])
     cmp_.add_argument("paths", nargs="+", metavar="PATH", help="two or more trace files or run directories")
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
     cmp_.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    cli_kernels.add_commands(sub, common)
+    from .sweeps import cli as sweep_cli
+
+    sweep_cli.add_parser(sub, [common])  # --patterns reaches the reports of --profile cells
     args = parser.parse_args(argv)
     if args.command == "compare" and len(args.paths) < 2:
         parser.error("compare needs at least two paths")
     try:
+        if not cli_kernels.install_patterns(args):
+            return 2
+        if args.command in cli_kernels.COMMANDS:
+            return cli_kernels.run(args)
         if args.command == "report":
             return _report(args)
         if args.command == "compare":
             return _compare(args)
+        if args.command == "sweep":
+            return sweep_cli.run(args)
     except KeyboardInterrupt:
         print("tb-attn: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        print("tb-attn: error: out of memory (set TB_ATTN_MAX_TRACE_BYTES to refuse traces this large before "
+              "reading them)", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 0
     return 2

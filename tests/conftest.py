@@ -14,14 +14,15 @@ SHARED_TRACES = Path(os.environ.get("TB_ATTN_SHARED_TRACES", REPO.parent / "shar
 def shared_trace(name: str) -> Path:
     p = SHARED_TRACES / f"{name}.json.gz"
     if not p.exists():
-        pytest.skip(f"shared trace {p} not present")
+        pytest.skip(f"shared trace {p} not present: this checks facts of that GPU trace; "
+                    "run with TB_ATTN_SHARED_TRACES=<dir of the shared traces> to include it")
     return p
 
 
 @pytest.fixture(scope="session")
 def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
-        pytest.skip(f"{SHARED_TRACES} not present")
+        pytest.skip(f"{SHARED_TRACES} not present: set TB_ATTN_SHARED_TRACES to the shared GPU traces")
     return SHARED_TRACES
 
 
@@ -36,13 +37,21 @@ def cpu_traces(tmp_path_factory) -> dict[str, Path]:
 
 # --- TensorBoard plugin fixtures (tests/test_plugin*.py) -------------------------------------
 
-# Real traces laid out as tensorboard_trace_handler writes them: {logdir}/{run}/{worker}.{span}.pt.trace.json.gz
+# Traces laid out as tensorboard_trace_handler writes them: {logdir}/{run}/{worker}.{span}.pt.trace.json.gz.
+# Recorded by the suite itself (tests/recorded.py), so the plugin tests run in any clone.
 PLUGIN_RUNS = {
-    "bert_flash": "tl_h100_bert_small_sdpa_flash",
-    "bert_aotriton": "tl_mi300x_bert_small_sdpa_aotriton",
-    "owlv2_eager": "tl_h100_owlv2_eager_bmm_softmax",
-    "negative": "hta_a100_negative_log_softmax_fwdbwd",
-    "group/compiled": "tl_mi300x_torch_compile_small",
+    "sdpa": "sdpa",
+    "math": "math",
+    "eager": "eager",
+    "negative": "negative",
+    "group/small": "small",
+}
+# The real GPU traces, added under gpu/ when ../shared/traces is present (TB_ATTN_SHARED_TRACES):
+# only the tests of their particular facts use them, and skip without them.
+PLUGIN_GPU_RUNS = {
+    "gpu/bert_flash": "tl_h100_bert_small_sdpa_flash",
+    "gpu/bert_aotriton": "tl_mi300x_bert_small_sdpa_aotriton",
+    "gpu/owlv2_eager": "tl_h100_owlv2_eager_bmm_softmax",
 }
 # Inputs that must fail alone, with a message, while every other run keeps working.
 PLUGIN_BAD_RUNS = {
@@ -60,23 +69,62 @@ def _place(dst: Path, data: bytes) -> None:
     os.utime(dst, (OLD, OLD))
 
 
+_RECORDED: list[Path] = []
+
+
+def recorded_trace(role: str) -> Path:
+    """``{role}.json.gz`` of tests/recorded.py: small real CPU traces, recorded once per session in a
+    subprocess (the test process never imports torch); usable outside fixtures too."""
+    import atexit
+    import importlib.util
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    if not _RECORDED:
+        if importlib.util.find_spec("torch") is None:
+            pytest.skip("torch is not installed")
+        root = Path(tempfile.mkdtemp(prefix="tb-attn-recorded-"))
+        atexit.register(shutil.rmtree, root, True)
+        subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); "
+                        f"from tests.recorded import record_roles; record_roles({str(root)!r})"],
+                       check=True, timeout=300, capture_output=True)
+        _RECORDED.append(root)
+    return _RECORDED[0] / f"{role}.json.gz"
+
+
 @pytest.fixture(scope="session")
-def plugin_logdir(tmp_path_factory, shared_traces) -> Path:
-    """A logdir of real runs, one multi-worker multi-span run, nested runs and bad runs."""
+def recorded_traces() -> Path:
+    """The directory of recorded_trace(): ``{role}.json.gz`` for each role of tests/recorded.py."""
+    return recorded_trace("small").parent
+
+
+def gpu_runs_present() -> bool:
+    return all((SHARED_TRACES / f"{n}.json.gz").exists() for n in PLUGIN_GPU_RUNS.values())
+
+
+@pytest.fixture(scope="session")
+def plugin_logdir(tmp_path_factory, recorded_traces) -> Path:
+    """A logdir of real runs, one multi-worker multi-span run, nested runs and bad runs (and the
+    shared GPU runs under gpu/ when present)."""
     root = tmp_path_factory.mktemp("logdir")
-    for run, name in PLUGIN_RUNS.items():
-        _place(root / run / "host_1.1700000000000000001.pt.trace.json.gz", (shared_traces / f"{name}.json.gz").read_bytes())
-    small = (shared_traces / "tl_mi300x_torch_compile_small.json.gz").read_bytes()
-    bert = (shared_traces / "tl_mi300x_bert_small_sdpa_aotriton.json.gz").read_bytes()
+    for run, role in PLUGIN_RUNS.items():
+        _place(root / run / "host_1.1700000000000000001.pt.trace.json.gz", (recorded_traces / f"{role}.json.gz").read_bytes())
+    if gpu_runs_present():
+        for run, name in PLUGIN_GPU_RUNS.items():
+            _place(root / run / "host_1.1700000000000000001.pt.trace.json.gz", (SHARED_TRACES / f"{name}.json.gz").read_bytes())
+    small = (recorded_traces / "small.json.gz").read_bytes()
+    sdpa = (recorded_traces / "sdpa.json.gz").read_bytes()
     _place(root / "multi" / "rank0.100.pt.trace.json.gz", small)
-    _place(root / "multi" / "rank0.200.pt.trace.json.gz", bert)
+    _place(root / "multi" / "rank0.200.pt.trace.json.gz", sdpa)
     _place(root / "multi" / "rank1.100.pt.trace.json.gz", small)
     for run, data in PLUGIN_BAD_RUNS.items():
         _place(root / run / "host_1.1.pt.trace.json", data)
     # A gzip stream cut in half, as a copy interrupted mid-way leaves it.
-    _place(root / "bad" / "truncated" / "host_1.1.pt.trace.json.gz", bert[: len(bert) // 2])
+    _place(root / "bad" / "truncated" / "host_1.1.pt.trace.json.gz", sdpa[: len(sdpa) // 2])
     # Not trace files by name: must be ignored, never parsed.
-    _place(root / "bert_flash" / "notes.json", b"{}")
+    _place(root / "sdpa" / "notes.json", b"{}")
     _place(root / ".hidden" / "host_1.1.pt.trace.json.gz", small)
     return root
 

@@ -1,5 +1,6 @@
 """The Attention tab in a real browser: a real ``tensorboard --logdir`` over the six shared GPU
-traces, the demo's CPU runs at several sequence lengths (python -m demo), a crafted trace whose kernel is named
+traces (or, in a clone without ../shared, the CPU traces the suite records: tests/recorded.py), the
+demo's CPU runs at several sequence lengths (python -m demo), a crafted trace whose kernel (or op) is named
 ``<img src=x onerror=alert(1)>``, a run named like markup and a broken trace; Debian's chromium,
 driven by playwright-core (frontend/browser/e2e.mjs), reads every view and compares what it shows
 with the backend's JSON from the same server, and fails on any console error.
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import SHARED_TRACES, recorded_trace
 from tests.test_plugin_tensorboard import poll, tensorboard_process
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,15 +63,16 @@ def _put(dst: Path, data: bytes) -> None:
     os.utime(dst, (1_600_000_000, 1_600_000_000))  # long settled: analysed at once
 
 
-def _xss_trace(shared: Path) -> bytes:
-    """The H100 BERT flash trace with its flash kernel renamed to markup."""
-    doc = json.loads(gzip.decompress((shared / "tl_h100_bert_small_sdpa_flash.json.gz").read_bytes()))
+def _xss_trace(src: Path, needle: str) -> bytes:
+    """A real trace with its events named like ``needle`` (the flash kernel of the H100 BERT trace,
+    or an op inside each call of a recorded CPU trace) renamed to markup."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
     n = 0
     for e in doc["traceEvents"]:
-        if isinstance(e.get("name"), str) and "flash_fwd_kernel" in e["name"]:
+        if isinstance(e.get("name"), str) and needle in e["name"]:
             e["name"] = XSS_KERNEL
             n += 1
-    assert n, "the BERT trace has no flash kernel to rename"
+    assert n, f"{src.name} has no {needle} to rename"
     return gzip.compress(json.dumps(doc).encode(), mtime=0)
 
 
@@ -115,21 +118,31 @@ def _scaling_runs(logdir: Path) -> list[str]:
     return runs
 
 
+# Without ../shared: the same roles played by the suite's own CPU recordings (tests/recorded.py).
+RECORDED = {"cpu_eager": "eager", "cpu_sdpa": "sdpa", "cpu_math": "math", "cpu_no_attention": "negative"}
+
+
 @pytest.fixture(scope="module")
-def browser_logdir(tmp_path_factory, shared_traces) -> tuple[Path, dict]:
+def browser_logdir(tmp_path_factory) -> tuple[Path, dict]:
     logdir = tmp_path_factory.mktemp("browser") / "logdir"
-    for run, name in SHARED.items():
-        dst = logdir / run / f"worker0.{SPAN}.pt.trace.json.gz"
-        dst.parent.mkdir(parents=True)
-        shutil.copy(shared_traces / f"{name}.json.gz", dst)
-        os.utime(dst, (1_600_000_000, 1_600_000_000))
-    shutil.copy(shared_traces / "README.md", logdir / "SHARED_TRACES_README.md")
-    _put(logdir / XSS_RUN / f"worker0.{SPAN}.pt.trace.json.gz", _xss_trace(shared_traces))
-    whole = (shared_traces / "tl_mi300x_bert_small_sdpa_aotriton.json.gz").read_bytes()
+    gpu = all((SHARED_TRACES / f"{n}.json.gz").exists() for n in SHARED.values())
+    picked = {run: SHARED_TRACES / f"{name}.json.gz" for run, name in SHARED.items()} if gpu else \
+        {run: recorded_trace(role) for run, role in RECORDED.items()}
+    for run, src in picked.items():
+        _put(logdir / run / f"worker0.{SPAN}.pt.trace.json.gz", src.read_bytes())
+    if gpu:
+        shutil.copy(SHARED_TRACES / "README.md", logdir / "SHARED_TRACES_README.md")
+        xss = _xss_trace(SHARED_TRACES / "tl_h100_bert_small_sdpa_flash.json.gz", "flash_fwd_kernel")
+        whole = (SHARED_TRACES / "tl_mi300x_bert_small_sdpa_aotriton.json.gz").read_bytes()
+    else:
+        xss = _xss_trace(recorded_trace("sdpa"), "aten::transpose")
+        whole = recorded_trace("math").read_bytes()
+    _put(logdir / XSS_RUN / f"worker0.{SPAN}.pt.trace.json.gz", xss)
     _put(logdir / "broken_truncated" / f"worker0.{SPAN}.pt.trace.json.gz", whole[: len(whole) // 2])
     scaling = _scaling_runs(logdir)
-    runs = {"eager": "h100_owlv2_eager", "flash": "h100_bert_flash", "xss": XSS_RUN, "negative": "a100_no_attention",
-            "bad": "broken_truncated", "scaling": scaling}
+    runs = {"eager": "h100_owlv2_eager" if gpu else "cpu_eager", "flash": "h100_bert_flash" if gpu else "cpu_sdpa",
+            "xss": XSS_RUN, "negative": "a100_no_attention" if gpu else "cpu_no_attention", "bad": "broken_truncated",
+            "scaling": scaling}
     return logdir, runs
 
 

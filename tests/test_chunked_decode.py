@@ -10,7 +10,7 @@ import pytest
 
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.trace import events
-from tests.conftest import shared_trace
+from tests.conftest import recorded_trace, shared_trace
 
 
 def _strip(r):
@@ -39,7 +39,7 @@ def test_small_chunks_change_nothing(monkeypatch, name):
 
 
 def test_boundary_inside_a_string_falls_back(tmp_path, monkeypatch):
-    doc = json.loads(gzip.decompress(shared_trace("tl_h100_bert_small_sdpa_flash").read_bytes()))
+    doc = json.loads(gzip.decompress(recorded_trace("sdpa").read_bytes()))
     for e in doc["traceEvents"]:
         if e.get("cat") == "cpu_op":
             e["name"] = e["name"] + ' },{ "ph": "X" },{'
@@ -48,5 +48,5 @@ def test_boundary_inside_a_string_falls_back(tmp_path, monkeypatch):
     p.write_text(json.dumps(doc, indent=1))
     monkeypatch.setattr(events, "CHUNK_BYTES", 64)
     r = analyze_file(str(p))
-    assert r["calls"] == 4 and not r["warnings"]
-    assert sum(k["count"] for k in r["kernels"] if k["stage"] == "fused") == 4
+    assert r["calls"] == 2 and not r["warnings"]
+    assert sum(k["count"] for k in r["ops"] if k["name"] == "aten::_scaled_dot_product_flash_attention_for_cpu") == 2

@@ -51,3 +51,23 @@ def test_pinned_sdpa_backend_variant_and_gpu_only_variants_refused_on_the_cpu(tm
         with pytest.raises(SystemExit):
             main(["--variants", variant, "--lengths", "32"])
         assert "need --device cuda" in capsys.readouterr().err
+
+
+def test_demo_output_has_no_usdt_lines_but_keeps_other_stderr(tmp_path):
+    """kineto prints 'USDT: ... profiler_start' at every start and stop; the demo's output must not."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    proc = subprocess.run([sys.executable, "-m", "demo", "--logdir", str(tmp_path), "--variants", "sdpa", "--lengths", "32"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "USDT" not in proc.stderr and "USDT" not in proc.stdout
+    assert "sdpa-L32" in proc.stdout
+    # The filter passes everything else: a line written to fd 2 by C code inside it still shows.
+    code = ("import os; from demo.quiet import without_usdt_lines\n"
+            "with without_usdt_lines():\n"
+            "    os.write(2, b'USDT:2026 x profiler_start\\n'); os.write(2, b'a real error\\n')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.stderr == "a real error\n"

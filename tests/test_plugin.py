@@ -1,6 +1,7 @@
 """The plugin's routes, driven through the real TensorBoard WSGI application over a logdir of real
-GPU traces, tensorboard_trace_handler runs and bad runs. One app (and one analysis of each trace)
-serves the whole module."""
+CPU traces the suite records itself (tests/recorded.py), tensorboard_trace_handler runs and bad runs,
+plus the shared GPU traces under gpu/ when present. One app (and one analysis of each trace) serves
+the whole module."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import pytest
 
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.version import SCHEMA_VERSION
-from tests.conftest import PLUGIN_BAD_RUNS, PLUGIN_RUNS, all_settled, make_tb_app, wait_runs
+from tests.conftest import (PLUGIN_BAD_RUNS, PLUGIN_GPU_RUNS, PLUGIN_RUNS, all_settled, gpu_runs_present,
+                            make_tb_app, shared_trace, wait_runs)
 
 P = "/data/plugin/tb_attn"
-GOOD = sorted(PLUGIN_RUNS) + ["collector_sdpa", "cpu_eager", "cpu_sdpa", "multi"]
+GOOD = sorted(PLUGIN_RUNS) + ["collector_sdpa", "cpu_eager", "cpu_sdpa", "multi"] + (sorted(PLUGIN_GPU_RUNS) if gpu_runs_present() else [])
 BAD = sorted(PLUGIN_BAD_RUNS) + ["bad/truncated"]
 
 
@@ -68,8 +70,8 @@ def test_runs_have_workers_and_spans_as_trace_handler_names_them(app, logdir):
         assert [w["worker"] for w in run["workers"]] == ["trainer0"]
         got = [s["span"] for s in run["workers"][0]["spans"]]
         assert len(got) == 2 and got == sorted(got, key=int)
-    s = spans(run_of(doc, "bert_flash"))[0]
-    assert s["size_bytes"] == (logdir / "bert_flash" / "host_1.1700000000000000001.pt.trace.json.gz").stat().st_size
+    s = spans(run_of(doc, "sdpa"))[0]
+    assert s["size_bytes"] == (logdir / "sdpa" / "host_1.1700000000000000001.pt.trace.json.gz").stat().st_size
 
 
 def test_runs_status_ready_for_good_runs_with_collector_metadata(app):
@@ -79,11 +81,12 @@ def test_runs_status_ready_for_good_runs_with_collector_metadata(app):
         assert run["status"] == "ready" and all(s["status"] == "ready" for s in spans(run)), run
     assert run_of(doc, "cpu_eager")["metadata"]["variant"] == "eager"
     assert run_of(doc, "cpu_sdpa")["metadata"]["seq_len"] == 32
-    assert run_of(doc, "bert_flash")["metadata"] == {}
+    assert run_of(doc, "sdpa")["metadata"] == {}
     collector = run_of(doc, "collector_sdpa")
     assert collector["metadata"]["variant"] == "collector-sdpa" and len(spans(collector)) == 1  # its tfevents file is not a span
     assert spans(collector)[0]["summary"]["calls"] >= 2  # two tagged SDPA layers
-    assert spans(run_of(doc, "bert_flash"))[0]["summary"]["implementations"] == ["flash"]
+    assert spans(run_of(doc, "sdpa"))[0]["summary"]["implementations"] == ["cpu_fused"]
+    assert spans(run_of(doc, "math"))[0]["summary"]["implementations"] == ["math"]
 
 
 @pytest.mark.parametrize("run,cause", [
@@ -102,12 +105,15 @@ def test_bad_runs_are_errors_with_a_message_naming_file_and_cause(app, run, caus
 
 def test_report_is_the_engines_report(app, logdir):
     client, _ = app
-    code, body = get(client, f"{P}/report?run=bert_flash")
+    code, body = get(client, f"{P}/report?run=sdpa")
     assert code == 200
-    direct = analyze_file(str(logdir / "bert_flash" / "host_1.1700000000000000001.pt.trace.json.gz"))
+    direct = analyze_file(str(logdir / "sdpa" / "host_1.1700000000000000001.pt.trace.json.gz"))
     body.pop("analysis_seconds"), direct.pop("analysis_seconds")
+    # The plugin names the file relative to the logdir: the server's own paths never reach a browser.
+    assert body["source"].pop("path") == "sdpa/host_1.1700000000000000001.pt.trace.json.gz"
+    assert direct["source"].pop("path").endswith("/sdpa/host_1.1700000000000000001.pt.trace.json.gz")
     assert body == direct
-    assert body["calls"] == 4 and [i["implementation"] for i in body["implementations"]] == ["flash"]
+    assert body["calls"] == 2 and [i["implementation"] for i in body["implementations"]] == ["cpu_fused"]
 
 
 def test_report_defaults_to_first_worker_and_latest_span(app):
@@ -123,15 +129,15 @@ def test_report_defaults_to_first_worker_and_latest_span(app):
 def test_report_of_the_negative_control_has_no_attention(app):
     client, _ = app
     code, body = get(client, f"{P}/report?run=negative")
-    assert code == 200 and body["calls"] == 0 and body["attention_gpu_us"] == 0
+    assert code == 200 and body["calls"] == 0 and body["attention_cpu_us"] == 0 and body["total_cpu_us"] > 0
 
 
 HOSTILE = [
-    ("run=../../etc/passwd", 404), ("run=/etc/passwd", 404), ("run=bert_flash/../../../etc", 404),
-    ("run=bert_flash%00", 400), ("run=" + "a" * 100_000, 400), ("run=", 400), ("", 400),
-    ("run=bert_flash&run=multi", 400), ("run=nope", 404), ("run=%E2%98%83", 404),
-    ("run=bert_flash&worker=../../x", 404), ("run=bert_flash&worker=host_2", 404),
-    ("run=bert_flash&span=1", 404), ("run=bert_flash&span=" + "9" * 5000, 400),
+    ("run=../../etc/passwd", 404), ("run=/etc/passwd", 404), ("run=sdpa/../../../etc", 404),
+    ("run=sdpa%00", 400), ("run=" + "a" * 100_000, 400), ("run=", 400), ("", 400),
+    ("run=sdpa&run=multi", 400), ("run=nope", 404), ("run=%E2%98%83", 404),
+    ("run=sdpa&worker=../../x", 404), ("run=sdpa&worker=host_2", 404),
+    ("run=sdpa&span=1", 404), ("run=sdpa&span=" + "9" * 5000, 400),
     ("run=multi&worker=rank0&span=100&span=200", 400),
 ]
 
@@ -150,7 +156,7 @@ def test_hostile_parameters_get_clear_json_errors(app, route, query, code):
 
 def test_a_real_file_path_is_not_a_run_name(app, logdir):
     client, _ = app
-    path = logdir / "bert_flash" / "host_1.1700000000000000001.pt.trace.json.gz"
+    path = logdir / "sdpa" / "host_1.1700000000000000001.pt.trace.json.gz"
     code, body = get(client, f"{P}/report?run={path}")
     assert code == 404 and "no run named" in body["error"]
     code, body = get(client, f"{P}/report?run={path.parent}")
@@ -159,8 +165,8 @@ def test_a_real_file_path_is_not_a_run_name(app, logdir):
 
 def test_unknown_run_error_lists_known_runs(app):
     client, _ = app
-    _, body = get(client, f"{P}/report?run=bert_flsh")
-    assert "no run named 'bert_flsh'" in body["error"] and "'bert_flash'" in body["error"]
+    _, body = get(client, f"{P}/report?run=sdpaa")
+    assert "no run named 'sdpaa'" in body["error"] and "'sdpa'" in body["error"]
 
 
 def test_other_runs_keep_working_after_errors(app):
@@ -178,35 +184,32 @@ def test_other_runs_keep_working_after_errors(app):
 
 def test_kernels_filtered_by_stage_and_pass(app):
     client, _ = app
-    _, report = get(client, f"{P}/report?run=owlv2_eager")
-    _, all_k = get(client, f"{P}/kernels?run=owlv2_eager")
-    assert all_k["kernels"] == report["kernels"]
-    _, soft = get(client, f"{P}/kernels?run=owlv2_eager&stage=softmax")
-    assert soft["kernels"] and all(k["stage"] == "softmax" for k in soft["kernels"])
-    assert sum(k["count"] for k in soft["kernels"]) == 180  # the shared README's fact
+    _, report = get(client, f"{P}/report?run=eager")
+    _, all_k = get(client, f"{P}/kernels?run=eager")
+    assert all_k["kernels"] == report["kernels"] and all_k["time_basis"] == "cpu"
     _, bwd = get(client, f"{P}/kernels?run=cpu_eager&pass=bwd")
     assert bwd["kernels"] == [k for k in get(client, f"{P}/report?run=cpu_eager")[1]["kernels"] if k["pass"] == "bwd"]
-    code, body = get(client, f"{P}/kernels?run=owlv2_eager&stage=attention")
+    code, body = get(client, f"{P}/kernels?run=eager&stage=attention")
     assert code == 400 and "qk_matmul" in body["error"]
-    code, body = get(client, f"{P}/kernels?run=owlv2_eager&pass=sideways")
+    code, body = get(client, f"{P}/kernels?run=eager&pass=sideways")
     assert code == 400 and "fwd" in body["error"]
 
 
 def test_call_returns_one_call_sample(app):
     client, _ = app
-    _, report = get(client, f"{P}/report?run=bert_flash")
+    _, report = get(client, f"{P}/report?run=sdpa")
     sample = report["call_samples"][-1]
-    code, body = get(client, f"{P}/call?run=bert_flash&id={sample['id']}")
+    code, body = get(client, f"{P}/call?run=sdpa&id={sample['id']}")
     assert code == 200 and body == sample and body["events"]
 
 
 @pytest.mark.parametrize("query,code,says", [
-    ("run=bert_flash&id=99999", 404, "no call sample 99999"),
+    ("run=sdpa&id=99999", 404, "no call sample 99999"),
     ("run=negative&id=0", 404, "no attention calls"),
-    ("run=bert_flash&id=-1", 400, "integer"),
-    ("run=bert_flash&id=abc", 400, "integer"),
-    ("run=bert_flash&id=" + "9" * 40, 400, "integer"),
-    ("run=bert_flash", 400, "missing parameter 'id'"),
+    ("run=sdpa&id=-1", 400, "integer"),
+    ("run=sdpa&id=abc", 400, "integer"),
+    ("run=sdpa&id=" + "9" * 40, 400, "integer"),
+    ("run=sdpa", 400, "missing parameter 'id'"),
 ])
 def test_call_errors(app, query, code, says):
     client, _ = app
@@ -216,37 +219,50 @@ def test_call_errors(app, query, code, says):
 
 # -- /compare --------------------------------------------------------------------------------
 
-def test_compare_two_gpu_runs(app):
+def test_compare_two_cpu_runs(app):
     client, _ = app
-    code, body = get(client, f"{P}/compare?run=bert_flash&run=bert_aotriton")
+    code, body = get(client, f"{P}/compare?run=sdpa&run=math")
     assert code == 200
-    assert body["runs"] == ["bert_flash", "bert_aotriton"] and body["time_basis"] == "gpu"
+    assert body["runs"] == ["sdpa", "math"] and body["time_basis"] == "cpu"
     deltas = [abs(s["delta_us"]) for s in body["stages"]]
     assert deltas == sorted(deltas, reverse=True)
     for s in body["stages"]:
         assert s["delta_us"] == pytest.approx(s["values"][1] - s["values"][0], abs=1e-3)
-    fused = next(s for s in body["stages"] if s["stage"] == "fused")
-    assert fused["values"] == pytest.approx([37.408, 113.656], abs=0.05)  # the README's facts
-    assert [k["name"] for k in body["kernels_only_in"]["bert_aotriton"] if k["stage"] == "fused"] == ["attn_fwd"]
-    assert any("flash_fwd_kernel" in k["name"] for k in body["kernels_only_in"]["bert_flash"])
-    layer = body["layers"][0]
-    assert layer["layer_type"] == "BertSdpaSelfAttention" and layer["implementations"] == ["flash", "aotriton"]
-    assert "bert_aotriton vs bert_flash" in body["summary"] and "flash -> aotriton" in body["summary"]
+    fused = next(s for s in body["stages"] if s["stage"] == "fused" and s["pass"] == "fwd")
+    assert fused["values"][0] > 0 and fused["values"][1] == 0  # math runs no fused kernel
+    assert "math vs sdpa" in body["summary"] and "cpu_fused -> math" in body["summary"]
     assert [t["run"] for t in body["totals"]] == body["runs"]
 
 
-def test_compare_falls_back_to_cpu_time_and_says_so(app):
+def test_gpu_runs_keep_their_measured_facts(app):
+    """The shared GPU traces' facts (their README) through the plugin: skips without them."""
+    for name in PLUGIN_GPU_RUNS.values():
+        shared_trace(name)
     client, _ = app
-    _, body = get(client, f"{P}/compare?run=bert_flash&run=cpu_sdpa&run=cpu_eager")
+    _, body = get(client, f"{P}/report?run=gpu/bert_flash")
+    assert body["calls"] == 4 and [i["implementation"] for i in body["implementations"]] == ["flash"]
+    _, soft = get(client, f"{P}/kernels?run=gpu/owlv2_eager&stage=softmax")
+    assert soft["kernels"] and all(k["stage"] == "softmax" for k in soft["kernels"])
+    assert sum(k["count"] for k in soft["kernels"]) == 180
+    code, body = get(client, f"{P}/compare?run=gpu/bert_flash&run=gpu/bert_aotriton")
+    assert code == 200 and body["time_basis"] == "gpu"
+    fused = next(s for s in body["stages"] if s["stage"] == "fused")
+    assert fused["values"] == pytest.approx([37.408, 113.656], abs=0.05)
+    assert [k["name"] for k in body["kernels_only_in"]["gpu/bert_aotriton"] if k["stage"] == "fused"] == ["attn_fwd"]
+    assert any("flash_fwd_kernel" in k["name"] for k in body["kernels_only_in"]["gpu/bert_flash"])
+    layer = body["layers"][0]
+    assert layer["layer_type"] == "BertSdpaSelfAttention" and layer["implementations"] == ["flash", "aotriton"]
+    assert "flash -> aotriton" in body["summary"]
+    # A GPU run next to CPU-only runs: compared on CPU time, and it says so.
+    _, body = get(client, f"{P}/compare?run=gpu/bert_flash&run=cpu_sdpa&run=cpu_eager")
     assert body["time_basis"] == "cpu" and "CPU" in body["time_basis_note"]
     assert all(len(s["values"]) == 3 for s in body["stages"])
-    assert set(body["kernels_only_in"]) == {"bert_flash", "cpu_sdpa", "cpu_eager"}
 
 
 @pytest.mark.parametrize("query,code", [
-    ("run=bert_flash", 400), ("", 400), ("run=bert_flash&run=bert_flash", 400),
-    ("run=bert_flash&run=../x", 404), ("run=bert_flash&run=bad/corrupt", 422),
-    ("&".join(f"run=r{i}" for i in range(9)), 400), ("run=bert_flash&run=" + "x" * 10_000, 400),
+    ("run=sdpa", 400), ("", 400), ("run=sdpa&run=sdpa", 400),
+    ("run=sdpa&run=../x", 404), ("run=sdpa&run=bad/corrupt", 422),
+    ("&".join(f"run=r{i}" for i in range(9)), 400), ("run=sdpa&run=" + "x" * 10_000, 400),
 ])
 def test_compare_errors(app, query, code):
     client, _ = app
@@ -325,7 +341,7 @@ def test_missing_frontend_is_a_json_404(app, tmp_path, monkeypatch):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-_names = st.one_of(st.sampled_from(["bert_flash", "multi", "bad/corrupt", "..", "/", "%2e%2e", "rank0", "200",
+_names = st.one_of(st.sampled_from(["sdpa", "multi", "bad/corrupt", "..", "/", "%2e%2e", "rank0", "200",
                                     "softmax", "fwd", "0"]), st.text(max_size=40))
 
 

@@ -18,7 +18,7 @@ def statuses(doc, run):
     return [s["status"] for r in doc["runs"] if r["run"] == run for w in r["workers"] for s in w["spans"]]
 
 
-def test_empty_logdir_then_runs_appear(tb_app, tmp_path, shared_traces):
+def test_empty_logdir_then_runs_appear(tb_app, tmp_path, recorded_traces):
     logdir = tmp_path / "logdir"
     logdir.mkdir()
     client, plugins = tb_app(logdir)
@@ -27,19 +27,19 @@ def test_empty_logdir_then_runs_appear(tb_app, tmp_path, shared_traces):
     assert json.loads(client.get("/data/plugins_listing").data)["tb_attn"]["enabled"] is False
 
     (logdir / "first").mkdir()
-    shutil.copy(shared_traces / "tl_mi300x_torch_compile_small.json.gz", logdir / "first" / NAME)
+    shutil.copy(recorded_traces / "small.json.gz", logdir / "first" / NAME)
     doc = wait_runs(client, lambda d: all_settled(d, ["first"]))
     assert statuses(doc, "first") == ["ready"]
     assert json.loads(client.get("/data/plugins_listing").data)["tb_attn"]["enabled"] is True
 
     # A second span in the same run, and a run in a new nested directory.
-    shutil.copy(shared_traces / "tl_h100_bert_small_sdpa_flash.json.gz", logdir / "first" / "host_1.1700000000000000002.pt.trace.json.gz")
+    shutil.copy(recorded_traces / "sdpa.json.gz", logdir / "first" / "host_1.1700000000000000002.pt.trace.json.gz")
     (logdir / "exp" / "second").mkdir(parents=True)
-    shutil.copy(shared_traces / "tl_mi300x_torch_compile_small.json.gz", logdir / "exp" / "second" / NAME)
+    shutil.copy(recorded_traces / "small.json.gz", logdir / "exp" / "second" / NAME)
     doc = wait_runs(client, lambda d: all_settled(d, ["first", "exp/second"]) and len(statuses(d, "first")) == 2)
     assert statuses(doc, "first") == ["ready", "ready"]
     body = json.loads(client.get(f"{P}/report?run=first").data)
-    assert body["source"]["span"] == "1700000000000000002" and body["calls"] == 4  # latest span by default
+    assert body["source"]["span"] == "1700000000000000002" and body["calls"] == 2  # latest span by default
 
     # A run removed from disk leaves the list.
     shutil.rmtree(logdir / "exp")
@@ -48,13 +48,13 @@ def test_empty_logdir_then_runs_appear(tb_app, tmp_path, shared_traces):
     assert r.status_code == 404
 
 
-def test_trace_being_written_is_loading_until_complete(tb_app, tmp_path, shared_traces):
+def test_trace_being_written_is_loading_until_complete(tb_app, tmp_path, recorded_traces):
     """Written in chunks faster than the settle time: never analysed half-written, never an error."""
     logdir = tmp_path / "logdir"
     (logdir / "live").mkdir(parents=True)
     client, plugins = tb_app(logdir, env={"TB_ATTN_SETTLE_S": "3"})
     assert plugins["tb_attn"].index.wait_scanned(30)
-    data = (shared_traces / "tl_h100_bert_small_sdpa_flash.json.gz").read_bytes()
+    data = (recorded_traces / "sdpa.json.gz").read_bytes()
     path = logdir / "live" / NAME
     done = threading.Event()
 
@@ -79,28 +79,28 @@ def test_trace_being_written_is_loading_until_complete(tb_app, tmp_path, shared_
     assert seen <= {"loading"} and seen
     doc = wait_runs(client, lambda d: all_settled(d, ["live"]))
     assert statuses(doc, "live") == ["ready"]
-    assert json.loads(client.get(f"{P}/report?run=live").data)["calls"] == 4
+    assert json.loads(client.get(f"{P}/report?run=live").data)["calls"] == 2
 
 
-def test_rewritten_trace_is_analysed_again(tb_app, tmp_path, shared_traces):
+def test_rewritten_trace_is_analysed_again(tb_app, tmp_path, recorded_traces):
     logdir = tmp_path / "logdir"
     (logdir / "run").mkdir(parents=True)
     path = logdir / "run" / NAME
-    shutil.copy(shared_traces / "tl_h100_bert_small_sdpa_flash.json.gz", path)
+    shutil.copy(recorded_traces / "sdpa.json.gz", path)
     os.utime(path, (1_600_000_000, 1_600_000_000))
     client, _ = tb_app(logdir)
     wait_runs(client, lambda d: all_settled(d, ["run"]))
-    assert json.loads(client.get(f"{P}/report?run=run").data)["implementations"][0]["implementation"] == "flash"
+    assert json.loads(client.get(f"{P}/report?run=run").data)["implementations"][0]["implementation"] == "cpu_fused"
 
-    shutil.copy(shared_traces / "tl_mi300x_bert_small_sdpa_aotriton.json.gz", path)
+    shutil.copy(recorded_traces / "math.json.gz", path)
     wait_runs(client, lambda d: all_settled(d, ["run"]) and
-              any(s.get("summary", {}).get("implementations") == ["aotriton"]
+              any(s.get("summary", {}).get("implementations") == ["math"]
                   for r in d["runs"] for w in r["workers"] for s in w["spans"]))
     body = json.loads(client.get(f"{P}/report?run=run").data)
-    assert body["implementations"][0]["implementation"] == "aotriton"
+    assert body["implementations"][0]["implementation"] == "math"
 
 
-def test_missing_logdir_is_reported_and_picked_up_once_created(tb_app, tmp_path, shared_traces):
+def test_missing_logdir_is_reported_and_picked_up_once_created(tb_app, tmp_path, recorded_traces):
     logdir = tmp_path / "not-yet"
     client, plugins = tb_app(logdir)
     assert plugins["tb_attn"].index.wait_scanned(30)
@@ -109,6 +109,6 @@ def test_missing_logdir_is_reported_and_picked_up_once_created(tb_app, tmp_path,
     assert plugins["tb_attn"].is_active() is False
 
     (logdir / "run").mkdir(parents=True)
-    shutil.copy(shared_traces / "tl_mi300x_torch_compile_small.json.gz", logdir / "run" / NAME)
+    shutil.copy(recorded_traces / "small.json.gz", logdir / "run" / NAME)
     doc = wait_runs(client, lambda d: all_settled(d, ["run"]))
     assert "error" not in doc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import signal
@@ -19,11 +20,16 @@ def wait_for(pred, timeout=60.0):
         time.sleep(0.01)
 
 
-def test_worker_killed_mid_analysis_is_retried_then_reported(tb_app, tmp_path, shared_traces):
+def test_worker_killed_mid_analysis_is_retried_then_reported(tb_app, tmp_path, recorded_traces):
     logdir = tmp_path / "logdir"
     (logdir / "big").mkdir(parents=True)
-    shutil.copy(shared_traces / "tl_h100_owlv2_eager_bmm_softmax.json.gz", logdir / "big" / NAME)  # ~1 s to analyse
-    os.utime(logdir / "big" / NAME, (1_600_000_000, 1_600_000_000))
+    # The recorded eager trace repeated into ~300,000 events: about a second to analyse, long
+    # enough to be killed mid-way.
+    from tests.test_robustness_large import build
+
+    big = logdir / "big" / NAME.removesuffix(".gz")
+    build(big, gzip.decompress((recorded_traces / "eager.json.gz").read_bytes()), 300_000)
+    os.utime(big, (1_600_000_000, 1_600_000_000))
     client, plugins = tb_app(logdir, env={"TB_ATTN_WORKERS": "1"})
     index = plugins["tb_attn"].index
     wait_for(lambda: index.has_traces())
@@ -45,19 +51,19 @@ def test_worker_killed_mid_analysis_is_retried_then_reported(tb_app, tmp_path, s
 
     # The pool starts afresh: the next trace is analysed normally.
     (logdir / "small").mkdir()
-    shutil.copy(shared_traces / "tl_mi300x_torch_compile_small.json.gz", logdir / "small" / NAME)
+    shutil.copy(recorded_traces / "small.json.gz", logdir / "small" / NAME)
     wait_runs(client, lambda d: all_settled(d, ["big", "small"]))
     assert client.get("/data/plugin/tb_attn/report?run=small").status_code == 200
 
 
-def test_more_files_than_a_worker_may_take_all_finish_then_workers_are_replaced(tmp_path, shared_traces):
+def test_more_files_than_a_worker_may_take_all_finish_then_workers_are_replaced(tmp_path, recorded_traces):
     """A queue longer than TASKS_PER_WORKER on one worker drains (ProcessPoolExecutor's own
     max_tasks_per_child deadlocks here on Python 3.11-3.13), and once idle the pool swaps its
     processes for fresh ones."""
     from tb_attn_plugin.plugin.pool import TASKS_PER_WORKER, AnalysisPool
 
     trace = tmp_path / NAME
-    shutil.copy(shared_traces / "tl_mi300x_torch_compile_small.json.gz", trace)
+    shutil.copy(recorded_traces / "small.json.gz", trace)
     pool = AnalysisPool(workers=1)
     try:
         jobs = [pool.submit(str(trace), f"file {i}") for i in range(3 * TASKS_PER_WORKER)]

@@ -41,8 +41,8 @@ def s3(monkeypatch):
     server.stop()
 
 
-def test_s3_logdir(tb_app, s3, shared_traces):
-    s3.pipe(f"logs/exp/flash/{NAME}", (shared_traces / "tl_h100_bert_small_sdpa_flash.json.gz").read_bytes())
+def test_s3_logdir(tb_app, s3, recorded_traces):
+    s3.pipe(f"logs/exp/flash/{NAME}", (recorded_traces / "sdpa.json.gz").read_bytes())
     s3.pipe(f"logs/exp/broken/{NAME}", b"{not json")
     s3.pipe("logs/exp/flash/readme.json", b"{}")  # not a trace name: ignored
     client, plugins = tb_app("s3://logs/exp")
@@ -52,11 +52,11 @@ def test_s3_logdir(tb_app, s3, shared_traces):
     assert by_run["flash"]["status"] == "ready" and by_run["broken"]["status"] == "error"
     r = client.get(f"{P}/report?run=flash")
     body = json.loads(r.data)
-    assert r.status_code == 200 and body["calls"] == 4 and body["source"]["path"].startswith("s3://logs/exp/")
+    assert r.status_code == 200 and body["calls"] == 2 and body["source"]["path"] == f"flash/{NAME}"
     assert client.get(f"{P}/report?run=broken").status_code == 422
 
     # Live training on object storage: a new run appears on a later listing.
-    s3.pipe(f"logs/exp/small/{NAME}", (shared_traces / "tl_mi300x_torch_compile_small.json.gz").read_bytes())
+    s3.pipe(f"logs/exp/small/{NAME}", (recorded_traces / "small.json.gz").read_bytes())
     doc = wait_runs(client, lambda d: all_settled(d, ["flash", "broken", "small"]))
     assert json.loads(client.get(f"{P}/report?run=small").data)["calls"] == 1
     assert client.get(f"{P}/report?run=s3://logs/exp/flash").status_code == 404

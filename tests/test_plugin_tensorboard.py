@@ -52,11 +52,11 @@ def poll(url: str, pred, timeout: float = 120.0, proc=None):
 
 
 @pytest.fixture
-def tensorboard(tmp_path, shared_traces):
+def tensorboard(tmp_path, recorded_traces):
     logdir = tmp_path / "logdir"
-    for run in ("bert_flash", "bert_aotriton"):
+    for run in ("sdpa", "math"):
         (logdir / run).mkdir(parents=True)
-        shutil.copy(shared_traces / f"{PLUGIN_RUNS[run]}.json.gz", logdir / run / NAME)
+        shutil.copy(recorded_traces / f"{PLUGIN_RUNS[run]}.json.gz", logdir / run / NAME)
     with tensorboard_process(logdir, tmp_path, settle_s="1", reload_s="1") as (base, proc):
         yield base, proc
 
@@ -92,10 +92,10 @@ def test_real_tensorboard_serves_the_plugin(tensorboard):
         assert listing["pytorch_profiler"]["enabled"] is True
 
     doc = poll(f"{base}/data/plugin/tb_attn/runs", all_settled, proc=proc)
-    assert [r["run"] for r in doc["runs"]] == ["bert_aotriton", "bert_flash"]
-    status, ctype, body = fetch(f"{base}/data/plugin/tb_attn/report?run=bert_flash")
+    assert [r["run"] for r in doc["runs"]] == ["math", "sdpa"]
+    status, ctype, body = fetch(f"{base}/data/plugin/tb_attn/report?run=sdpa")
     assert status == 200 and ctype.startswith("application/json")
-    assert json.loads(body)["implementations"][0]["implementation"] == "flash"
+    assert json.loads(body)["implementations"][0]["implementation"] == "cpu_fused"
     status, ctype, body = fetch(f"{base}/data/plugin/tb_attn/report?run=..%2F..%2Fetc%2Fpasswd")
     assert status == 404 and ctype.startswith("application/json") and "no run named" in json.loads(body)["error"]
 
@@ -106,7 +106,7 @@ def test_pytorch_profiler_tab_loads_the_same_logdir(tensorboard):
     prof = poll(f"{base}/data/plugin/pytorch_profiler/runs", lambda d: len(d.get("runs", [])) == 2, proc=proc)
     ours = poll(f"{base}/data/plugin/tb_attn/runs", all_settled, proc=proc)
     assert sorted(prof["runs"]) == sorted(r["run"] for r in ours["runs"])
-    status, _, body = fetch(f"{base}/data/plugin/pytorch_profiler/views?run=bert_flash")
+    status, _, body = fetch(f"{base}/data/plugin/pytorch_profiler/views?run=sdpa")
     assert status == 200 and "Overview" in json.loads(body)
-    status, _, body = fetch(f"{base}/data/plugin/tb_attn/compare?run=bert_flash&run=bert_aotriton")
-    assert status == 200 and json.loads(body)["time_basis"] == "gpu"
+    status, _, body = fetch(f"{base}/data/plugin/tb_attn/compare?run=sdpa&run=math")
+    assert status == 200 and json.loads(body)["time_basis"] == "cpu"

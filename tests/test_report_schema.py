@@ -10,7 +10,7 @@ from importlib import resources
 import pytest
 
 from tb_attn_plugin.report.build import analyze_file
-from tests.conftest import shared_trace
+from tests.conftest import recorded_trace, shared_trace
 
 jsonschema = pytest.importorskip("jsonschema")
 SCHEMA = json.loads(resources.files("tb_attn_plugin.report").joinpath("schema.json").read_text())
@@ -22,22 +22,22 @@ def test_reports_validate(name):
     jsonschema.validate(analyze_file(str(shared_trace(name))), SCHEMA)
 
 
-def test_cpu_reports_validate(cpu_traces):
-    for path in cpu_traces.values():
+def test_cpu_reports_validate(cpu_traces, recorded_traces):
+    for path in list(cpu_traces.values()) + sorted(recorded_traces.glob("*.json.gz")):
         jsonschema.validate(analyze_file(str(path)), SCHEMA)
 
 
 def test_schema_rejects_a_broken_report():
-    r = analyze_file(str(shared_trace("tl_mi300x_torch_compile_small")))
+    r = analyze_file(str(recorded_trace("small")))
     r["stages"][0]["stage"] = "not-a-stage"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(r, SCHEMA)
 
 
 def test_cli_json_is_the_report():
-    path = str(shared_trace("tl_h100_bert_small_sdpa_flash"))
+    path = str(recorded_trace("sdpa"))
     proc = subprocess.run([sys.executable, "-m", "tb_attn_plugin", "report", path, "--json", "-q"],
                           capture_output=True, text=True, timeout=120, check=True)
     doc = json.loads(proc.stdout)
     jsonschema.validate(doc, SCHEMA)
-    assert doc["calls"] == 4 and doc["source"]["path"] == path
+    assert doc["calls"] == 2 and doc["source"]["path"] == path

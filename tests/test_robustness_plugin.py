@@ -31,7 +31,7 @@ from tests.conftest import all_settled, wait_runs
 P = "/data/plugin/tb_attn"
 NAME = "host_1.1700000000000000001.pt.trace.json.gz"
 OLD = 1_600_000_000
-GOOD = {"tl_mi300x_torch_compile_small": 1, "tl_h100_bert_small_sdpa_flash": 4, "tl_mi300x_bert_small_sdpa_aotriton": 4}
+GOOD = {"small": 1, "sdpa": 2, "math": 2}
 
 
 def place(dst, data: bytes, mtime: float | None = OLD) -> None:
@@ -89,9 +89,9 @@ def q(run: str) -> str:
 CLIENTS, REQUESTS_EACH, NEW_RUNS = 32, 20, 16
 
 
-def test_concurrent_clients_while_new_runs_appear(tb_app, serve, tmp_path, shared_traces):
+def test_concurrent_clients_while_new_runs_appear(tb_app, serve, tmp_path, recorded_traces):
     logdir = tmp_path / "logdir"
-    blobs = {n: (shared_traces / f"{n}.json.gz").read_bytes() for n in GOOD}
+    blobs = {n: (recorded_traces / f"{n}.json.gz").read_bytes() for n in GOOD}
     for i, n in enumerate(GOOD):
         place(logdir / f"seed{i}" / NAME, blobs[n])
     place(logdir / "bad" / NAME, b"\x1f\x8b\x08\x00 not deflate" * 20)
@@ -196,9 +196,9 @@ def test_concurrent_clients_while_new_runs_appear(tb_app, serve, tmp_path, share
 THOUSAND = 1000
 
 
-def test_a_thousand_small_runs(tb_app, tmp_path, shared_traces):
+def test_a_thousand_small_runs(tb_app, tmp_path, recorded_traces):
     logdir = tmp_path / "logdir"
-    data = (shared_traces / "tl_mi300x_torch_compile_small.json.gz").read_bytes()
+    data = (recorded_traces / "small.json.gz").read_bytes()
     for i in range(THOUSAND):  # grouped like sweeps are: exp{k}/trial{i}
         place(logdir / f"exp{i // 100}" / f"trial{i:04d}" / NAME, data)
     client, plugins = tb_app(logdir, env={"TB_ATTN_WORKERS": "2"})
@@ -238,10 +238,10 @@ def snapshot(root):
     return out
 
 
-def test_read_only_logdir_with_unwritable_cache(tb_app, tmp_path, shared_traces):
+def test_read_only_logdir_with_unwritable_cache(tb_app, tmp_path, recorded_traces):
     logdir = tmp_path / "logdir"
     for n, calls in GOOD.items():
-        place(logdir / n / NAME, (shared_traces / f"{n}.json.gz").read_bytes())
+        place(logdir / n / NAME, (recorded_traces / f"{n}.json.gz").read_bytes())
     place(logdir / "broken" / NAME, b"{not json")
     place(logdir / "plain" / "host_1.5.pt.trace.json", b"")  # empty: an error, not a crash
     for dirpath, dirnames, filenames in os.walk(logdir, topdown=False):

@@ -121,11 +121,16 @@ try {
   // ---- Summary of the eager run ---------------------------------------------------------------
   await selectRun(frame, RUNS.eager);
   const E = reports.eager;
+  // GPU traces (../shared) or the suite's own CPU recordings: every check reads the report's own basis.
+  const B = E.time_basis === "cpu" ? "cpu" : "gpu";
+  const K = `${B}_us`;
+  const unit = B === "cpu" ? "op" : "kernel";
   const sumView = frame.locator('[data-view="summary"]');
   await sumView.waitFor({ timeout: 60000 });
-  ok((await sumView.locator('[data-card="device"] .card-value').textContent()) === E.device.name, `summary shows device ${E.device.name}`);
+  const deviceName = E.device?.name || "CPU only (no GPU kernels in this trace)";
+  ok((await sumView.locator('[data-card="device"] .card-value').textContent()) === deviceName, `summary shows device ${deviceName}`);
   samePct(await sumView.locator('[data-card="share"] .card-value').textContent(), E.attention_share, "summary attention share");
-  sameUs(await sumView.locator('[data-card="share"] .card-detail').textContent(), E.attention_gpu_us, "summary attention time");
+  sameUs(await sumView.locator('[data-card="share"] .card-detail').textContent(), E[`attention_${K}`], "summary attention time");
   ok((await sumView.locator('[data-card="calls"] .card-value').textContent()).replace(/,/g, "") === String(E.calls), `summary shows ${E.calls} calls`);
   for (const impl of E.implementations) {
     ok(await sumView.locator(`[data-testid="badges"] [data-impl="${impl.implementation}"]`).count() > 0, `badge for ${impl.layer_type}: ${impl.implementation}`);
@@ -136,17 +141,21 @@ try {
   for (const row of await sumView.locator('[data-testid="layer-types"] tbody tr').all()) {
     const lt = await row.getAttribute("data-layer-type");
     const layers = E.layers.filter((l) => l.layer_type === lt);
-    sameUs(await row.locator("td").nth(3).textContent(), sum(layers.map((l) => l.gpu_us)), `summary time of ${lt}`);
-    const top = layers.reduce((a, b) => (b.gpu_us > a.gpu_us ? b : a));
+    sameUs(await row.locator("td").nth(3).textContent(), sum(layers.map((l) => l[K])), `summary time of ${lt}`);
+    const top = layers.reduce((a, b) => (b[K] > a[K] ? b : a));
     const tf = await row.locator("[data-tflops]").textContent();
-    ok(Math.abs(parseFloat(tf) - top.tflops) < 0.051, `summary TFLOP/s of ${lt}: ${tf} vs ${top.tflops}`);
+    ok(top.tflops == null ? tf === "—" : Math.abs(parseFloat(tf) - top.tflops) < 0.051, `summary TFLOP/s of ${lt}: ${tf} vs ${top.tflops}`);
   }
   for (const row of await sumView.locator('[data-testid="summary-stages"] tbody tr').all()) {
     const stage = await row.getAttribute("data-stage");
     const pass = await row.getAttribute("data-pass");
-    const want = sum(E.stages.filter((s) => s.stage === stage && s.pass === pass).map((s) => s.gpu_us));
+    const want = sum(E.stages.filter((s) => s.stage === stage && s.pass === pass).map((s) => s[K]));
     sameUs(await row.locator("td").nth(2).textContent(), want, `summary stage ${stage}`);
   }
+  const spanText = await sumView.locator("h2 .sub").textContent();
+  ok(/ UTC$/.test(spanText) && !/\d{19}/.test(spanText), `summary names the span as a time, not a 19-digit number: ${spanText}`);
+  const spanOption = await frame.locator('[data-testid="span-select"] option:checked').textContent();
+  ok(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/.test(spanOption), `span picker shows a readable time: ${spanOption}`);
   await shot(page, "summary");
 
   // ---- Stages by layer --------------------------------------------------------------------
@@ -158,7 +167,7 @@ try {
   for (const row of (await layerRows.all()).slice(0, 8)) {
     const name = await row.getAttribute("data-layer");
     const L = E.layers.find((l) => l.layer === name);
-    const want = sum((L.stages || []).filter((s) => s.pass === "fwd").map((s) => s.gpu_us));
+    const want = sum((L.stages || []).filter((s) => s.pass === "fwd").map((s) => s[K]));
     sameUs(await row.locator("td").last().textContent(), want, `stages total of ${name}`);
   }
   // Click the 4th bar of the chart: it opens that layer's kernels.
@@ -166,7 +175,7 @@ try {
   const box = await stView.locator('[data-chart="stages"]').boundingBox();
   const n = order.length;
   const plotW = box.width - 70 - 20;
-  const idx = 3;
+  const idx = Math.min(3, n - 1);
   const many = n > 40;
   const detail = stView.locator('[data-testid="layer-detail"]');
   // A click during ECharts' entry animation can land between bars: click again, a few times at most.
@@ -182,41 +191,49 @@ try {
   }
   ok((await detail.getAttribute("data-layer")) === order[idx], `clicking bar ${idx} opens layer ${order[idx]}`);
   const clicked = E.layers.find((l) => l.layer === order[idx]);
-  const wantKernels = sum(clicked.kernels.map((k) => k.count));
+  const wantKernels = sum((clicked.kernels || []).map((k) => k.count));
   const shownCounts = await detail.locator('[data-testid="layer-kernels"] tbody tr td:nth-child(3)').allInnerTexts();
   ok(sum(shownCounts.map((t) => Number(t.replace(/,/g, "")))) === wantKernels,
     `layer detail lists the ${wantKernels} kernels of all ${clicked.calls} calls of the layer`);
   await shot(page, "stages");
-  // CPU toggle: the numbers switch to CPU time.
-  await stView.locator('[data-toggle="basis"] [data-value="cpu"]').click();
+  // CPU toggle: the numbers switch to CPU time (a CPU trace is there already, its GPU toggle off).
+  if (B === "gpu") await stView.locator('[data-toggle="basis"] [data-value="cpu"]').click();
+  else ok(await stView.locator('[data-toggle="basis"] [data-value="gpu"]').isDisabled(), "GPU toggle is off for a CPU trace");
   const cpuRow = frame.locator('[data-view="stages"] [data-testid="stages-table"] tbody tr').first();
   await cpuRow.waitFor({ state: "attached" });
   const cpuName = await cpuRow.getAttribute("data-layer");
   const cpuL = E.layers.find((l) => l.layer === cpuName);
   sameUs(await cpuRow.locator("td").last().textContent(), sum(cpuL.stages.filter((s) => s.pass === "fwd").map((s) => s.cpu_us)), `CPU toggle: total of ${cpuName}`);
-  ok(await frame.locator('[data-toggle="pass"] [data-value="bwd"]').isDisabled(), "backward toggle is off for a forward-only trace");
-  await frame.locator('[data-toggle="basis"] [data-value="gpu"]').click();
+  const hasBwd = E.stages.some((s) => s.pass === "bwd");
+  ok(await frame.locator('[data-toggle="pass"] [data-value="bwd"]').isDisabled() === !hasBwd,
+    `backward toggle is ${hasBwd ? "on for a training" : "off for a forward-only"} trace`);
+  if (B === "gpu") await frame.locator('[data-toggle="basis"] [data-value="gpu"]').click();
 
   // ---- Kernels by stage -------------------------------------------------------------------
   await frame.locator('.attn-tabs [data-tab="kernels"]').click();
   const kView = frame.locator('[data-view="kernels"]');
   await kView.locator('[data-testid="kernels-table"]').waitFor();
   const kRows = kView.locator("tr.kernel");
-  ok(await kRows.count() === E.kernels.length, `kernels table lists all ${E.kernels.length} kernels`);
+  // A CPU trace lists its CPU ops, and says "op" in the column and the filter.
+  const KROWS = B === "gpu" ? E.kernels : (E.ops || []).map((o) => ({ ...o, gpu_us: o.cpu_us }));
+  const ATT = E[`attention_${K}`];
+  ok((await kView.locator('th[data-column="name"]').textContent()) === (B === "gpu" ? "Kernel" : "Op"), `the name column says ${unit}`);
+  ok((await kView.locator('[data-testid="kernel-filter"]').getAttribute("placeholder")).startsWith(`filter by ${unit} name`), `the filter says ${unit}`);
+  ok(await kRows.count() === KROWS.length, `kernels table lists all ${KROWS.length} ${unit}s`);
   for (const row of await kRows.all()) {
     const name = await row.getAttribute("data-kernel");
     const stage = await row.getAttribute("data-stage");
     const pass = await row.getAttribute("data-pass");
-    const k = E.kernels.find((x) => x.name === name && x.stage === stage && (x.pass || "fwd") === pass);
+    const k = KROWS.find((x) => x.name === name && x.stage === stage && (x.pass || "fwd") === pass);
     ok(!!k, `kernel row is a backend kernel: ${name.slice(0, 50)}`);
     const cells = row.locator("td");
     ok((await cells.nth(2).textContent()).replace(/,/g, "") === String(k.count), `count of ${name.slice(0, 40)}`);
     sameUs(await cells.nth(3).textContent(), k.gpu_us, `total of ${name.slice(0, 40)}`);
-    samePct(await cells.nth(5).textContent(), k.gpu_us / E.attention_gpu_us, `share of ${name.slice(0, 40)}`);
+    samePct(await cells.nth(5).textContent(), k.gpu_us / ATT, `share of ${name.slice(0, 40)}`);
   }
   for (const g of await kView.locator("tr.group").all()) {
     const [pass, stage] = (await g.getAttribute("data-group")).split(":");
-    sameUs(await g.locator("td").nth(3).textContent(), sum(E.kernels.filter((k) => k.stage === stage && (k.pass || "fwd") === pass).map((k) => k.gpu_us)), `group total ${stage}`);
+    sameUs(await g.locator("td").nth(3).textContent(), sum(KROWS.filter((k) => k.stage === stage && (k.pass || "fwd") === pass).map((k) => k.gpu_us)), `group total ${stage}`);
   }
   // Sort by count, ascending after a second click.
   await kView.locator('th[data-sort="count"]').click();
@@ -232,15 +249,15 @@ try {
   });
   ok(firstGroupCounts.every((c, i) => i === 0 || firstGroupCounts[i - 1] <= c), `sorted by count ascending: ${firstGroupCounts}`);
   // Full kernel name on demand.
-  const longK = E.kernels.find((k) => k.name.length > 60);
-  const det = kView.locator(`tr.kernel[data-kernel="${longK.name.replace(/"/g, '\\"')}"] details.kname`);
+  const longK = KROWS.find((k) => k.name.length > 60) || KROWS.find((k) => k.name.includes("::"));
+  const det = kView.locator(`tr.kernel[data-kernel="${longK.name.replace(/"/g, '\\"')}"] details.kname`).first();
   await det.locator("summary").click();
   ok((await det.locator(".kname-full").textContent()) === longK.name, "clicking a short name shows the full kernel name");
   await shot(page, "kernels");
   await kView.locator('[data-testid="kernel-filter"]').fill("softmax");
   await page.waitForTimeout(400);
   const filtered = await frame.locator('[data-view="kernels"] tr.kernel').evaluateAll((rs) => rs.map((r) => r.getAttribute("data-kernel")));
-  const wantFiltered = E.kernels.filter((k) => k.name.toLowerCase().includes("softmax") || (k.stage || "").includes("softmax") || (k.implementation || "").toLowerCase().includes("softmax"));
+  const wantFiltered = KROWS.filter((k) => k.name.toLowerCase().includes("softmax") || (k.stage || "").includes("softmax") || (k.implementation || "").toLowerCase().includes("softmax"));
   ok(filtered.length === wantFiltered.length && filtered.length > 0, `filter "softmax" keeps ${wantFiltered.length} kernels`);
   await frame.locator('[data-view="kernels"] [data-testid="kernel-filter"]').fill("");
 
@@ -251,7 +268,32 @@ try {
   const call0 = (await api(`call?run=${encodeURIComponent(RUNS.eager)}&id=${E.call_samples[0].id}`)).body;
   ok(await tView.locator('[data-testid="timeline-table"] tbody tr').count() === call0.events.length, `timeline shows the ${call0.events.length} events of call ${call0.id}`);
   ok(await tView.locator('[data-testid="timeline-table"] tr[data-kind="kernel"]').count() === call0.events.filter((e) => e.kind === "kernel").length, "timeline shows its kernels");
-  sameUs(await tView.locator(".fact-v[data-us]").textContent(), call0.dur_us, "timeline call duration");
+  // Rows are threads and nesting depths, and GPU streams; never "CPU 0".
+  const laneNames = await tView.locator('[data-testid="timeline-table"] tbody tr').evaluateAll((rs) => [...new Set(rs.map((r) => r.getAttribute("data-lane")))]);
+  ok(laneNames.every((l) => /depth \d+|^GPU( stream \S+)?( \(\d+\))?$/.test(l)) && !laneNames.some((l) => /^CPU \d/.test(l)), `timeline rows: ${laneNames.join(", ")}`);
+  const streams = [...new Set(call0.events.filter((e) => e.kind === "kernel").map((e) => e.stream))];
+  for (const st of streams) ok(laneNames.some((l) => l.startsWith(`GPU stream ${st}`)), `GPU stream ${st} has its own row`);
+  // A backward far after its forward is its own chart; the duration is what ran, not the gap.
+  const ext = (evs) => evs.length ? [Math.min(...evs.map((e) => e.start_us)), Math.max(...evs.map((e) => e.start_us + e.dur_us))] : null;
+  const fx = ext(call0.events.filter((e) => e.pass !== "bwd")), bx = ext(call0.events.filter((e) => e.pass === "bwd"));
+  const far = fx && bx && bx[0] - fx[1] > Math.max(fx[1] - fx[0], bx[1] - bx[0]);
+  ok(await tView.locator('[data-chart="timeline"]').count() === (far ? 2 : 1), `timeline draws ${far ? "forward and backward apart" : "the call whole"}`);
+  const durAttr = Number(await tView.locator('[data-testid="call-duration"]').getAttribute("data-us"));
+  ok(Math.abs(durAttr - (far ? (fx[1] - fx[0]) + (bx[1] - bx[0]) : call0.dur_us)) < 0.01, `timeline duration ${durAttr} µs`);
+  // Any step and any sampled call can be picked.
+  const stepsShown = await tView.locator('[data-testid="step-select"] option').count();
+  ok(stepsShown === new Set(E.call_samples.map((c) => c.step)).size, `step picker offers ${stepsShown} steps`);
+  const callsShown = await tView.locator('[data-testid="call-select"] option').count();
+  ok(callsShown === E.call_samples.filter((c) => c.step === call0.step).length, `call picker offers the ${callsShown} calls of step ${call0.step}`);
+  if (callsShown > 1) {
+    const other = E.call_samples.filter((c) => c.step === call0.step)[1];
+    await tView.locator('[data-testid="call-select"]').selectOption(String(other.id));
+    await frame.locator(`[data-view="timeline"] [data-testid="call-select"] option[value="${other.id}"]:checked`).waitFor({ state: "attached" });
+    await frame.locator('[data-view="timeline"] [data-testid="timeline-table"] tbody tr').first().waitFor({ state: "attached" });
+    ok(await frame.locator('[data-view="timeline"] [data-testid="timeline-table"] tbody tr').count() === other.events.length, `picking call ${other.id} shows its ${other.events.length} events`);
+    await frame.locator('[data-view="timeline"] [data-testid="call-select"]').selectOption(String(call0.id));
+    await frame.locator(`[data-view="timeline"] [data-testid="call-select"] option[value="${call0.id}"]:checked`).waitFor({ state: "attached" });
+  }
   await shot(page, "timeline");
 
   // ---- Compare: pick two runs in the picker --------------------------------------------------
@@ -264,7 +306,7 @@ try {
   await heads.waitFor({ timeout: 60000 });
   const C = (await api(`compare?run=${encodeURIComponent(RUNS.eager)}&run=${encodeURIComponent(RUNS.flash)}`)).body;
   const headline = await heads.locator(".headline").first().textContent();
-  ok(headline.startsWith(`${RUNS.flash}: attention \u2212`) && /flash/.test(headline) && /replaces .*softmax/.test(headline), `compare headline: ${headline}`);
+  ok(headline.startsWith(`${RUNS.flash}: attention \u2212`) && /flash|cpu_fused/.test(headline) && /replaces? .*softmax/.test(headline), `compare headline: ${headline}`);
   ok((await heads.locator(".backend-summary").textContent()) === C.summary, "compare shows the backend's summary line");
   const cmpRows = frame.locator('[data-view="compare"] [data-testid="compare-stages"] tbody tr');
   ok(await cmpRows.count() === C.stages.length, `compare lists ${C.stages.length} stages`);
@@ -279,7 +321,7 @@ try {
     prev = Math.abs(s.delta_us);
   }
   for (const t of C.totals) {
-    sameUs(await frame.locator(`[data-view="compare"] [data-testid="compare-totals"] tr[data-run="${t.run}"] td`).nth(1).textContent(), t.attention_gpu_us, `compare total of ${t.run}`);
+    sameUs(await frame.locator(`[data-view="compare"] [data-testid="compare-totals"] tr[data-run="${t.run}"] td`).nth(1).textContent(), C.time_basis === "cpu" ? t.attention_cpu_us : t.attention_gpu_us, `compare total of ${t.run}`);
   }
   for (const run of C.runs) {
     const h4 = await frame.locator(`[data-view="compare"] .only-in-run[data-run="${run}"] h4`).textContent();
@@ -340,7 +382,7 @@ try {
   // ---- Escaping: a kernel named <img src=x onerror=...> and a run named like markup ---------------
   await frame.locator('.attn-tabs [data-tab="kernels"]').click();
   await selectRun(frame, RUNS.xss);
-  const xssRow = frame.locator('[data-view="kernels"] tr.kernel[data-kernel="<img src=x onerror=alert(1)>"]');
+  const xssRow = frame.locator('[data-view="kernels"] tr.kernel[data-kernel="<img src=x onerror=alert(1)>"]').first();
   await xssRow.waitFor({ timeout: 60000 });
   ok((await xssRow.locator(".kcell").textContent()).includes("<img src=x onerror=alert(1)>"), "a kernel named <img src=x onerror=…> renders as text");
   const runOption = await frame.locator('[data-testid="run-select"] option:checked').textContent();

@@ -3,11 +3,13 @@
 
 import * as echarts from "echarts/core";
 import { BarChart, CustomChart, LineChart, ScatterChart } from "echarts/charts";
-import { DataZoomComponent, GridComponent, LegendComponent, TooltipComponent } from "echarts/components";
+import {
+  DataZoomComponent, GridComponent, LegendComponent, MarkAreaComponent, MarkPointComponent, TooltipComponent,
+} from "echarts/components";
 import { CanvasRenderer } from "echarts/renderers";
 
-echarts.use([BarChart, LineChart, CustomChart, ScatterChart, GridComponent, TooltipComponent, LegendComponent, DataZoomComponent,
-  CanvasRenderer]);
+echarts.use([BarChart, LineChart, CustomChart, ScatterChart, GridComponent, TooltipComponent, LegendComponent,
+  DataZoomComponent, MarkAreaComponent, MarkPointComponent, CanvasRenderer]);
 
 export { echarts };
 export type ECharts = echarts.ECharts;

@@ -108,3 +108,68 @@ function firstTemplateArg(name: string): string | null {
   }
   return null;
 }
+
+/**
+ * A span as tensorboard_trace_handler names it (the time the trace was written, in ns since the
+ * epoch: 19 digits) as a readable UTC time; other spans (a file name, a short number) as they are.
+ */
+export function fmtSpan(span: string | null | undefined): string {
+  const s = span ?? "";
+  if (!/^\d{10,19}$/.test(s)) return s;
+  const ms = Number(s.length >= 19 ? s.slice(0, -6) : s.length >= 16 ? s.slice(0, -3) : s.length >= 13 ? s : s + "000");
+  const d = new Date(ms);
+  if (!Number.isFinite(d.getTime()) || d.getUTCFullYear() < 2000 || d.getUTCFullYear() > 2200) return s;
+  return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+}
+
+/**
+ * Short names that tell different kernels apart: where two full names shorten to the same text,
+ * each gets its first template argument ("elementwise_kernel<FillFunctor>"), then a number.
+ */
+export function distinctShortNames(names: string[]): Map<string, string> {
+  const full = [...new Set(names)];
+  const out = new Map(full.map((n) => [n, shortKernelName(n)]));
+  const clash = (m: Map<string, string>) => {
+    const seen = new Map<string, number>();
+    for (const v of m.values()) seen.set(v, (seen.get(v) || 0) + 1);
+    return (v: string) => (seen.get(v) || 0) > 1;
+  };
+  let dup = clash(out);
+  for (const n of full) {
+    const s = out.get(n)!;
+    if (!dup(s)) continue;
+    const arg = templateHint(n);
+    if (arg) out.set(n, `${s}<${arg}>`);
+  }
+  dup = clash(out);
+  const counter = new Map<string, number>();
+  for (const n of full) {
+    const s = out.get(n)!;
+    if (!dup(s)) continue;
+    const k = (counter.get(s) || 0) + 1;
+    counter.set(s, k);
+    out.set(n, `${s} #${k}`);
+  }
+  return out;
+}
+
+/** The most telling template argument of a kernel name, shortened: a functor or type name. */
+function templateHint(name: string): string | null {
+  const open = name.indexOf("<");
+  if (open < 0) return null;
+  const args: string[] = [];
+  let depth = 0;
+  let cur = "";
+  for (let i = open; i < name.length; i++) {
+    const ch = name[i];
+    if (ch === "<") { depth++; if (depth === 1) continue; }
+    if (ch === ">") { depth--; if (depth === 0) { args.push(cur); break; } }
+    if (ch === "," && depth === 1) { args.push(cur); cur = ""; continue; }
+    cur += ch;
+  }
+  // Skip plain numbers (vector widths, block sizes): the first named argument tells more.
+  const named = args.map((a) => a.trim()).find((a) => /[A-Za-z_]/.test(a)) || args[0]?.trim();
+  if (!named) return null;
+  const bare = shortKernelName(named);
+  return bare.length > 40 ? bare.slice(0, 39) + "…" : bare;
+}

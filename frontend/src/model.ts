@@ -4,11 +4,12 @@
 
 import { num } from "./format";
 import type {
-  Basis, CallSample, CompareDoc, Kernel, Layer, Pass, Report, RunsDoc, StageRow,
+  Basis, CompareDoc, Kernel, Layer, Pass, Report, RunsDoc, StageRow,
 } from "./types";
 
 export const STAGES = [
-  "qkv_proj", "qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "out_proj", "fused", "other",
+  "qkv_proj", "qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "out_proj", "fused",
+  "quantize", "kv_cache_write", "preprocess", "split_kv_reduce", "postprocess", "other",
 ] as const;
 
 export const STAGE_LABEL: Record<string, string> = {
@@ -20,6 +21,11 @@ export const STAGE_LABEL: Record<string, string> = {
   av_matmul: "AV matmul",
   out_proj: "output projection",
   fused: "fused attention",
+  quantize: "quantize (Q, K to int8/fp8)",
+  kv_cache_write: "KV-cache write",
+  preprocess: "preprocess (backward)",
+  split_kv_reduce: "split-KV reduce / combine",
+  postprocess: "postprocess (backward)",
   other: "other (copies, layout)",
 };
 
@@ -33,6 +39,11 @@ export const STAGE_COLOR: Record<string, string> = {
   av_matmul: "#59a14f",
   out_proj: "#b07aa1",
   fused: "#f28e2b",
+  quantize: "#ff9da7",
+  kv_cache_write: "#9d7660",
+  preprocess: "#d4a6c8",
+  split_kv_reduce: "#ffbe7d",
+  postprocess: "#86bcb6",
   other: "#bab0ac",
 };
 
@@ -57,6 +68,7 @@ export type ImplKind = "fused" | "math" | "eager" | "compiled" | "unknown";
 
 const FUSED = new Set([
   "flash", "efficient", "cudnn", "aotriton", "ck", "flash_attn", "flex", "serving", "cpu_fused", "fused", "aiter",
+  "flashinfer", "flash_mla", "sage", "xformers", "triton_attention", "te", "custom",
 ]);
 
 export function implKind(impl: string | undefined | null): ImplKind {
@@ -519,7 +531,8 @@ export function compareHeadline(doc: CompareDoc, index: number): string {
       .filter((s) => s.values[0] > 0 && !(s.values[index] > 0) && s.stage !== "fused")
       .filter((s) => ["qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul"].includes(s.stage))
       .sort((a, b) => stageIndex(a.stage) - stageIndex(b.stage))
-      .map((s) => stageLabel(s.stage));
+      .map((s) => stageLabel(s.stage))
+      .filter((label, i, all) => all.indexOf(label) === i); // forward and backward rows name a stage once
     const only = (doc.kernels_only_in || {})[cur.run] || [];
     const fusedKernels = only.filter((k) => k.stage === "fused").reduce((s, k) => s + n0(k.count), 0);
     const calls = num(cur.calls);
@@ -670,55 +683,6 @@ export function scalingModel(items: { run: string; report: Report }[]): ScalingM
   });
   const distinctLengths = new Set(series.flatMap((s) => s.points.map((p) => p.seqLen))).size;
   return { basis, series, distinctLengths, skipped };
-}
-
-// ---- one call's timeline ------------------------------------------------------------------------
-
-export interface TimelineItem {
-  lane: number;
-  name: string;
-  kind: "op" | "kernel";
-  stage: string;
-  pass: Pass;
-  start: number;
-  dur: number;
-}
-
-export interface TimelineModel {
-  lanes: string[];
-  items: TimelineItem[];
-  span: number;
-  stages: string[];
-}
-
-/** CPU ops one lane per nesting depth, then kernels packed into as few GPU lanes as do not overlap. */
-export function timelineModel(sample: CallSample | null | undefined): TimelineModel {
-  const events = sample?.events || [];
-  const ops = events.filter((e) => e.kind !== "kernel");
-  const kernels = events.filter((e) => e.kind === "kernel").sort((a, b) => n0(a.start_us) - n0(b.start_us));
-  const maxDepth = ops.reduce((m, e) => Math.max(m, n0(e.depth)), -1);
-  const lanes: string[] = [];
-  for (let d = 0; d <= maxDepth; d++) lanes.push(`CPU ${d}`);
-  const items: TimelineItem[] = ops.map((e) => ({
-    lane: n0(e.depth), name: e.name, kind: "op", stage: e.stage || "other", pass: e.pass === "bwd" ? "bwd" : "fwd",
-    start: n0(e.start_us), dur: n0(e.dur_us),
-  }));
-  const ends: number[] = [];
-  for (const k of kernels) {
-    const start = n0(k.start_us);
-    const dur = n0(k.dur_us);
-    let lane = ends.findIndex((end) => end <= start);
-    if (lane < 0) { lane = ends.length; ends.push(0); }
-    ends[lane] = start + dur;
-    items.push({
-      lane: lanes.length + lane, name: k.name, kind: "kernel", stage: k.stage || "other",
-      pass: k.pass === "bwd" ? "bwd" : "fwd", start, dur,
-    });
-  }
-  for (let i = 0; i < ends.length; i++) lanes.push(ends.length > 1 ? `GPU ${i}` : "GPU");
-  const span = items.reduce((m, it) => Math.max(m, it.start + it.dur), 0);
-  const stages = [...new Set(items.map((it) => it.stage))].sort((a, b) => stageIndex(a) - stageIndex(b));
-  return { lanes, items, span, stages };
 }
 
 export function stageRowsTotal(rows: StageRow[] | undefined, basis: Basis): number {

@@ -100,6 +100,8 @@ export interface CallEvent {
   start_us?: number;
   dur_us?: number;
   depth?: number;
+  thread?: string; // CPU ops: the thread that ran it
+  stream?: string; // kernels: the GPU stream
 }
 
 export interface CallSample {
@@ -150,6 +152,16 @@ export interface Report {
   verdicts?: Verdict[];
   warnings?: unknown[];
   trace?: { events?: number; kernels?: number; ops?: number };
+  unknown_kernels?: UnknownKernel[];
+}
+
+/** A kernel named like attention that no family and no call explains (attention/safety.py). */
+export interface UnknownKernel {
+  name?: string;
+  count?: number;
+  gpu_us?: number;
+  share?: number;
+  toml?: string;
 }
 
 export interface CompareDoc {

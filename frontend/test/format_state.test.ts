@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { fmtBytes, fmtCount, fmtDeltaPct, fmtDeltaUs, fmtShare, fmtUs, shortKernelName } from "../src/format";
+import { distinctShortNames, fmtBytes, fmtCount, fmtDeltaPct, fmtDeltaUs, fmtShare, fmtSpan, fmtUs, shortKernelName } from "../src/format";
 import { decodeList, DEFAULT_STATE, encodeList, formatHash, mergeHash, parseHash, stateFromParams, stateToParams } from "../src/state";
 
 describe("format", () => {
@@ -50,5 +50,27 @@ describe("URL state", () => {
     expect(s).toEqual(DEFAULT_STATE);
     expect(stateToParams(DEFAULT_STATE)).toEqual([]);
     expect(stateFromParams([["attn_call", ""]]).call).toBeNull();
+  });
+});
+
+describe("spans and repeated short names", () => {
+  it("shows a trace_handler span (ns since the epoch) as a UTC time, other spans as they are", () => {
+    expect(fmtSpan("1700000000000000001")).toBe("2023-11-14 22:13:20 UTC");
+    expect(fmtSpan("1700000000123")).toBe("2023-11-14 22:13:20 UTC");
+    expect(fmtSpan("100")).toBe("100");
+    expect(fmtSpan("trace.json")).toBe("trace.json");
+    expect(fmtSpan("9999999999999999999")).toBe("9999999999999999999");  // not a plausible time
+    expect(fmtSpan(null)).toBe("");
+  });
+  it("tells apart kernels whose short names collide", () => {
+    const fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)";
+    const copy = "void at::native::vectorized_elementwise_kernel<4, at::native::direct_copy_kernel_cuda, std::array<char*, 2ul> >(int)";
+    const fill2 = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 2ul> >(int)";
+    const m = distinctShortNames([fill, copy, fill2, "attn_fwd", fill]);
+    expect(m.get("attn_fwd")).toBe("attn_fwd");
+    expect(m.get(copy)).toBe("vectorized_elementwise_kernel<direct_copy_kernel_cuda>");
+    expect(m.get(fill)).toBe("vectorized_elementwise_kernel<FillFunctor> #1");
+    expect(m.get(fill2)).toBe("vectorized_elementwise_kernel<FillFunctor> #2");
+    expect(new Set(m.values()).size).toBe(m.size);
   });
 });

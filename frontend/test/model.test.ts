@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
   compareHeadline, compareModel, defaultRun, defaultTarget, dominantImplementation, flattenRuns, implementationBadges,
-  implKind, kernelGroups, layerDetail, logSlope, scalingModel, seqLenOf, stagesByLayer, summaryModel, timelineModel,
+  implKind, kernelGroups, layerDetail, logSlope, scalingModel, seqLenOf, stagesByLayer, summaryModel,
 } from "../src/model";
 import type { CompareDoc, Report, RunsDoc } from "../src/types";
 
@@ -197,6 +197,16 @@ describe("compare", () => {
     expect(compareHeadline(cmp, 1)).toBe(
       "flash: attention \u2212100% (GPU time): one fused flash kernel per call replaces QKᵀ matmul, scale & mask, softmax, AV matmul");
   });
+  it("names each replaced stage once when forward and backward both changed", () => {
+    const doc: CompareDoc = {
+      runs: ["eager", "sdpa"], time_basis: "cpu",
+      stages: ["softmax", "qk_matmul"].flatMap((stage) => (["fwd", "bwd"] as const).map((pass) => (
+        { stage, pass, values: [10, 0], delta_us: -10, delta_pct: -100 }))),
+      totals: [{ run: "eager", attention_cpu_us: 40, implementations: [{ implementation: "eager" }], calls: 2 },
+        { run: "sdpa", attention_cpu_us: 20, implementations: [{ implementation: "cpu_fused" }], calls: 2 }],
+    };
+    expect(compareHeadline(doc, 1)).toBe("sdpa: attention \u221250% (CPU time): fused cpu_fused kernels replace QKᵀ matmul, softmax");
+  });
   it("shapes the real compare answer", () => {
     const m = compareModel(cmp);
     expect(m.runs).toEqual(["eager", "flash"]);
@@ -269,23 +279,5 @@ describe("runs", () => {
     expect(defaultRun({ runs: [] })).toBeNull();
     expect(defaultTarget(doc, "b")).toEqual({ worker: "w0", span: "2" });
     expect(defaultTarget(doc, "zz")).toBeNull();
-  });
-});
-
-describe("timeline", () => {
-  it("lays ops by depth and packs overlapping kernels into GPU lanes", () => {
-    const m = timelineModel(eagerReport().call_samples![0]);
-    expect(m.lanes).toEqual(["CPU 0", "CPU 1", "GPU 0", "GPU 1"]);
-    const k = m.items.filter((i) => i.kind === "kernel").map((i) => [i.name, m.lanes[i.lane]]);
-    expect(k).toEqual([["gemm_a", "GPU 0"], ["gemm_b", "GPU 1"], ["softmax_k", "GPU 0"], ["gemm_a", "GPU 0"]]);
-    expect(m.span).toBe(40);
-    expect(m.stages).toEqual(["qk_matmul", "softmax", "av_matmul", "other"]);
-    expect(timelineModel(null)).toEqual({ lanes: [], items: [], span: 0, stages: [] });
-  });
-  it("shapes a real call sample", () => {
-    const s = bert.call_samples![0];
-    const m = timelineModel(s);
-    expect(m.items).toHaveLength(s.events!.length);
-    expect(m.lanes.at(-1)).toBe("GPU");
   });
 });

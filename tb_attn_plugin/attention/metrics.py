@@ -1,4 +1,4 @@
-"""Time, counts and memory per call, stage and pass; what ran in each call.
+"""Time and counts per call, stage and pass; what ran in each call (memory: tb_attn_plugin/memory/).
 
 Self time only: an op's CPU self time and the GPU time of the kernels it launched itself, so an SDPA
 op and its inner op never count one kernel twice.
@@ -6,11 +6,9 @@ op and its inner op never count one kernel twice.
 
 from __future__ import annotations
 
-import bisect
 import re
 from dataclasses import dataclass, field
 
-from ..trace.events import Event
 from ..trace.link import Linked
 from . import patterns as P
 from .detect import Call
@@ -110,19 +108,18 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
         op = k.op
         st_n = step[op] if op >= 0 else -1
         step_gpu[st_n] = step_gpu.get(st_n, 0.0) + d
-        if op >= 0:
+        if op >= 0 and call_of[op] >= 0:
             c = call_of[op]
-            if c < 0:
-                continue
             stage = kernel_stage(stage_of[op] or "other", e.name)
             ps = "bwd" if node_of[op] >= 0 else "fwd"
         else:
+            # kernel-only calls, and helper kernels whose own op is in no call (groups.py)
             c = kernel_call.get(id(k), -1)
             if c < 0:
                 continue
             fam = P.kernel_family(e.name)
-            stage = "fused"
-            ps = fam.pass_ if fam is not None and fam.pass_ else "fwd"
+            stage = fam.stage if fam is not None and fam.stage in P.HELPER_STAGES else "fused"
+            ps = fam.pass_ if fam is not None and fam.pass_ else ("bwd" if op >= 0 and node_of[op] >= 0 else "fwd")
         key = (stage, ps)
         cell = cells[c].get(key)
         if cell is None:
@@ -182,46 +179,6 @@ def _settle_implementation(L: Linked, c: Call, fused: dict[str, float]) -> None:
         impl = "eager"
     c.implementation = impl
     c.backend = backend
-
-
-def call_memory(L: Linked, memory: list[Event], calls: list[Call]) -> dict[int, int]:
-    """Peak growth of allocated memory during each call, from the profiler's [memory] events on the
-    call's thread (CPU and each GPU tracked apart; the largest is kept)."""
-    if not memory:
-        return {}
-    by_thread: dict[tuple, list[Event]] = {}
-    for m in memory:
-        by_thread.setdefault((str(m.pid), str(m.tid)), []).append(m)
-    index = {}
-    for key, evs in by_thread.items():
-        evs.sort(key=lambda m: m.ts)
-        index[key] = ([m.ts for m in evs], evs)
-    out: dict[int, int] = {}
-    for c in calls:
-        if c.hi <= c.lo:
-            continue
-        root = L.ops[c.lo]
-        got = index.get((str(root.pid), str(root.tid)))
-        if got is None:
-            continue
-        times, evs = got
-        a = bisect.bisect_left(times, root.ts)
-        b = bisect.bisect_right(times, root.ts + root.dur)
-        if a == b:
-            continue
-        peak: dict[int, int] = {}
-        base: dict[int, int] = {}
-        for m in evs[a:b]:
-            args = m.args
-            if args is None or args.total_allocated is None:
-                continue
-            dev = args.device_type or 0
-            if dev not in base:
-                base[dev] = args.total_allocated - (args.nbytes or 0)
-            peak[dev] = max(peak.get(dev, 0), args.total_allocated - base[dev])
-        if peak:
-            out[c.id] = max(peak.values())
-    return out
 
 
 LAYER_INDEX = re.compile(r"\.\d+(?=\.|$)")

@@ -108,14 +108,14 @@ def measured_peaks(device: torch.device | str = "cpu") -> dict[str, Any] | None:
     except Exception as e:  # noqa: BLE001 - e.g. CUDA not initialisable
         log.warning("tb_attn: cannot identify the device for peak measurement: %s", e)
         return None
-    if key in _memo:
-        return _memo[key]
     path = os.path.join(cache_dir(), f"{key}.json")
+    if path in _memo:  # per cache file: a process that changes TB_ATTN_CACHE_DIR measures (or reads) again
+        return _memo[path]
     try:
         with open(path, encoding="utf-8") as f:
             got = json.load(f)
         if isinstance(got, dict) and got.get("kind") == "measured" and isinstance(got.get("tflops"), dict):
-            _memo[key] = got
+            _memo[path] = got
             return got
     except (OSError, ValueError):
         pass
@@ -124,7 +124,7 @@ def measured_peaks(device: torch.device | str = "cpu") -> dict[str, Any] | None:
     except Exception as e:  # noqa: BLE001
         log.warning("tb_attn: could not measure peaks on %s: %s", device, e)
         return None
-    _memo[key] = got
+    _memo[path] = got
     try:
         os.makedirs(cache_dir(), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"

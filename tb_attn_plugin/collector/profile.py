@@ -25,6 +25,7 @@ from torch.profiler import ProfilerAction, ProfilerActivity
 from . import peaks as peak_meter
 from . import run_info, tags
 from .hooks import Tagger
+from .memory import MemoryRecorder
 from .region import attention_region, stage
 from .scalars import PREFIX, ScalarWriter, report_scalars
 
@@ -51,6 +52,9 @@ class profile(torch.profiler.profile):
     extra: more metadata (e.g. ``{"seq_len": 1024}``).
     scalars: analyse each trace and log attention time as TensorBoard scalars in ``logdir``.
     worker_name: defaults to ``{host}_rank{r}`` under torch.distributed/torchrun, else ``{host}_{pid}``.
+    memory: record memory: ``profile_memory=True`` and, on CUDA, the caching allocator's history
+        (Python stacks, the attention calls' tags as annotations), dumped beside each trace as
+        ``{worker}.{time_ns}.memory.pickle``; without CUDA only the profiler's memory events.
     measure_peaks: record this machine's measured matmul FLOP/s and copy bandwidth in the trace
         metadata (for the roofline). None: only for the CPU and GPUs the data-sheet table lacks.
         Measured once per machine (about a second, before the profiler starts), then cached.
@@ -61,8 +65,8 @@ class profile(torch.profiler.profile):
                  activities: Iterable[ProfilerActivity] | None = None, schedule: Callable[[int], Any] | None = None,
                  on_trace_ready: Callable[[Any], Any] | None = None, record_shapes: bool = True,
                  profile_memory: bool = False, with_stack: bool = False, scalars: bool = True,
-                 worker_name: str | None = None, use_gzip: bool = True, measure_peaks: bool | None = None,
-                 **kwargs: Any):
+                 worker_name: str | None = None, use_gzip: bool = True, memory: bool = False,
+                 measure_peaks: bool | None = None, **kwargs: Any):
         if logdir is None and on_trace_ready is None:
             raise ValueError("tb_attn_plugin.profile needs a logdir (or an on_trace_ready handler) to write traces to")
         if model is not None and not isinstance(model, torch.nn.Module):
@@ -83,6 +87,9 @@ class profile(torch.profiler.profile):
         self._analysis: threading.Thread | None = None
         self._tagger = Tagger(model)
         self._metadata_added = False
+        self._memory = MemoryRecorder() if memory else None
+        self.snapshots: list[str] = []  # memory snapshots written, in order (memory=True on CUDA)
+        profile_memory = profile_memory or memory
         self._measure_peaks = measure_peaks
         self._peaks: dict[str, Any] | None = None
         super().__init__(activities=list(activities) if activities is not None else default_activities(),
@@ -105,12 +112,16 @@ class profile(torch.profiler.profile):
     def stop(self) -> None:
         self._tagger.uninstall()
         super().stop()
+        if self._memory is not None:
+            self._memory.stop()
 
     def __exit__(self, exc_type, exc_val, exc_tb):
         try:
             super().__exit__(exc_type, exc_val, exc_tb)
         finally:
             self._tagger.uninstall()
+            if self._memory is not None:
+                self._memory.stop()
             self.wait()
             if self._writer is not None:
                 self._writer.close()
@@ -118,6 +129,8 @@ class profile(torch.profiler.profile):
     def _sync(self) -> None:
         if self.current_action in _RECORDING:
             self._tagger.install()
+            if self._memory is not None:
+                self._memory.start()
             if not self._metadata_added and self.profiler is not None:
                 self.add_metadata_json(tags.METADATA_KEY, self._metadata_json())
                 self._metadata_added = True
@@ -144,8 +157,14 @@ class profile(torch.profiler.profile):
         self._metadata_added = False  # the next window is a new trace
         if self.logdir is not None:
             os.makedirs(self.logdir, exist_ok=True)
-            name = f"{self.worker}.{time.time_ns()}.pt.trace.json" + (".gz" if self.use_gzip else "")
+            stamp = f"{self.worker}.{time.time_ns()}"
+            name = f"{stamp}.pt.trace.json" + (".gz" if self.use_gzip else "")
             path = os.path.join(self.logdir, name)
+            if self._memory is not None:  # first, so the snapshot is there when the trace appears
+                snap = self._memory.dump(os.path.join(self.logdir, f"{stamp}.memory.pickle"))
+                self._memory.stop()  # the next window starts a fresh history
+                if snap:
+                    self.snapshots.append(snap)
             prof.export_chrome_trace(path)
             self.traces.append(path)
             if self._scalars:

@@ -3,8 +3,9 @@
 A run is a directory (relative to the logdir, "." for the logdir itself) holding files named the
 way ``torch.profiler.tensorboard_trace_handler`` names them: ``{worker}.{span}.pt.trace.json[.gz]``.
 Only those names count, so other JSON in a logdir is never read. Hidden files and directories
-(rsync and editors write temporary files there) are skipped, and symlinked directories are not
-followed, so a listing never leaves the logdir.
+(rsync and editors write temporary files there) are skipped, symlinked directories are not
+followed, and symlinked files only when they resolve inside the logdir, so a listing never leaves
+it (nor shows the size of a file outside it).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ class Found:
 
 
 logger = logging.getLogger(__name__)
+# The longest run, worker or span name listed: Linux's PATH_MAX, beyond which no path can be opened.
+# The plugin accepts parameters up to this length, so every run it lists can be asked for.
+MAX_NAME = 4096
 _URI = re.compile(r"[a-zA-Z][0-9a-zA-Z.]*://.*")
 
 
@@ -96,6 +100,7 @@ def _list_local(logdir: str) -> list[Found]:
     root = os.path.abspath(os.path.expanduser(logdir))
     if not os.path.isdir(root):
         raise FileNotFoundError(f"logdir {logdir} does not exist or is not a directory")
+    real_root = os.path.realpath(root)
     found: list[Found] = []
     stack = [root]
     while stack:
@@ -114,12 +119,20 @@ def _list_local(logdir: str) -> list[Found]:
                 parsed = parse_name(e.name)
                 if parsed is None or not e.is_file():
                     continue
+                if e.is_symlink() and not _inside(os.path.realpath(e.path), real_root):
+                    continue  # a link out of the logdir: never followed, its target never shown
                 st = e.stat()
             except OSError:
                 continue  # deleted between listing and stat
             run = os.path.relpath(d, root).replace(os.sep, "/")
+            if max(len(run), len(parsed[0]), len(parsed[1])) > MAX_NAME:
+                continue  # could not be asked for (nor opened, mostly): not listed
             found.append(Found(run, parsed[0], parsed[1], e.path, st.st_size, st.st_mtime))
     return found
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _list_url(logdir: str) -> list[Found]:
@@ -138,6 +151,8 @@ def _list_url(logdir: str) -> list[Found]:
         if parsed is None:
             continue
         run = posixpath.dirname(rel) or "."
+        if max(len(run), len(parsed[0]), len(parsed[1])) > MAX_NAME:
+            continue
         found.append(Found(run, parsed[0], parsed[1], fs.unstrip_protocol(path),
                            int(info.get("size") or 0), _mtime(info)))
     return found

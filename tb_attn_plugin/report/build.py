@@ -11,15 +11,17 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
-from ..attention import shapes
+from ..attention import patterns as kernel_table
+from ..attention import safety, shapes
 from ..attention.detect import Call, detect
 from ..attention.devices import describe
 from ..attention.patterns import is_vendor_op, needs_shapes
-from ..attention.metrics import PASSES, Cell, call_memory, layer_type_of_path, measure
+from ..attention.metrics import PASSES, Cell, layer_type_of_path, measure
 from ..attention.stages import kernel_stage
 from ..collector import tags
+from ..memory import engine as memory
 from ..roofline.section import build as build_roofline
-from ..trace import discover
+from ..trace import discover, stream
 from ..trace.events import decode
 from ..trace.link import Linked, link
 from ..trace.read import file_size, read_trace_text
@@ -37,8 +39,9 @@ MAX_LAYER_KERNELS = 100
 MAX_LAYERS = 1000  # a trace without module scopes can name thousands of layers; keep the report compact
 
 
-def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
-    """Analyse one trace file (local path or fsspec URL). Raises TraceError on unusable input."""
+def analyze_file(path: str, progress: Progress | None = None, keep: dict | None = None) -> dict[str, Any]:
+    """Analyse one trace file (local path or fsspec URL). Raises TraceError on unusable input.
+    ``keep``, when given, receives the linked trace and the calls (``tb-attn annotate`` reads them)."""
     say = progress or (lambda phase, frac: None)
     path = str(path)
     gc_was = gc.isenabled()
@@ -46,20 +49,30 @@ def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
     try:
         t0 = time.perf_counter()
         say("reading", 0.0)
-        text, warnings = read_trace_text(path)  # its only warnings are about a gzip stream cut short
-        gzip_cut = bool(warnings)
-        size = len(text)
-        say("decoding", 0.15)
-        ev = decode(path, text, warnings, keep_shapes=needs_shapes)
-        del text
+        # Streamed through the scanner when the file is plainly laid out (the whole text is never
+        # held); else, or without the scanner, the whole text is read and judged the careful way.
+        streamed = stream.decode_file(path, needs_shapes, lambda f: say("reading", 0.6 * f))
+        if streamed is not None:
+            (ev, size), gzip_cut = streamed, False
+        else:
+            text, warnings = read_trace_text(path)  # its only warnings are about a gzip stream cut short
+            gzip_cut = bool(warnings)
+            size = len(text)
+            say("decoding", 0.15)
+            ev = decode(path, text, warnings, keep_shapes=needs_shapes)
+            del text
         say("linking", 0.6)
         L = link(ev)
         say("finding attention", 0.75)
         calls, call_of = detect(L)
         say("measuring", 0.85)
         m = measure(L, calls, call_of)
-        mem = call_memory(L, ev.memory, calls)
-        report = _assemble(path, size, ev, L, calls, m, mem, call_of)
+        report = _assemble(path, size, ev, L, calls, m, {}, call_of)
+        say("memory", 0.95)
+        _add_memory(report, ev, L, calls, call_of, m, path)
+        _safety_net(report, L, call_of, m)
+        if keep is not None:
+            keep.update(L=L, calls=calls, call_of=call_of, measured=m, events=ev)
         report["trace"]["truncated"] = gzip_cut or ev.truncated
         report["analysis_seconds"] = round(time.perf_counter() - t0, 4)
         say("done", 1.0)
@@ -67,6 +80,20 @@ def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
     finally:
         if gc_was:
             gc.enable()
+
+
+def _add_memory(report, ev, L, calls, call_of, m, path: str) -> None:
+    """The memory section (profiler events, and a snapshot beside the trace); each layer's
+    memory_bytes is its largest peak growth there."""
+    report["memory"] = memory.from_trace(ev, L, calls, call_of, m.stage_of, report["warnings"])
+    if not memory.is_url(path):
+        memory.join(report, path)
+    sec = report["memory"]
+    if sec is not None:
+        growth = {r["layer"]: r["peak_growth_bytes"] for r in sec["layers"] if r["allocs"]}
+        for lay in report["layers"]:
+            if lay["layer"] in growth:
+                lay["memory_bytes"] = growth[lay["layer"]]
 
 
 def _source(path: str, size: int) -> dict[str, Any]:
@@ -186,8 +213,6 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
             sb = shapes.score_bytes(c.info.get("shape"), c.info.get("dtype"))
             if sb is not None:
                 lay["score_bytes"] = max(lay["score_bytes"] or 0, sb)
-        if c.id in mem:
-            lay["memory_bytes"] = max(lay["memory_bytes"] or 0, mem[c.id])
 
     layer_rows = []
     for lay in layers.values():
@@ -261,9 +286,11 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
 
 
 def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[dict[str, Any]]:
-    """Events of the first call of each layer, for the one-call timeline (times relative to it)."""
+    """Events of sampled calls, for the one-call timeline (times relative to the call's start): the
+    first call of each layer, then the first of each layer in every later step, then the rest in
+    trace order, up to MAX_SAMPLES, so every layer and every step can be picked."""
     out = []
-    wanted = {lay["first_call"] for lay in list(layers.values())[:MAX_SAMPLES]}
+    wanted = set(_sample_ids(calls, layers))
     chosen = [(c, [(c.lo, c.hi, "fwd")] + [(nd, L.subtree_end[nd], "bwd") for nd in c.bwd_nodes])
               for c in calls if c.id in wanted]
     needed = {j for _, ranges in chosen for lo, hi, _ in ranges for j in range(lo, hi)}
@@ -281,18 +308,52 @@ def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[d
                 e = L.ops[j]
                 st = m.stage_of[j] or "other"
                 events.append({"name": e.name, "kind": "op", "stage": st, "pass": ps, "start_us": round(e.ts - t0, 3),
-                               "dur_us": round(e.dur, 3), "depth": L.depth[j] - bd})
+                               "dur_us": round(e.dur, 3), "depth": L.depth[j] - bd, "thread": str(e.tid)})
                 for k in by_op_kernels.get(j, ()):
                     events.append({"name": k.ev.name, "kind": "kernel", "stage": kernel_stage(st, k.ev.name), "pass": ps,
-                                   "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0})
+                                   "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0,
+                                   "stream": _stream(k.ev)})
         for k in c.kernels:
-            events.append({"name": k.ev.name, "kind": "kernel", "stage": "fused", "pass": "fwd",
-                           "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0})
+            fam = kernel_table.helper_family(k.ev.name)
+            events.append({"name": k.ev.name, "kind": "kernel", "stage": fam.stage if fam else "fused",
+                           "pass": (fam.pass_ or "fwd") if fam else "fwd",
+                           "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0,
+                           "stream": _stream(k.ev)})
         end = max((ev["start_us"] + ev["dur_us"] for ev in events), default=0.0)
         out.append({"id": c.id, "layer": c.layer, "step": c.step, "implementation": c.implementation,
                     "start_us": round(t0, 3), "dur_us": round(end, 3), "truncated": len(events) > MAX_SAMPLE_EVENTS,
                     "events": events[:MAX_SAMPLE_EVENTS]})
     return out
+
+
+def _sample_ids(calls: list[Call], layers: dict[str, dict]) -> list[int]:
+    ids = [lay["first_call"] for lay in layers.values()]
+    by_order = sorted(calls, key=lambda c: (c.step, c.start))
+    seen_layer_step = set()
+    for c in by_order:  # the first call of each layer in every step
+        if (c.layer, c.step) not in seen_layer_step:
+            seen_layer_step.add((c.layer, c.step))
+            ids.append(c.id)
+    ids += [c.id for c in by_order]  # then any call
+    return list(dict.fromkeys(ids))[:MAX_SAMPLES]
+
+
+def _stream(ev) -> str:
+    """The GPU stream a kernel ran on (kineto writes it as the event's tid and in args)."""
+    stream = ev.args.stream if ev.args is not None and ev.args.stream is not None else ev.tid
+    return str(stream)
+def _safety_net(report: dict[str, Any], L: Linked, call_of: list[int], m) -> None:
+    """Attention-looking kernels that nothing explains (attention/safety.py), and the table used."""
+    rows = safety.unknown_kernels(L, call_of, m.kernel_call, m.total_gpu_us)
+    report["unknown_kernels"] = rows
+    line = safety.warning_line(rows)
+    if line:
+        report["warnings"].append(line)
+    from ..attention.user_table import installed_files
+
+    report["kernel_table"] = {"families": len(kernel_table.effective_families()),
+                              "user_families": len(kernel_table.user_families()),
+                              "user_sources": [os.path.basename(f) for f in installed_files()]}
 
 
 def analyze_path(path: str, progress_for: Callable[[discover.TraceFile], Progress] | None = None, loose: bool = True):
@@ -313,3 +374,6 @@ def analyze_path(path: str, progress_for: Callable[[discover.TraceFile], Progres
             yield tf, analyze_file(tf.path, progress_for(tf) if progress_for else None)
         except TraceError as exc:
             yield tf, exc
+        except MemoryError:  # what was allocated is freed as the frames unwind: the next file still runs
+            yield tf, TraceError(tf.path, "not enough memory to analyse this trace (set TB_ATTN_MAX_TRACE_BYTES "
+                                          "lower to refuse such files before reading them)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ..collector.tags import STAGES
+from ..memory import compare as memory_compare
 from ..roofline.decompose import decompose
 
 PASS_ORDER = ("fwd", "bwd")
@@ -160,5 +161,6 @@ def compare_reports(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, 
         "kernels_only_in": only,
         "kernels_only_in_counts": counts,
         "totals": totals,
+        "memory": memory_compare.compare(runs),
         "decomposition": decompose(names, reports, basis),
     }

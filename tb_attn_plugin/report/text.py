@@ -6,7 +6,11 @@ from collections import defaultdict
 from typing import Any
 
 from ..collector.tags import STAGES
+from ..memory import text as memory_text
 from ..roofline.text import decomposition_lines, roofline_lines
+from .words import cut, plural
+
+NAME_WIDTH = 48  # layer and run names in tables; longer ones end in an ellipsis
 
 
 def _us(v: float) -> str:
@@ -33,41 +37,47 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     meta = r.get("metadata") or {}
     if meta.get("variant"):
         what += f" · variant {meta['variant']}"
-    out.append(f"  device: {what} · {len(r['steps'])} profiler steps · {r['trace']['events']} events")
+    out.append(f"  device: {what} · {plural(len(r['steps']), 'profiler step')} · {plural(r['trace']['events'], 'event')}")
     for w in r.get("warnings", []):
         out.append(f"  warning: {w}")
     total = r["total_gpu_us"] if basis == "gpu" else r["total_cpu_us"]
     att = r["attention_gpu_us"] if basis == "gpu" else r["attention_cpu_us"]
-    out.append(f"  attention: {r['calls']} calls, {_us(att)} of {_us(total)} {basis.upper()} time "
+    out.append(f"  attention: {plural(r['calls'], 'call')}, {_us(att)} of {_us(total)} {basis.upper()} time "
                f"({r['attention_share']:.1%})")
     verdicts = r.get("verdicts") or []
     if verdicts:
         out.append(f"  verdict: {verdicts[0]['message']}")
+    out.extend(_unknown_kernels(r))
     if not r["layers"]:
-        return "\n".join(out)
+        return "\n".join(out + memory_text.render(r.get("memory")))
 
     by_stage: dict[str, dict[str, float]] = defaultdict(lambda: {"fwd": 0.0, "bwd": 0.0})
     kernels: dict[str, int] = defaultdict(int)
     for s in r["stages"]:
         by_stage[s["stage"]][s["pass"]] += s[key]
         kernels[s["stage"]] += s["kernels"]
+    counted = "kernels"
+    if basis == "cpu" and not any(kernels.values()):  # no GPU kernels: count the CPU ops that ran instead
+        counted = "ops"
+        for o in r.get("ops") or []:
+            kernels[o["stage"]] += o["count"]
     rows = []
     for st in STAGES:
         if st in by_stage:
             f, b = by_stage[st]["fwd"], by_stage[st]["bwd"]
             rows.append([st, _us(f), _us(b) if b else "-", f"{(f + b) / att:.1%}" if att else "-", str(kernels[st])])
     out.append("")
-    out.extend("  " + line for line in _table(rows, ["stage", f"fwd {basis}", f"bwd {basis}", "share", "kernels"]))
+    out.extend("  " + line for line in _table(rows, ["stage", f"fwd {basis}", f"bwd {basis}", "share", counted]))
 
     out.append("")
-    rows = [[lay["layer"], lay["implementation"], str(lay["calls"]), _us(lay[key]),
+    rows = [[cut(lay["layer"], NAME_WIDTH), lay["implementation"], str(lay["calls"]), _us(lay[key]),
              f"{lay['tflops']:.3g}" if lay.get("tflops") else "-"] for lay in r["layers"][:top]]
     out.extend("  " + line for line in _table(rows, ["top layers", "implementation", "calls", basis, "TFLOP/s"]))
     if len(r["layers"]) > top:
-        out.append(f"  … {len(r['layers']) - top} more layers")
+        out.append(f"  … {plural(len(r['layers']) - top, 'more layer')}")
 
     out.append("")
-    rows = [[i["layer_type"], i["implementation"], str(i["calls"])] for i in r["implementations"]]
+    rows = [[cut(i["layer_type"], NAME_WIDTH), i["implementation"], str(i["calls"])] for i in r["implementations"]]
     out.extend("  " + line for line in _table(rows, ["layer type", "implementation", "calls"]))
     if len(verdicts) > 1:
         out.append("")
@@ -75,12 +85,27 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     if roofline_lines(r):
         out.append("")
         out.extend(roofline_lines(r))
+    out.append("")
+    out.extend(memory_text.render(r.get("memory")))
     return "\n".join(out)
+
+
+def _unknown_kernels(r: dict[str, Any], top: int = 5) -> list[str]:
+    """The safety net (attention/safety.py): kernels that look like attention but nothing explains."""
+    rows = r.get("unknown_kernels") or []
+    if not rows:
+        return []
+    out = ["", "  unknown attention kernels (named like attention, in no family and no call):"]
+    out.extend("  " + line for line in _table([[k["name"][:90], str(k["count"]), _us(k["gpu_us"]), f"{k['share']:.1%}"]
+                                                for k in rows[:top]], ["kernel", "count", "gpu", "share"]))
+    out.append("  to count one as attention, put a row like this in a file and pass --patterns FILE:")
+    out.extend("    " + line for line in rows[0]["toml"].splitlines())
+    return out
 
 
 def render_compare(c: dict[str, Any], top: int = 12) -> str:
     """The comparison of compare.compare_reports as text: summary, stage and layer-type deltas."""
-    names = c["runs"]
+    names = [cut(n, 24, keep_end=True) for n in c["runs"]]
     out = [c["summary"], f"  ({c['time_basis_note']})", ""]
 
     def pct(row):
@@ -91,7 +116,7 @@ def render_compare(c: dict[str, Any], top: int = 12) -> str:
     if rows:
         out.extend("  " + line for line in _table(rows, ["stage"] + list(names) + ["change", "%"]))
         out.append("")
-    rows = [[r["layer_type"]] + [f"{_us(v)} ({i or '-'})" for v, i in zip(r["values"], r["implementations"])]
+    rows = [[cut(r["layer_type"], NAME_WIDTH)] + [f"{_us(v)} ({i or '-'})" for v, i in zip(r["values"], r["implementations"])]
             + [pct(r)] for r in c["layers"][:top]]
     if rows:
         out.extend("  " + line for line in _table(rows, ["layer type"] + list(names) + ["%"]))
@@ -99,7 +124,9 @@ def render_compare(c: dict[str, Any], top: int = 12) -> str:
             for name, kernels in c["kernels_only_in"].items()]
     if any(n for _, _, n in only):
         out.append("")
-    out.extend(f"  {n} kernel names only in {name}, e.g. {kernels[0]['name'][:100]}" for name, kernels, n in only if n)
+    out.extend(f"  {plural(n, 'kernel name')} only in {name}, e.g. {cut(kernels[0]['name'], 100)}"
+               for name, kernels, n in only if n)
     if decomposition_lines(c):
         out.extend([""] + decomposition_lines(c))
+    out.extend(memory_text.render_compare(c.get("memory")))
     return "\n".join(out)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from .words import plural
+
 FUSED_IMPLS = {"flash", "efficient", "cudnn", "aotriton", "ck", "flash_attn", "flex", "serving", "cpu_fused", "fused"}
 
 
@@ -14,6 +16,23 @@ def _fmt_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GiB"
+
+
+STAGE_WORDS = {"qkv_proj": "the QKV projection", "qk_matmul": "QKᵀ", "scale_mask": "scale & mask",
+               "softmax": "softmax", "dropout": "dropout", "av_matmul": "AV", "out_proj": "the output projection",
+               "fused": "the fused kernel", "other": "other work (copies, layout)"}
+
+
+def _largest(stage_t: Counter, att: float) -> str:
+    """"softmax takes 51% of attention time", naming the largest stage of the attention core when it
+    is not softmax (scale & mask, or other), with softmax's share beside it."""
+    soft = stage_t.get("softmax", 0.0) / att * 100
+    core = {s: t for s, t in stage_t.items() if s not in ("qkv_proj", "out_proj")}
+    top = max(core, key=core.get) if core else "softmax"
+    if top in ("softmax", "qk_matmul", "av_matmul") or core.get(top, 0.0) <= stage_t.get("softmax", 0.0):
+        return f"softmax takes {soft:.0f}% of attention time"
+    return (f"{STAGE_WORDS.get(top, top)} takes the most, {core[top] / att * 100:.0f}% of attention time "
+            f"(softmax {soft:.0f}%)")
 
 
 def verdicts(r: dict[str, Any]) -> list[dict[str, str]]:
@@ -39,13 +58,12 @@ def verdicts(r: dict[str, Any]) -> list[dict[str, str]]:
     if math_calls:
         sev = "warn" if basis == "gpu" else "info"
         out.append({"id": "math_fallback", "severity": sev,
-                    "message": f"SDPA ran the math backend in {math_calls} calls: QKᵀ, softmax and AV run as separate "
+                    "message": f"SDPA ran the math backend in {plural(math_calls, 'call')}: QKᵀ, softmax and AV run as separate "
                                "kernels; check dtype, head dim, mask and dropout against the fused backends' limits"})
     eager = calls_by_impl.get("eager", 0) + calls_by_impl.get("mha_fastpath", 0)
     if eager:
-        soft = stage_t.get("softmax", 0.0) / att * 100
         out.append({"id": "eager_attention", "severity": "warn",
-                    "message": f"eager attention in {eager} calls: softmax takes {soft:.0f}% of attention time; "
+                    "message": f"eager attention in {plural(eager, 'call')}: {_largest(stage_t, att)}; "
                                "SDPA would fuse QKᵀ, softmax and AV"})
     mm = stage_t.get("qk_matmul", 0.0) + stage_t.get("av_matmul", 0.0)
     if stage_t.get("softmax", 0.0) > mm > 0:
@@ -58,7 +76,7 @@ def verdicts(r: dict[str, Any]) -> list[dict[str, str]]:
                                "attention time"})
     fused = {impl: n for impl, n in calls_by_impl.items() if impl in FUSED_IMPLS}
     if fused:
-        desc = ", ".join(f"{impl} in {n} calls" for impl, n in sorted(fused.items(), key=lambda kv: -kv[1]))
+        desc = ", ".join(f"{impl} in {plural(n, 'call')}" for impl, n in sorted(fused.items(), key=lambda kv: -kv[1]))
         out.append({"id": "fused_running", "severity": "info", "message": f"fused attention running: {desc}"})
     dev = r.get("device") or {}
     peak = dev.get("peak_tflops")

@@ -52,6 +52,10 @@ class Args(msgspec.Struct, gc=False, omit_defaults=True):
     nbytes: int | None = msgspec.field(default=None, name="Bytes")
     total_allocated: int | None = msgspec.field(default=None, name="Total Allocated")
     device_type: int | None = msgspec.field(default=None, name="Device Type")
+    # The rest of a [memory] instant's args (memory/profiler_events.py reads them).
+    addr: int | None = msgspec.field(default=None, name="Addr")
+    total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
+    device_id: int | None = msgspec.field(default=None, name="Device Id")
 
     @property
     def dims(self) -> list[Any] | None:
@@ -138,11 +142,21 @@ def decode(path: str, text: bytes, warnings: list[str] | None = None,
     warnings = list(warnings or [])
     head = text.lstrip()[:1]
     if head not in (b"{", b"["):
-        raise TraceError(path, "not JSON: a trace starts with '{' or '['")
+        raise TraceError(path, _not_a_document(text))
     try:
         return _decode(path, text, head, warnings, keep_shapes)
     except RecursionError:
         raise TraceError(path, "corrupt JSON: values nested too deeply") from None
+
+
+def _not_a_document(text: bytes) -> str:
+    """Why text that does not start like a trace is refused: valid JSON of the wrong kind, or not JSON."""
+    try:
+        value = msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return "not JSON: a trace starts with '{' or '['"
+    kind = "null" if value is None else {bool: "a boolean", str: "a string"}.get(type(value), "a number")
+    return f"JSON but not a trace: the document is {kind}, not an object with a 'traceEvents' list"
 
 
 def _decode(path: str, text: bytes, head: bytes, warnings: list[str], keep_shapes) -> Events:
@@ -285,6 +299,10 @@ class _Kept:
         self.flows: list[Event] = []
         self.total = 0
         self.insane = 0
+        # One object per distinct string and id: a trace repeats the same few categories, kernel
+        # and op names, pids and tids in every step, and as separate objects they were about a
+        # third of the kept events' memory.
+        self._shared: dict[Any, Any] = {}
 
     def add(self, events: list[Event], dropped: int = 0) -> None:
         """Keep what the analysis uses of ``events``; ``dropped`` more were left out before decoding
@@ -312,6 +330,10 @@ class _Kept:
         absurd times are left out and counted."""
         ok = [e for e in evs if -MAX_TS < e.ts < MAX_TS and 0.0 <= e.dur < MAX_DUR]
         self.insane += len(evs) - len(ok)
+        share = self._shared.setdefault
+        for e in ok:
+            e.ph, e.cat, e.name, e.pid, e.tid = share(e.ph, e.ph), share(e.cat, e.cat), share(e.name, e.name), \
+                share(e.pid, e.pid), share(e.tid, e.tid)
         return ok
 
     def result(self, warnings: list[str], truncated: bool = False) -> Events:

@@ -6,16 +6,17 @@ rather than copies, so this is the one big allocation of an analysis.
 
 from __future__ import annotations
 
-import gzip
 import os
 import zlib
 
 from ..errors import TraceError
+from . import limits
 
 try:  # optional (pip install 'tb-attn[fast]'): ISA-L inflates gzip in about 60% of zlib's time
     from isal import igzip as _fast_gzip
+    from isal import isal_zlib as _fast_zlib
 except ImportError:
-    _fast_gzip = None
+    _fast_gzip = _fast_zlib = None
 
 TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json", ".json.gz")
 
@@ -49,12 +50,15 @@ def file_size(path: str) -> int:
 def read_bytes(path: str) -> bytes:
     """Return the decompressed JSON text of ``path``; raise TraceError with a one-line cause."""
     path = str(path)
+    limit = limits.max_trace_bytes(path)
     try:
         if is_url(path):
             with _open_url(path) as fh:
-                raw = fh.read()
+                raw = fh.read(limit + 1)
+            if len(raw) > limit:
+                raise limits.too_big(path, limit, "is")
         else:
-            with open(path, "rb") as fh:
+            with limits.open_regular(path, limit) as fh:  # FIFOs, devices, sockets: refused, never read
                 raw = fh.read()
     except TraceError:
         raise
@@ -69,34 +73,26 @@ def read_bytes(path: str) -> bytes:
     if not raw:
         raise TraceError(path, "empty file (is the trace still being written?)")
     if raw[:2] == b"\x1f\x8b":
-        return _gunzip(path, raw)
+        return _gunzip(path, raw, limit)
     return raw
 
 
-def _gunzip(path: str, raw: bytes) -> bytes:
+def _gunzip(path: str, raw: bytes, limit: int) -> bytes:
+    # Inflated member by member up to the limit, so a gzip bomb stops there instead of filling memory.
     if _fast_gzip is not None:
         try:
-            return _fast_gzip.decompress(raw)
+            return limits.gunzip(path, raw, _fast_zlib, limit)
+        except limits.TooBig:
+            raise
         except Exception:
             pass  # cut short or broken: the standard library's errors say which, below
     try:
-        return gzip.decompress(raw)
-    except EOFError:
+        return limits.gunzip(path, raw, zlib, limit)
+    except limits.Cut as cut:
         # A gzip stream cut short (a trace still being written, a partial copy): keep what inflates.
-        data = _inflate_prefix(raw)
-        if not data:
+        if not cut.data:
             raise TraceError(path, "gzip stream ends early and holds no data") from None
-        raise _Truncated(data) from None
-    except (gzip.BadGzipFile, zlib.error, OSError) as exc:
-        raise TraceError(path, f"broken gzip stream: {exc}") from None
-
-
-def _inflate_prefix(raw: bytes) -> bytes:
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        return d.decompress(raw)
-    except zlib.error:
-        return b""
+        raise _Truncated(cut.data) from None
 
 
 class _Truncated(Exception):

@@ -1,11 +1,12 @@
 import { api, untilReady } from "../api";
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
-import { fmtCount, fmtDeltaPct, fmtDeltaUs, fmtShare, fmtUs, shortKernelName } from "../format";
+import { distinctShortNames, fmtCount, fmtDeltaPct, fmtDeltaUs, fmtShare, fmtUs } from "../format";
 import { compareModel } from "../model";
 import type { CompareDoc } from "../types";
 import { badge, basisWord, kernelName, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
+import { memoryOverlay } from "./memory";
 import { rooflineCompareSection } from "./roofline";
 
 /** The backend compares at most this many runs at once (plugin.py MAX_COMPARE). */
@@ -83,7 +84,7 @@ export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
             tip(ps[0]?.axisValue ?? "", ps.map((p) => [p.seriesName, fmtUs(p.value)] as [string, string])),
         },
         xAxis: { type: "category", data: m.chart.categories, axisLabel: { rotate: 30, interval: 0 } },
-        yAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtUs(v) } },
+        yAxis: { type: "value", name: basisWord(m.basis), axisLabel: { formatter: (v: number) => fmtUs(v) } },
         series: m.chart.series.map((s, i) => ({
           type: "bar", name: s.run, data: s.values, itemStyle: { color: RUN_COLORS[i % RUN_COLORS.length] },
         })),
@@ -116,10 +117,10 @@ export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
   out.appendChild(h("div", { class: "only-in", "data-testid": "compare-only-in" }, ...m.onlyIn.map((o) => h("div", { class: "only-in-run", "data-run": o.run },
     h("h4", null, `only in ${o.run}: ${fmtCount(o.count)} kernel${o.count === 1 ? "" : "s"}`),
     o.kernels.length ? h("table", { class: "grid" },
-      h("tbody", null, ...o.kernels.slice(0, 25).map((k) => h("tr", null, h("td", null, stageChip(k.stage)),
-        h("td", null, kernelName(k.name, shortKernelName(k.name))), h("td", { class: "num" }, fmtCount(k.count)), usCell(k.gpu_us)))))
+      h("tbody", null, ...onlyInRows(o.kernels.slice(0, 25))))
       : h("p", { class: "hint" }, "none"),
     o.kernels.length > 25 ? h("p", { class: "hint" }, `and ${o.count - 25} more`) : null))));
+  await memoryOverlay(ctx, out, picked);
   await rooflineCompareSection(ctx, roofBox, doc);
 }
 
@@ -143,4 +144,10 @@ export function runPicker(ctx: Ctx, hint: string): HTMLElement {
       ...impls.map((impl) => badge(impl))));
   }
   return box;
+}
+
+function onlyInRows(kernels: { name: string; stage: string; gpu_us: number; count: number | null }[]): HTMLElement[] {
+  const short = distinctShortNames(kernels.map((k) => k.name));
+  return kernels.map((k) => h("tr", null, h("td", null, stageChip(k.stage)),
+    h("td", null, kernelName(k.name, short.get(k.name) ?? k.name)), h("td", { class: "num" }, fmtCount(k.count)), usCell(k.gpu_us)));
 }

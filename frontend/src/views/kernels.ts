@@ -1,10 +1,11 @@
 import { h } from "../dom";
-import { fmtCount, fmtShare, fmtUs, shortKernelName } from "../format";
+import { distinctShortNames, fmtCount, fmtShare, fmtUs } from "../format";
 import { basisOf, kernelGroups, STAGES, stageLabel, type KernelSort } from "../model";
 import type { Kernel } from "../types";
 import { kernelName, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
 
+// "Kernel" becomes "Op" for a CPU trace: what the table lists is then the CPU ops that ran.
 const COLUMNS: { key: KernelSort; text: string; num: boolean }[] = [
   { key: "name", text: "Kernel", num: false },
   { key: "count", text: "Count", num: true },
@@ -28,6 +29,8 @@ export async function kernelsView(ctx: Ctx, root: HTMLElement): Promise<void> {
     : report.kernels || [];
   const att = (useOps ? report.attention_cpu_us : report.attention_gpu_us) ?? 0;
   const what = useOps ? "CPU ops" : "GPU kernels";
+  const unit = useOps ? "op" : "kernel";
+  const short = distinctShortNames(rows.map((r) => r.name));
 
   const el = h("section", { class: "view view-kernels", "data-view": "kernels" });
   root.appendChild(el);
@@ -40,8 +43,8 @@ export async function kernelsView(ctx: Ctx, root: HTMLElement): Promise<void> {
   }
 
   const filterInput = h("input", {
-    type: "search", placeholder: "filter by kernel name, stage or implementation", value: ctx.state.filter,
-    "aria-label": "filter kernels", "data-testid": "kernel-filter",
+    type: "search", placeholder: `filter by ${unit} name, stage or implementation`, value: ctx.state.filter,
+    "aria-label": `filter ${unit}s`, "data-testid": "kernel-filter",
   });
   const stageSelect = h("select", { "aria-label": "stage", "data-testid": "kernel-stage" },
     h("option", { value: "" }, "all stages"),
@@ -63,13 +66,13 @@ export async function kernelsView(ctx: Ctx, root: HTMLElement): Promise<void> {
     }
     const head = h("tr", null, h("th", null, "Stage"), ...COLUMNS.map((c) => h("th", {
       class: (c.num ? "num " : "") + "sortable" + (sort === c.key ? (desc ? " desc" : " asc") : ""),
-      "data-sort": c.key, "aria-sort": sort === c.key ? (desc ? "descending" : "ascending") : "none",
+      "data-sort": c.key, "aria-sort": sort === c.key ? (desc ? "descending" : "ascending") : "none", "data-column": c.key,
       onclick: () => {
         if (sort === c.key) desc = !desc;
         else { sort = c.key; desc = c.key !== "name"; }
         draw();
       },
-    }, c.text)));
+    }, c.key === "name" && useOps ? "Op" : c.text)));
     const body = h("tbody");
     for (const g of groups) {
       body.appendChild(h("tr", { class: "group", "data-group": `${g.pass}:${g.stage}` },
@@ -78,7 +81,7 @@ export async function kernelsView(ctx: Ctx, root: HTMLElement): Promise<void> {
         h("td", { class: "num" }, fmtShare(g.share))));
       for (const r of g.rows) {
         body.appendChild(h("tr", { class: "kernel", "data-kernel": r.name, "data-stage": r.stage, "data-pass": r.pass },
-          h("td"), h("td", { class: "kcell" }, kernelName(r.name, shortKernelName(r.name)),
+          h("td"), h("td", { class: "kcell" }, kernelName(r.name, short.get(r.name) ?? r.name),
             r.implementation ? h("span", { class: "impl-tag" }, r.implementation) : null),
           h("td", { class: "num" }, fmtCount(r.count)), usCell(r.total), usCell(r.mean), h("td", { class: "num" }, fmtShare(r.share))));
       }

@@ -5,6 +5,7 @@ import { defaultTarget, implKind, scalingModel } from "../model";
 import type { Report } from "../types";
 import { badge, basisWord, usCell } from "./common";
 import type { Ctx } from "./context";
+import { memoryScalingChart } from "./memory";
 
 const KIND_COLOR: Record<string, string> = { fused: "#59a14f", math: "#e15759", eager: "#f28e2b", compiled: "#4e79a7", unknown: "#9c755f" };
 
@@ -84,6 +85,7 @@ export async function scalingView(ctx: Ctx, root: HTMLElement): Promise<void> {
     badge(s.implementation),
     s.timeExponent === null ? " one length only" : ` time grows as L^${s.timeExponent.toFixed(2)}`,
     s.memExponent === null ? "" : `, score matrix as L^${s.memExponent.toFixed(2)}`))));
+  memoryScalingChart(ctx, el, items);
   if (m.skipped.length) el.appendChild(skippedList(m.skipped));
 }
 

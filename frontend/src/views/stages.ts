@@ -1,6 +1,6 @@
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
-import { fmtBytes, fmtCount, fmtTflops, fmtUs, shortKernelName } from "../format";
+import { distinctShortNames, fmtBytes, fmtCount, fmtTflops, fmtUs } from "../format";
 import { basisOf, layerDetail, shapeText, stagesByLayer } from "../model";
 import type { Basis, Pass, Report } from "../types";
 import { badge, basisWord, kernelName, stageChip, toggle, usCell } from "./common";
@@ -60,7 +60,8 @@ export async function stagesView(ctx: Ctx, root: HTMLElement): Promise<void> {
         },
       },
       xAxis: { type: "category", data: m.layers, axisLabel: { rotate: 45, interval: many ? "auto" : 0, fontSize: 10 } },
-      yAxis: { type: "value", name: "µs", axisLabel: { formatter: (v: number) => fmtUs(v) } },
+      // The ticks carry their unit (µs, ms, s): the title names only what is measured.
+      yAxis: { type: "value", name: basisWord(basis), axisLabel: { formatter: (v: number) => fmtUs(v) } },
       dataZoom: many ? [{ type: "slider", bottom: 5, height: 18 }, { type: "inside" }] : [],
       series: m.series.map((s) => ({
         type: "bar", stack: "layer", name: s.label, data: s.values, itemStyle: { color: s.color }, cursor: "pointer",
@@ -109,7 +110,7 @@ function layerDetailPanel(ctx: Ctx, report: Report, layerName: string, basis: Ba
       fact(basis.toUpperCase() + " time", fmtUs(basis === "gpu" ? L.gpu_us : L.cpu_us))));
   el.appendChild(h("table", { class: "grid" },
     h("thead", null, h("tr", null, h("th", null, "Stage"), h("th", { class: "num" }, "GPU"), h("th", { class: "num" }, "CPU"),
-      h("th", { class: "num" }, "Kernels"))),
+      h("th", { class: "num" }, "GPU kernels"))),
     h("tbody", null, ...d.stages.map((s) => h("tr", null, h("td", null, stageChip(s.stage, s.pass)), usCell(s.gpu_us),
       usCell(s.cpu_us), h("td", { class: "num" }, fmtCount(s.kernels)))))));
   if (d.kernels.length) {
@@ -118,11 +119,12 @@ function layerDetailPanel(ctx: Ctx, report: Report, layerName: string, basis: Ba
         type: "button", class: "link", "data-action": "open-timeline",
         onclick: () => ctx.set({ view: "timeline", call: d.sampleId }),
       }, " → open this call's timeline") : null));
+    const short = distinctShortNames(d.kernels.map((k) => k.name));
     el.appendChild(h("table", { class: "grid", "data-testid": "layer-kernels" },
       h("thead", null, h("tr", null, h("th", null, "Stage"), h("th", null, "Kernel"), h("th", { class: "num" }, "Count"),
         h("th", { class: "num" }, "GPU time"))),
       h("tbody", null, ...d.kernels.map((k) => h("tr", null, h("td", null, stageChip(k.stage, k.pass)),
-        h("td", null, kernelName(k.name, shortKernelName(k.name))), h("td", { class: "num" }, fmtCount(k.count)), usCell(k.us))))));
+        h("td", null, kernelName(k.name, short.get(k.name) ?? k.name)), h("td", { class: "num" }, fmtCount(k.count)), usCell(k.us))))));
   } else {
     el.appendChild(h("p", { class: "hint" }, d.kernelScope === "layer"
       ? "No GPU kernels in this layer (a CPU trace)."

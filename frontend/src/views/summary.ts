@@ -1,9 +1,10 @@
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
-import { fmtBytes, fmtCount, fmtShare, fmtTflops, fmtUs } from "../format";
+import { fmtBytes, fmtCount, fmtShare, fmtSpan, fmtTflops, fmtUs } from "../format";
 import { stageColor, stageLabel, summaryModel } from "../model";
 import type { Report } from "../types";
 import { badge, basisWord, usCell } from "./common";
+import { annotatedLink, unknownPanel } from "./unknown";
 import type { Ctx } from "./context";
 
 export async function summaryView(ctx: Ctx, root: HTMLElement): Promise<void> {
@@ -17,7 +18,7 @@ export function summaryPanel(ctx: Ctx, report: Report): HTMLElement {
   const el = h("section", { class: "view view-summary", "data-view": "summary" });
   const t = ctx.target!;
   el.appendChild(h("h2", null, "Summary ",
-    h("span", { class: "sub" }, `${t.run} · ${t.worker ?? ""}${t.span ? " · " + t.span : ""}`)));
+    h("span", { class: "sub", title: t.span ?? "" }, `${t.run} · ${t.worker ?? ""}${t.span ? " · " + fmtSpan(t.span) : ""}`)));
 
   el.appendChild(h("div", { class: "cards" },
     card("Device", m.device, m.deviceDetail, "device"),
@@ -34,6 +35,10 @@ export function summaryPanel(ctx: Ctx, report: Report): HTMLElement {
         `tb-attn read ${fmtCount(report.trace?.kernels ?? 0)} kernels and ${fmtCount(report.trace?.ops ?? 0)} ops `
         + "and found no attention call: no SDPA or attention op, no fused attention kernel and no QKᵀ → softmax → AV chain.")));
   }
+
+  const unknown = unknownPanel(report);
+  if (unknown) el.appendChild(unknown);
+  el.appendChild(annotatedLink(t));
 
   // Implementations as badges.
   if (m.badges.length) {
@@ -70,7 +75,7 @@ export function summaryPanel(ctx: Ctx, report: Report): HTMLElement {
           formatter: (p: { seriesName: string; value: number; color: string }) =>
             tip(p.seriesName, [["time", fmtUs(p.value)], ["share", fmtShare(p.value / (m.stages.reduce((a, s) => a + s.us, 0) || 1))]], p.color),
         },
-        xAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtUs(v) } },
+        xAxis: { type: "value", name: basisWord(m.basis), nameLocation: "middle", nameGap: 26, axisLabel: { formatter: (v: number) => fmtUs(v) } },
         yAxis: { type: "category", data: passes, inverse: true },
         series: [...new Set(m.stages.map((s) => s.stage))].map((stage) => ({
           type: "bar", stack: "all", name: stageLabel(stage), itemStyle: { color: stageColor(stage) },

@@ -1,8 +1,9 @@
 import { api, untilReady } from "../api";
 import { echarts, makeChart, tip } from "../charts";
 import { h } from "../dom";
-import { fmtUs, shortKernelName } from "../format";
-import { stageColor, stageLabel, timelineModel } from "../model";
+import { distinctShortNames, fmtUs } from "../format";
+import { stageColor, stageLabel } from "../model";
+import { callChoices, timelineModel, type TimelineSegment } from "../timeline_model";
 import type { CallSample } from "../types";
 import { badge, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
@@ -20,12 +21,21 @@ export async function timelineView(ctx: Ctx, root: HTMLElement): Promise<void> {
       h("div", { class: "notice-detail" }, "This trace has no attention calls, so there is no sampled call.")));
     return;
   }
-  const id = ctx.state.call ?? samples[0].id;
+  const id = samples.some((s) => s.id === ctx.state.call) ? ctx.state.call! : samples[0].id;
+  const current = samples.find((s) => s.id === id)!;
+  const { steps, calls } = callChoices(samples, current.step ?? 0);
+  const stepSelect = h("select", { "aria-label": "profiler step", "data-testid": "step-select", disabled: steps.length < 2 },
+    ...steps.map((st) => h("option", { value: String(st), selected: st === (current.step ?? 0) }, st < 0 ? "no step marked" : `step ${st}`)));
+  stepSelect.addEventListener("change", () => {
+    const first = callChoices(samples, Number(stepSelect.value)).calls[0];
+    if (first) ctx.set({ call: first.id });
+  });
   const select = h("select", { "aria-label": "attention call", "data-testid": "call-select" },
-    ...samples.map((s) => h("option", { value: String(s.id), selected: s.id === id },
-      `#${s.id} ${s.layer ?? ""} · ${s.implementation ?? ""} · ${fmtUs(s.dur_us)}`)));
+    ...calls.map((s) => h("option", { value: String(s.id), selected: s.id === id },
+      `#${s.id} ${s.layer ?? ""} · ${s.implementation ?? ""}`)));
   select.addEventListener("change", () => ctx.set({ call: Number(select.value) }));
-  el.appendChild(h("div", { class: "controls" }, h("label", null, "Call (the first of each layer) ", select)));
+  el.appendChild(h("div", { class: "controls" }, h("label", null, "Step ", stepSelect), h("label", null, "Call ", select),
+    h("span", { class: "hint" }, `${samples.length} sampled call${samples.length === 1 ? "" : "s"} in this trace`)));
 
   const slot = h("div");
   el.appendChild(slot);
@@ -39,60 +49,78 @@ export async function timelineView(ctx: Ctx, root: HTMLElement): Promise<void> {
   }
   if (!sample || !ctx.alive()) return;
   const m = timelineModel(sample);
+  const split = m.gapUs !== null;
+  const busy = (m.fwdUs ?? 0) + (m.bwdUs ?? 0);
   slot.appendChild(h("div", { class: "facts" },
     h("span", { class: "fact" }, h("span", { class: "fact-k" }, "layer"), h("span", { class: "fact-v" }, sample.layer ?? "—")),
     badge(sample.implementation || "unknown"),
     h("span", { class: "fact" }, h("span", { class: "fact-k" }, "step"), h("span", { class: "fact-v" }, String(sample.step ?? "—"))),
-    h("span", { class: "fact" }, h("span", { class: "fact-k" }, "duration"), h("span", { class: "fact-v", "data-us": String(sample.dur_us ?? "") }, fmtUs(sample.dur_us))),
+    h("span", { class: "fact" }, h("span", { class: "fact-k" }, split ? "forward + backward" : "duration"),
+      h("span", { class: "fact-v", "data-us": String(split ? busy : sample.dur_us ?? ""), "data-testid": "call-duration" },
+        split ? `${fmtUs(m.fwdUs)} + ${fmtUs(m.bwdUs)}` : fmtUs(sample.dur_us))),
+    split ? h("span", { class: "fact", "data-testid": "call-gap" }, h("span", { class: "fact-k" }, "backward starts"),
+      h("span", { class: "fact-v", "data-us": String(m.gapUs) }, `${fmtUs(m.gapUs)} after the forward ends`)) : null,
     sample.truncated ? h("span", { class: "hint" }, "events truncated") : null));
   slot.appendChild(h("div", { class: "legend-row" }, ...m.stages.map((s) => stageChip(s))));
-  const chartEl = h("div", { class: "chart chart-timeline", "data-chart": "timeline" });
-  chartEl.style.height = `${Math.max(180, 60 + m.lanes.length * 26)}px`;
-  slot.appendChild(chartEl);
+  const short = distinctShortNames((sample.events || []).filter((e) => e.kind === "kernel").map((e) => e.name));
+  for (const seg of m.segments) {
+    if (split) slot.appendChild(h("h3", { "data-segment": seg.pass ?? "" }, seg.pass === "bwd" ? "Backward" : "Forward"));
+    const chartEl = h("div", { class: "chart chart-timeline", "data-chart": "timeline", "data-segment": seg.pass ?? "call" });
+    chartEl.style.height = `${Math.max(180, 60 + seg.lanes.length * 26)}px`;
+    slot.appendChild(chartEl);
+    requestAnimationFrame(() => { if (ctx.alive()) drawSegment(chartEl, seg, split); });
+  }
 
-  requestAnimationFrame(() => {
-    if (!ctx.alive()) return;
-    makeChart(chartEl, {
-      grid: { left: 70, right: 20, top: 10, bottom: 50 },
-      tooltip: {
-        trigger: "item",
-        formatter: (p: { dataIndex: number }) => {
-          const it = m.items[p.dataIndex];
-          return tip(it.name, [["kind", it.kind === "kernel" ? "GPU kernel" : "CPU op"], ["stage", stageLabel(it.stage) + (it.pass === "bwd" ? " (bwd)" : "")],
-            ["start", `+${fmtUs(it.start)}`], ["duration", fmtUs(it.dur)]], stageColor(it.stage));
-        },
-      },
-      xAxis: { type: "value", min: 0, max: m.span || 1, axisLabel: { formatter: (v: number) => fmtUs(v) }, name: "since call start", nameLocation: "middle", nameGap: 30 },
-      yAxis: { type: "category", data: m.lanes, inverse: true },
-      dataZoom: [{ type: "inside", filterMode: "weakFilter" }, { type: "slider", height: 14, bottom: 2, filterMode: "weakFilter" }],
-      series: [{
-        type: "custom",
-        encode: { x: [1, 2], y: 0 },
-        data: m.items.map((it) => [it.lane, it.start, it.start + it.dur]),
-        renderItem: (params: unknown, api: {
-          value: (i: number) => number; coord: (v: number[]) => number[]; size: (v: number[]) => number[]; style: () => object;
-        }) => {
-          const it = m.items[(params as { dataIndex: number }).dataIndex];
-          const start = api.coord([api.value(1), api.value(0)]);
-          const end = api.coord([api.value(2), api.value(0)]);
-          const height = api.size([0, 1])[1] * 0.7;
-          const shape = echarts.graphic.clipRectByRect(
-            { x: start[0], y: start[1] - height / 2, width: Math.max(1, end[0] - start[0]), height },
-            (params as { coordSys: { x: number; y: number; width: number; height: number } }).coordSys,
-          );
-          return shape && {
-            type: "rect", shape,
-            style: { fill: stageColor(it.stage), stroke: it.kind === "kernel" ? "#333" : "rgba(0,0,0,0.15)", lineWidth: it.kind === "kernel" ? 1 : 0.5 },
-          };
-        },
-      }],
-    });
-  });
-
-  slot.appendChild(h("details", { class: "numbers" }, h("summary", null, `Events (${m.items.length})`),
+  const rows = m.segments.flatMap((seg) => seg.items.map((it) => ({ seg, it })))
+    .sort((a, b) => a.seg.offset + a.it.start - (b.seg.offset + b.it.start) || a.it.lane - b.it.lane);
+  slot.appendChild(h("details", { class: "numbers" }, h("summary", null, `Events (${rows.length})`),
     h("table", { class: "grid", "data-testid": "timeline-table" },
-      h("thead", null, h("tr", null, ...["Lane", "Event", "Stage", "Start", "Duration"].map((c, i) => h("th", { class: i >= 3 ? "num" : null }, c)))),
-      h("tbody", null, ...[...m.items].sort((a, b) => a.start - b.start || a.lane - b.lane).map((it) => h("tr", { "data-kind": it.kind },
-        h("td", null, m.lanes[it.lane]), h("td", { class: "kcell", title: it.name }, it.kind === "kernel" ? shortKernelName(it.name) : it.name),
-        h("td", null, stageChip(it.stage, it.pass)), usCell(it.start), usCell(it.dur)))))));
+      h("thead", null, h("tr", null, ...["Row (thread · depth, or GPU stream)", "Event", "Stage", "Start", "Duration"]
+        .map((c, i) => h("th", { class: i >= 3 ? "num" : null }, c)))),
+      h("tbody", null, ...rows.map(({ seg, it }) => h("tr", { "data-kind": it.kind, "data-lane": seg.lanes[it.lane] },
+        h("td", null, seg.lanes[it.lane]),
+        h("td", { class: "kcell", title: it.name }, it.kind === "kernel" ? short.get(it.name) ?? it.name : it.name),
+        h("td", null, stageChip(it.stage, it.pass)), usCell(seg.offset + it.start), usCell(it.dur)))))));
+}
+
+function drawSegment(chartEl: HTMLElement, seg: TimelineSegment, split: boolean): void {
+  const since = split ? `since the ${seg.pass === "bwd" ? "backward" : "forward"} starts` : "since the call starts";
+  makeChart(chartEl, {
+    grid: { left: 170, right: 20, top: 10, bottom: 50 },
+    tooltip: {
+      trigger: "item",
+      formatter: (p: { dataIndex: number }) => {
+        const it = seg.items[p.dataIndex];
+        return tip(it.name, [["row", seg.lanes[it.lane]], ["kind", it.kind === "kernel" ? "GPU kernel" : "CPU op"],
+          ["stage", stageLabel(it.stage) + (it.pass === "bwd" ? " (bwd)" : "")],
+          ["start", `+${fmtUs(it.start)}`], ["duration", fmtUs(it.dur)]], stageColor(it.stage));
+      },
+    },
+    // The ticks carry their unit (µs, ms, s): the title names only what is measured.
+    xAxis: { type: "value", min: 0, max: seg.span || 1, axisLabel: { formatter: (v: number) => fmtUs(v) }, name: `time ${since}`,
+      nameLocation: "middle", nameGap: 30 },
+    yAxis: { type: "category", data: seg.lanes, inverse: true, name: "", axisLabel: { fontSize: 10 } },
+    dataZoom: [{ type: "inside", filterMode: "weakFilter" }, { type: "slider", height: 14, bottom: 2, filterMode: "weakFilter" }],
+    series: [{
+      type: "custom",
+      encode: { x: [1, 2], y: 0 },
+      data: seg.items.map((it) => [it.lane, it.start, it.start + it.dur]),
+      renderItem: (params: unknown, api: {
+        value: (i: number) => number; coord: (v: number[]) => number[]; size: (v: number[]) => number[]; style: () => object;
+      }) => {
+        const it = seg.items[(params as { dataIndex: number }).dataIndex];
+        const start = api.coord([api.value(1), api.value(0)]);
+        const end = api.coord([api.value(2), api.value(0)]);
+        const height = api.size([0, 1])[1] * 0.7;
+        const shape = echarts.graphic.clipRectByRect(
+          { x: start[0], y: start[1] - height / 2, width: Math.max(1, end[0] - start[0]), height },
+          (params as { coordSys: { x: number; y: number; width: number; height: number } }).coordSys,
+        );
+        return shape && {
+          type: "rect", shape,
+          style: { fill: stageColor(it.stage), stroke: it.kind === "kernel" ? "#333" : "rgba(0,0,0,0.15)", lineWidth: it.kind === "kernel" ? 1 : 0.5 },
+        };
+      },
+    }],
+  });
 }

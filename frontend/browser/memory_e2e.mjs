@@ -1,0 +1,145 @@
+// Browser test of the Memory view against a real `tensorboard --logdir` over the demo's runs
+// (started by tests/test_browser_memory.py): what the view shows is checked against the backend's
+// /memory JSON from the same server; Compare overlays two runs' curves; Scaling shows memory
+// against sequence length with its exponent; a run without memory says how to record it.
+//   TB_URL=http://127.0.0.1:6006 RUNS_JSON='{"eager":[...],"sdpa":[...],"nomem":".."}' node browser/memory_e2e.mjs
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const TB = (process.env.TB_URL || "").replace(/\/$/, "");
+const RUNS = JSON.parse(process.env.RUNS_JSON || "{}");
+const SHOTS = process.env.SHOTS_DIR || "";
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const API = `${TB}/data/plugin/tb_attn`;
+if (!TB || !RUNS.eager?.length || !RUNS.sdpa?.length || !RUNS.nomem) throw new Error("set TB_URL and RUNS_JSON {eager, sdpa, nomem}");
+
+const problems = [];
+let passed = 0;
+function ok(cond, msg) {
+  if (!cond) throw new Error(`FAILED: ${msg}`);
+  passed++;
+  console.log(`ok ${passed} - ${msg}`);
+}
+async function api(path) {
+  for (let i = 0; i < 600; i++) {
+    const r = await fetch(`${API}/${path}`);
+    if (r.status === 202) { await new Promise((res) => setTimeout(res, 500)); continue; }
+    return { status: r.status, body: await r.json() };
+  }
+  throw new Error(`${path} stayed loading`);
+}
+const units = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
+function sameBytes(text, bytes, what) {
+  const m = /([\d.]+)\s*(B|KiB|MiB|GiB)\b/.exec(text || "");
+  const v = m ? Number(m[1]) * units[m[2]] : NaN;
+  const tol = m ? 0.05 * units[m[2]] + 1e-9 : 0;
+  ok(m && Math.abs(v - bytes) <= tol, `${what}: shows "${text}" for ${bytes} B`);
+}
+
+const userDir = mkdtempSync(join(tmpdir(), "tb-attn-chromium-"));
+const browser = await chromium.launchPersistentContext(userDir, {
+  executablePath: CHROMIUM, headless: true, viewport: { width: 1400, height: 1100 }, deviceScaleFactor: 1,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
+});
+function watch(page) {
+  page.on("console", (m) => { if (m.type() === "error") problems.push(`console error: ${m.text()}`); });
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("requestfailed", (r) => { if (!r.url().startsWith(TB)) problems.push(`request outside TensorBoard: ${r.url()}`); });
+}
+async function openTab(page, hash) {
+  await page.goto(`${TB}/${hash}`);
+  await page.locator('iframe[src*="plugin_entry.html?name=tb_attn"]').waitFor({ timeout: 60000 });
+  const frame = page.frameLocator('iframe[src*="plugin_entry.html?name=tb_attn"]');
+  await frame.locator('[data-testid="attn-app"]').waitFor({ timeout: 60000 });
+  return frame;
+}
+async function shot(page, name) {
+  if (!SHOTS) return;
+  mkdirSync(SHOTS, { recursive: true });
+  await page.waitForTimeout(500);
+  await page.screenshot({ path: join(SHOTS, `${name}.png`) });
+  console.log(`screenshot ${name}.png`);
+}
+
+try {
+  const page = await browser.newPage();
+  watch(page);
+  const eager = RUNS.eager[RUNS.eager.length - 1];
+  const sdpa = RUNS.sdpa[RUNS.sdpa.length - 1];
+  const M = (await api(`memory?run=${encodeURIComponent(eager)}&points=1500`)).body.memory;
+  ok(M && M.score_matrix.blocks > 0, `backend: ${eager} has ${M.score_matrix.blocks} score-matrix blocks`);
+
+  // ---- the Memory view of the longest eager run --------------------------------------------------
+  const frame = await openTab(page, `#tb_attn&attn_view=memory&attn_run=${encodeURIComponent(eager)}`);
+  const view = frame.locator('[data-view="memory"]');
+  const expl = view.locator('[data-testid="memory-explanation"]');
+  await expl.waitFor({ timeout: 120000 });
+  const said = await expl.textContent();
+  ok(said.toLowerCase() === M.peak.explanation.toLowerCase(), `the peak is explained: "${said}"`);
+  ok(/score-matrix block/.test(said), "the explanation names the live score matrices");
+  sameBytes(said, M.peak_bytes, "peak in the sentence");
+  await view.locator('[data-chart="memory"] canvas').first().waitFor();
+  const rows = await view.locator('[data-testid="memory-layers"] tbody tr').all();
+  ok(rows.length === M.layers.length, `layer table has ${rows.length} rows`);
+  for (const row of rows) {
+    const name = await row.getAttribute("data-layer");
+    const L = M.layers.find((l) => l.layer === name);
+    sameBytes(await row.locator("td").nth(2).textContent(), L.peak_growth_bytes, `peak growth of ${name}`);
+    ok(Number(await row.locator("td").nth(6).getAttribute("data-blocks")) === L.score_matrix_blocks, `score blocks of ${name}`);
+  }
+  const live = await view.locator('[data-testid="memory-live"] tbody tr').count();
+  ok(live === M.peak.live.length, `live-at-peak table has ${live} rows`);
+  const churn = await view.locator('[data-testid="memory-churn"]').textContent();
+  ok(churn.includes(`${M.churn.allocs} allocations`), `churn: ${churn}`);
+  await shot(page, "memory");
+
+  // ---- a run without memory events says how to record them ----------------------------------------
+  await frame.locator('[data-testid="run-select"]').selectOption(RUNS.nomem);
+  const none = frame.locator('[data-view="memory"] [data-testid="memory-none"]');
+  await none.waitFor({ timeout: 60000 });
+  ok((await none.textContent()).includes("profile_memory=True"), "a trace without memory names profile_memory=True");
+
+  // ---- Compare overlays the two runs' curves ------------------------------------------------------
+  await frame.locator('.attn-tabs [data-tab="compare"]').click();
+  for (const r of [eager, sdpa]) await frame.locator(`[data-view="compare"] input[data-run="${r}"]`).check();
+  const peaks = frame.locator('[data-view="compare"] [data-testid="compare-memory-peaks"]');
+  await peaks.waitFor({ timeout: 120000 });
+  await frame.locator('[data-view="compare"] [data-chart="compare-memory"] canvas').first().waitFor();
+  const S = (await api(`memory?run=${encodeURIComponent(sdpa)}`)).body.memory;
+  const text = await peaks.textContent();
+  ok(text.includes(eager) && text.includes(sdpa), `overlay names both runs: ${text}`);
+  ok(S.score_matrix.bytes_total === 0 && text.includes(`${sdpa}: peak`) && /score matrices 0 B/.test(text), "SDPA has no score matrix");
+  await frame.locator('[data-view="compare"] [data-chart="compare-memory"]').scrollIntoViewIfNeeded();
+  await shot(page, "memory_compare");
+
+  // ---- Scaling: memory against sequence length, with the fitted exponent --------------------------
+  await frame.locator('[data-view="compare"] input[data-run="' + eager + '"]').uncheck();
+  await frame.locator('[data-view="compare"] input[data-run="' + sdpa + '"]').uncheck();
+  for (const r of [...RUNS.eager, ...RUNS.sdpa]) await frame.locator(`[data-view="compare"] input[data-run="${r}"]`).check();
+  await frame.locator('.attn-tabs [data-tab="scaling"]').click();
+  const ex = frame.locator('[data-view="scaling"] [data-testid="scaling-memory-exponents"]');
+  await ex.waitFor({ timeout: 180000 });
+  await frame.locator('[data-view="scaling"] [data-chart="scaling-peak-memory"] canvas').first().waitFor();
+  const exps = {};
+  for (const li of await ex.locator("li").all()) {
+    const m = /L\^([\d.]+)/.exec(await li.textContent());
+    exps[await li.getAttribute("data-impl")] = m ? Number(m[1]) : null;
+  }
+  ok(exps.eager > 1.7 && exps.eager < 2.3, `eager memory grows as L^${exps.eager} (about 2)`);
+  const fused = Object.entries(exps).find(([k]) => k !== "eager");
+  ok(fused && fused[1] > 0.7 && fused[1] < 1.4, `fused memory grows as L^${fused?.[1]} (about 1)`);
+
+  await page.waitForTimeout(300);
+  ok(problems.length === 0, `no console errors${problems.length ? ":\n  " + problems.join("\n  ") : ""}`);
+  console.log(`all ${passed} checks passed`);
+} catch (e) {
+  console.error(e.stack || String(e));
+  if (problems.length) console.error("console problems:\n  " + problems.join("\n  "));
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+  rmSync(userDir, { recursive: true, force: true });
+}

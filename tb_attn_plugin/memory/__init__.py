@@ -1,0 +1,1 @@
+"""Memory: where attention's memory goes, from profiler [memory] events and CUDA allocator snapshots."""

@@ -1,0 +1,120 @@
+"""Which attention call and stage each allocation belongs to.
+
+Profiler events: the innermost op of a call (forward, or backward joined to its forward layer
+through autograd links) whose time window on the same thread holds the event. Snapshots: the
+collector's ``tb_attn::call`` / ``tb_attn::stage`` record_function spans that the allocator
+recorded as ``external_annotations``, by time.
+"""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+from dataclasses import dataclass
+from typing import Any
+
+from ..collector import tags
+from .snapshot import Annotation
+from .timeline import Timeline
+
+
+@dataclass(frozen=True)
+class Slot:
+    call: int  # index into the owner's call list
+    stage: str
+    pass_: str  # fwd | bwd
+
+
+@dataclass
+class Attribution:
+    slot: array  # per timeline event: index into slots, -1 outside attention
+    slots: list[Slot]
+
+
+def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | None]) -> Attribution:
+    """Attribute a profiler Timeline to the calls found in the trace it came from."""
+    n = len(tl)
+    slot = array("q", [-1]) * n
+    depth_at = array("q", [-1]) * n
+    slots: list[Slot] = []
+    slot_ix: dict[Slot, int] = {}
+    thread_of = {key: i for i, key in enumerate(tl.threads)}
+    per_thread: dict[int, tuple[list[float], list[int]]] = {}
+    for i in range(n):
+        th = tl.thread[i]
+        got = per_thread.get(th)
+        if got is None:
+            got = per_thread[th] = ([], [])
+        got[0].append(tl.t[i])
+        got[1].append(i)
+    ops, depth, node_of = L.ops, L.depth, L.node_of
+    for j, c in enumerate(call_of):
+        if c < 0:
+            continue
+        e = ops[j]
+        th = thread_of.get((str(e.pid), str(e.tid)))
+        if th is None:
+            continue
+        times, idx = per_thread[th]
+        a = bisect.bisect_left(times, e.ts)
+        b = bisect.bisect_right(times, e.ts + e.dur)
+        if a == b:
+            continue
+        s = Slot(c, stage_of[j] or "other", "bwd" if node_of[j] >= 0 else "fwd")
+        k = slot_ix.get(s)
+        if k is None:
+            k = slot_ix[s] = len(slots)
+            slots.append(s)
+        d = depth[j]
+        for i in idx[a:b]:
+            if d > depth_at[i]:
+                depth_at[i] = d
+                slot[i] = k
+    return Attribution(slot, slots)
+
+
+@dataclass
+class AnnotatedCall:
+    """A call known only from its snapshot annotation (no trace): its tag's fields."""
+
+    id: int
+    layer: str
+    start_us: float
+    end_us: float
+    info: dict[str, Any]
+
+
+def from_annotations(tl: Timeline, annotations: list[Annotation]) -> tuple[Attribution, list[AnnotatedCall]]:
+    """Attribute a snapshot Timeline by the tb_attn call and stage spans it recorded."""
+    calls: list[AnnotatedCall] = []
+    stages: list[tuple[float, float, str]] = []
+    parsed: dict[str, dict | None] = {}  # a layer's tag repeats every step: parse each name once
+    for a in annotations:
+        fields = parsed.get(a.name, False)
+        if fields is False:
+            fields = parsed[a.name] = tags.parse_call(a.name)
+        if fields is not None and fields.get("layer"):
+            calls.append(AnnotatedCall(len(calls), str(fields["layer"]), a.start_us, a.end_us, fields))
+            continue
+        st = tags.parse_stage(a.name)
+        if st is not None:
+            stages.append((a.start_us, a.end_us, st))
+    n = len(tl)
+    slot = array("q", [-1]) * n
+    slots: list[Slot] = []
+    slot_ix: dict[Slot, int] = {}
+    times = tl.t
+    # Innermost wins: calls sorted by start, later (inner) spans overwrite earlier (outer) ones.
+    stage_at: list[str | None] = [None] * n if stages else []
+    for s0, s1, st in sorted(stages):
+        for i in range(bisect.bisect_left(times, s0), bisect.bisect_right(times, s1)):
+            stage_at[i] = st
+    for c in calls:
+        for i in range(bisect.bisect_left(times, c.start_us), bisect.bisect_right(times, c.end_us)):
+            s = Slot(c.id, (stage_at[i] if stages else None) or "other", "fwd")
+            k = slot_ix.get(s)
+            if k is None:
+                k = slot_ix[s] = len(slots)
+                slots.append(s)
+            slot[i] = k
+    return Attribution(slot, slots), calls

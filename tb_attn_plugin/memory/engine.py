@@ -1,0 +1,172 @@
+"""Entry points: the memory section of a trace's report, a snapshot's own report, and the
+snapshots that join a trace (the collector names them ``{worker}.{time}.memory.pickle``)."""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import time
+from typing import Any
+
+from ..attention import shapes
+from ..errors import TraceError
+from ..trace.read import is_url
+from ..version import ENGINE_VERSION, SCHEMA_VERSION
+from . import attribute, profiler_events, section
+from . import snapshot as snap
+
+SNAPSHOT_SUFFIX = ".memory.pickle"
+NO_MEMORY = ("no memory events in this trace: record them with torch.profiler.profile(profile_memory=True) "
+             "or tb_attn_plugin.profile(..., memory=True)")
+
+
+def _trace_spans(L, calls, call_of: list[int], stage_of: list[str | None]) -> dict[int, dict]:
+    """Per call: (stage, pass) -> [first start, last end] of its ops, for shading the curve."""
+    out: dict[int, dict] = {c.id: {} for c in calls}
+    for j, c in enumerate(call_of):
+        if c < 0:
+            continue
+        e = L.ops[j]
+        key = (stage_of[j] or "other", "bwd" if L.node_of[j] >= 0 else "fwd")
+        got = out[c].get(key)
+        if got is None:
+            out[c][key] = [e.ts, e.ts + e.dur]
+        else:
+            got[0] = min(got[0], e.ts)
+            got[1] = max(got[1], e.ts + e.dur)
+    return out
+
+
+def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None],
+               warnings: list[str] | None = None) -> dict[str, Any] | None:
+    """The memory section from the profiler's [memory] events (None when the trace has none).
+    Call layers must already be named."""
+    try:
+        tls = profiler_events.timelines(ev.memory)
+    except OverflowError:
+        if warnings is not None:
+            warnings.append("memory events left out: their byte counts add up beyond any real memory")
+        return None
+    dev = profiler_events.main_device(tls)
+    if dev is None:
+        return None
+    tl = tls[dev]
+    att = attribute.from_trace(tl, L, calls, call_of, stage_of)
+    spans = _trace_spans(L, calls, call_of, stage_of)
+    infos = []
+    for c in calls:
+        sb = shapes.score_bytes(c.info.get("shape"), c.info.get("dtype"))
+        # Only the stages a time window shows: the call's own "other" ops cover its whole window.
+        sp = [(st, ps, a, b) for (st, ps), (a, b) in spans.get(c.id, {}).items() if st != "other"]
+        infos.append(section.CallInfo(c.layer, c.step, sb, sp))
+    devices = [{"device": d, "peak_bytes": int(max(t.live)) if len(t) else 0, "events": len(t)}
+               for d, t in sorted(tls.items())]
+    return section.build(tl, att, infos, source="profiler", devices=devices)
+
+
+def _tag_score_bytes(f: dict) -> int | None:
+    """B·H·Lq·Lk·itemsize from a call tag's fields (the same dict object for every call of a layer)."""
+    if not all(isinstance(f.get(k), int) for k in ("b", "hq", "lq", "lk")):
+        return None
+    return f["b"] * f["hq"] * f["lq"] * f["lk"] * shapes.ITEMSIZE.get(str(f.get("dtype") or "float32"), 4)
+
+
+def snapshot_section(path: str) -> dict[str, Any]:
+    """The memory section of one snapshot pickle (its largest device), attributed by its annotations."""
+    gc_was = gc.isenabled()
+    gc.disable()  # the snapshot's entries are a million small dicts, none cyclic
+    try:
+        return _snapshot_section(path)
+    finally:
+        if gc_was:
+            gc.enable()
+
+
+def _snapshot_section(path: str) -> dict[str, Any]:
+    s = snap.load(path)
+    dev = max(s.devices, key=lambda d: max(s.devices[d].timeline.live) if len(s.devices[d].timeline) else 0)
+    rec = s.devices[dev]
+    tl = rec.timeline
+    att, acalls = attribute.from_annotations(tl, s.annotations)
+    infos = [section.CallInfo(c.layer, -1, _tag_score_bytes(c.info), [("call", "fwd", c.start_us, c.end_us)])
+             for c in acalls]
+    churn = dict(rec.churn)
+    ooms = churn.pop("ooms")
+    for o in ooms:
+        o.pop("entry", None)
+        hit = next((c for c in acalls if c.start_us <= o["time_us"] <= c.end_us), None)
+        o["layer"] = hit.layer if hit else None
+    churn["ooms"] = ooms
+    entries, entry_ix = rec.entries, rec.entry
+
+    def frame_of(i: int) -> str | None:
+        return snap.frame_text(entries[entry_ix[i]])
+
+    devices = [{"device": f"cuda:{d}", "peak_bytes": int(max(r.timeline.live)) if len(r.timeline) else 0,
+                "events": len(r.timeline)} for d, r in sorted(s.devices.items())]
+    out = section.build(tl, att, infos, source="snapshot", churn=churn, frame_of=frame_of,
+                        time_basis=rec.time_basis, devices=devices)
+    out["snapshot"] = {"file": os.path.basename(path), "entries": s.entries, "segments": s.segments,
+                       "annotations": len(s.annotations),
+                       "allocator_settings": {str(k)[:100]: v for k, v in s.settings.items() if _plain_setting(v)}}
+    return out
+
+
+def _plain_setting(v: Any) -> bool:
+    """An allocator setting the report can carry: None, a bool, a bounded int, a finite float, a short string."""
+    if v is None or isinstance(v, bool):
+        return True
+    if isinstance(v, int):
+        return -(1 << 62) < v < 1 << 62
+    if isinstance(v, float):
+        return math.isfinite(v)
+    return isinstance(v, str) and len(v) <= 200
+
+
+def snapshot_report(path: str) -> dict[str, Any]:
+    """``tb-attn report FILE.pickle``: a report holding only the snapshot's memory section."""
+    t0 = time.perf_counter()
+    mem = snapshot_section(path)
+    return {"schema_version": SCHEMA_VERSION, "engine_version": ENGINE_VERSION, "kind": "memory_snapshot",
+            "source": {"path": str(path), "file": os.path.basename(str(path))}, "memory": mem,
+            "warnings": [], "analysis_seconds": round(time.perf_counter() - t0, 4)}
+
+
+def is_snapshot_path(path: str) -> bool:
+    return str(path).endswith(".pickle") or str(path).endswith(".pickle.gz")
+
+
+def joining_snapshots(trace_path: str) -> list[str]:
+    """Snapshots that belong to a local trace: the one named after it, else, when the directory
+    holds only this trace, any ``*.pickle`` beside it."""
+    d, name = os.path.split(str(trace_path))
+    stem = name.split(".pt.trace.json")[0] if ".pt.trace.json" in name else name.rsplit(".json", 1)[0]
+    try:
+        names = sorted(os.listdir(d or "."))
+    except OSError:
+        return []
+    own = stem + SNAPSHOT_SUFFIX
+    if own in names:
+        return [os.path.join(d, own)]
+    pickles = [n for n in names if n.endswith(".pickle")]
+    traces = [n for n in names if ".pt.trace.json" in n or n.endswith((".json", ".json.gz"))]
+    if pickles and len(traces) == 1:
+        return [os.path.join(d, n) for n in pickles]
+    return []
+
+
+def join(report: dict[str, Any], trace_path: str) -> None:
+    """Add the snapshots beside a trace to its report: as its memory section when the trace has no
+    memory events, else under ``memory.snapshot_section``. A bad snapshot is a warning, not a failure."""
+    for p in joining_snapshots(trace_path):
+        try:
+            sec = snapshot_section(p)
+        except TraceError as exc:
+            report["warnings"].append(f"memory snapshot {exc}")
+            continue
+        if report.get("memory") is None:
+            report["memory"] = sec
+        else:
+            report["memory"]["snapshot_section"] = sec
+        break

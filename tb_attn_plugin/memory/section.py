@@ -1,0 +1,207 @@
+"""The report's ``memory`` section from a Timeline and its Attribution: peak and what is live then,
+per call, layer and stage, score-matrix blocks, churn and a downsampled curve."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .attribute import Attribution
+from .timeline import Timeline, downsample
+
+SECTION_VERSION = 1
+MAX_CURVE_POINTS = 3000
+MAX_CALL_ROWS = 2000
+MAX_SPANS = 3000
+MAX_LIVE_ROWS = 12
+CUDA_BLOCK = 512  # the caching allocator rounds every block up to a multiple of 512 bytes
+
+
+@dataclass
+class CallInfo:
+    """What the section needs to know of one attention call."""
+
+    layer: str
+    step: int = -1
+    score_bytes: int | None = None  # B·H·Lq·Lk·itemsize from its shapes
+    spans: list[tuple[str, str, float, float]] = field(default_factory=list)  # (stage, pass, start, end)
+
+
+def is_score_block(size: int, score: int | None) -> bool:
+    return bool(score) and (size == score or size == -(-score // CUDA_BLOCK) * CUDA_BLOCK)
+
+
+def gib(n: float) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
+          churn: dict[str, Any] | None = None, frame_of: Callable[[int], str | None] | None = None,
+          time_basis: str = "us", devices: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    n = len(tl)
+    delta, live, slot, slots = tl.delta, tl.live, att.slot, att.slots
+    score_of = [c.score_bytes for c in calls]
+
+    # Per call / per (stage, pass) sums in one pass over the events.
+    per_call = [{"bytes_allocated": 0, "allocs": 0, "score_matrix_bytes": 0, "score_matrix_blocks": 0,
+                 "bwd_bytes_allocated": 0, "first": -1, "last": -1} for _ in calls]
+    per_stage: dict[tuple[str, str], list[int]] = {}
+    is_score = bytearray(n)
+    allocs = sum(1 for d in delta if d > 0)
+    frees = n - allocs - sum(1 for d in delta if d == 0)
+    allocated_total = sum(d for d in delta if d > 0)
+    # Only the events inside attention calls need the per-call and per-stage sums.
+    for i in [i for i, k in enumerate(slot) if k >= 0]:
+        d = delta[i]
+        if d <= 0:
+            continue
+        s = slots[slot[i]]
+        row = per_call[s.call]
+        row["bytes_allocated"] += d
+        row["allocs"] += 1
+        if s.pass_ == "bwd":
+            row["bwd_bytes_allocated"] += d
+        else:
+            if row["first"] < 0:
+                row["first"] = i
+            row["last"] = i
+        st = per_stage.setdefault((s.stage, s.pass_), [0, 0, 0, 0])
+        st[0] += d
+        st[1] += 1
+        if is_score_block(d, score_of[s.call]):
+            is_score[i] = 1
+            row["score_matrix_bytes"] += d
+            row["score_matrix_blocks"] += 1
+            st[2] += 1
+            st[3] += d
+
+    call_rows = []
+    for c, row in zip(calls, per_call):
+        a, b = row.pop("first"), row.pop("last")
+        growth = (max(live[a:b + 1]) - tl.live_before(a)) if a >= 0 else 0
+        call_rows.append({"layer": c.layer, "step": c.step, "score_bytes": c.score_bytes,
+                          "peak_growth_bytes": int(max(0, growth)), **row})
+
+    layers: dict[str, dict[str, Any]] = {}
+    for r in call_rows:
+        lay = layers.get(r["layer"])
+        if lay is None:
+            lay = layers[r["layer"]] = {"layer": r["layer"], "calls": 0, "bytes_allocated": 0, "allocs": 0,
+                                        "peak_growth_bytes": 0, "score_bytes": r["score_bytes"],
+                                        "score_matrix_bytes_per_call": 0, "score_matrix_blocks": 0}
+        lay["calls"] += 1
+        lay["bytes_allocated"] += r["bytes_allocated"]
+        lay["allocs"] += r["allocs"]
+        lay["peak_growth_bytes"] = max(lay["peak_growth_bytes"], r["peak_growth_bytes"])
+        lay["score_matrix_bytes_per_call"] = max(lay["score_matrix_bytes_per_call"], r["score_matrix_bytes"])
+        lay["score_matrix_blocks"] += r["score_matrix_blocks"]
+    layer_rows = sorted(layers.values(), key=lambda r: -r["peak_growth_bytes"])
+
+    stage_rows = [{"stage": st, "pass": ps, "bytes_allocated": v[0], "allocs": v[1], "score_matrix_blocks": v[2],
+                   "score_matrix_bytes": v[3]} for (st, ps), v in sorted(per_stage.items(), key=lambda kv: -kv[1][0])]
+
+    p = tl.peak_index()
+    peak = _peak(tl, att, calls, p, is_score, frame_of) if p >= 0 else None
+    t0 = tl.t[0] if n else 0.0
+    times, values, idx = downsample(tl.t, live, MAX_CURVE_POINTS, keep=(p,) if p >= 0 else ())
+    reserved = [int(tl.reserved[i]) for i in idx] if tl.reserved is not None and len(tl.reserved) == n else None
+    spans = []
+    for ci, c in enumerate(calls):
+        for st, ps, s0, s1 in c.spans:
+            spans.append({"call": ci, "layer": c.layer, "stage": st, "pass": ps, "start_us": round(s0 - t0, 3),
+                          "end_us": round(s1 - t0, 3)})
+    spans.sort(key=lambda s: s["start_us"])
+    total_score = sum(r["score_matrix_bytes"] for r in call_rows)
+    section: dict[str, Any] = {
+        "version": SECTION_VERSION,
+        "source": source,
+        "device": tl.device,
+        "devices": devices or [{"device": tl.device, "peak_bytes": int(max(live)) if n else 0, "events": n}],
+        "time_basis": time_basis,
+        "events": n,
+        "peak_bytes": int(live[p]) if p >= 0 else 0,
+        "peak": peak,
+        "score_matrix": {"blocks": sum(r["score_matrix_blocks"] for r in call_rows), "bytes_total": total_score,
+                         "bytes_per_call_max": max((r["score_matrix_bytes"] for r in call_rows), default=0)},
+        "churn": {"allocs": allocs, "frees": frees, "bytes_allocated": allocated_total,
+                  "unpaired_frees": sum(1 for d, q in zip(delta, tl.pair) if d < 0 and q < 0),
+                  "live_at_end": sum(1 for d, q in zip(delta, tl.pair) if d > 0 and q < 0),
+                  **(churn or {})},
+        "curve": {"start_us": round(t0, 3), "t_us": [round(x - t0, 3) for x in times], "bytes": values,
+                  "reserved": reserved, "points_total": n},
+        "spans": spans[:MAX_SPANS],
+        "calls": call_rows[:MAX_CALL_ROWS],
+        "calls_omitted": max(0, len(call_rows) - MAX_CALL_ROWS),
+        "layers": layer_rows,
+        "stages": stage_rows,
+    }
+    return section
+
+
+def _peak(tl: Timeline, att: Attribution, calls: list[CallInfo], p: int, is_score: bytearray,
+          frame_of) -> dict[str, Any]:
+    k = att.slot[p]
+    where = att.slots[k] if k >= 0 else None
+    live_ix = tl.live_at(p)
+    groups: dict[tuple, list[int]] = {}
+    att_bytes = score_bytes = 0
+    for j in live_ix:
+        kk = att.slot[j]
+        size = tl.delta[j]
+        if kk >= 0:
+            att_bytes += size
+            if is_score[j]:
+                score_bytes += size
+        s = att.slots[kk] if kk >= 0 else None
+        key = (calls[s.call].layer if s else None, s.stage if s else None, s.pass_ if s else None, bool(is_score[j]))
+        g = groups.setdefault(key, [0, 0, j])
+        g[0] += size
+        g[1] += 1
+        if size > tl.delta[g[2]]:
+            g[2] = j
+    rows = []
+    for (layer, stage, ps, sc), (b, cnt, biggest) in sorted(groups.items(), key=lambda kv: -kv[1][0])[:MAX_LIVE_ROWS]:
+        rows.append({"layer": layer, "stage": stage, "pass": ps, "score_matrix": sc, "bytes": int(b), "blocks": cnt,
+                     "largest_block": int(tl.delta[biggest]), "frame": frame_of(biggest) if frame_of else None})
+    peak_bytes = int(tl.live[p])
+    seen = sum(tl.delta[j] for j in live_ix)
+    reserved = int(tl.reserved[p]) if tl.reserved is not None and len(tl.reserved) == len(tl) else None
+    out = {
+        "bytes": peak_bytes,
+        "t_us": round(tl.t[p] - tl.t[0], 3),
+        "layer": calls[where.call].layer if where else None,
+        "step": calls[where.call].step if where else None,
+        "stage": where.stage if where else None,
+        "pass": where.pass_ if where else None,
+        "attention_bytes": int(att_bytes),
+        "attention_share": round(att_bytes / peak_bytes, 4) if peak_bytes > 0 else 0.0,
+        "score_matrix_bytes": int(score_bytes),
+        "before_record_bytes": int(max(0, peak_bytes - seen)),  # live before the first event (unseen allocations)
+        "reserved_bytes": reserved,
+        "reserved_minus_allocated": (reserved - peak_bytes) if reserved else None,
+        "live": rows,
+    }
+    out["explanation"] = explain(out)
+    return out
+
+
+def explain(peak: dict[str, Any]) -> str:
+    """One sentence: where the peak is and what is live then."""
+    total = gib(peak["bytes"])
+    if not peak.get("layer"):
+        where = "outside attention"
+    else:
+        pass_ = " (backward)" if peak.get("pass") == "bwd" else ""
+        where = f"in the {peak['stage']} of {peak['layer']}{pass_}"
+    parts = []
+    score_rows = [r for r in peak["live"] if r["score_matrix"]]
+    if score_rows:
+        blocks = sum(r["blocks"] for r in score_rows)
+        size = score_rows[0]["largest_block"]
+        parts.append(f"{blocks} score-matrix block{'s' if blocks != 1 else ''} of {gib(size)} "
+                     f"({gib(peak['score_matrix_bytes'])}) {'are' if blocks != 1 else 'is'} live")
+    parts.append(f"attention holds {peak['attention_share']:.0%} of it")
+    return f"peak {total} {where}: " + ", ".join(parts)

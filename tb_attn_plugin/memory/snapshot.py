@@ -1,0 +1,243 @@
+"""CUDA caching-allocator snapshots (``torch.cuda.memory._dump_snapshot``) as Timelines and churn.
+
+Every field but ``device_traces`` entries' ``action`` and ``size`` is optional: older releases lack
+``external_annotations``, ``allocator_settings``, ``time_us``, ``stream`` or ``frames``, and newer
+ones add fields that are ignored here.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import TraceError
+from .safe_pickle import load_plain
+from .timeline import ADDR_MASK, Timeline
+
+ALLOC = "alloc"
+FREES = ("free_completed", "free_requested", "free")  # the first one a trace records is the free
+SEGMENT_GROW = ("segment_alloc", "segment_map")
+SEGMENT_SHRINK = ("segment_free", "segment_unmap")
+MAX_TIME_US = 1e17  # as for trace events: beyond ~3000 years of microseconds is not a time stamp
+LIVE_STATES = ("active_allocated", "active_pending_free", "active_awaiting_free")
+
+
+@dataclass
+class Annotation:
+    name: str
+    start_us: float
+    end_us: float
+    device: int
+
+
+@dataclass
+class DeviceRecord:
+    timeline: Timeline
+    entry: array  # timeline event -> index into the device's raw entries (for frames)
+    entries: list  # the raw entries, kept for the frames of the few blocks a report names
+    churn: dict[str, Any]
+    time_basis: str  # "us" (time_us) or "index" (a release that records no time)
+
+
+@dataclass
+class Snapshot:
+    path: str
+    devices: dict[int, DeviceRecord]
+    annotations: list[Annotation] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    segments: int = 0
+    entries: int = 0
+
+
+def load(path: str) -> Snapshot:
+    """Load and parse a snapshot pickle; TraceError for anything that is not one."""
+    return parse(load_plain(path), path)
+
+
+def parse(doc: Any, path: str) -> Snapshot:
+    if not isinstance(doc, dict) or not ("device_traces" in doc or "segments" in doc):
+        what = type(doc).__name__
+        raise TraceError(path, f"a pickle, but not a CUDA memory snapshot (a {what} without 'segments' and "
+                               "'device_traces'; write one with torch.cuda.memory._dump_snapshot)")
+    traces = doc.get("device_traces")
+    if traces is None:
+        traces = []
+    if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
+        raise TraceError(path, "snapshot's 'device_traces' is not a list of lists of entries")
+    segments = doc.get("segments") or []
+    if not isinstance(segments, list):
+        raise TraceError(path, "snapshot's 'segments' is not a list")
+    end_alloc, end_reserved = _segment_totals(segments)
+    devices: dict[int, DeviceRecord] = {}
+    total = 0
+    for dev, entries in enumerate(traces):
+        if not entries:
+            continue
+        total += len(entries)
+        try:
+            devices[dev] = _device(dev, entries, end_alloc.get(dev), end_reserved.get(dev))
+        except OverflowError:
+            raise TraceError(path, f"device {dev}'s sizes add up beyond any real memory (over 2**63 bytes)") from None
+    if total == 0:
+        raise TraceError(path, "snapshot has no allocation history (device_traces is empty): record it with "
+                               "torch.cuda.memory._record_memory_history() before the steps, or "
+                               "tb_attn_plugin.profile(..., memory=True)")
+    settings = doc.get("allocator_settings")
+    return Snapshot(path, devices, _annotations(doc.get("external_annotations")),
+                    settings if isinstance(settings, dict) else {}, len(segments), total)
+
+
+def _segment_totals(segments: list) -> tuple[dict[int, int], dict[int, int]]:
+    """Per device: bytes of live blocks and bytes reserved when the snapshot was taken."""
+    alloc: dict[int, int] = {}
+    reserved: dict[int, int] = {}
+    for s in segments:
+        if not isinstance(s, dict):
+            continue
+        dev = _int(s.get("device"))
+        reserved[dev] = reserved.get(dev, 0) + _int(s.get("total_size"))
+        blocks = s.get("blocks")
+        if isinstance(blocks, list):
+            alloc[dev] = alloc.get(dev, 0) + sum(_int(b.get("size")) for b in blocks
+                                                 if isinstance(b, dict) and b.get("state") in LIVE_STATES)
+        else:
+            alloc[dev] = alloc.get(dev, 0) + _int(s.get("allocated_size"))
+    return alloc, reserved
+
+
+MAX_BYTES = 1 << 56  # 64 PiB: a larger size or count is not a real one (and would overflow the columns)
+
+
+def _int(v) -> int:
+    return v if type(v) is int and -MAX_BYTES < v < MAX_BYTES else 0
+
+
+def _device(dev: int, entries: list, end_alloc: int | None, end_reserved: int | None) -> DeviceRecord:
+    present = set()
+    for e in entries:
+        a = e.get("action") if type(e) is dict else None
+        if type(a) is str:
+            present.add(a)
+        if len(present) > 12:
+            break
+    free_action = next((a for a in FREES if a in present), "free_completed")
+    has_time = any(isinstance(e, dict) and isinstance(e.get("time_us"), (int, float)) for e in entries[:64])
+    tl = Timeline(f"cuda:{dev}", reserved=array("q"))
+    t_col, d_col, a_col, s_col, r_col = tl.t, tl.delta, tl.addr, tl.stream, tl.reserved
+    entry_ix = array("q")
+    churn = {"segment_allocs": 0, "segment_frees": 0, "segment_maps": 0, "segment_unmaps": 0, "flush_retries": 0,
+             "ooms": [], "skipped_entries": 0}
+    skipped = 0
+    reserved = 0
+    last_time = 0.0
+    prev_action = None
+    # The hot loop of a million-entry snapshot: exact type checks (a bool is not a size), locals only.
+    for i, e in enumerate(entries):
+        if type(e) is not dict:
+            skipped += 1
+            continue
+        action = e.get("action")
+        if action == ALLOC or action == free_action:
+            size = e.get("size")
+            if type(size) is not int or not 0 < size < MAX_BYTES:
+                skipped += 1
+                continue
+            tu = e.get("time_us") if has_time else i
+            if type(tu) is not int and (type(tu) is not float or tu != tu) or not last_time <= tu < MAX_TIME_US:
+                tu = last_time  # the record's order is the truth; times only ever move forward
+            last_time = tu
+            addr = e.get("addr")
+            stream = e.get("stream")
+            t_col.append(tu)
+            d_col.append(size if action == ALLOC else -size)
+            a_col.append(addr & ADDR_MASK if type(addr) is int else 0)
+            s_col.append(stream if type(stream) is int and -MAX_BYTES < stream < MAX_BYTES else 0)
+            r_col.append(reserved)
+            entry_ix.append(i)
+            prev_action = action
+            continue
+        size = _int(e.get("size"))
+        tu = e.get("time_us") if has_time else i
+        if type(tu) not in (int, float) or not last_time <= tu < MAX_TIME_US:
+            tu = last_time
+        if action in SEGMENT_GROW:
+            reserved += size
+            churn["segment_allocs" if action == "segment_alloc" else "segment_maps"] += 1
+            if prev_action in SEGMENT_SHRINK and action == "segment_alloc":
+                churn["flush_retries"] += 1  # cached segments released to satisfy this allocation
+        elif action in SEGMENT_SHRINK:
+            reserved -= size
+            churn["segment_frees" if action == "segment_free" else "segment_unmaps"] += 1
+        elif action == "oom":
+            churn["ooms"].append({"time_us": float(tu), "bytes": size, "device_free": _int(e.get("device_free")),
+                                  "entry": i})
+        prev_action = action
+    churn["skipped_entries"] = skipped
+    tl.thread = array("q", [-1]) * len(t_col)
+    # The trace is a ring buffer of the latest entries: what was live and reserved before its first
+    # entry is what the segments held at the end minus what the entries added.
+    net = sum(d_col)
+    base = (end_alloc - net) if end_alloc is not None else 0
+    running, low = base, base
+    for d in d_col:
+        running += d
+        if running < low:
+            low = running
+    tl.base = base - min(0, low)  # never below zero, whatever the record lacks
+    r_base = (end_reserved - reserved) if end_reserved is not None else 0
+    r_low = min(r_col) + r_base if len(r_col) else 0
+    r_base -= min(0, r_low)
+    for k in range(len(r_col)):
+        r_col[k] += r_base
+    _finish_in_order(tl)
+    return DeviceRecord(tl, entry_ix, entries, churn, "us" if has_time else "index")
+
+
+def _finish_in_order(tl: Timeline) -> None:
+    """Entries are already in time order: pair and compute live without re-sorting (the time stamps
+    of one microsecond may tie, and the record's order is the truth)."""
+    tl._pair()
+    tl._live()
+
+
+def _annotations(raw: Any) -> list[Annotation]:
+    """record_function START/END marks as spans (unmatched ones are dropped)."""
+    if not isinstance(raw, list):
+        return []
+    open_: dict[tuple[str, int], list[float]] = {}
+    out: list[Annotation] = []
+    for a in raw:
+        if not isinstance(a, dict):
+            continue
+        name, stage, tu = a.get("name"), a.get("stage"), a.get("time_us")
+        if not isinstance(name, str) or type(tu) not in (int, float) or not -MAX_TIME_US < tu < MAX_TIME_US:
+            continue
+        dev = _int(a.get("device"))
+        if stage == "START":
+            open_.setdefault((name, dev), []).append(float(tu))
+        elif stage == "END":
+            starts = open_.get((name, dev))
+            if starts:
+                out.append(Annotation(name, starts.pop(), float(tu), dev))
+    out.sort(key=lambda s: (s.start_us, -s.end_us))
+    return out
+
+
+def frame_text(entry: Any) -> str | None:
+    """'file.py:12 forward' for an entry's innermost Python frame outside torch, when it has frames."""
+    frames = entry.get("frames") if isinstance(entry, dict) else None
+    if not isinstance(frames, list):
+        return None
+    first = None
+    for f in frames:
+        if not isinstance(f, dict):
+            continue
+        fn, line, name = f.get("filename"), f.get("line"), f.get("name")
+        if not isinstance(fn, str):
+            continue
+        text = f"{fn.rsplit('/', 1)[-1]}:{line} {name}"
+        first = first or text
+        if "/torch/" not in fn and not fn.startswith("??"):
+            return text
+    return first

@@ -1,0 +1,71 @@
+"""The memory lines of ``tb-attn report`` and ``tb-attn compare``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .engine import NO_MEMORY
+from .section import gib
+
+TOP_LAYERS = 6
+
+
+def render(mem: dict[str, Any] | None) -> list[str]:
+    """Lines (indented) for a report's memory section; one line saying how to record it when absent."""
+    if mem is None:
+        return [f"  memory: {NO_MEMORY}"]
+    out = [f"  memory ({mem['source']}, {mem['device']}, {mem['events']} allocation events): "
+           f"{mem['peak']['explanation'] if mem.get('peak') else 'no allocations'}"]
+    p = mem.get("peak")
+    if p:
+        extra = []
+        if p.get("reserved_minus_allocated") is not None:
+            extra.append(f"reserved minus allocated at the peak {gib(p['reserved_minus_allocated'])}")
+        if p.get("before_record_bytes"):
+            extra.append(f"{gib(p['before_record_bytes'])} live from before the record")
+        out.append(f"  memory: attention's share of the peak {p['attention_share']:.0%}"
+                   + (f"; {'; '.join(extra)}" if extra else ""))
+    sm = mem["score_matrix"]
+    if sm["blocks"]:
+        per = [lay for lay in mem["layers"] if lay["score_matrix_blocks"]]
+        out.append(f"  memory: score-matrix blocks: {sm['blocks']} ({gib(sm['bytes_total'])} in total, "
+                   f"up to {gib(sm['bytes_per_call_max'])} per call; block = B·H·Lq·Lk·itemsize = "
+                   f"{gib(per[0]['score_bytes']) if per and per[0]['score_bytes'] else '?'})")
+    else:
+        out.append("  memory: no score-matrix blocks (no allocation of B·H·Lq·Lk·itemsize bytes in any call)")
+    ch = mem["churn"]
+    churn = f"{ch['allocs']} allocs, {ch['frees']} frees, {gib(ch['bytes_allocated'])} allocated"
+    if "segment_allocs" in ch:
+        churn += (f"; segments: {ch['segment_allocs']} allocs, {ch['segment_frees']} frees, "
+                  f"{ch['segment_maps']} maps, {ch['segment_unmaps']} unmaps, {ch['flush_retries']} cache flushes")
+    if ch.get("ooms"):
+        where = ", ".join(f"{o['layer'] or 'outside attention'}" for o in ch["ooms"][:3])
+        churn += f"; {len(ch['ooms'])} OOMs ({where})"
+    out.append(f"  memory churn: {churn}")
+    rows = [lay for lay in mem["layers"] if lay["allocs"]][:TOP_LAYERS]
+    if rows:
+        out.append("")
+        w = max(len(r["layer"]) for r in rows + [{"layer": "layer"}])
+        out.append(f"  {'layer'.ljust(w)}  {'peak growth':>11}  {'allocated':>10}  {'allocs':>6}  {'score blocks':>12}")
+        for r in rows:
+            out.append(f"  {r['layer'].ljust(w)}  {gib(r['peak_growth_bytes']):>11}  {gib(r['bytes_allocated']):>10}  "
+                       f"{r['allocs']:>6}  {r['score_matrix_blocks']:>12}")
+    if mem.get("snapshot_section"):
+        out.append("  memory snapshot:")
+        out.extend("  " + line for line in render(mem["snapshot_section"]))
+    return out
+
+
+def render_snapshot_report(r: dict[str, Any]) -> str:
+    return "\n".join([r["source"]["path"]] + render(r["memory"]))
+
+
+def render_compare(mc: dict[str, Any] | None) -> list[str]:
+    if not mc:
+        return []
+    out = ["", f"  memory: {mc['summary']}"]
+    for row in mc["layers"][:8]:
+        vals = " -> ".join(gib(v) if v is not None else "-" for v in row["peak_growth_bytes"])
+        out.append(f"  memory {row['layer']}: peak growth {vals}; score blocks "
+                   f"{' -> '.join(str(v) if v is not None else '-' for v in row['score_matrix_blocks'])}")
+    return out

@@ -1,0 +1,118 @@
+"""Allocation events of one device as columns: pairing allocs with frees, live bytes, downsampling."""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+from dataclasses import dataclass, field
+from itertools import accumulate
+
+ADDR_MASK = (1 << 63) - 1  # addresses are stored signed; a pointer never uses the top bit
+
+
+@dataclass
+class Timeline:
+    """Allocations (+bytes) and frees (-bytes) of one device, in time order once ``finish()`` ran.
+
+    ``live`` is what was allocated after each event: the profiler's own ``Total Allocated`` when
+    every event carries it, else a running sum from ``base`` (bytes already live before the first
+    event, e.g. the blocks a snapshot's segments still hold)."""
+
+    device: str
+    t: array = field(default_factory=lambda: array("d"))
+    delta: array = field(default_factory=lambda: array("q"))
+    addr: array = field(default_factory=lambda: array("q"))
+    stream: array = field(default_factory=lambda: array("q"))
+    thread: array = field(default_factory=lambda: array("q"))  # index into ``threads``; -1 unknown
+    total: array | None = None  # Total Allocated after the event, where the source records it
+    reserved: array | None = None  # Total Reserved after the event (profiler) or segments' sum (snapshot)
+    threads: list = field(default_factory=list)
+    base: int = 0
+    live: array = field(default_factory=lambda: array("q"))
+    pair: array = field(default_factory=lambda: array("q"))  # alloc -> index of its free, free -> its alloc, -1 none
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    def finish(self) -> "Timeline":
+        """Sort by time (stably: events at one time stamp keep their order), pair, compute live."""
+        n = len(self.t)
+        if any(self.t[i] > self.t[i + 1] for i in range(n - 1)):
+            order = sorted(range(n), key=self.t.__getitem__)
+            for name in ("t", "delta", "addr", "stream", "thread", "total", "reserved"):
+                col = getattr(self, name)
+                if col is not None:
+                    setattr(self, name, array(col.typecode, (col[i] for i in order)))
+        self._pair()
+        self._live()
+        return self
+
+    def _pair(self) -> None:
+        """An alloc pairs with the next free of the same address on the same stream."""
+        n = len(self.t)
+        pair = array("q", [-1]) * n
+        open_: dict[tuple[int, int], int] = {}
+        delta, addr, stream = self.delta, self.addr, self.stream
+        for i in range(n):
+            key = (addr[i], stream[i])
+            if delta[i] > 0:
+                open_[key] = i
+            elif delta[i] < 0:
+                j = open_.pop(key, -1)
+                if j >= 0:
+                    pair[i] = j
+                    pair[j] = i
+        self.pair = pair
+
+    def _live(self) -> None:
+        total = self.total
+        if total is not None and len(total) == len(self.t):
+            self.live = array("q", total)
+            return
+        live = array("q", accumulate(self.delta, initial=self.base))
+        self.live = live[1:]
+
+    def peak_index(self) -> int:
+        """Index of the first event at the highest live value (-1 when empty)."""
+        if not len(self.live):
+            return -1
+        m = max(self.live)
+        return self.live.index(m)
+
+    def live_before(self, i: int) -> int:
+        """Live bytes just before event ``i``."""
+        if i <= 0:
+            return self.live[0] - self.delta[0] if len(self.live) else self.base
+        return self.live[i - 1]
+
+    def live_at(self, i: int) -> list[int]:
+        """Indices of the allocations live right after event ``i``: allocated at or before it and
+        freed after it (or never, within the record)."""
+        pair = self.pair
+        return [j for j in range(i + 1) if self.delta[j] > 0 and (pair[j] < 0 or pair[j] > i)]
+
+
+def downsample(t, values, max_points: int, keep: tuple[int, ...] = ()) -> tuple[list[float], list[int], list[int]]:
+    """At most about ``max_points`` (time, value) points: per time bucket the first, the lowest and
+    the highest point, so every peak and trough survives; ``keep`` indices are always included.
+    ``t`` must be sorted. Returns (times, values, source indices)."""
+    n = len(t)
+    if n <= max_points:
+        idx = list(range(n))
+    else:
+        buckets = max(1, max_points // 3)
+        t0, t1 = t[0], t[n - 1]
+        width = (t1 - t0) / buckets
+        chosen: set[int] = {i for i in keep if 0 <= i < n}
+        chosen.add(n - 1)
+        # Bucket edges by binary search, then min and max of each slice at C speed.
+        edges = [0] + [bisect.bisect_left(t, t0 + width * b) for b in range(1, buckets)] + [n] if width > 0 else [0, n]
+        for a, b in zip(edges, edges[1:]):
+            if b <= a:
+                continue
+            seg = values[a:b]
+            chosen.add(a)
+            chosen.add(a + seg.index(min(seg)))
+            chosen.add(a + seg.index(max(seg)))
+        idx = sorted(chosen)
+    return [round(float(t[i]), 3) for i in idx], [int(values[i]) for i in idx], idx

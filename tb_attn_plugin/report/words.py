@@ -1,0 +1,18 @@
+"""Small wording helpers for text people read: counts with the right plural, names cut with an ellipsis."""
+
+from __future__ import annotations
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 call``, ``2 calls``, ``1 profiler step``; ``many`` for irregular plurals."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def cut(text: str, width: int, *, keep_end: bool = False) -> str:
+    """``text`` at most ``width`` characters, an ellipsis marking what was cut (its end with keep_end)."""
+    text = str(text)
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    return "…" + text[-(width - 1):] if keep_end else text[: width - 1] + "…"

@@ -1,0 +1,60 @@
+"""Small real traces the suite records itself (torch.profiler on the CPU), so that every plugin,
+browser, cache, pool and CLI test runs in a clone without ../shared/traces.
+
+``record_roles(out)`` writes one gzip trace per role into ``out`` (as ``{role}.json.gz``); the
+conftest fixture ``recorded_traces`` calls it once per session in the same subprocess that records
+``handler_runs``, so the test process itself never imports torch. Roles, by what tests need:
+
+    small     one SDPA call, forward only, one step: the smallest trace with attention (fuzzing, 1000 runs)
+    sdpa      two SDPA layers, forward and backward (fused CPU attention)
+    math      two layers, SDPA pinned to the math backend with dropout
+    eager     two hand-written attention layers (matmul, softmax, dropout, matmul)
+    negative  an MLP with log_softmax, forward and backward: no attention at all
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+ROLES = ("small", "sdpa", "math", "eager", "negative")
+
+
+def record_roles(out: str | os.PathLike) -> dict[str, Path]:
+    import torch
+    import torch.nn as nn
+    from torch.profiler import ProfilerActivity, profile
+
+    from tests.cpu_models import Attn, B, D, L
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for role in ROLES:
+        torch.manual_seed(0)
+        if role == "negative":
+            m = nn.Sequential(nn.Linear(D, 4 * D), nn.GELU(), nn.Linear(4 * D, D), nn.LogSoftmax(-1))
+        else:
+            layers = 1 if role == "small" else 2
+            m = nn.Sequential(*[Attn("sdpa" if role == "small" else role) for _ in range(layers)])
+            for i, layer in enumerate(m):
+                layer.path = f"blocks.{i}.attn"
+        x = torch.randn(B, L, D)
+        for _ in range(2):  # warm-up outside the profile: one-time initialisation (autograd's engine thread,
+            m(x).sum().backward()  # the first dropout's generator, allocator growth) is not part of the trace
+        plain = out / f"{role}.json"
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            if role == "small":
+                with torch.no_grad():
+                    m(x)
+            else:
+                m(x).sum().backward()
+        prof.export_chrome_trace(str(plain))
+        data = plain.read_bytes()
+        json.loads(data)  # a recording that is not JSON must fail here, not in some later test
+        paths[role] = out / f"{role}.json.gz"
+        paths[role].write_bytes(gzip.compress(data, mtime=0))
+        plain.unlink()
+    return paths

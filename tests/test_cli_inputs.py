@@ -1,0 +1,124 @@
+"""What a new user types at the CLI: several paths and patterns, --version, compare's inputs (warnings,
+logdirs, the same file twice), empty arguments, and the wording of counts and long names."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tb_attn_plugin.report.words import cut, plural
+from tb_attn_plugin.version import ENGINE_VERSION, SCHEMA_VERSION, __version__
+from tests.conftest import REPO, recorded_trace
+
+
+def cli(*args, cwd=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "tb_attn_plugin", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd or REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+@pytest.fixture
+def runs(tmp_path):
+    """A logdir of two runs, one of them with two spans, and loose trace files."""
+    for run, role in (("a", "sdpa"), ("b", "math")):
+        (tmp_path / "logdir" / run).mkdir(parents=True)
+        (tmp_path / "logdir" / run / "w.1.pt.trace.json.gz").write_bytes(recorded_trace(role).read_bytes())
+    (tmp_path / "logdir" / "b" / "w.2.pt.trace.json.gz").write_bytes(recorded_trace("eager").read_bytes())
+    for role in ("small", "sdpa", "eager"):
+        (tmp_path / f"{role}.json.gz").write_bytes(recorded_trace(role).read_bytes())
+    return tmp_path
+
+
+def test_version():
+    proc = cli("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"tb-attn {__version__} (engine {ENGINE_VERSION}, report schema {SCHEMA_VERSION})"
+
+
+def test_report_takes_every_path_given(runs):
+    proc = cli("report", str(runs / "small.json.gz"), str(runs / "eager.json.gz"), str(runs / "logdir"), "-q")
+    assert proc.returncode == 0, proc.stderr
+    heads = [line for line in proc.stdout.splitlines() if line and not line.startswith(" ")]
+    assert heads == [str(runs / "small.json.gz"), str(runs / "eager.json.gz")] + [
+        str(runs / "logdir" / r / f"w.{s}.pt.trace.json.gz") for r, s in (("a", 1), ("b", 1), ("b", 2))]
+    doc = json.loads(cli("report", str(runs / "small.json.gz"), str(runs / "eager.json.gz"), "--json", "-q").stdout)
+    assert [r["calls"] for r in doc["reports"]] == [1, 2]
+
+
+def test_report_expands_a_pattern_the_shell_left_alone(runs):
+    proc = cli("report", "*.json.gz", "-q", cwd=runs)
+    assert proc.returncode == 0, proc.stderr
+    assert [line for line in proc.stdout.splitlines() if line.endswith(".json.gz")] == [
+        "eager.json.gz", "sdpa.json.gz", "small.json.gz"]
+    proc = cli("report", "nothing-*.json", cwd=runs)
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "tb-attn: error: nothing-*.json: no file or directory matches this pattern")
+
+
+def test_an_empty_path_argument_says_so(runs):
+    proc = cli("report", "", str(runs / "small.json.gz"), "-q")
+    assert proc.returncode == 2 and "attention: 1 call," in proc.stdout
+    assert "tb-attn: error: '': empty path argument" in proc.stderr
+    proc = cli("compare", "", str(runs / "small.json.gz"))
+    assert proc.returncode == 2 and "empty path argument" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_singular_and_plural(runs):
+    out = cli("report", str(runs / "small.json.gz"), "-q").stdout
+    assert "attention: 1 call," in out and "cpu_fused in 1 call" in out and "1 calls" not in out
+    assert " 0 profiler steps" in out
+    assert (plural(1, "profiler step"), plural(2, "call"), plural(0, "call")) == ("1 profiler step", "2 calls", "0 calls")
+
+
+def test_long_names_are_cut_with_an_ellipsis(tmp_path):
+    doc = json.loads(gzip.decompress(recorded_trace("small").read_bytes()))
+    from tb_attn_plugin.report.build import analyze_file
+    from tb_attn_plugin.report.text import render
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    r = analyze_file(str(path))
+    r["layers"][0]["layer"] = "encoder.layers." + "very_long_module_name." * 10 + "attn"
+    text = render(r)
+    row = next(line for line in text.splitlines() if line.strip().startswith("encoder.layers."))
+    assert "…" in row and "attn " not in row
+    assert cut("abcdef", 4) == "abc…" and cut("abcdef", 4, keep_end=True) == "…def" and cut("abc", 4) == "abc"
+
+
+def test_compare_refuses_a_logdir_and_names_its_runs(runs):
+    proc = cli("compare", str(runs / "logdir"), str(runs / "small.json.gz"), "-q")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"tb-attn: error: {runs / 'logdir'}: holds 2 runs (a, b); compare takes trace files or run directories" in proc.stderr
+
+
+def test_compare_says_which_file_of_a_run_it_takes(runs):
+    proc = cli("compare", str(runs / "logdir" / "a"), str(runs / "logdir" / "b"), "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert "comparing w.2.pt.trace.json.gz (worker w, latest span) of its 2 trace files" in proc.stderr
+    assert "eager" in proc.stdout.splitlines()[0]  # b's latest span is the eager trace
+
+
+def test_compare_labels_two_identical_inputs_distinctly(runs):
+    p = str(runs / "sdpa.json.gz")
+    doc = json.loads(cli("compare", p, p, "--json", "-q").stdout)
+    assert doc["runs"] == ["sdpa.json.gz (1)", "sdpa.json.gz (2)"]
+    assert len(doc["kernels_only_in"]) == 2
+    # Same base name in two directories: the directory tells them apart.
+    (runs / "x").mkdir(), (runs / "y").mkdir()
+    for d in ("x", "y"):
+        (runs / d / "t.json.gz").write_bytes(recorded_trace("small").read_bytes())
+    doc = json.loads(cli("compare", str(runs / "x" / "t.json.gz"), str(runs / "y" / "t.json.gz"), "--json", "-q").stdout)
+    assert doc["runs"] == ["x/t.json.gz", "y/t.json.gz"]
+
+
+def test_compare_prints_the_warnings_of_a_side_cut_short(runs):
+    gz = recorded_trace("sdpa").read_bytes()
+    cut_path = runs / "cut.json.gz"
+    cut_path.write_bytes(gz[: len(gz) * 3 // 4])
+    proc = cli("compare", str(runs / "sdpa.json.gz"), str(cut_path), "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert f"tb-attn: warning: {cut_path}: gzip stream ends early" in proc.stderr
+    assert "  warning: cut.json.gz: gzip stream ends early" in proc.stdout
