@@ -19,7 +19,8 @@ setup(
     package_data={"tb_attn_plugin": ["static/*", "static/**/*", "report/schema.json"]},
     include_package_data=True,
     # The engine needs only msgspec; torch and tensorboard are for the collector and the plugin.
-    install_requires=["msgspec>=0.18"],
+    # tomli reads --patterns / TB_ATTN_PATTERNS files where the standard library has no tomllib
+    install_requires=["msgspec>=0.18", 'tomli>=1.1; python_version<"3.11"'],
     # A C scanner that drops unused events before decoding (about a third of the analysis time on
     # real traces). Optional: without a compiler the install still succeeds and the engine decodes
     # every event in Python, with the same results.
@@ -31,6 +32,8 @@ setup(
         "remote": ["fsspec>=2023.1"],
         # faster gzip inflation for .json.gz traces (ISA-L); without it the standard library inflates
         "fast": ["isal>=1.0"],
+        # tb-attn report --dask / TB_ATTN_DASK_SCHEDULER: per-trace analyses on a Dask cluster
+        "dask": ["dask[distributed]>=2023.1"],
         # collector callbacks and the demo's tiny Llama; tests skip these parts when absent
         "integrations": ["transformers>=4.48", "accelerate>=1.0", "lightning>=2.0"],
         "test": [

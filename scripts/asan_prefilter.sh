@@ -40,5 +40,8 @@ for i in range(int(sys.argv[2])):
         b += b"]"  # some pieces end their array
     pos = rnd.randint(0, len(b))
     plain += _prefilter.scan_events(bytes(b), pos, rnd.choice([0, 100, 1 << 20]), *rules)[0] is not None
+    # The streamed reader's call: a window that may end inside an event (partial).
+    got = _prefilter.scan_events(bytes(b), pos, 1 << 62, *rules, True)
+    assert got[0] is None or pos <= got[2] <= len(b), got[1:]
 print(f"{sys.argv[2]} mutated pieces: no memory error ({plain} read as plain events, the rest handed back)")
 PYEOF

@@ -13,6 +13,7 @@ TEST_EXTRAS=(
   fast          # ISA-L gzip
   test          # pytest, hypothesis, moto, torch-tb-profiler, ...
   integrations  # HF transformers, Lightning callbacks
+  dask          # --dask and TB_ATTN_DASK_SCHEDULER on a real LocalCluster
 )
 # torch==2.13.0 takes the CPU wheel on disk; a bare "torch" would pull a CUDA build of several GB,
 # so it is pinned on every install line.

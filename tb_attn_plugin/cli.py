@@ -3,8 +3,14 @@
     tb-attn report PATH... [--json]  each PATH: a trace file, a run directory or a logdir (or an fsspec URL),
                                      or a CUDA memory snapshot (*.pickle);
                                      a pattern such as 'runs/*/trace.json.gz' is expanded if the shell did not
+    tb-attn report LOGDIR --dask ADDRESS|local   the same, each trace analysed on a Dask cluster
     tb-attn compare A B [C ...]      runs side by side (each a trace file or a run directory)
     tb-attn --version
+    tb-attn annotate TRACE -o OUT    the trace with the analysis on its own track (Perfetto, chrome://tracing)
+    tb-attn patterns                 the kernel-name table in effect
+    tb-attn sweep --logdir DIR ...   time attention backends over sequence length x batch (sweeps/cli.py)
+
+Every command takes ``--patterns FILE`` (repeatable): kernel families added from TOML (docs/kernels.md).
 
 Exit status: 0 when every trace was analysed, 2 when any could not be (one line per file on stderr;
 with --json also a JSON object with "error" on stdout).
@@ -36,6 +42,9 @@ class ProgressBar:
             return
         if not self.shown and not self.stream.isatty() and frac < 1.0:
             # not a terminal: one line per phase instead of redrawing
+            if phase == getattr(self, "_last_phase", None):
+                return
+            self._last_phase = phase
             self.stream.write(f"{self.label}: {phase}…\n")
             self.stream.flush()
             return
@@ -48,7 +57,7 @@ class ProgressBar:
         self.stream.flush()
 
 
-def _analyze(path: str, quiet: bool):
+def _analyze(path: str, quiet: bool, dask: str | None = None):
     """[(TraceFile, report or TraceError)] for a file, run directory or logdir; TraceError when the
     path itself is unusable."""
     from .memory.cli_paths import snapshot_items
@@ -57,6 +66,11 @@ def _analyze(path: str, quiet: bool):
     snapshots = snapshot_items(path)  # a snapshot pickle, or a directory of snapshots without traces
     if snapshots is not None:
         return snapshots
+    if dask:
+        from .cluster.cli_support import analyze_path_on_dask
+
+        return list(analyze_path_on_dask(path, dask, quiet))
+
     return list(analyze_path(path, None if quiet else (lambda tf: ProgressBar(os.path.basename(tf.path)))))
 
 
@@ -88,16 +102,22 @@ def _fail_json(errors: list[TraceError], **extra) -> None:
 
 
 def _report(args) -> int:
+    from .cluster.dask_jobs import DaskUnavailable
     from .report.text import render
 
     paths, errors = _expand(args.paths)
     reports = []
+    items_all = []
     for path in paths:
         try:
-            items = _analyze(path, args.quiet)
+            items = _analyze(path, args.quiet, args.dask)
         except TraceError as exc:
             errors.append(exc)
             continue
+        except DaskUnavailable as exc:  # --dask without dask installed, or no scheduler at that address
+            print(f"tb-attn: error: {exc}", file=sys.stderr)
+            return 2
+        items_all.extend(items)
         for tf, result in items:
             if isinstance(result, TraceError):
                 errors.append(result)
@@ -105,20 +125,27 @@ def _report(args) -> int:
             for w in result.get("warnings", []):
                 print(f"tb-attn: warning: {tf.path}: {w}", file=sys.stderr)
             reports.append(result)
+    from .ranks.runs import rank_summaries
+
+    ranks = rank_summaries(items_all)  # runs whose traces are ranks of one job
     for exc in errors:
         print(f"tb-attn: error: {exc}", file=sys.stderr)
+    ranks_doc = {"ranks": [{"run": run, **summary} for run, summary in ranks]} if ranks else {}
     if args.json:
         if errors:
-            _fail_json(errors, **({"reports": reports} if reports else {}))
+            _fail_json(errors, **({"reports": reports, **ranks_doc} if reports else {}))
         else:
             one = len(reports) == 1 and len(paths) == 1 and not os.path.isdir(paths[0])
-            json.dump(reports[0] if one else {"reports": reports}, sys.stdout, indent=None if args.compact else 1)
+            doc = reports[0] if one else {"reports": reports}
+            doc.update(ranks_doc)
+            json.dump(doc, sys.stdout, indent=None if args.compact else 1)
             sys.stdout.write("\n")
     elif reports:
         from .memory.text import render_snapshot_report
+        from .ranks.text import render_ranks
 
-        print("\n\n".join(render_snapshot_report(r) if r.get("kind") == "memory_snapshot" else render(r)
-                            for r in reports))
+        print("\n\n".join([render_snapshot_report(r) if r.get("kind") == "memory_snapshot" else render(r)
+                           for r in reports] + [render_ranks(run, s) for run, s in ranks]))
     return 2 if errors else 0
 
 
@@ -195,30 +222,45 @@ def _compare(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import cli_kernels
     from .version import ENGINE_VERSION, SCHEMA_VERSION, __version__
 
     parser = argparse.ArgumentParser(prog="tb-attn", description="Attention in PyTorch profiler traces.")
     parser.add_argument("--version", action="version",
                         version=f"tb-attn {__version__} (engine {ENGINE_VERSION}, report schema {SCHEMA_VERSION})")
     sub = parser.add_subparsers(dest="command", required=True)
-    rep = sub.add_parser("report", help="analyse a trace file, a run directory or a logdir")
+    common = cli_kernels.patterns_parent()
+    rep = sub.add_parser("report", help="analyse a trace file, a run directory or a logdir", parents=[common])
     rep.add_argument("paths", nargs="+", metavar="PATH",
                      help="trace file (.json or .json.gz), run directory, logdir, fsspec URL, or a pattern")
     rep.add_argument("--json", action="store_true", help="print the report as JSON (schema: report/schema.json)")
     rep.add_argument("--compact", action="store_true", help="with --json: no indentation")
     rep.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    cmp_ = sub.add_parser("compare", help="compare runs: stage and layer deltas, kernels only in one run")
+    rep.add_argument("--dask", metavar="ADDRESS", help="analyse the traces on the Dask scheduler at ADDRESS "
+                     "(tcp://host:8786), or 'local' for a LocalCluster on this machine's cores (pip install 'tb-attn[dask]')")
+    cmp_ = sub.add_parser("compare", help="compare runs: stage and layer deltas, kernels only in one run",
+                          parents=[common])
     cmp_.add_argument("paths", nargs="+", metavar="PATH", help="two or more trace files or run directories")
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
     cmp_.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    cli_kernels.add_commands(sub, common)
+    from .sweeps import cli as sweep_cli
+
+    sweep_cli.add_parser(sub, [common])  # --patterns reaches the reports of --profile cells
     args = parser.parse_args(argv)
     if args.command == "compare" and len(args.paths) < 2:
         parser.error("compare needs at least two paths")
     try:
+        if not cli_kernels.install_patterns(args):
+            return 2
+        if args.command in cli_kernels.COMMANDS:
+            return cli_kernels.run(args)
         if args.command == "report":
             return _report(args)
         if args.command == "compare":
             return _compare(args)
+        if args.command == "sweep":
+            return sweep_cli.run(args)
     except KeyboardInterrupt:
         print("tb-attn: interrupted", file=sys.stderr)
         return 130

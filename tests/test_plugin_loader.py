@@ -49,10 +49,14 @@ def test_without_logdir_routes_answer_clearly():
     plugin = AttentionPlugin(base_plugin.TBContext(logdir=None))
     try:
         assert plugin.is_active() is False
-        assert sorted(plugin.get_plugin_apps()) == ["/call", "/compare", "/index.js", "/kernels", "/memory", "/report",
-                                                    "/runs", "/static/*"]
+        assert sorted(plugin.get_plugin_apps()) == ["/annotated", "/call", "/compare", "/index.js", "/kernels",
+                                                    "/memory", "/ranks", "/report", "/runs", "/static/*", "/sweep", "/sweeps"]
         apps = plugin.get_plugin_apps()
         r = Client(apps["/report"]).get("/data/plugin/tb_attn/report?run=x")
+        assert r.status_code == 404 and "without --logdir" in json.loads(r.data)["error"]
+        r = Client(apps["/annotated"]).get("/data/plugin/tb_attn/annotated?run=x")
+        assert r.status_code == 404 and "without --logdir" in json.loads(r.data)["error"]
+        r = Client(apps["/ranks"]).get("/data/plugin/tb_attn/ranks?run=x")
         assert r.status_code == 404 and "without --logdir" in json.loads(r.data)["error"]
         r = Client(apps["/runs"]).get("/data/plugin/tb_attn/runs")
         assert r.status_code == 200 and json.loads(r.data)["runs"] == []

@@ -70,6 +70,7 @@ def test_real_traces_give_the_same_events_and_report(monkeypatch, name):
 def test_small_chunks_scanned_on_a_second_thread_change_nothing(monkeypatch, name):
     path = str(shared_trace(name))
     plain = _strip(_without_scanner(monkeypatch, lambda: analyze_file(path)))
+    monkeypatch.setattr(native, "streaming", False)  # this is about the whole-text path (tests/test_stream.py: the other)
     monkeypatch.setattr(native, "PIPELINE_MIN_BYTES", 0)
     monkeypatch.setattr(events, "CHUNK_BYTES", 64 << 10)
     chunks = []

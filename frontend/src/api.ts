@@ -2,7 +2,9 @@
 // <base href="plugin/tb_attn/">, so "./runs" is /data/plugin/tb_attn/runs wherever TensorBoard is
 // mounted (a --path_prefix included).
 
+import type { RanksDoc } from "./ranks-model";
 import type { MemoryDoc } from "./memory_types";
+import type { SweepDoc, SweepsDoc } from "./sweep_model";
 import type { CallSample, CompareDoc, Kernel, Report, RunsDoc } from "./types";
 
 export class ApiError extends Error {
@@ -75,8 +77,14 @@ export const api = {
   call: (t: Target, id: number) =>
     getJSON<CallSample>("./call" + query({ run: t.run, worker: t.worker, span: t.span, id: String(id) })),
   compare: (runs: string[]) => getJSON<CompareDoc>("./compare" + query({ run: runs })),
+  ranks: (run: string) => getJSON<RanksDoc>("./ranks" + query({ run })),
+  /** Workers of one run against each other (ranks of a job): /compare?run=R&worker=A&run=R&worker=B. */
+  compareWorkers: (run: string, workers: string[]) =>
+    getJSON<CompareDoc>("./compare" + query({ run: workers.map(() => run), worker: workers })),
   memory: (t: Target, points: number) =>
     getJSON<MemoryDoc>("./memory" + query({ run: t.run, worker: t.worker, span: t.span, points: String(points) })),
+  sweeps: () => getJSON<SweepsDoc>("./sweeps"),
+  sweep: (run: string) => getJSON<SweepDoc>("./sweep" + query({ run })),
 };
 
 /**

@@ -2,14 +2,14 @@
 // Tooltips are built as DOM nodes with textContent, so a trace's names never become markup.
 
 import * as echarts from "echarts/core";
-import { BarChart, CustomChart, LineChart } from "echarts/charts";
+import { BarChart, CustomChart, LineChart, ScatterChart } from "echarts/charts";
 import {
   DataZoomComponent, GridComponent, LegendComponent, MarkAreaComponent, MarkPointComponent, TooltipComponent,
 } from "echarts/components";
 import { CanvasRenderer } from "echarts/renderers";
 
-echarts.use([BarChart, LineChart, CustomChart, GridComponent, TooltipComponent, LegendComponent, DataZoomComponent,
-  MarkAreaComponent, MarkPointComponent, CanvasRenderer]);
+echarts.use([BarChart, LineChart, CustomChart, ScatterChart, GridComponent, TooltipComponent, LegendComponent,
+  DataZoomComponent, MarkAreaComponent, MarkPointComponent, CanvasRenderer]);
 
 export { echarts };
 export type ECharts = echarts.ECharts;

@@ -12,10 +12,13 @@ import type { Report, RunsDoc } from "./types";
 import { compareView } from "./views/compare";
 import type { Ctx, Target } from "./views/context";
 import { kernelsView } from "./views/kernels";
+import { ranksView } from "./views/ranks";
 import { memoryView } from "./views/memory";
+import { rooflineView } from "./views/roofline";
 import { scalingView } from "./views/scaling";
 import { stagesView } from "./views/stages";
 import { summaryView } from "./views/summary";
+import { sweepView } from "./views/sweep";
 import { timelineView } from "./views/timeline";
 
 const TAB = "tb_attn";
@@ -28,6 +31,9 @@ const VIEW_TABS: { view: View; text: string; draw: (ctx: Ctx, root: HTMLElement)
   { view: "scaling", text: "Scaling", draw: scalingView },
   { view: "timeline", text: "One call", draw: timelineView },
   { view: "memory", text: "Memory", draw: memoryView },
+  { view: "roofline", text: "Roofline", draw: rooflineView },
+  { view: "ranks", text: "Ranks", draw: ranksView },
+  { view: "sweep", text: "Sweep", draw: sweepView },
 ];
 
 /** The window whose URL holds the state: TensorBoard's page when we are in its iframe. */
@@ -149,7 +155,7 @@ class App {
       ...spans.map((s) => h("option", { value: s.span, selected: s.span === t?.span, title: s.span },
         fmtSpan(s.span) + (s.status === "loading" ? " (analysing…)" : s.status === "error" ? " (cannot be read)" : ""))));
     spanSel.addEventListener("change", () => this.set({ span: spanSel.value, layer: null, call: null }));
-    const needsTarget = this.state.view !== "compare" && this.state.view !== "scaling";
+    const needsTarget = this.state.view !== "compare" && this.state.view !== "scaling" && this.state.view !== "sweep";
     this.header.appendChild(h("div", { class: "attn-pickers" },
       h("span", { class: "attn-title" }, "Attention"),
       h("label", { class: needsTarget ? "" : "dim" }, "Run ", runSel),
@@ -168,11 +174,12 @@ class App {
     disposeCharts();
     this.drawHeader();
     clear(this.main);
-    if (!this.runs.runs.length) {
+    if (!this.runs.runs.length && this.state.view !== "sweep") {
       this.main.appendChild(this.runs.scanned === false
         ? notice("loading", "Looking for profiler traces…", "TensorBoard is listing the logdir.")
         : notice("empty", "No profiler traces in this logdir",
-          this.runs.error || "tb-attn reads files named {worker}.{span}.pt.trace.json[.gz], as torch.profiler.tensorboard_trace_handler writes them."));
+          this.runs.error || "tb-attn reads files named {worker}.{span}.pt.trace.json[.gz], as torch.profiler.tensorboard_trace_handler writes them. "
+            + "A tb-attn sweep (sweep.jsonl) opens in the Sweep tab."));
       return;
     }
     const target = this.target();

@@ -8,7 +8,8 @@ import type {
 } from "./types";
 
 export const STAGES = [
-  "qkv_proj", "qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "out_proj", "fused", "other",
+  "qkv_proj", "qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "out_proj", "fused",
+  "quantize", "kv_cache_write", "preprocess", "split_kv_reduce", "postprocess", "other",
 ] as const;
 
 export const STAGE_LABEL: Record<string, string> = {
@@ -20,6 +21,11 @@ export const STAGE_LABEL: Record<string, string> = {
   av_matmul: "AV matmul",
   out_proj: "output projection",
   fused: "fused attention",
+  quantize: "quantize (Q, K to int8/fp8)",
+  kv_cache_write: "KV-cache write",
+  preprocess: "preprocess (backward)",
+  split_kv_reduce: "split-KV reduce / combine",
+  postprocess: "postprocess (backward)",
   other: "other (copies, layout)",
 };
 
@@ -33,6 +39,11 @@ export const STAGE_COLOR: Record<string, string> = {
   av_matmul: "#59a14f",
   out_proj: "#b07aa1",
   fused: "#f28e2b",
+  quantize: "#ff9da7",
+  kv_cache_write: "#9d7660",
+  preprocess: "#d4a6c8",
+  split_kv_reduce: "#ffbe7d",
+  postprocess: "#86bcb6",
   other: "#bab0ac",
 };
 
@@ -57,6 +68,7 @@ export type ImplKind = "fused" | "math" | "eager" | "compiled" | "unknown";
 
 const FUSED = new Set([
   "flash", "efficient", "cudnn", "aotriton", "ck", "flash_attn", "flex", "serving", "cpu_fused", "fused", "aiter",
+  "flashinfer", "flash_mla", "sage", "xformers", "triton_attention", "te", "custom",
 ]);
 
 export function implKind(impl: string | undefined | null): ImplKind {

@@ -4,7 +4,7 @@
 
 import type { Basis, Pass } from "./types";
 
-export const VIEWS = ["summary", "stages", "kernels", "compare", "scaling", "timeline", "memory"] as const;
+export const VIEWS = ["summary", "stages", "kernels", "compare", "scaling", "timeline", "roofline", "memory", "ranks", "sweep"] as const;
 export type View = (typeof VIEWS)[number];
 
 export interface State {
@@ -19,11 +19,12 @@ export interface State {
   basis: Basis | null;
   stage: string | null;
   filter: string;
+  sweep: string | null; // the sweep run the Sweep view shows
 }
 
 export const DEFAULT_STATE: State = {
   view: "summary", run: null, worker: null, span: null, compare: [], layer: null, call: null,
-  pass: "fwd", basis: null, stage: null, filter: "",
+  pass: "fwd", basis: null, stage: null, filter: "", sweep: null,
 };
 
 export interface Hash {
@@ -92,6 +93,7 @@ export function stateFromParams(params: [string, string][]): State {
   s.basis = basis === "gpu" || basis === "cpu" ? basis : null;
   s.stage = m.get("stage") || null;
   s.filter = m.get("filter") || "";
+  s.sweep = m.get("sweep") || null;
   return s;
 }
 
@@ -109,6 +111,7 @@ export function stateToParams(s: State): [string, string][] {
   if (s.basis) out.push([PREFIX + "basis", s.basis]);
   if (s.stage) out.push([PREFIX + "stage", s.stage]);
   if (s.filter) out.push([PREFIX + "filter", s.filter]);
+  if (s.sweep) out.push([PREFIX + "sweep", s.sweep]);
   return out;
 }
 

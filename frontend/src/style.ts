@@ -77,6 +77,9 @@ td.better { color: #2e7d32; } td.worse { color: #c62828; }
 @keyframes attn-spin { to { transform: rotate(360deg); } }
 .notice-error { border-color: #ef9a9a; background: #fff5f5; }
 .notice-empty { border-style: dashed; }
+.notice-unknown { border-color: #ffcc80; background: #fffaf2; }
+.notice-unknown pre.toml { background: #fff; border: 1px solid #eee; padding: 8px; overflow-x: auto; font-size: 12px; }
+.annotated { margin: 8px 0 0; color: #616161; }
 .layer-detail { background: #fff; border: 1px solid #ffcc80; border-radius: 6px; padding: 4px 14px 10px; margin-top: 10px; }
 .layer-detail-head { display: flex; align-items: center; gap: 10px; }
 .layer-detail-head h3 { margin: 10px 0; }
@@ -102,4 +105,20 @@ details.numbers > summary { cursor: pointer; color: #1565c0; }
 .attn-tip { max-width: 520px; white-space: normal; word-break: break-all; font-size: 12px; }
 .attn-tip-title { font-weight: 500; margin-bottom: 3px; }
 .attn-tip-key { color: #757575; }
+.heatmap tr.clickable { cursor: pointer; }
+.heatmap tr.clickable:hover td, .heatmap tr.clickable:focus td { outline: 1px solid #f57c00; }
+.heatmap tr.slowest td:first-child { font-weight: 500; color: #c62828; }
+.headline.warn { color: #c62828; font-size: 14px; }
+.rank-compare .pickers { margin: 6px 0; }
+.chart-tall { height: 460px; }
+table.grid tr.sub td { color: #616161; font-size: 12px; }
+table.grid tr.total td { font-weight: 500; border-top: 2px solid #ccc; }
+td.bar-cell { width: 280px; }
+.bar { display: inline-block; height: 10px; border-radius: 2px; min-width: 1px; }
+.bar-better { background: #59a14f; }
+.bar-worse { background: #e15759; }
+.roofline-compare { margin-top: 8px; }
+.sweep-best td { min-width: 96px; } .sweep-best td.none { color: #9e9e9e; font-style: italic; }
+.best-name { font-weight: 500; }
+td.status-oom { color: #c62828; } td.status-unsupported, td.status-error { color: #9e9e9e; }
 `;

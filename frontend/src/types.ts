@@ -152,6 +152,16 @@ export interface Report {
   verdicts?: Verdict[];
   warnings?: unknown[];
   trace?: { events?: number; kernels?: number; ops?: number };
+  unknown_kernels?: UnknownKernel[];
+}
+
+/** A kernel named like attention that no family and no call explains (attention/safety.py). */
+export interface UnknownKernel {
+  name?: string;
+  count?: number;
+  gpu_us?: number;
+  share?: number;
+  toml?: string;
 }
 
 export interface CompareDoc {

@@ -5,7 +5,8 @@
 3. ``nn.Module: ...Attention...`` scopes: a call found by 1, 2 or 4 widens to the innermost attention
    module around it, so its projections are part of it and the layer gets the module's name;
 4. the eager motif: batched matmul -> softmax -> batched matmul among siblings, shapes agreeing;
-5. fused attention kernels that no op explains (graph replay, launches outside the window).
+5. fused attention kernels that no op explains (graph replay, launches outside the window); the
+   helper kernels of such a call (split-KV reduce, quantize, ...) join it (groups.py).
 
 Backward ops and kernels join the call of the forward op their autograd node came from.
 """
@@ -20,6 +21,7 @@ from typing import Any
 from ..collector import tags
 from ..trace.events import MODULE_PREFIX
 from ..trace.link import Kernel, Linked, module_name
+from . import groups
 from . import patterns as P
 from . import shapes
 
@@ -195,6 +197,7 @@ class Detector:
                          step=self._step_at(k.ev.ts), start=k.ev.ts, end=k.ev.ts + k.ev.dur)
                 c.kernels.append(k)
                 self.calls.append(c)
+        groups.attach_helpers(self)  # quantize, KV write, split-KV reduce kernels join their call
         self._match_graph_replay()
         self._propagate_backward()
         self._pair_compiled_backward()

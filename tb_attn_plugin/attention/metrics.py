@@ -108,19 +108,18 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
         op = k.op
         st_n = step[op] if op >= 0 else -1
         step_gpu[st_n] = step_gpu.get(st_n, 0.0) + d
-        if op >= 0:
+        if op >= 0 and call_of[op] >= 0:
             c = call_of[op]
-            if c < 0:
-                continue
             stage = kernel_stage(stage_of[op] or "other", e.name)
             ps = "bwd" if node_of[op] >= 0 else "fwd"
         else:
+            # kernel-only calls, and helper kernels whose own op is in no call (groups.py)
             c = kernel_call.get(id(k), -1)
             if c < 0:
                 continue
             fam = P.kernel_family(e.name)
-            stage = "fused"
-            ps = fam.pass_ if fam is not None and fam.pass_ else "fwd"
+            stage = fam.stage if fam is not None and fam.stage in P.HELPER_STAGES else "fused"
+            ps = fam.pass_ if fam is not None and fam.pass_ else ("bwd" if op >= 0 and node_of[op] >= 0 else "fwd")
         key = (stage, ps)
         cell = cells[c].get(key)
         if cell is None:

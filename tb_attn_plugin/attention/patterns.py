@@ -3,7 +3,12 @@
 Every row carries a real example and where it was seen ((trace) = ../shared/traces, (blog), (issue),
 (source), (cpu) = made here with torch 2.13). tests/test_patterns.py checks each row against its own
 example, so a row without a matching example cannot land. Kernel names change across library
-versions: add a row, never a special case in code.
+versions: add a row, never a special case in code (how: docs/kernels.md).
+
+A row's stage is None (excluded: not attention whatever the name says), "fused" (an attention
+kernel: a call of its own where no op explains it), one of HELPER_STAGES (the other kernels of a
+multi-kernel call, never a call alone) or one of CONTEXT_STAGES (the launching op decides). Users
+add rows from TOML (user_table.py); theirs are searched first.
 """
 
 from __future__ import annotations
@@ -24,49 +29,170 @@ class KernelFamily:
     source: str
 
 
-# Order matters: exclusions first, then the first matching row wins.
+# Stages of the kernels that a fused attention call launches besides its attention kernel. A kernel
+# of such a family is never a call of its own: it joins the call of its op, or (graph replay,
+# compiled regions) the attention kernel next to it on its stream (attention/groups.py).
+HELPER_STAGES = frozenset({"quantize", "kv_cache_write", "preprocess", "split_kv_reduce", "postprocess"})
+# Families whose stage the launching op decides (a GEMM is QK^T in one call, a projection in another).
+CONTEXT_STAGES = frozenset({"matmul", "softmax", "dropout"})
+
+
+def _f(family, pattern, stage, pass_, implementation, example, source):
+    return KernelFamily(family, pattern, stage, pass_, implementation, example, source)
+
+
+# Order matters: exclusions first, then the sub-stages of multi-kernel calls (a combine kernel's name
+# often contains its attention kernel's), then the attention kernels; the first matching row wins.
 KERNEL_FAMILIES: tuple[KernelFamily, ...] = (
-    KernelFamily("exclude_log_softmax", r"softmax_warp_(forward|backward)<[^,]+,[^,]+,[^,]+,\s*\d+,\s*true|LogSoftMax\w*Epilogue", None, "", "",
-                 "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, true, false>(float*, float const*, int, int, int, bool const*, int, bool)", "trace: hta_a100 negative control, under aten::_log_softmax"),
-    KernelFamily("exclude_compiled_pointwise", r"^triton_(poi|red|per)_fused_\w*(scaled_dot_product|flash_attention|fmha|efficient_attention)", None, "", "",
-                 "triton_poi_fused__scaled_dot_product_flash_attention_cat_transpose_view_10", "trace: layout kernel named after the op it feeds"),
-    KernelFamily("exclude_kv_cache", r"reshape_and_cache|store_kvcache", None, "", "",
-                 "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>(...)", "trace: vLLM KV-cache write"),
-    KernelFamily("pytorch_flash_fwd", r"pytorch_flash::flash_fwd(_splitkv)?(_combine)?_kernel", "fused", "fwd", "flash",
-                 "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t, pytorch_flash::Flash_kernel_traits<64, 128, 128, 4, cutlass::bfloat16_t> >, false, false, false, false, false, true, false>(pytorch_flash::Flash_fwd_params)", "trace: tl_h100_bert_small_sdpa_flash"),
-    KernelFamily("pytorch_flash_bwd", r"pytorch_flash::flash_bwd_(dq_dk_dv_loop(_seqk_parallel)?|dot_do_o|convert_dq)_kernel", "fused", "bwd", "flash",
-                 "void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<pytorch_flash::Flash_bwd_kernel_traits<64, 128, 128, 8, 2, 4, 2, false, false, cutlass::bfloat16_t>, false, false, false, false, false, false>(pytorch_flash::Flash_bwd_params)", "issue: pytorch flash backward"),
-    KernelFamily("mem_efficient_fwd", r"fmha_cutlassF_", "fused", "fwd", "efficient",
-                 "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)", "blog: HF profiling part 3 (A100)"),
-    KernelFamily("mem_efficient_bwd", r"fmha_cutlassB_", "fused", "bwd", "efficient",
-                 "fmha_cutlassB_bf16_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<cutlass::arch::Sm80, cutlass::bfloat16_t, true, false, true, 64, 64, 64, false>::Params)", "source: PyTorch mem-efficient backward"),
-    KernelFamily("cudnn_sdpa_fwd", r"cudnn_generated_fort_native_sdpa_sm\d+_\w*fprop", "fused", "fwd", "cudnn",
-                 "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_6_128x64x64_4x1x1_cga1x1x1_kernel0_0", "blog: HF profiling part 3 (A100)"),
-    KernelFamily("cudnn_sdpa_bwd", r"cudnn_generated_fort_native_sdpa_sm\d+_\w*bprop", "fused", "bwd", "cudnn",
-                 "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_3_64x128x128_4x1x1_cga1x1x1_kernel0_0", "source: cuDNN frontend SDPA backward"),
-    KernelFamily("flash_attn_pkg", r"flash::flash_(fwd|bwd)_|FlashAttn(Fwd|Bwd)Sm\d+|flash_(fwd|bwd)_sm1\d\d|FlashAttention(Forward|Backward)Sm1\d\d", "fused", "", "flash_attn",
-                 "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::half_t>, false, true, false, false, true, true, false>(Flash_fwd_params)", "issue: flash-attn package FA2"),
-    KernelFamily("flex_attention", r"triton_tem_fused_\w*flex_attention", "fused", "", "flex",
-                 "triton_tem_fused_flex_attention_0", "issue: compiled FlexAttention on GPU"),
-    KernelFamily("aotriton_fwd", r"^attn_fwd\b", "fused", "fwd", "aotriton",
-                 "attn_fwd", "trace: tl_mi300x_bert_small_sdpa_aotriton"),
-    KernelFamily("aotriton_bwd", r"^bwd_kernel_(dk_dv|dq|fuse)\b|^bwd_preprocess", "fused", "bwd", "aotriton",
-                 "bwd_kernel_dk_dv", "source: AOTriton backward kernels"),
-    KernelFamily("ck_fmha", r"aiter::fmha_(fwd|bwd|v3)|Fmha(Fwd|Bwd|BatchPrefill)|_ZN7ck_tile6kentry\w*Fmha", "fused", "", "ck",
-                 "aiter::fmha_fwd_hd128_bf16_rtz", "trace: tl_mi300x_xdit_flux1_aiter_fmha_hipgraph"),
-    KernelFamily("serving_fmha", r"fmhaSm\d+\w*Kernel|paged_attention_|kernel_unified_attention_[23]d", "fused", "fwd", "serving",
-                 "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext", "trace: B200 serving trace quoted in the taxonomy"),
-    KernelFamily("softmax_fwd", r"softmax_warp_forward<|cunn_SoftMaxForward(Reg|Smem)?<|SoftMaxForwardEpilogue|^triton_\w+_fused_\w*_softmax", "softmax", "fwd", "",
-                 "void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, c10::BFloat16, at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(c10::BFloat16*, c10::BFloat16 const*, int)", "trace: tl_h100_owlv2_eager_bmm_softmax"),
-    KernelFamily("softmax_bwd", r"softmax_warp_backward<|cunn_SoftMaxBackward", "softmax", "bwd", "",
-                 "void (anonymous namespace)::softmax_warp_backward<float, float, float, 7, false, false>(float*, float const*, float const*, int, int, int, bool const*)", "source: PyTorch softmax backward"),
-    KernelFamily("dropout", r"fused_dropout_kernel|masked_scale_kernel", "dropout", "", "",
-                 "void at::native::(anonymous namespace)::fused_dropout_kernel_vec<float, float, unsigned int, 1, 4, bool>(at::cuda::detail::TensorInfo<float const, unsigned int>, at::cuda::detail::TensorInfo<float, unsigned int>, at::cuda::detail::TensorInfo<bool, unsigned int>, unsigned int, float, at::PhiloxCudaState)", "trace: hta_a100 (dropout in a CNN)"),
-    KernelFamily("gemm", r"gemm|Cijk_|nvjet_|xmma_gemm|s16816|s1688|s161616|cutlass|sgemm|hgemm", "matmul", "", "",
-                 "cutlass_75_tensorop_bf16_s1688gemm_bf16_256x128_tn_align1", "trace: tl_h100_owlv2_eager_bmm_softmax (QK^T)"),
+    # -- not attention, whatever the name suggests ------------------------------------------------
+    _f("exclude_log_softmax", r"softmax_warp_(forward|backward)<[^,]+,[^,]+,[^,]+,\s*\d+,\s*true|LogSoftMax\w*Epilogue", None, "", "",
+       "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, true, false>(float*, float const*, int, int, int, bool const*, int, bool)", "trace: hta_a100 negative control, under aten::_log_softmax"),
+    _f("exclude_compiled_pointwise", r"^triton_(poi|red|per)_fused_\w*(scaled_dot_product|flash_attention|fmha|efficient_attention)", None, "", "",
+       "triton_poi_fused__scaled_dot_product_flash_attention_cat_transpose_view_10", "trace: layout kernel named after the op it feeds"),
+    _f("exclude_mla_metadata", r"get_mla_metadata", None, "", "",
+       "void get_mla_metadata_kernel<64, 5>(Mla_metadata_params)", "source: deepseek-ai/FlashMLA csrc/kernels/get_mla_metadata.cu (tile-scheduler index builder; aiter's csrc/kernels/mla/metadata.cu likewise)"),
+    _f("exclude_fa3_scheduler", r"flash::prepare_varlen_num_blocks_kernel", None, "", "",
+       "void flash::prepare_varlen_num_blocks_kernel<1, true>(int, int, int, int const*, int const*, int const*, int const*, int const*, int const*, int, int, int, int, int, cutlass::FastDivmod, cutlass::FastDivmod, int*, int*, int*, int*, bool)",
+       "source: Dao-AILab/flash-attention hopper/flash_prepare_scheduler.cu (index builder, launched by vLLM before FA3)"),
+    _f("exclude_te_seqlen_offsets", r"transformer_engine::fused_attn::(cu_seqlens\w*|populate_rng_state\w*|get_runtime_num_segments\w*)", None, "", "",
+       "void transformer_engine::fused_attn::cu_seqlens_to_offsets<int>(long, long, long, long, long, int const*, int*, int*, int*, int*, int*, int*)",
+       "source: NVIDIA/TransformerEngine transformer_engine/common/fused_attn/utils.cu (index builders of fused attention)"),
+    # -- sub-stages of multi-kernel calls ---------------------------------------------------------
+    _f("kv_cache_vllm", r"reshape_and_cache|store_kvcache|concat_and_cache_mla", "kv_cache_write", "fwd", "",
+       "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>(...)", "trace: vLLM KV-cache write (csrc/cache_kernels.cu); never a call of its own"),
+    _f("kv_cache_flashinfer", r"flashinfer::AppendPagedKVCache\w*Kernel", "kv_cache_write", "fwd", "",
+       "void flashinfer::AppendPagedKVCacheKernel<8u, 16u, __nv_bfloat16, int>(flashinfer::paged_kv_t<__nv_bfloat16, int>, __nv_bfloat16*, __nv_bfloat16*, int*, int*, unsigned int, unsigned int, unsigned long, unsigned long, unsigned long, unsigned long)",
+       "source: flashinfer-ai/flashinfer include/flashinfer/page.cuh"),
+    _f("kv_cache_ck", r"FmhaFwdAppendKVKernel", "kv_cache_write", "fwd", "",
+       "void ck_tile::kentry<64, 1, ck_tile::FmhaFwdAppendKVKernel<ck_tile::BlockFmhaFwdAppendKVPipeline<ck_tile::BlockFmhaFwdAppendKVPipelineProblem<ck_tile::bf16_t> > > >(ck_tile::FmhaFwdAppendKVKernel<...>::Kargs)",
+       "source: ROCm/composable_kernel include/ck_tile/ops/fmha/kernel/fmha_fwd_appendkv_kernel.hpp"),
+    _f("sage_quantize_triton", r"^quant_per_(block|thread|warp)_int8_kernel|^quant_query_per_thread_int8_kernel|^quant_key_per_thread_int8_kernel", "quantize", "fwd", "sage",
+       "quant_per_block_int8_kernel", "source: thu-ml/SageAttention sageattention/triton/quant_per_block.py (Q, K to int8 before the attention kernel)"),
+    _f("sage_quantize_cuda", r"\b(QuantInt8Kernel|SubMeanKernel|MeanScaleKernel|TransposePadPermuteKernel)<", "quantize", "fwd", "sage",
+       "void QuantInt8Kernel<128u, 128u, 1u, false, true, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, signed char*, float*, float, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int)",
+       "source: thu-ml/SageAttention csrc/fused/fused.cu"),
+    _f("flash_bwd_preprocess", r"flash::flash_bwd_dot_do_o_kernel|flash::FlashAttnBwdPreprocess|FlashAttentionBackwardPreprocess|FmhaBwdOGradDotOKernel|^_attn_bwd_preprocess\b|^bwd_preprocess", "preprocess", "bwd", "",
+       "void pytorch_flash::flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<64, 128, 128, 8, 2, 4, 2, false, false, cutlass::half_t>>(Flash_bwd_params)",
+       "issue: pytorch flash backward (dO·O row sums before the dQ/dK/dV kernel); also FA3 hopper/flash_bwd_preprocess_kernel.h, FA4 flash_attn/cute/flash_bwd_preprocess.py, CK FmhaBwdOGradDotOKernel, AOTriton tritonsrc/bwd_preprocess.py, Triton tutorial _attn_bwd_preprocess"),
+    _f("flash_bwd_postprocess", r"flash::flash_bwd_convert_dq_kernel|flash::FlashAttnBwdPostprocess|FlashAttentionBackwardPostprocess|FmhaBwdConvertQGradKernel|^bwd_postprocess\b", "postprocess", "bwd", "",
+       "void flash::flash_bwd_convert_dq_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, 4, 2, false, false, cutlass::bfloat16_t>, true, true>(Flash_bwd_params, int)",
+       "source: Dao-AILab/flash-attention csrc/flash_attn/src/flash_bwd_kernel.h (fp32 dQ accumulator to the output dtype); also FA3/FA4 postprocess, CK FmhaBwdConvertQGradKernel, AOTriton tritonsrc/bwd_postprocess.py"),
+    _f("flash_split_kv_combine", r"flash::flash_fwd_splitkv_combine_kernel|flash::FlashAttnFwdCombine|FlashAttentionForwardCombine|splitkv_mla_combine|FmhaFwdSplitKVCombineKernel", "split_kv_reduce", "fwd", "",
+       "void pytorch_flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t>, 4, 5, true>(Flash_fwd_params)",
+       "source: pytorch/pytorch aten/src/ATen/native/transformers/cuda/flash_attn/flash_fwd_kernel.h (also FA2, FA3 FlashAttnFwdCombine, FA4 FlashAttentionForwardCombine, FlashMLA flash_fwd_splitkv_mla_combine_kernel, CK FmhaFwdSplitKVCombineKernel)"),
+    _f("paged_attention_reduce", r"paged_attention_v2_reduce_kernel|paged_attention_ll4mi_reduce_kernel", "split_kv_reduce", "fwd", "serving",
+       "void vllm::paged_attention_v2_reduce_kernel<__nv_bfloat16, 128, 128, 512>(__nv_bfloat16*, float const*, float const*, __nv_bfloat16 const*, int const*, int)",
+       "source: vllm-project/vllm csrc/attention/attention_kernels.cuh (also csrc/rocm/attention.cu paged_attention_ll4mi_reduce_kernel)"),
+    _f("triton_unified_reduce", r"^reduce_segments\b", "split_kv_reduce", "fwd", "serving",
+       "reduce_segments", "source: vllm-project/vllm vllm/v1/attention/ops/triton_unified_attention.py (after kernel_unified_attention_3d)"),
+    _f("merge_attn_states", r"merge_attn_states_kernel|flashinfer::\w*MergeState\w*Kernel", "split_kv_reduce", "fwd", "",
+       "void vllm::merge_attn_states_kernel<__nv_bfloat16, 128u>(__nv_bfloat16*, float*, __nv_bfloat16 const*, float const*, __nv_bfloat16 const*, float const*, unsigned int, unsigned int, unsigned int)",
+       "source: vllm-project/vllm csrc/attention/merge_attn_states.cu (also flashinfer include/flashinfer/attention/cascade.cuh MergeStatesKernel)"),
+    _f("aiter_mla_reduce", r"kn_mla_reduce_v\d", "split_kv_reduce", "fwd", "ck",
+       "void aiter::kn_mla_reduce_v1_ps<128, 32, 64>(aiter::MlaReduceKernelV1Params)", "source: ROCm/aiter csrc/kernels/mla/reduce.cu (after the split-KV MLA decode kernel)"),
+    _f("xformers_splitk_reduce", r"^_splitK_reduce\b", "split_kv_reduce", "fwd", "xformers",
+       "_splitK_reduce", "source: facebookresearch/xformers xformers/ops/fmha/_triton/splitk_kernels.py"),
+    _f("context_parallel_correction", r"thd_(out_correction|lse|grad_correction)_kernel", "split_kv_reduce", "", "te",
+       "void transformer_engine::fused_attn::thd_out_correction_kernel<__nv_bfloat16, false, 16, true>(__nv_bfloat16*, __nv_bfloat16*, float*, float*, int*, int, int, int, int, int)",
+       "source: NVIDIA/TransformerEngine transformer_engine/common/fused_attn/context_parallel.cu (ring attention: merges each step's output and LSE)"),
+    # -- attention kernels ------------------------------------------------------------------------
+    _f("pytorch_flash_fwd", r"pytorch_flash::flash_fwd(_splitkv)?_kernel", "fused", "fwd", "flash",
+       "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t, pytorch_flash::Flash_kernel_traits<64, 128, 128, 4, cutlass::bfloat16_t> >, false, false, false, false, false, true, false>(pytorch_flash::Flash_fwd_params)", "trace: tl_h100_bert_small_sdpa_flash"),
+    _f("pytorch_flash_bwd", r"pytorch_flash::flash_bwd_dq_dk_dv_loop(_seqk_parallel)?_kernel", "fused", "bwd", "flash",
+       "void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<pytorch_flash::Flash_bwd_kernel_traits<64, 128, 128, 8, 2, 4, 2, false, false, cutlass::bfloat16_t>, false, false, false, false, false, false>(pytorch_flash::Flash_bwd_params)", "issue: pytorch flash backward"),
+    _f("mem_efficient_fwd", r"fmha_cutlassF_", "fused", "fwd", "efficient",
+       "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)", "blog: HF profiling part 3 (A100); the same cutlass kernels ran as xformers' cutlass op"),
+    _f("mem_efficient_bwd", r"fmha_cutlassB_", "fused", "bwd", "efficient",
+       "fmha_cutlassB_bf16_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<cutlass::arch::Sm80, cutlass::bfloat16_t, true, false, true, 64, 64, 64, false>::Params)", "source: PyTorch mem-efficient backward (xformers' cutlass backward)"),
+    _f("cudnn_sdpa_fwd", r"cudnn_generated_fort_native_sdpa_sm\d+_\w*fprop", "fused", "fwd", "cudnn",
+       "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_6_128x64x64_4x1x1_cga1x1x1_kernel0_0", "blog: HF profiling part 3 (A100); cuDNN frontend SDPA, also what TransformerEngine's fused attention runs (it builds cuDNN graphs)"),
+    _f("cudnn_sdpa_bwd", r"cudnn_generated_fort_native_sdpa_sm\d+_\w*bprop", "fused", "bwd", "cudnn",
+       "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_3_64x128x128_4x1x1_cga1x1x1_kernel0_0", "source: cuDNN frontend SDPA backward"),
+    _f("flash_attn_2_fwd", r"flash::flash_fwd(_splitkv)?_kernel", "fused", "fwd", "flash_attn",
+       "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::half_t>, false, true, false, false, true, true, false>(Flash_fwd_params)", "issue: flash-attn package FA2 (csrc/flash_attn/src/flash_fwd_kernel.h)"),
+    _f("flash_attn_2_bwd", r"flash::flash_bwd_dq_dk_dv_loop(_seqk_parallel)?_kernel", "fused", "bwd", "flash_attn",
+       "void flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, 4, 2, false, false, cutlass::bfloat16_t>, true, false, false, false, false, false, false>(Flash_bwd_params)",
+       "source: Dao-AILab/flash-attention csrc/flash_attn/src/flash_bwd_kernel.h"),
+    _f("flash_attn_3_fwd", r"FlashAttnFwdSm\d+", "fused", "fwd", "flash_attn",
+       "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cute::tuple<cute::C<128>, cute::C<128>, cute::C<128> >, 128, cutlass::bfloat16_t, float, cutlass::arch::Sm90, true, false, false, false, false, false, true, true, false, false, false>, flash::CollectiveEpilogueFwd<cute::tuple<cute::C<128>, cute::C<128>, cute::C<128> >, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cutlass::bfloat16_t, cutlass::arch::Sm90, 256, false, false, false, false>, flash::SingleTileScheduler<false, false, false, 128> > > >(flash::FlashAttnFwdSm90<...>::Params)",
+       "source: Dao-AILab/flash-attention hopper/flash_fwd_kernel_sm90.h (FA3; cutlass::device_kernel wraps the kernel class)"),
+    _f("flash_attn_3_bwd", r"FlashAttnBwdSm\d+", "fused", "bwd", "flash_attn",
+       "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnBwdSm90<flash::CollectiveMainloopBwdSm90<2, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cute::tuple<cute::C<64>, cute::C<128>, cute::C<128> >, cutlass::bfloat16_t, float, cutlass::arch::Sm90, true, false, false, false, false, false, 2, 2, 1, 2, false>, flash::CollectiveEpilogueBwd<...>, flash::SingleTileScheduler<false, false, false, 128>, true> > >(...)",
+       "source: Dao-AILab/flash-attention hopper/flash_bwd_kernel_sm90.h"),
+    _f("flash_attn_4_cute", r"FlashAttention(Forward|Backward)Sm\d+|flash_(fwd|bwd)_sm1\d\d", "fused", "", "flash_attn",
+       "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at__tensorptrbf16gmemalign16odiv8_0",
+       "source: Dao-AILab/flash-attention flash_attn/cute/flash_fwd_sm100.py (FA4, CuTe DSL: the kernel is named kernel_cutlass_kernel_<module><class>_object_at_...); Sm80/Sm90/Sm100 classes, Backward likewise"),
+    _f("flex_attention", r"triton_tem_fused_\w*flex_attention", "fused", "", "flex",
+       "triton_tem_fused_flex_attention_0", "issue: compiled FlexAttention on GPU"),
+    _f("triton_tutorial_fwd", r"^_attn_fwd\b", "fused", "fwd", "triton_attention",
+       "_attn_fwd", "source: triton-lang/triton python/tutorials/06-fused-attention.py (also SageAttention's Triton kernel, sageattention/triton/attn_qk_int8_per_block.py)"),
+    _f("triton_tutorial_bwd", r"^_attn_bwd\b", "fused", "bwd", "triton_attention",
+       "_attn_bwd", "source: triton-lang/triton python/tutorials/06-fused-attention.py"),
+    _f("aotriton_fwd", r"^attn_fwd\b", "fused", "fwd", "aotriton",
+       "attn_fwd", "trace: tl_mi300x_bert_small_sdpa_aotriton"),
+    _f("aotriton_bwd", r"^bwd_kernel_(dk_dv|dq|fuse)\b", "fused", "bwd", "aotriton",
+       "bwd_kernel_dk_dv", "source: ROCm/aotriton tritonsrc/bwd_kernel_dk_dv.py (also bwd_kernel_dq.py, bwd_kernel_fuse.py)"),
+    _f("aiter_asm_attention", r"_ZN5aiter\d+(fmha_|pa_|mla_)", "fused", "", "ck",
+       "_ZN5aiter42pa_bf16_pertokenFp8_gqa10_1tg_4w_mtp3_msk1E", "source: ROCm/aiter hsa/ assembly kernels (paged attention pa_*, fmha_fwd/bwd_*, mla_*), named by their mangled symbol in ROCm traces"),
+    _f("ck_fmha", r"aiter::fmha_(fwd|bwd|v3)|Fmha(Fwd|Bwd|BatchPrefill)|_ZN7ck_tile6kentry\w*Fmha", "fused", "", "ck",
+       "aiter::fmha_fwd_hd128_bf16_rtz", "trace: tl_mi300x_xdit_flux1_aiter_fmha_hipgraph (CK tile FmhaFwdKernel/FmhaBwdDQDKDVKernel/FmhaFwdSplitKVKernel/FmhaBatchPrefillWithPagedKVCacheKernel likewise)"),
+    _f("flashinfer_mla", r"flashinfer::mla::\w+Kernel|BatchDecodeWithPagedKVCacheKernelMLA|BatchMLAPagedAttention\w*Kernel", "fused", "fwd", "flashinfer",
+       "void flashinfer::mla::BatchMLAPagedAttentionKernel<flashinfer::mla::KernelTraits<true, 2u, 2u, 8u, 512u, 64u, 64u, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, float, int>, flashinfer::MLAParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int> >(flashinfer::MLAParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>)",
+       "source: flashinfer-ai/flashinfer include/flashinfer/attention/mla.cuh"),
+    _f("flashinfer_prefill", r"flashinfer::\w*PrefillWith\w*Kernel|flashinfer::PODWith\w*Kernel", "fused", "fwd", "flashinfer",
+       "void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinfer::KernelTraits<(flashinfer::MaskMode)1, 128u, 1u, 4u, 8u, 8u, 1u, 4u, (flashinfer::PosEncodingMode)0, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, float, int, flashinfer::DefaultAttention<false, false, false, false> >, flashinfer::BatchPrefillPagedParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int> >(flashinfer::BatchPrefillPagedParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>)",
+       "source: flashinfer-ai/flashinfer include/flashinfer/attention/prefill.cuh (paged and ragged KV; Single/Batch; POD in pod.cuh)"),
+    _f("flashinfer_decode", r"flashinfer::\w*DecodeWith\w*Kernel", "fused", "fwd", "flashinfer",
+       "void flashinfer::BatchDecodeWithPagedKVCacheKernel<(flashinfer::PosEncodingMode)0, 2u, 4u, 8u, 16u, 1u, 8u, flashinfer::DefaultAttention<false, false, false, false>, flashinfer::BatchDecodeParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int> >(flashinfer::BatchDecodeParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>)",
+       "source: flashinfer-ai/flashinfer include/flashinfer/attention/decode.cuh"),
+    _f("flash_mla", r"flash_fwd_splitkv_mla_kernel|flash_fwd_mla_kernel|sm\d+::\w*mla\w*_kernel", "fused", "fwd", "flash_mla",
+       "void flash::flash_fwd_splitkv_mla_kernel<Flash_fwd_kernel_traits_mla<576, 64, 64, 8, cutlass::bfloat16_t, 512>, true, flash::SharedStorageMLA<Flash_fwd_kernel_traits_mla<576, 64, 64, 8, cutlass::bfloat16_t, 512> > >(Flash_fwd_mla_params)",
+       "source: deepseek-ai/FlashMLA csrc/flash_fwd_mla_kernel.h (then flash_fwd_splitkv_mla_combine_kernel)"),
+    _f("sage_attention", r"qk_int\d*_sv_f\d+\w*_attn\w*kernel", "fused", "fwd", "sage",
+       "void qk_int_sv_f16_attn_kernel<128u, 64u, 32u, 64u, 128u, (DataType)0, (QuantGranularity)2, (QuantGranularity)2, float, false, __nv_bfloat16, (ComputeUnit)0, (MaskMode)0, false, false>(signed char*, signed char*, __half*, __nv_bfloat16*, float*, float*, float*, __nv_bfloat16*, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, float)",
+       "source: thu-ml/SageAttention csrc/qattn/qk_int_sv_f16_cuda_sm80.cu (qk_int_sv_f8_attn_kernel in the sm89/sm90 files)"),
+    _f("xformers_splitk", r"^_fwd_kernel_splitK\b", "fused", "fwd", "xformers",
+       "_fwd_kernel_splitK", "source: facebookresearch/xformers xformers/ops/fmha/_triton/splitk_kernels.py (then _splitK_reduce)"),
+    _f("vllm_paged_attention", r"paged_attention_v[12]_kernel", "fused", "fwd", "serving",
+       "void vllm::paged_attention_v2_kernel<__nv_bfloat16, __nv_bfloat16, 128, 16, 128, (vllm::Fp8KVCacheDataType)0, false, 512>(float*, float*, __nv_bfloat16*, __nv_bfloat16 const*, __nv_bfloat16 const*, __nv_bfloat16 const*, int, float, int const*, int const*, int, float const*, int, int, int, float const*, float const*, int, int, int)",
+       "source: vllm-project/vllm csrc/attention/attention_kernels.cuh (v2 splits the KV and ends with paged_attention_v2_reduce_kernel)"),
+    _f("rocm_paged_attention", r"paged_attention_ll4mi_QKV_mfma\d+_kernel|paged_attention_ll4mi_QKV_kernel", "fused", "fwd", "serving",
+       "void paged_attention_ll4mi_QKV_mfma16_kernel<__hip_bfloat16, __hip_bfloat16, (vllm::Fp8KVCacheDataType)0, 16, 128, 256, false, 1, 4>(__hip_bfloat16 const*, __hip_bfloat16 const*, __hip_bfloat16 const*, int, float, int const*, int const*, int const*, int, float const*, int, int, int, float*, float*, __hip_bfloat16*, __hip_bfloat16*, int, float const*, float const*, float const*)",
+       "source: vllm-project/vllm csrc/rocm/attention.cu (then paged_attention_ll4mi_reduce_kernel)"),
+    _f("triton_unified_attention", r"kernel_unified_attention_[23]d", "fused", "fwd", "serving",
+       "kernel_unified_attention_3d", "source: vllm-project/vllm vllm/v1/attention/ops/triton_unified_attention.py (3d splits the KV into segments, then reduce_segments)"),
+    _f("trtllm_fmha", r"fmhaSm\d+\w*Kernel", "fused", "fwd", "serving",
+       "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext", "trace: B200 serving trace quoted in the taxonomy (TensorRT-LLM / FlashInfer trtllm-gen kernels)"),
+    # -- stage decided by the launching op --------------------------------------------------------
+    _f("softmax_fwd", r"softmax_warp_forward<|cunn_SoftMaxForward(Reg|Smem)?<|SoftMaxForwardEpilogue|^triton_\w+_fused_\w*_softmax", "softmax", "fwd", "",
+       "void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, c10::BFloat16, at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(c10::BFloat16*, c10::BFloat16 const*, int)", "trace: tl_h100_owlv2_eager_bmm_softmax"),
+    _f("softmax_bwd", r"softmax_warp_backward<|cunn_SoftMaxBackward", "softmax", "bwd", "",
+       "void (anonymous namespace)::softmax_warp_backward<float, float, float, 7, false, false>(float*, float const*, float const*, int, int, int, bool const*)", "source: PyTorch softmax backward"),
+    _f("dropout", r"fused_dropout_kernel|masked_scale_kernel", "dropout", "", "",
+       "void at::native::(anonymous namespace)::fused_dropout_kernel_vec<float, float, unsigned int, 1, 4, bool>(at::cuda::detail::TensorInfo<float const, unsigned int>, at::cuda::detail::TensorInfo<float, unsigned int>, at::cuda::detail::TensorInfo<bool, unsigned int>, unsigned int, float, at::PhiloxCudaState)", "trace: hta_a100 (dropout in a CNN)"),
+    _f("gemm", r"gemm|Cijk_|nvjet_|xmma_gemm|s16816|s1688|s161616|cutlass|sgemm|hgemm", "matmul", "", "",
+       "cutlass_75_tensorop_bf16_s1688gemm_bf16_256x128_tn_align1", "trace: tl_h100_owlv2_eager_bmm_softmax (QK^T)"),
 )
 
+_user_families: tuple[KernelFamily, ...] = ()
 _COMPILED = [(re.compile(f.pattern), f) for f in KERNEL_FAMILIES]
+
+
+def set_user_families(rows: tuple[KernelFamily, ...] | list[KernelFamily]) -> None:
+    """Put a user's rows (attention/user_table.py) ahead of the built-in table; () removes them."""
+    global _user_families, _COMPILED
+    _user_families = tuple(rows)
+    _COMPILED = [(re.compile(f.pattern), f) for f in _user_families + KERNEL_FAMILIES]
+    kernel_family.cache_clear()
+
+
+def user_families() -> tuple[KernelFamily, ...]:
+    return _user_families
+
+
+def effective_families() -> tuple[KernelFamily, ...]:
+    """The table in the order it is searched: the user's rows first, then the built-in ones."""
+    return _user_families + KERNEL_FAMILIES
 
 
 @lru_cache(maxsize=65536)
@@ -81,6 +207,12 @@ def kernel_family(name: str) -> KernelFamily | None:
 def fused_family(name: str) -> KernelFamily | None:
     fam = kernel_family(name)
     return fam if fam is not None and fam.stage == "fused" else None
+
+
+def helper_family(name: str) -> KernelFamily | None:
+    """The family of a kernel that is part of a multi-kernel call but never a call alone."""
+    fam = kernel_family(name)
+    return fam if fam is not None and fam.stage in HELPER_STAGES else None
 
 
 # --- Ops --------------------------------------------------------------------------------------
@@ -113,7 +245,10 @@ FUSED_OPS = frozenset({
 # Vendor/serving attention ops, matched by pattern; the implementation is the op name.
 VENDOR_OP = re.compile(
     r"^(vllm::unified_attention\w*|aiter::(fmha\w*|mha\w*|flash_attn\w*|paged_attention\w*)|flash_attn::\w+|"
-    r"_flash_attn_\w*forward|xformers::\w*attention\w*|sgl_kernel::\w*attention\w*|flashinfer::\w*)$"
+    r"_flash_attn_\w*forward|xformers::\w*attention\w*|sgl_kernel::\w*attention\w*|flashinfer::\w*|"
+    # custom ops: SageAttention, FA3, vLLM's vendored FlashAttention and FlashMLA, vLLM/ROCm paged attention
+    r"sageattention::\w+|flash_attn_3::\w+|_vllm_fa[234]_C::\w+|_flashmla_C::\w+|_C::paged_attention_v[12]|"
+    r"_rocm_C::paged_attention\w*)$"
 )
 # Module scopes that enclose one attention call: class names with "Attention" (HF eager and sdpa
 # classes, nn.MultiheadAttention), but not containers of several layers.

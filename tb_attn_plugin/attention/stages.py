@@ -120,9 +120,12 @@ def classify_call(L: Linked, call: Call, stage_of: list[str | None]) -> None:
 
 
 def kernel_stage(op_stage: str, kernel_name: str) -> str:
-    """A kernel takes its op's stage, except helper kernels of a fused op (fills, copies): any other
-    kernel a fused op launches is the fused attention, even one no family knows."""
+    """A kernel takes its op's stage, except helper kernels of a fused op (fills, copies), and the
+    named sub-stages of a multi-kernel call (quantize, split_kv_reduce, ...): any other kernel a fused
+    op launches is the fused attention, even one no family knows."""
     fam = P.kernel_family(kernel_name)
+    if fam is not None and fam.stage in P.HELPER_STAGES:
+        return fam.stage
     if op_stage == "fused":
         return "other" if helper_kind(kernel_name) is not None else "fused"
     if fam is not None and fam.stage == "fused":

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable
 import torch
 from torch.profiler import ProfilerAction, ProfilerActivity
 
+from . import peaks as peak_meter
 from . import run_info, tags
 from .hooks import Tagger
 from .memory import MemoryRecorder
@@ -54,6 +55,9 @@ class profile(torch.profiler.profile):
     memory: record memory: ``profile_memory=True`` and, on CUDA, the caching allocator's history
         (Python stacks, the attention calls' tags as annotations), dumped beside each trace as
         ``{worker}.{time_ns}.memory.pickle``; without CUDA only the profiler's memory events.
+    measure_peaks: record this machine's measured matmul FLOP/s and copy bandwidth in the trace
+        metadata (for the roofline). None: only for the CPU and GPUs the data-sheet table lacks.
+        Measured once per machine (about a second, before the profiler starts), then cached.
     """
 
     def __init__(self, logdir: str | os.PathLike | None = None, *, model: torch.nn.Module | None = None,
@@ -61,7 +65,8 @@ class profile(torch.profiler.profile):
                  activities: Iterable[ProfilerActivity] | None = None, schedule: Callable[[int], Any] | None = None,
                  on_trace_ready: Callable[[Any], Any] | None = None, record_shapes: bool = True,
                  profile_memory: bool = False, with_stack: bool = False, scalars: bool = True,
-                 worker_name: str | None = None, use_gzip: bool = True, memory: bool = False, **kwargs: Any):
+                 worker_name: str | None = None, use_gzip: bool = True, memory: bool = False,
+                 measure_peaks: bool | None = None, **kwargs: Any):
         if logdir is None and on_trace_ready is None:
             raise ValueError("tb_attn_plugin.profile needs a logdir (or an on_trace_ready handler) to write traces to")
         if model is not None and not isinstance(model, torch.nn.Module):
@@ -85,12 +90,15 @@ class profile(torch.profiler.profile):
         self._memory = MemoryRecorder() if memory else None
         self.snapshots: list[str] = []  # memory snapshots written, in order (memory=True on CUDA)
         profile_memory = profile_memory or memory
+        self._measure_peaks = measure_peaks
+        self._peaks: dict[str, Any] | None = None
         super().__init__(activities=list(activities) if activities is not None else default_activities(),
                          schedule=schedule, on_trace_ready=self._trace_ready_handler, record_shapes=record_shapes,
                          profile_memory=profile_memory, with_stack=with_stack, **kwargs)
 
     # -- window tracking ------------------------------------------------------------------------
     def start(self) -> None:
+        self._peaks = self._measured_peaks()  # before recording starts: its matmuls stay out of the trace
         super().start()
         self._sync()
 
@@ -132,7 +140,17 @@ class profile(torch.profiler.profile):
     def _metadata_json(self) -> str:
         meta = run_info.metadata(self.variant, self.model, self.extra)
         meta["worker"] = self.worker
+        if self._peaks is not None:
+            meta["peaks"] = self._peaks
         return tags.run_metadata(**meta)
+
+    def _measured_peaks(self) -> dict[str, Any] | None:
+        if self._measure_peaks is False:
+            return None
+        dev = run_info.device_of(self.model)
+        if self._measure_peaks is None and not peak_meter.needs_measurement(dev):
+            return None
+        return peak_meter.measured_peaks(dev)
 
     # -- trace written --------------------------------------------------------------------------
     def _trace_ready_handler(self, prof) -> None:

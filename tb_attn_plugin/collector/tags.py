@@ -29,7 +29,9 @@ METADATA_KEY = "tb_attn"
 CALL_PREFIX = "tb_attn::call "
 STAGE_PREFIX = "tb_attn::stage "
 
-STAGES = ("qkv_proj", "qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "out_proj", "fused", "other")
+STAGES = ("qkv_proj", "qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "out_proj", "fused",
+          # Sub-stages of a call made of several kernels (attention/patterns.py HELPER_STAGES).
+          "quantize", "kv_cache_write", "preprocess", "split_kv_reduce", "postprocess", "other")
 # Short names accepted from users in stage marks.
 STAGE_ALIASES = {"qkv": "qkv_proj", "qk": "qk_matmul", "scores": "qk_matmul", "mask": "scale_mask",
                  "scale": "scale_mask", "av": "av_matmul", "out": "out_proj", "proj": "out_proj"}

@@ -1,7 +1,8 @@
 """Analysis results kept across TensorBoard restarts, outside the logdir.
 
-One file per trace version: the key hashes the trace's path, size, mtime and the engine version,
-so a changed trace or a new engine never reuses an old result, and nothing needs invalidating.
+One file per trace version: the key hashes the trace's path, size, mtime, the engine version and
+the contents of the user's pattern files (TB_ATTN_PATTERNS), so a changed trace, a new engine or an
+edited kernel table never reuses an old result, and nothing needs invalidating.
 A file holds one header line (status, message, summary) and then the report's JSON bytes, so that
 the index can learn a run's state by reading one line, and /report can send the bytes as they are.
 Errors are cached too: a broken trace is not re-parsed on every restart.
@@ -61,8 +62,11 @@ def max_disk_bytes() -> int:
     return int(max(mb, 1.0) * (1 << 20))
 
 
-def cache_key(path: str, size: int, mtime: float) -> str:
-    text = "\0".join([ENGINE_VERSION, str(path), str(int(size)), repr(round(float(mtime), 6))])
+def cache_key(path: str, size: int, mtime: float, patterns: str = "") -> str:
+    """``patterns``: the fingerprint of the user's kernel families (user_table.fingerprint), which
+    change reports as much as the engine does."""
+    text = "\0".join([ENGINE_VERSION, str(path), str(int(size)), repr(round(float(mtime), 6))]
+                      + ([patterns] if patterns else []))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -157,11 +157,12 @@ class RunIndex:
 
     def _schedule(self) -> None:
         now = self.clock()
+        patterns = self._patterns()  # read outside the lock
         settled = []
         with self._lock:
             for e in self._entries.values():
                 if e.phase == "waiting" and now - e.changed_at >= self.settle_s:
-                    e.phase, e.key = "checking", cache_key(e.path, e.size, e.mtime)
+                    e.phase, e.key = "checking", cache_key(e.path, e.size, e.mtime, patterns)
                     settled.append((e, e.key))
         for e, key in settled:  # cache reads outside the lock: requests never wait on disk
             hit = self.cache.get(key, with_report=False)
@@ -256,6 +257,12 @@ class RunIndex:
         with self._lock:
             return sorted({e.run for e in self._entries.values()})
 
+    def _patterns(self) -> str:
+        """Fingerprint of the pattern files the workers load (TB_ATTN_PATTERNS as the pool saw it)."""
+        from ..attention.user_table import env_paths, fingerprint
+
+        return fingerprint(env_paths(getattr(self.pool, "patterns", "")))
+
     def lookup(self, run: str, worker: str | None = None, span: str | None = None) -> Entry:
         """The entry a request names; worker defaults to the first, span to the latest."""
         with self._lock:
@@ -276,6 +283,18 @@ class RunIndex:
                     return e
             raise UnknownName(f"worker {_quote(worker)} of run {_quote(run)} has no span {_quote(span)}"
                               + _known(spans, "spans"))
+
+    def latest_entries(self, run: str) -> list[Entry]:
+        """Each worker's latest span in ``run``, by worker name (the ranks of a job, for /ranks)."""
+        with self._lock:
+            in_run = [e for e in self._entries.values() if e.run == run]
+            if not in_run:
+                raise UnknownName(f"no run named {_quote(run)}" + _known(sorted({e.run for e in self._entries.values()})))
+            latest: dict[str, Entry] = {}
+            for e in in_run:
+                if e.worker not in latest or span_key(e.span) > span_key(latest[e.worker].span):
+                    latest[e.worker] = e
+            return [latest[w] for w in sorted(latest)]
 
     def want(self, e: Entry) -> None:
         """Someone is waiting for this file: let it jump the queue."""

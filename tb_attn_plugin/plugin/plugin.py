@@ -27,7 +27,9 @@ from . import cache as cache_mod
 from . import memory_route
 from .index import ERROR, LOADING, RunIndex, UnknownName
 from .layout import MAX_NAME, Source
-from .pool import AnalysisPool
+from .pool import make_pool
+from .ranks_route import RanksAnswers
+from .sweeps import SweepIndex
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +123,19 @@ def _check(name: str, value: str) -> str:
     return value
 
 
+def _check_patterns() -> None:
+    """Say at start when TB_ATTN_PATTERNS names a bad file (every run then shows the same error)."""
+    from ..attention.user_table import ENV, PatternError, env_paths, load_files
+
+    try:
+        rows = load_files(env_paths())
+    except PatternError as exc:
+        logger.error("tb-attn: %s: %s; runs are not analysed until it is fixed", ENV, exc)
+        return
+    if rows:
+        logger.info("tb-attn: %d kernel families from %s", len(rows), ENV)
+
+
 class AttentionPlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
@@ -132,17 +147,22 @@ class AttentionPlugin(base_plugin.TBPlugin):
         reload_s = getattr(flags, "reload_interval", 5.0) if flags is not None else 5.0
         settle_s = float(os.environ.get("TB_ATTN_SETTLE_S", "2.0"))
         cache = cache_mod.ReportCache()
-        self._index = RunIndex(self._logdir, cache, AnalysisPool(), settle_s=settle_s,
+        _check_patterns()
+        self._index = RunIndex(self._logdir, cache, make_pool(), settle_s=settle_s,
                                interval_s=float(reload_s) if reload_s and reload_s > 0 else None)
+        self._sweeps = SweepIndex(self._logdir, interval_s=float(reload_s) if reload_s and reload_s > 0 else None)
         if self._logdir:
+            self._sweeps.start()
             # Trim what earlier sessions left (old engine versions, runs long gone) without
             # holding up TensorBoard's start.
             threading.Thread(target=cache.prune, name="tb-attn-cache-prune", daemon=True).start()
             self._index.start()
+        self._ranks = RanksAnswers(self._index)
 
     def close(self) -> None:
         """Stop scanning and the worker processes (TensorBoard has no hook; tests and bench call it)."""
         self._index.close()
+        self._sweeps.close()
 
     @property
     def index(self) -> RunIndex:
@@ -153,16 +173,20 @@ class AttentionPlugin(base_plugin.TBPlugin):
             "/runs": self._serve_runs,
             "/report": self._serve_report,
             "/compare": self._serve_compare,
+            "/ranks": self._serve_ranks,
             "/kernels": self._serve_kernels,
             "/call": self._serve_call,
+            "/annotated": self._serve_annotated,
             "/memory": self._serve_memory,
+            "/sweeps": self._serve_sweeps,
+            "/sweep": self._serve_sweep,
             "/index.js": self._serve_index_js,
             "/static/*": self._serve_static,
         }
 
     def is_active(self) -> bool:
         # Answers from what the background scan already knows; never lists the logdir here.
-        return self._index.has_traces()
+        return self._index.has_traces() or self._sweeps.has_sweeps()
 
     def frontend_metadata(self):
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="Attention")
@@ -243,10 +267,19 @@ class AttentionPlugin(base_plugin.TBPlugin):
                             + (f" (samples: {ids[0]}..{ids[-1]})" if ids else " (it has no attention calls)"))
 
     @_route
+    def _serve_annotated(self, request):
+        from . import annotated
+
+        e = self._entry(request)
+        if e.status == ERROR:
+            raise ApiError(422, e.message or f"{e.display}: cannot be analysed")
+        return annotated.respond(request, e, self._index.pool, ApiError)
+
+    @_route
     def _serve_memory(self, request):
         e = self._entry(request)
         try:
-            points = memory_route.parse_points(_param(request, "points"))
+            points = memory_route.parse_points(_int_param(request, "points", digits=6))
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
         view = self._report(e, memory_route.MemoryView)
@@ -259,16 +292,20 @@ class AttentionPlugin(base_plugin.TBPlugin):
         if not self._logdir:
             raise ApiError(404, "TensorBoard was started without --logdir (or --logdir_spec), so there are no runs")
         names = [_check("run", r) for r in request.args.getlist("run")]
+        # Optional: one worker per run (rank against rank: /compare?run=job&worker=rank0&run=job&worker=rank5)
+        workers = [_check("worker", w) for w in request.args.getlist("worker")] or [None] * len(names)
+        if len(workers) != len(names):
+            raise ApiError(400, f"give one worker per run or none ({len(names)} runs, {len(workers)} workers)")
         if len(names) < 2:
             raise ApiError(400, "compare needs at least two runs: /compare?run=A&run=B")
         if len(names) > MAX_COMPARE:
             raise ApiError(400, f"compare takes at most {MAX_COMPARE} runs, not {len(names)}")
-        if len(set(names)) != len(names):
+        if len(set(zip(names, workers))) != len(names):
             raise ApiError(400, "each run may be named only once in a comparison")
         entries = []
-        for name in names:
+        for name, worker in zip(names, workers):
             try:
-                entries.append(self._index.lookup(name))
+                entries.append(self._index.lookup(name, worker))
             except UnknownName as exc:
                 raise ApiError(404, str(exc)) from None
         failed = [e for e in entries if e.status == ERROR]
@@ -283,10 +320,38 @@ class AttentionPlugin(base_plugin.TBPlugin):
             if r is None:  # its cache entry vanished: it is being analysed again
                 loading = [e]
                 break
-            reports.append((e.run, r))
+            reports.append((e.run if workers[0] is None else f"{e.run}/{e.worker}", r))
         if loading:
             return _json(request, {"status": "loading", "waiting_for": [e.run for e in loading]}, 202)
         return _json(request, compare_reports(reports))
+
+    @_route
+    def _serve_ranks(self, request):
+        if not self._logdir:
+            raise ApiError(404, "TensorBoard was started without --logdir (or --logdir_spec), so there are no runs")
+        try:
+            code, body = self._ranks.answer(_param(request, "run", required=True))
+        except UnknownName as exc:
+            raise ApiError(404, str(exc)) from None
+        return _json(request, body, code)
+
+    @_route
+    def _serve_sweeps(self, request):
+        return _json(request, self._sweeps.runs_json())
+
+    @_route
+    def _serve_sweep(self, request):
+        if not self._logdir:
+            raise ApiError(404, "TensorBoard was started without --logdir (or --logdir_spec), so there are no runs")
+        run = _param(request, "run", required=True)
+        try:
+            return _json(request, self._sweeps.get(run, set(self._index.run_names())))
+        except KeyError:
+            known = [s["run"] for s in self._sweeps.runs_json()["sweeps"]]
+            raise ApiError(404, f"no sweep run named {run[:80]!r}"
+                                + (f" (sweeps: {', '.join(known[:20])})" if known else " (no sweep.jsonl found)")) from None
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from None
 
     @_route
     def _serve_index_js(self, request):

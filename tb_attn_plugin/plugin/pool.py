@@ -33,10 +33,13 @@ def default_workers() -> int:
 # the logdir the way this TensorBoard process was configured to.
 REMOTE_ENV_PREFIXES = ("AWS_", "FSSPEC_", "GOOGLE_", "GCSFS_", "AZURE_", "S3_")
 PROXY_ENV = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"}
+ENGINE_ENV = {"TB_ATTN_PATTERNS"}  # the user's kernel families (attention/user_table.py)
 
 
 def remote_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k.startswith(REMOTE_ENV_PREFIXES) or k in PROXY_ENV}
+    env = {k: v for k, v in os.environ.items() if k.startswith(REMOTE_ENV_PREFIXES) or k in PROXY_ENV | ENGINE_ENV}
+    env.setdefault("TB_ATTN_PATTERNS", "")  # unset here: a reused worker must drop the rows it loaded
+    return env
 
 
 def _context():
@@ -107,6 +110,21 @@ class AnalysisPool:
             ex.shutdown(wait=False, cancel_futures=True)
 
     @property
+    def patterns(self) -> str:
+        """TB_ATTN_PATTERNS as the workers get it."""
+        return self._env.get("TB_ATTN_PATTERNS", "")
+
+    def call(self, fn, *args) -> Future:
+        """Run ``fn(*args, env)`` in a worker (fn: a function of work.py), e.g. work.annotate."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("analysis pool is closed")
+            if self._executor is None:
+                self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=_context())
+                self._submitted = self._pending = 0
+            return self._executor.submit(fn, *args, self._env)
+
+    @property
     def executor(self) -> ProcessPoolExecutor | None:
         return self._executor
 
@@ -116,3 +134,13 @@ class AnalysisPool:
             ex, self._executor = self._executor, None
         if ex is not None:
             ex.shutdown(wait=False, cancel_futures=True)
+
+
+def make_pool():
+    """The local pool, or a Dask cluster's when TB_ATTN_DASK_SCHEDULER names one (see dask_pool.py)."""
+    address = os.environ.get("TB_ATTN_DASK_SCHEDULER", "").strip()
+    if address:
+        from .dask_pool import DaskAnalysisPool
+
+        return DaskAnalysisPool(address)
+    return AnalysisPool()

@@ -39,6 +39,9 @@ def analyze(path: str, display_name: str, env: dict[str, str] | None = None
     from ..errors import TraceError
     from ..report.build import analyze_file
 
+    bad = _use_patterns()
+    if bad:
+        return "error", f"{display_name}: {bad}", {}, None
     try:
         report = analyze_file(path)
     except TraceError as exc:
@@ -58,3 +61,48 @@ def analyze(path: str, display_name: str, env: dict[str, str] | None = None
     report["source"]["path"] = display_name
     return "ready", None, summary_of(report), msgspec.json.encode(report)
 
+
+
+_installed: str | None = None  # fingerprint of the pattern files this worker has loaded
+
+
+def _use_patterns() -> str | None:
+    """Load TB_ATTN_PATTERNS (again only when the files changed); the one-line error, or None."""
+    global _installed
+    from ..attention import patterns
+    from ..attention.user_table import ENV, PatternError, fingerprint, install_from_env
+
+    fp = fingerprint()
+    if fp == _installed:
+        return None
+    try:
+        install_from_env()
+    except PatternError as exc:
+        patterns.set_user_families(())
+        _installed = None
+        return f"{ENV}: {exc}"
+    _installed = fp
+    return None
+
+
+def annotate(path: str, out: str, env: dict[str, str] | None = None) -> tuple[str, str | None]:
+    """Write the annotated copy of ``path`` to ``out`` (a temporary file of the plugin's); (status, message)."""
+    import os
+
+    if env:
+        os.environ.update(env)
+    from ..errors import TraceError
+    from ..report.annotate import annotate as run
+
+    bad = _use_patterns()
+    if bad:
+        return "error", bad
+    try:
+        run(path, out)
+    except TraceError as exc:
+        return "error", str(exc.cause)
+    except MemoryError:
+        return "error", "not enough memory to annotate this trace"
+    except Exception as exc:
+        return "error", f"annotation failed ({type(exc).__name__}: {exc}); please report this"
+    return "ready", None

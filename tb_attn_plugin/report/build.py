@@ -11,7 +11,8 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
-from ..attention import shapes
+from ..attention import patterns as kernel_table
+from ..attention import safety, shapes
 from ..attention.detect import Call, detect
 from ..attention.devices import describe
 from ..attention.patterns import is_vendor_op, needs_shapes
@@ -19,7 +20,8 @@ from ..attention.metrics import PASSES, Cell, layer_type_of_path, measure
 from ..attention.stages import kernel_stage
 from ..collector import tags
 from ..memory import engine as memory
-from ..trace import discover
+from ..roofline.section import build as build_roofline
+from ..trace import discover, stream
 from ..trace.events import decode
 from ..trace.link import Linked, link
 from ..trace.read import file_size, read_trace_text
@@ -37,8 +39,9 @@ MAX_LAYER_KERNELS = 100
 MAX_LAYERS = 1000  # a trace without module scopes can name thousands of layers; keep the report compact
 
 
-def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
-    """Analyse one trace file (local path or fsspec URL). Raises TraceError on unusable input."""
+def analyze_file(path: str, progress: Progress | None = None, keep: dict | None = None) -> dict[str, Any]:
+    """Analyse one trace file (local path or fsspec URL). Raises TraceError on unusable input.
+    ``keep``, when given, receives the linked trace and the calls (``tb-attn annotate`` reads them)."""
     say = progress or (lambda phase, frac: None)
     path = str(path)
     gc_was = gc.isenabled()
@@ -46,21 +49,30 @@ def analyze_file(path: str, progress: Progress | None = None) -> dict[str, Any]:
     try:
         t0 = time.perf_counter()
         say("reading", 0.0)
-        text, warnings = read_trace_text(path)  # its only warnings are about a gzip stream cut short
-        gzip_cut = bool(warnings)
-        size = len(text)
-        say("decoding", 0.15)
-        ev = decode(path, text, warnings, keep_shapes=needs_shapes)
-        del text
+        # Streamed through the scanner when the file is plainly laid out (the whole text is never
+        # held); else, or without the scanner, the whole text is read and judged the careful way.
+        streamed = stream.decode_file(path, needs_shapes, lambda f: say("reading", 0.6 * f))
+        if streamed is not None:
+            (ev, size), gzip_cut = streamed, False
+        else:
+            text, warnings = read_trace_text(path)  # its only warnings are about a gzip stream cut short
+            gzip_cut = bool(warnings)
+            size = len(text)
+            say("decoding", 0.15)
+            ev = decode(path, text, warnings, keep_shapes=needs_shapes)
+            del text
         say("linking", 0.6)
         L = link(ev)
         say("finding attention", 0.75)
         calls, call_of = detect(L)
         say("measuring", 0.85)
         m = measure(L, calls, call_of)
-        report = _assemble(path, size, ev, L, calls, m, {})
+        report = _assemble(path, size, ev, L, calls, m, {}, call_of)
         say("memory", 0.95)
         _add_memory(report, ev, L, calls, call_of, m, path)
+        _safety_net(report, L, call_of, m)
+        if keep is not None:
+            keep.update(L=L, calls=calls, call_of=call_of, measured=m, events=ev)
         report["trace"]["truncated"] = gzip_cut or ev.truncated
         report["analysis_seconds"] = round(time.perf_counter() - t0, 4)
         say("done", 1.0)
@@ -145,9 +157,9 @@ def _shape_info(L: Linked, c: Call) -> None:
                 return
 
 
-def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str, Any]:
-    device = describe(ev.device_properties)
+def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None) -> dict[str, Any]:
     has_gpu = bool(L.kernels)
+    device = describe(ev.device_properties, has_gpu)
     basis = "gpu" if has_gpu else "cpu"
     _name_calls(calls)
     for c in calls:
@@ -267,6 +279,8 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem) -> dict[str,
                   "backward_links": len(L.fwd_of)},
         "warnings": list(ev.warnings),
     }
+    if call_of is not None:
+        report["roofline"] = build_roofline(L, calls, call_of, m, device, metadata, has_gpu)
     report["verdicts"] = verdicts(report)
     return report
 
@@ -300,7 +314,9 @@ def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[d
                                    "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0,
                                    "stream": _stream(k.ev)})
         for k in c.kernels:
-            events.append({"name": k.ev.name, "kind": "kernel", "stage": "fused", "pass": "fwd",
+            fam = kernel_table.helper_family(k.ev.name)
+            events.append({"name": k.ev.name, "kind": "kernel", "stage": fam.stage if fam else "fused",
+                           "pass": (fam.pass_ or "fwd") if fam else "fwd",
                            "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0,
                            "stream": _stream(k.ev)})
         end = max((ev["start_us"] + ev["dur_us"] for ev in events), default=0.0)
@@ -326,6 +342,18 @@ def _stream(ev) -> str:
     """The GPU stream a kernel ran on (kineto writes it as the event's tid and in args)."""
     stream = ev.args.stream if ev.args is not None and ev.args.stream is not None else ev.tid
     return str(stream)
+def _safety_net(report: dict[str, Any], L: Linked, call_of: list[int], m) -> None:
+    """Attention-looking kernels that nothing explains (attention/safety.py), and the table used."""
+    rows = safety.unknown_kernels(L, call_of, m.kernel_call, m.total_gpu_us)
+    report["unknown_kernels"] = rows
+    line = safety.warning_line(rows)
+    if line:
+        report["warnings"].append(line)
+    from ..attention.user_table import installed_files
+
+    report["kernel_table"] = {"families": len(kernel_table.effective_families()),
+                              "user_families": len(kernel_table.user_families()),
+                              "user_sources": [os.path.basename(f) for f in installed_files()]}
 
 
 def analyze_path(path: str, progress_for: Callable[[discover.TraceFile], Progress] | None = None, loose: bool = True):

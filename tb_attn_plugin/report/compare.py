@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from ..collector.tags import STAGES
 from ..memory import compare as memory_compare
+from ..roofline.decompose import decompose
 
 PASS_ORDER = ("fwd", "bwd")
 MAX_ONLY_IN = 100  # kernels listed per run in kernels_only_in; the count is always exact
@@ -161,4 +162,5 @@ def compare_reports(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, 
         "kernels_only_in_counts": counts,
         "totals": totals,
         "memory": memory_compare.compare(runs),
+        "decomposition": decompose(names, reports, basis),
     }

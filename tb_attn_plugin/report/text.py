@@ -7,6 +7,7 @@ from typing import Any
 
 from ..collector.tags import STAGES
 from ..memory import text as memory_text
+from ..roofline.text import decomposition_lines, roofline_lines
 from .words import cut, plural
 
 NAME_WIDTH = 48  # layer and run names in tables; longer ones end in an ellipsis
@@ -32,7 +33,7 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     src = r["source"]
     dev = r.get("device") or {}
     out = [f"{src['path']}"]
-    what = dev.get("name") or "CPU only"
+    what = dev.get("name") or ("unknown GPU" if basis == "gpu" else "CPU only")
     meta = r.get("metadata") or {}
     if meta.get("variant"):
         what += f" · variant {meta['variant']}"
@@ -46,6 +47,7 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     verdicts = r.get("verdicts") or []
     if verdicts:
         out.append(f"  verdict: {verdicts[0]['message']}")
+    out.extend(_unknown_kernels(r))
     if not r["layers"]:
         return "\n".join(out + memory_text.render(r.get("memory")))
 
@@ -80,9 +82,25 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     if len(verdicts) > 1:
         out.append("")
         out.extend(f"  - {v['message']}" for v in verdicts[1:])
+    if roofline_lines(r):
+        out.append("")
+        out.extend(roofline_lines(r))
     out.append("")
     out.extend(memory_text.render(r.get("memory")))
     return "\n".join(out)
+
+
+def _unknown_kernels(r: dict[str, Any], top: int = 5) -> list[str]:
+    """The safety net (attention/safety.py): kernels that look like attention but nothing explains."""
+    rows = r.get("unknown_kernels") or []
+    if not rows:
+        return []
+    out = ["", "  unknown attention kernels (named like attention, in no family and no call):"]
+    out.extend("  " + line for line in _table([[k["name"][:90], str(k["count"]), _us(k["gpu_us"]), f"{k['share']:.1%}"]
+                                                for k in rows[:top]], ["kernel", "count", "gpu", "share"]))
+    out.append("  to count one as attention, put a row like this in a file and pass --patterns FILE:")
+    out.extend("    " + line for line in rows[0]["toml"].splitlines())
+    return out
 
 
 def render_compare(c: dict[str, Any], top: int = 12) -> str:
@@ -108,5 +126,7 @@ def render_compare(c: dict[str, Any], top: int = 12) -> str:
         out.append("")
     out.extend(f"  {plural(n, 'kernel name')} only in {name}, e.g. {cut(kernels[0]['name'], 100)}"
                for name, kernels, n in only if n)
+    if decomposition_lines(c):
+        out.extend([""] + decomposition_lines(c))
     out.extend(memory_text.render_compare(c.get("memory")))
     return "\n".join(out)

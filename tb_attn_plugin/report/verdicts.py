@@ -87,6 +87,9 @@ def verdicts(r: dict[str, Any]) -> list[dict[str, str]]:
         if peak:
             msg += f", {lay['tflops'] / peak:.0%} of the {dev.get('name')} dense 16-bit peak ({peak:.0f})"
         out.append({"id": "tflops", "severity": "info", "message": msg})
+    roof_rows = (r.get("roofline") or {}).get("layers") or []
+    if roof_rows and roof_rows[0].get("bound"):  # the slowest layer type's bound, with its number
+        out.append({"id": "roofline", "severity": "info", "message": roof_rows[0]["line"]})
     scores = [lay for lay in layers if lay.get("score_bytes")]
     if scores:
         lay = max(scores, key=lambda x: x["score_bytes"])

@@ -186,7 +186,7 @@ enum { SCAN_OK = 0, SCAN_NOT_PLAIN = -1, SCAN_NO_MEMORY = -2 };
  * JSON array. *next is where the following call starts (or the index of ']'), *done says the
  * array ended. */
 static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t budget, const Rules *r, Out *out,
-                      Py_ssize_t *dropped, Py_ssize_t *next, int *done) {
+                      Py_ssize_t *dropped, Py_ssize_t *next, int *done, int partial) {
     Py_ssize_t p = skip_ws(s, pos, stop);
     int first = 1;
     if (out_put(out, "[", 1) < 0) return SCAN_NO_MEMORY;
@@ -196,16 +196,18 @@ static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t
         return out_put(out, "]", 1) < 0 ? SCAN_NO_MEMORY : SCAN_OK;
     }
     while (p < stop) {
-        Py_ssize_t e0 = p, e1;
-        int keep = 1;
+        Py_ssize_t e0 = p, e1, mark = out->len, dropped0 = *dropped;
+        int keep = 1, was_first = first;
         if (s[p] == '{') {
             Str cat = {0}, name = {0};
             int doubt = 0;
             e1 = scan_event(s, p, stop, &cat, &name, &doubt);
+            if (e1 < 0 && partial) goto more; /* the window may end inside this event */
             if (e1 < 0) return SCAN_NOT_PLAIN;
             keep = doubt || keep_event(r, &cat, &name);
         } else {
             e1 = skip_value(s, p, stop);
+            if (e1 < 0 && partial) goto more;
             if (e1 < 0) return SCAN_NOT_PLAIN;
         }
         if (keep) {
@@ -215,6 +217,7 @@ static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t
             (*dropped)++;
         }
         p = skip_ws(s, e1, stop);
+        if (p >= stop && partial) goto more; /* the separator after it is in the next window */
         if (p >= stop) return SCAN_NOT_PLAIN; /* cut short: no closing bracket */
         if (s[p] == ']') {
             *done = 1;
@@ -228,6 +231,19 @@ static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t
             *next = p;
             break;
         }
+        continue;
+    more:
+        /* Streaming (partial): this event is not complete in the window. Undo it, and go on from
+         * its start once the caller has appended the next piece of the file. */
+        out->len = mark;
+        first = was_first;
+        *dropped = dropped0;
+        *next = e0;
+        return out_put(out, "]", 1) < 0 ? SCAN_NO_MEMORY : SCAN_OK;
+    }
+    if (p >= stop && partial) {
+        *next = p; /* the window ended just after a ',': the next event starts in the next one */
+        return out_put(out, "]", 1) < 0 ? SCAN_NO_MEMORY : SCAN_OK;
     }
     if (p >= stop) return SCAN_NOT_PLAIN;
     return out_put(out, "]", 1) < 0 ? SCAN_NO_MEMORY : SCAN_OK;
@@ -244,7 +260,7 @@ static int as_bytes(PyObject *o, const char **p, Py_ssize_t *n, const char *what
 }
 
 PyDoc_STRVAR(scan_events_doc,
-"scan_events(text, pos, budget, cats, frame_cat, frame_prefix, other_name)\n"
+"scan_events(text, pos, budget, cats, frame_cat, frame_prefix, other_name, partial=False)\n"
 "    -> (bytes | None, dropped, next, done)\n\n"
 "Reads the trace's event array from text[pos] (just after its '[' or after the ',' where the\n"
 "previous call stopped) for about `budget` bytes, and returns the events the analysis may use\n"
@@ -253,18 +269,20 @@ PyDoc_STRVAR(scan_events_doc,
 "is frame_cat and its \"name\" starts with frame_prefix; when its \"name\" is other_name; or\n"
 "when it cannot be judged without decoding. The first item is None when the text is not a\n"
 "plain array of values from pos (cut short, unbalanced, a stray character): the caller then\n"
-"decodes the file without this scanner.");
+"decodes the file without this scanner. With partial, text is a window of a file being\n"
+"streamed: where the window ends inside an event, the call returns the events before it, done\n"
+"False and `next` at that event's start, to be called again on a window that starts there.");
 
 static PyObject *scan_events(PyObject *self, PyObject *args) {
     Py_buffer text;
     Py_ssize_t pos, budget, dropped = 0, next = 0;
-    int done = 0, rc;
+    int done = 0, rc, partial = 0;
     PyObject *cats, *frame_cat, *frame_prefix, *other_name, *result = NULL;
     Rules r = {0};
     Out out = {0};
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*nnO!SSS", &text, &pos, &budget, &PyTuple_Type, &cats, &frame_cat,
-                          &frame_prefix, &other_name))
+    if (!PyArg_ParseTuple(args, "y*nnO!SSS|p", &text, &pos, &budget, &PyTuple_Type, &cats, &frame_cat,
+                          &frame_prefix, &other_name, &partial))
         return NULL;
     if (pos < 0 || pos > text.len) {
         PyErr_SetString(PyExc_ValueError, "pos must lie within text");
@@ -290,7 +308,7 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
     out.cap = ((budget > 0 && budget < text.len - pos) ? budget : text.len - pos) / 2 + 4096;
     out.buf = PyMem_RawMalloc((size_t)out.cap);
     rc = out.buf == NULL ? SCAN_NO_MEMORY
-                         : scan_chunk((const char *)text.buf, pos, text.len, budget, &r, &out, &dropped, &next, &done);
+                         : scan_chunk((const char *)text.buf, pos, text.len, budget, &r, &out, &dropped, &next, &done, partial);
     Py_END_ALLOW_THREADS
     if (rc == SCAN_NO_MEMORY) {
         PyErr_NoMemory();

@@ -19,6 +19,19 @@ except ImportError:  # no compiler at install time: events.py decodes every even
     _scan_events = None
 
 available = _scan_events is not None
+
+
+def _can_stream() -> bool:
+    """Whether the built scanner takes windows of a streamed file (an older build does not)."""
+    if _scan_events is None:
+        return False
+    try:
+        return _scan_events(b"[{}", 1, 1 << 20, (), b"", b"", b"", True)[0] == b"[]"
+    except TypeError:
+        return False
+
+
+streaming = _can_stream()
 PIPELINE_MIN_BYTES = 8 << 20  # smaller arrays are scanned inline: a thread would cost more than it saves
 
 
@@ -38,6 +51,12 @@ def each_chunk(text: bytes, start: int, budget: int, rules: tuple,
             if done:
                 return nxt
     return None
+
+
+def scan_window(text: bytes, pos: int, budget: int, rules: tuple, partial: bool) -> tuple:
+    """One scanner call on a window of a streamed file (see stream.py): with ``partial``, an event
+    cut by the window's end is left for the next window, which starts at the returned ``next``."""
+    return _scan_events(text, pos, budget, *rules, partial)
 
 
 def _inline(text: bytes, start: int, budget: int, rules: tuple) -> Iterator[tuple]:

@@ -7,6 +7,7 @@ import type { CompareDoc } from "../types";
 import { badge, basisWord, kernelName, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
 import { memoryOverlay } from "./memory";
+import { rooflineCompareSection } from "./roofline";
 
 /** The backend compares at most this many runs at once (plugin.py MAX_COMPARE). */
 export const MAX_COMPARE = 8;
@@ -65,6 +66,9 @@ export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
       usCell(t.us), h("td", { class: "num" }, fmtShare(t.share)), h("td", { class: "num" }, fmtCount(t.calls)),
       h("td", null, ...t.implementations.map((impl) => badge(impl))))))));
 
+  const roofBox = h("div");
+  out.appendChild(roofBox);
+
   if (m.chart.categories.length) {
     out.appendChild(h("h3", null, "Stages side by side"));
     const chartEl = h("div", { class: "chart", "data-chart": "compare" });
@@ -117,6 +121,7 @@ export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
       : h("p", { class: "hint" }, "none"),
     o.kernels.length > 25 ? h("p", { class: "hint" }, `and ${o.count - 25} more`) : null))));
   await memoryOverlay(ctx, out, picked);
+  await rooflineCompareSection(ctx, roofBox, doc);
 }
 
 /** Checkboxes over every run; the order of picking is kept (the first is the baseline). */

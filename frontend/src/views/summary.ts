@@ -4,6 +4,7 @@ import { fmtBytes, fmtCount, fmtShare, fmtSpan, fmtTflops, fmtUs } from "../form
 import { stageColor, stageLabel, summaryModel } from "../model";
 import type { Report } from "../types";
 import { badge, basisWord, usCell } from "./common";
+import { annotatedLink, unknownPanel } from "./unknown";
 import type { Ctx } from "./context";
 
 export async function summaryView(ctx: Ctx, root: HTMLElement): Promise<void> {
@@ -34,6 +35,10 @@ export function summaryPanel(ctx: Ctx, report: Report): HTMLElement {
         `tb-attn read ${fmtCount(report.trace?.kernels ?? 0)} kernels and ${fmtCount(report.trace?.ops ?? 0)} ops `
         + "and found no attention call: no SDPA or attention op, no fused attention kernel and no QKᵀ → softmax → AV chain.")));
   }
+
+  const unknown = unknownPanel(report);
+  if (unknown) el.appendChild(unknown);
+  el.appendChild(annotatedLink(t));
 
   // Implementations as badges.
   if (m.badges.length) {

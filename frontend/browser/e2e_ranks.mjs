@@ -1,0 +1,106 @@
+// Browser test of the Ranks view against a real `tensorboard --logdir` (started by
+// tests/test_browser_ranks.py): the heatmap shows every rank of the job with the backend's numbers,
+// names the slowest rank and the rank on another backend, compares rank against rank, and a click
+// on a rank opens that rank's report. Fails on any console error.
+//   TB_URL=http://127.0.0.1:6006 JOB=job node browser/e2e_ranks.mjs
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const TB = (process.env.TB_URL || "").replace(/\/$/, "");
+const JOB = process.env.JOB || "job";
+const SHOTS = process.env.SHOTS_DIR || "";
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const API = `${TB}/data/plugin/tb_attn`;
+if (!TB) throw new Error("set TB_URL");
+
+const problems = [];
+let passed = 0;
+function ok(cond, msg) {
+  if (!cond) throw new Error(`FAILED: ${msg}`);
+  passed++;
+  console.log(`ok ${passed} - ${msg}`);
+}
+
+async function api(path) {
+  for (let i = 0; i < 600; i++) {
+    const r = await fetch(`${API}/${path}`);
+    if (r.status === 202) { await new Promise((res) => setTimeout(res, 500)); continue; }
+    return { status: r.status, body: await r.json() };
+  }
+  throw new Error(`${path} stayed loading`);
+}
+
+const userDir = mkdtempSync(join(tmpdir(), "tb-attn-chromium-"));
+const browser = await chromium.launchPersistentContext(userDir, {
+  executablePath: CHROMIUM, headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
+  viewport: { width: 1400, height: 1000 }, deviceScaleFactor: 1,
+});
+
+try {
+  const page = await browser.newPage();
+  page.on("console", (m) => { if (m.type() === "error") problems.push(`console error: ${m.text()}`); });
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+
+  const ranks = (await api(`ranks?run=${encodeURIComponent(JOB)}`)).body;
+  ok(Array.isArray(ranks.ranks) && ranks.ranks.length >= 2, `backend summarises ${ranks.ranks.length} ranks of ${JOB}`);
+
+  await page.goto(`${TB}/#tb_attn&attn_view=ranks&attn_run=${encodeURIComponent(JOB)}`);
+  const frame = page.frameLocator('iframe[src*="plugin_entry.html?name=tb_attn"]');
+  const heat = frame.locator('[data-testid="ranks-heatmap"]');
+  await heat.waitFor({ timeout: 120000 });
+  ok(await frame.locator('.attn-tabs [data-tab="ranks"]').getAttribute("aria-selected") === "true", "the Ranks tab is selected");
+  const rows = heat.locator("tbody tr");
+  ok(await rows.count() === ranks.ranks.length, "the heatmap has one row per rank");
+  ok(await heat.locator("thead th").count() === 4 + ranks.stages.length, "one column per stage");
+  const headline = await frame.locator('[data-testid="ranks-headline"] .headline').first().textContent();
+  ok(headline === ranks.headline, `the headline is the backend's: ${headline}`);
+  for (const r of ranks.ranks) {
+    const row = heat.locator(`tr[data-rank="${r.rank}"]`);
+    for (const st of ranks.stages) {
+      const us = Number(await row.locator(`td.heat[data-stage="${st}"]`).getAttribute("data-us"));
+      ok(Math.abs(us - (r.stages[st] || 0)) < 1e-6, `rank ${r.rank} ${st}: ${us} µs as in /ranks`);
+    }
+  }
+  const slowRow = heat.locator(`tr[data-rank="${ranks.slowest.rank}"]`);
+  ok((await slowRow.getAttribute("class")).includes("slowest"), `rank ${ranks.slowest.rank} is marked slowest`);
+  const maxBg = await slowRow.locator("td.heat").first().evaluate((el) => getComputedStyle(el).backgroundColor);
+  ok(maxBg !== "rgb(255, 255, 255)" && maxBg !== "rgba(0, 0, 0, 0)", `the slowest rank's cell is coloured (${maxBg})`);
+  for (const o of ranks.odd_ranks) {
+    const texts = await frame.locator('[data-testid="ranks-odd"]').allTextContents();
+    ok(texts.some((t) => t.includes(`rank ${o.rank} runs ${o.what} ${o.value}`)), `rank ${o.rank}'s other ${o.what} is named`);
+  }
+  const cmpTable = frame.locator('[data-testid="rank-compare-stages"]');
+  await cmpTable.waitFor({ timeout: 60000 });
+  ok(await cmpTable.locator("tbody tr").count() > 0, "rank against rank shows stage deltas");
+  const headCells = await cmpTable.locator("thead th").allTextContents();
+  ok(headCells[2] === `rank ${ranks.slowest.rank}`, `rank against rank compares with the slowest rank by default (${headCells.join(" | ")})`);
+
+  if (SHOTS) {
+    mkdirSync(SHOTS, { recursive: true });
+    await page.waitForTimeout(400);
+    await page.screenshot({ path: join(SHOTS, "ranks.png") });
+    console.log("screenshot ranks.png");
+  }
+
+  await slowRow.click();
+  await frame.locator('[data-view="summary"]').waitFor({ timeout: 60000 });
+  ok(await frame.locator('[data-testid="worker-select"]').inputValue() === ranks.slowest.worker,
+    `a click on rank ${ranks.slowest.rank} opens its report (${ranks.slowest.worker})`);
+  const sub = await frame.locator('[data-view="summary"] h2 .sub').textContent();
+  ok(sub.includes(ranks.slowest.worker), "the summary names that rank's worker");
+
+  await page.waitForTimeout(300);
+  ok(problems.length === 0, `no console errors${problems.length ? ":\n  " + problems.join("\n  ") : ""}`);
+  console.log(`all ${passed} checks passed`);
+} catch (e) {
+  console.error(e.stack || String(e));
+  if (problems.length) console.error("console problems:\n  " + problems.join("\n  "));
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+  rmSync(userDir, { recursive: true, force: true });
+}

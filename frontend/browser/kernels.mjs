@@ -1,0 +1,81 @@
+// Browser test of the safety net and the annotated-trace download in the Attention tab's summary,
+// against a real `tensorboard --logdir` started by tests/test_browser_kernels.py (one run whose trace
+// has an attention kernel nobody knows). By hand: TB_URL=http://127.0.0.1:6006 RUN=custom node browser/kernels.mjs
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { gunzipSync } from "node:zlib";
+import { chromium } from "playwright-core";
+
+const TB = (process.env.TB_URL || "").replace(/\/$/, "");
+const RUN = process.env.RUN || "";
+const SHOTS = process.env.SHOTS_DIR || "";
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const API = `${TB}/data/plugin/tb_attn`;
+if (!TB || !RUN) throw new Error("set TB_URL and RUN");
+
+const problems = [];
+let passed = 0;
+function ok(cond, msg) {
+  if (!cond) throw new Error(`FAILED: ${msg}`);
+  passed++;
+  console.log(`ok ${passed} - ${msg}`);
+}
+
+async function report() {
+  for (let i = 0; i < 600; i++) {
+    const r = await fetch(`${API}/report?run=${encodeURIComponent(RUN)}`);
+    if (r.status === 202) { await new Promise((res) => setTimeout(res, 500)); continue; }
+    return r.json();
+  }
+  throw new Error("the report stayed loading");
+}
+
+const userDir = mkdtempSync(join(tmpdir(), "tb-attn-chromium-"));
+const browser = await chromium.launchPersistentContext(userDir, {
+  executablePath: CHROMIUM, headless: true, viewport: { width: 1400, height: 1000 }, deviceScaleFactor: 1,
+  args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-dev-shm-usage"],
+});
+try {
+  const R = await report();
+  ok(Array.isArray(R.unknown_kernels) && R.unknown_kernels.length > 0, "the backend reports unknown attention kernels");
+  const page = await browser.newPage();
+  page.on("console", (m) => { if (m.type() === "error") problems.push(`console error: ${m.text()}`); });
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  await page.goto(`${TB}/#tb_attn`);
+  const frame = page.frameLocator('iframe[src*="plugin_entry.html?name=tb_attn"]');
+  await frame.locator('[data-testid="attn-app"]').waitFor({ timeout: 60000 });
+  const panel = frame.locator('[data-view="summary"] [data-testid="unknown-kernels"]');
+  await panel.waitFor({ timeout: 60000 });
+  const first = R.unknown_kernels[0];
+  const row = panel.locator("tbody tr").first();
+  ok((await row.getAttribute("data-kernel")) === first.name, `the summary lists ${first.name}`);
+  ok((await row.locator("td").nth(1).textContent()).replace(/,/g, "") === String(first.count), `with its count ${first.count}`);
+  const share = /([\d.]+)%/.exec(await row.locator("td").nth(3).textContent());
+  ok(share && Math.abs(Number(share[1]) - first.share * 100) <= 0.05 + 1e-9, "and its share of GPU time");
+  ok((await panel.locator('[data-testid="unknown-toml"]').textContent()) === first.toml, "and the backend's [[family]] row to copy");
+  const href = await frame.locator('[data-testid="annotated-link"]').getAttribute("href");
+  ok(href && href.startsWith("./annotated?run="), `the summary links the annotated trace (${href})`);
+  const resp = await fetch(new URL(href, `${API}/`));
+  ok(resp.status === 200 && resp.headers.get("content-type") === "application/gzip", "the link downloads a gzip file");
+  const doc = JSON.parse(gunzipSync(Buffer.from(await resp.arrayBuffer())).toString("utf8"));
+  const track = doc.traceEvents.find((e) => e.ph === "M" && e.name === "process_name" && e.args.name === "tb-attn: attention calls");
+  ok(!!track, "the download is the trace with the tb-attn track");
+  const calls = doc.traceEvents.filter((e) => e.pid === track.pid && e.cat === "tb_attn.call");
+  ok(calls.length >= R.calls, `with a slice per call (${calls.length} for ${R.calls} calls)`);
+  if (SHOTS) {
+    mkdirSync(SHOTS, { recursive: true });
+    await panel.scrollIntoViewIfNeeded();
+    await page.waitForTimeout(400);
+    await page.screenshot({ path: join(SHOTS, "unknown_kernels.png") });
+    console.log("screenshot unknown_kernels.png");
+  }
+  ok(problems.length === 0, `no console errors${problems.length ? ":\n  " + problems.join("\n  ") : ""}`);
+  console.log(`all ${passed} checks passed`);
+} catch (e) {
+  console.error(e.stack || String(e));
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+  rmSync(userDir, { recursive: true, force: true });
+}

@@ -1,0 +1,119 @@
+// The Ranks view's model: /ranks JSON (tb_attn_plugin/ranks/summary.py) shaped for the heatmap of
+// ranks x stages, the slowest-rank headline, ranks on another implementation, per-layer spread.
+// Pure functions, no DOM: tested in test/ranks_model.test.ts.
+
+import { num } from "./format";
+import { stageColor, stageLabel } from "./model";
+import type { Basis } from "./types";
+
+export interface RankRow {
+  rank: number;
+  worker: string;
+  rank_from?: string;
+  attention_us: number;
+  total_us?: number;
+  calls?: number;
+  stages: Record<string, number>;
+  implementations?: string[];
+  backends?: string[];
+  vs_median: number | null;
+}
+
+export interface RanksDoc {
+  run: string;
+  time_basis?: Basis;
+  world_size?: number | null;
+  rank_count?: number;
+  missing_ranks?: number[];
+  missing_count?: number;
+  stages?: string[];
+  ranks?: RankRow[];
+  median_us?: number;
+  slowest?: { rank: number; worker: string; attention_us: number };
+  fastest?: { rank: number; worker: string; attention_us: number };
+  imbalance?: number | null;
+  odd_ranks?: { rank: number; worker: string; what: string; value: string; usual: string }[];
+  layers?: { layer: string; ranks: number; median_us: number; min_us: number; max_us: number; spread: number | null; slowest_rank: number }[];
+  headline?: string;
+  errors?: string[];
+}
+
+export interface HeatCell {
+  stage: string;
+  us: number;
+  /** 0..1: this rank's time in the stage over the largest rank's time in that stage. */
+  intensity: number;
+  color: string;
+}
+
+export interface RanksModel {
+  basis: Basis;
+  headline: string;
+  stages: { stage: string; label: string; color: string }[];
+  rows: (RankRow & { cells: HeatCell[]; slowest: boolean; odd: string[] })[];
+  imbalance: number | null;
+  medianUs: number;
+  worldSize: number | null;
+  missing: number[];
+  missingCount: number;
+  odd: string[];
+  layers: NonNullable<RanksDoc["layers"]>;
+  errors: string[];
+  /** Default rank-against-rank pair: the rank nearest the median, then the slowest. */
+  pair: [string, string] | null;
+}
+
+const MAX_LAYERS_SHOWN = 12;
+
+/** A cell colour: white to the stage's own colour, by intensity (so columns stay recognisable). */
+export function heatColor(base: string, intensity: number): string {
+  const m = /^#([0-9a-f]{6})$/i.exec(base);
+  const t = Math.max(0, Math.min(1, Number.isFinite(intensity) ? intensity : 0));
+  if (!m) return `rgba(153,153,153,${t.toFixed(3)})`;
+  const v = parseInt(m[1], 16);
+  const mix = (c: number) => Math.round(255 + (c - 255) * t);
+  return `rgb(${mix((v >> 16) & 255)},${mix((v >> 8) & 255)},${mix(v & 255)})`;
+}
+
+export function ranksModel(doc: RanksDoc): RanksModel {
+  const stages = (doc.stages || []).map((s) => ({ stage: s, label: stageLabel(s), color: stageColor(s) }));
+  const ranks = [...(doc.ranks || [])].sort((a, b) => a.rank - b.rank);
+  const maxOf: Record<string, number> = {};
+  for (const s of stages) maxOf[s.stage] = Math.max(0, ...ranks.map((r) => num(r.stages?.[s.stage]) ?? 0));
+  const oddBy = new Map<number, string[]>();
+  for (const o of doc.odd_ranks || []) {
+    oddBy.set(o.rank, [...(oddBy.get(o.rank) || []), `${o.what} ${o.value} (others: ${o.usual})`]);
+  }
+  const rows = ranks.map((r) => ({
+    ...r,
+    slowest: doc.slowest?.rank === r.rank,
+    odd: oddBy.get(r.rank) || [],
+    cells: stages.map((s) => {
+      const us = num(r.stages?.[s.stage]) ?? 0;
+      const intensity = maxOf[s.stage] > 0 ? us / maxOf[s.stage] : 0;
+      return { stage: s.stage, us, intensity, color: heatColor(s.color, intensity) };
+    }),
+  }));
+  const median = num(doc.median_us) ?? 0;
+  let pair: [string, string] | null = null;
+  if (ranks.length >= 2 && doc.slowest) {
+    const others = ranks.filter((r) => r.rank !== doc.slowest!.rank);
+    const mid = others.reduce((best, r) => (Math.abs(r.attention_us - median) < Math.abs(best.attention_us - median) ? r : best));
+    pair = [mid.worker, doc.slowest.worker];
+  }
+  return {
+    basis: doc.time_basis === "cpu" ? "cpu" : "gpu",
+    headline: doc.headline || "",
+    stages,
+    rows,
+    imbalance: num(doc.imbalance),
+    medianUs: median,
+    worldSize: num(doc.world_size),
+    missing: doc.missing_ranks || [],
+    missingCount: num(doc.missing_count) ?? 0,
+    odd: (doc.odd_ranks || []).map((o) => `rank ${o.rank} runs ${o.what} ${o.value} where the others run ${o.usual}`),
+    layers: (doc.layers || []).filter((l) => (num(l.spread) ?? 0) > 0).slice(0, MAX_LAYERS_SHOWN),
+    errors: doc.errors || [],
+    pair,
+  };
+}

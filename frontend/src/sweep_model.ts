@@ -1,0 +1,203 @@
+// The Sweep view's data: a /sweep document (tb-attn sweep's cells and the backend's analysis)
+// shaped into chart series, the best-backend grid and the OOM marks. Pure functions, no DOM.
+
+export type CellStatus = "ok" | "unsupported" | "oom" | "error";
+
+export interface SweepCell {
+  cell_id?: string;
+  backend: string;
+  module?: string | null;
+  batch: number;
+  seq_len: number;
+  heads?: number;
+  kv_heads?: number;
+  head_dim?: number;
+  dtype?: string;
+  causal?: boolean;
+  pass?: string;
+  device?: string;
+  status: CellStatus;
+  reason?: string | null;
+  median_s?: number | null;
+  iqr_s?: number | null;
+  peak_bytes?: number | null;
+  flops?: number | null;
+  tflops?: number | null;
+  tokens_per_s?: number | null;
+  pct_of_peak?: number | null;
+  max_abs_error?: number | null;
+  profile_run?: string | null;
+}
+
+export interface SweepFit {
+  backend: string;
+  batch: number;
+  time_exponent: number | null;
+  memory_exponent: number | null;
+}
+
+export interface SweepCrossover {
+  batch: number;
+  backends: [string, string];
+  seq_len: number;
+  between: [number, number];
+  faster_below: string;
+  faster_above: string;
+}
+
+export interface SweepBest {
+  batch: number;
+  seq_len: number;
+  backend: string | null;
+  median_s: number | null;
+  runner_up: string | null;
+  speedup: number | null;
+  statuses: Record<string, CellStatus>;
+}
+
+export interface SweepOom {
+  backend: string;
+  batch: number;
+  max_ok_seq_len: number | null;
+  min_oom_seq_len: number;
+}
+
+export interface SweepDoc {
+  run: string;
+  cells: SweepCell[];
+  skipped_lines: number;
+  analysis: {
+    cells: number;
+    status_counts: Record<string, number>;
+    fits: SweepFit[];
+    crossovers: SweepCrossover[];
+    best: SweepBest[];
+    oom_boundary: SweepOom[];
+  };
+  conventions: { flops: string; timing: string; peak_memory: Record<string, string>; pct_of_peak: string };
+}
+
+export interface SweepsDoc {
+  sweeps: { run: string; size_bytes: number }[];
+  scanned?: boolean;
+}
+
+const PALETTE = ["#4e79a7", "#e15759", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7"];
+const KNOWN: Record<string, string> = {
+  flash: "#59a14f", efficient: "#76b7b2", cudnn: "#4e79a7", math: "#e15759", eager: "#f28e2b", flex: "#b07aa1",
+};
+
+export function seriesName(c: { backend: string; module?: string | null }): string {
+  return c.module ? c.module : c.backend;
+}
+
+/** A colour per backend, the same in every chart and in the grid. */
+export function backendColor(name: string, all: string[]): string {
+  if (KNOWN[name]) return KNOWN[name];
+  const others = all.filter((n) => !KNOWN[n]).sort();
+  return PALETTE[(Math.max(0, others.indexOf(name)) + 4) % PALETTE.length];
+}
+
+function positive(v: unknown): number | null {
+  return typeof v === "number" && Number.isFinite(v) && v > 0 ? v : null;
+}
+
+export function backendsOf(doc: SweepDoc): string[] {
+  return [...new Set(doc.cells.map(seriesName))].sort();
+}
+
+export function batchesOf(doc: SweepDoc): number[] {
+  return [...new Set(doc.cells.map((c) => c.batch))].sort((a, b) => a - b);
+}
+
+export function seqLensOf(doc: SweepDoc): number[] {
+  return [...new Set(doc.cells.map((c) => c.seq_len))].sort((a, b) => a - b);
+}
+
+export interface SweepPoint {
+  seqLen: number;
+  value: number;
+  cell: SweepCell;
+}
+
+export interface SweepSeries {
+  backend: string;
+  exponent: number | null;
+  points: SweepPoint[];
+  /** The shortest length at which this backend ran out of memory (this batch), if any. */
+  oomAt: number | null;
+}
+
+/** One series per backend for one batch: time (median seconds) or peak bytes against seq_len. */
+export function sweepSeries(doc: SweepDoc, batch: number, metric: "time" | "memory"): SweepSeries[] {
+  const out: SweepSeries[] = [];
+  for (const backend of backendsOf(doc)) {
+    const cells = doc.cells.filter((c) => c.batch === batch && seriesName(c) === backend)
+      .sort((a, b) => a.seq_len - b.seq_len);
+    if (!cells.length) continue;
+    const points: SweepPoint[] = [];
+    for (const c of cells) {
+      if (c.status !== "ok") continue;
+      const v = positive(metric === "time" ? c.median_s : c.peak_bytes);
+      if (v !== null) points.push({ seqLen: c.seq_len, value: v, cell: c });
+    }
+    const fit = doc.analysis.fits.find((f) => f.backend === backend && f.batch === batch);
+    const oom = doc.analysis.oom_boundary.find((o) => o.backend === backend && o.batch === batch);
+    out.push({
+      backend, points, oomAt: oom ? oom.min_oom_seq_len : null,
+      exponent: fit ? (metric === "time" ? fit.time_exponent : fit.memory_exponent) : null,
+    });
+  }
+  return out.filter((s) => s.points.length || s.oomAt !== null);
+}
+
+/** "math · L^2.03" for legends; the fitted slope on log-log axes. */
+export function seriesLabel(s: SweepSeries): string {
+  return s.exponent === null ? s.backend : `${s.backend} · L^${s.exponent.toFixed(2)}`;
+}
+
+export interface GridCell {
+  best: SweepBest | null;
+  /** What the cell shows when no backend ran: "oom", "unsupported", a mix, or "not measured". */
+  none: string | null;
+}
+
+/** The best backend per (batch, seq_len): rows are batches, columns lengths. */
+export function bestGrid(doc: SweepDoc): { batches: number[]; seqLens: number[]; cell: (b: number, l: number) => GridCell } {
+  const byKey = new Map(doc.analysis.best.map((b) => [`${b.batch}/${b.seq_len}`, b]));
+  return {
+    batches: batchesOf(doc), seqLens: seqLensOf(doc),
+    cell: (b, l) => {
+      const best = byKey.get(`${b}/${l}`) || null;
+      if (best?.backend) return { best, none: null };
+      if (!best) return { best: null, none: "not measured" };
+      const kinds = [...new Set(Object.values(best.statuses))].sort();
+      return { best, none: kinds.length ? kinds.join(" / ") : "not measured" };
+    },
+  };
+}
+
+export function statusCounts(doc: SweepDoc): [string, number][] {
+  const order = ["ok", "oom", "unsupported", "error"];
+  return Object.entries(doc.analysis.status_counts).sort((a, b) => order.indexOf(a[0]) - order.indexOf(b[0]));
+}
+
+/** The shape all cells share (heads, head dim, dtype, ...), or the values when they differ. */
+export function sharedShape(doc: SweepDoc): [string, string][] {
+  const fields: [keyof SweepCell, string][] = [["device", "device"], ["dtype", "dtype"], ["heads", "heads"],
+    ["kv_heads", "kv heads"], ["head_dim", "head dim"], ["causal", "causal"], ["pass", "pass"]];
+  const out: [string, string][] = [];
+  for (const [k, label] of fields) {
+    const vals = [...new Set(doc.cells.map((c) => c[k]).filter((v) => v !== undefined && v !== null).map(String))];
+    if (vals.length) out.push([label, vals.join(", ")]);
+  }
+  return out;
+}
+
+export function fmtSeconds(s: unknown): string {
+  const v = typeof s === "number" && Number.isFinite(s) ? s : null;
+  if (v === null) return "—";
+  if (v >= 1) return `${v.toFixed(2)} s`;
+  if (v >= 1e-3) return `${(v * 1e3).toFixed(2)} ms`;
+  return `${(v * 1e6).toFixed(1)} µs`;
+}

@@ -1,0 +1,79 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { decompositionModel, PART_ORDER, rooflineChart, rooflineOf } from "../src/roofline_model";
+import type { CompareDoc, Report } from "../src/types";
+
+const fixture = <T>(name: string): T => JSON.parse(readFileSync(new URL(`./fixtures/${name}.json`, import.meta.url), "utf8"));
+const owl = fixture<Report>("roofline_owlv2");
+const bert = fixture<Report>("roofline_bert_flash");
+const cmp = fixture<CompareDoc>("roofline_compare");
+
+describe("rooflineChart", () => {
+  it("puts one point per layer type under the H100 roof, memory-bound", () => {
+    const m = rooflineChart([{ run: "owl", report: owl }]);
+    expect(m.points).toHaveLength(1);
+    const p = m.points[0];
+    expect(p.label).toBe("Owlv2Attention (eager)");
+    expect(p.bound).toBe("memory");
+    expect(m.roofs).toHaveLength(1);
+    const roof = m.roofs[0];
+    expect(roof.bandwidth).toBe(3.35);
+    expect(roof.peak).toBe(989.5);
+    expect(roof.ridge).toBeCloseTo(989.5 / 3.35, 6);
+    // The polyline: slope = bandwidth up to the ridge, flat at the peak after it; the point lies under it.
+    const [a, ridge, end] = roof.line;
+    expect(a[1] / a[0]).toBeCloseTo(3.35, 9);
+    expect(ridge).toEqual([roof.ridge, 989.5]);
+    expect(end[1]).toBe(989.5);
+    expect(p.y).toBeLessThanOrEqual(Math.min(roof.peak, p.x * roof.bandwidth));
+    expect(m.xRange[0]).toBeLessThan(p.x);
+    expect(m.xRange[1]).toBeGreaterThan(roof.ridge);
+  });
+
+  it("has a point per stage when asked, and labels runs when there are several", () => {
+    const stages = rooflineChart([{ run: "owl", report: owl }], true);
+    const rf = rooflineOf(owl);
+    const positive = rf!.layers[0].stages.filter((s) => (s.achieved_tflops ?? 0) > 0 && (s.intensity ?? 0) > 0);
+    expect(stages.points).toHaveLength(positive.length);
+    expect(stages.points.map((p) => p.stage)).toContain("softmax");
+    const both = rooflineChart([{ run: "owl", report: owl }, { run: "bert", report: bert }]);
+    expect(both.roofs).toHaveLength(1); // both ran on an H100: one roof, named for both runs
+    expect(both.roofs[0].runs).toEqual(["owl", "bert"]);
+    expect(both.roofs[0].label).toBe("owl, bert: NVIDIA H100 SXM (datasheet): 989.5 TFLOP/s bf16, 3.35 TB/s");
+    expect(both.points.map((p) => p.label)).toEqual(["owl: Owlv2Attention (eager)", "bert: BertSdpaSelfAttention (flash)"]);
+    expect(both.points[1].bound).toBe("launch");
+  });
+
+  it("says so when a report has no roofline or no roof", () => {
+    const m = rooflineChart([{ run: "old", report: {} }]);
+    expect(m.points).toEqual([]);
+    expect(m.notes[0]).toContain("no roofline");
+    const noRoof = { roofline: { ...rooflineOf(owl)!, roof: null } } as unknown as Report;
+    const n = rooflineChart([{ run: "cpu", report: noRoof }]);
+    expect(n.roofs).toEqual([]);
+    expect(n.points).toHaveLength(1);
+    expect(n.notes[0]).toContain("no peak or bandwidth");
+  });
+});
+
+describe("decompositionModel", () => {
+  it("rows in a fixed order that sum to the measured difference", () => {
+    const d = decompositionModel(cmp)!;
+    expect(d.rows.map((r) => r.part)).toEqual([...PART_ORDER]);
+    expect(d.sumUs).toBeCloseTo(d.measuredUs, 3);
+    expect(d.measuredUs).toBeLessThan(0);
+    expect(d.sentence).toMatch(/^bert_flash saved .* score matrix/);
+    expect(d.rows.find((r) => r.part === "memory")!.us).toBeLessThan(-400000);
+  });
+
+  it("names the launch part by what launches on the CPU", () => {
+    const cpu = { ...cmp, decomposition: { ...(cmp as { decomposition: object }).decomposition, basis: "cpu" } } as CompareDoc;
+    expect(decompositionModel(cpu)!.rows.find((r) => r.part === "launch")!.label).toBe("Op dispatch");
+    expect(decompositionModel(cmp)!.rows.find((r) => r.part === "launch")!.label).toBe("Kernel launches");
+  });
+
+  it("is null without a decomposition", () => {
+    expect(decompositionModel({ runs: ["a", "b"] })).toBeNull();
+    expect(decompositionModel(null)).toBeNull();
+  });
+});

@@ -1,0 +1,79 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import {
+  backendColor, backendsOf, batchesOf, bestGrid, fmtSeconds, seriesLabel, sharedShape, statusCounts, sweepSeries,
+  type SweepDoc,
+} from "../src/sweep_model";
+import { mergeHash, parseHash, stateFromParams, stateToParams } from "../src/state";
+
+// A real /sweep answer: tests/sweep_data.py's CPU sweep (math, flash, eager; efficient unsupported;
+// math and eager out of memory under a 48 MiB cap), served by tb_attn_plugin/plugin/sweeps.py.
+const doc: SweepDoc = JSON.parse(readFileSync(new URL("./fixtures/sweep_cpu.json", import.meta.url), "utf8"));
+
+describe("sweep model", () => {
+  it("lists backends, batches and the shared shape", () => {
+    expect(backendsOf(doc)).toEqual(["eager", "efficient", "flash", "math"]);
+    expect(batchesOf(doc)).toEqual([1, 4]);
+    const shape = Object.fromEntries(sharedShape(doc));
+    expect(shape).toMatchObject({ device: "cpu", dtype: "float32", heads: "2", "head dim": "16", pass: "fwd" });
+    expect(statusCounts(doc).map(([k]) => k)).toEqual(["ok", "oom", "unsupported"]);
+  });
+
+  it("makes one time series per backend that ran, with its fitted exponent and OOM length", () => {
+    const time = sweepSeries(doc, 1, "time");
+    expect(time.map((s) => s.backend)).toEqual(["eager", "flash", "math"]); // efficient never ran
+    const math = time.find((s) => s.backend === "math")!;
+    const cells = doc.cells.filter((c) => c.backend === "math" && c.batch === 1 && c.status === "ok");
+    expect(math.points.map((p) => p.seqLen)).toEqual(cells.map((c) => c.seq_len).sort((a, b) => a - b));
+    expect(math.points.map((p) => p.value)).toEqual([...cells].sort((a, b) => a.seq_len - b.seq_len).map((c) => c.median_s));
+    const fit = doc.analysis.fits.find((f) => f.backend === "math" && f.batch === 1)!;
+    expect(math.exponent).toBe(fit.time_exponent);
+    expect(seriesLabel(math)).toBe(`math · L^${fit.time_exponent!.toFixed(2)}`);
+    expect(math.oomAt).toBe(doc.analysis.oom_boundary.find((o) => o.backend === "math" && o.batch === 1)!.min_oom_seq_len);
+    expect(time.find((s) => s.backend === "flash")!.oomAt).toBeNull();
+  });
+
+  it("memory series: the score matrix grows about as L^2, flash's memory far slower", () => {
+    const mem = sweepSeries(doc, 4, "memory");
+    const math = mem.find((s) => s.backend === "math")!;
+    const flash = mem.find((s) => s.backend === "flash")!;
+    expect(math.exponent!).toBeGreaterThan(1.6);
+    expect(flash.exponent!).toBeLessThan(math.exponent!);
+  });
+
+  it("grid: the best backend per (batch, seq_len), and why a cell has none", () => {
+    const g = bestGrid(doc);
+    expect(g.seqLens).toEqual([64, 128, 256, 512, 1024, 2048]);
+    for (const b of g.batches) for (const l of g.seqLens) {
+      const ok = doc.cells.filter((c) => c.batch === b && c.seq_len === l && c.status === "ok");
+      const cell = g.cell(b, l);
+      if (!ok.length) {
+        expect(cell.best?.backend ?? null).toBeNull();
+        expect(cell.none).toMatch(/oom|unsupported/);
+        continue;
+      }
+      const fastest = ok.reduce((a, c) => (c.median_s! < a.median_s! ? c : a));
+      expect(cell.best!.backend).toBe(fastest.backend);
+    }
+    expect(g.cell(99, 64)).toEqual({ best: null, none: "not measured" });
+  });
+
+  it("colours: fixed for the known backends, stable for others", () => {
+    expect(backendColor("flash", [])).toBe(backendColor("flash", ["x"]));
+    expect(backendColor("pkg.mod:f", ["pkg.mod:f", "math"])).toBe(backendColor("pkg.mod:f", ["math", "pkg.mod:f"]));
+    expect(fmtSeconds(0.0015)).toBe("1.50 ms");
+    expect(fmtSeconds(null)).toBe("—");
+  });
+});
+
+describe("sweep state in the URL", () => {
+  it("keeps the view and the sweep run, names with slashes and spaces included", () => {
+    const s = stateFromParams([["attn_view", "sweep"], ["attn_sweep", "runs/my sweep"]]);
+    expect(s.view).toBe("sweep");
+    expect(s.sweep).toBe("runs/my sweep");
+    expect(stateToParams(s)).toEqual([["attn_view", "sweep"], ["attn_sweep", "runs/my sweep"]]);
+    const again = stateFromParams(parseHash(mergeHash("#tb_attn&tagFilter=x", s, "tb_attn")).params);
+    expect(again).toEqual(s);
+    expect(stateFromParams([["attn_sweep", ""]]).sweep).toBeNull();
+  });
+});

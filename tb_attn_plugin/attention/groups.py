@@ -1,0 +1,76 @@
+"""Multi-kernel attention calls: the helper kernels of one invocation join the call of its attention kernel.
+
+Serving and quantized attention runs several kernels per call: a KV-cache write or a quantize kernel
+before the attention kernel, a split-KV combine/reduce kernel after it, a preprocess/postprocess
+kernel around a backward kernel (their families have a HELPER_STAGES stage in patterns.py). When
+an op launches them all, the op already makes them one call. Under CUDA/HIP graph replay, or in a
+compiled region where every Triton kernel has an op of its own, nothing but the stream order ties
+them together: a helper that belongs to no call joins the attention kernel next to it on the same
+GPU stream (the next one for helpers that run before attention, the previous one for those after),
+looking past at most MAX_GAP unrelated kernels, and never past another attention kernel. The call
+count is then the number of invocations, not of kernels.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from ..trace.link import Kernel
+from . import patterns as P
+
+if TYPE_CHECKING:
+    from .detect import Detector
+
+AFTER_ATTENTION = frozenset({"split_kv_reduce", "postprocess"})
+MAX_GAP = 6  # unrelated kernels (a mean, a copy) allowed between a helper and its attention kernel
+
+
+def attach_helpers(d: "Detector") -> int:
+    """Add each unattached helper kernel to its call's ``kernels``; returns how many were attached."""
+    L = d.L
+    kernel_call: dict[int, int] = {id(k): c.id for c in d.calls for k in c.kernels}
+
+    def call_of(k: Kernel) -> int:
+        if k.op >= 0 and d.call_of[k.op] >= 0:
+            return d.call_of[k.op]
+        return kernel_call.get(id(k), -1)
+
+    if not any(P.helper_family(k.ev.name) is not None for k in L.kernels):
+        return 0  # most traces: nothing to group, no sorting
+    streams: defaultdict[tuple, list[Kernel]] = defaultdict(list)
+    for k in L.kernels:
+        streams[(str(k.ev.pid), str(k.ev.tid))].append(k)
+    attached = 0
+    for ks in streams.values():
+        ks.sort(key=lambda k: k.ev.ts)
+        for i, k in enumerate(ks):
+            fam = P.helper_family(k.ev.name)
+            if fam is None or call_of(k) >= 0:
+                continue
+            c = _neighbour_call(ks, i, -1 if fam.stage in AFTER_ATTENTION else 1, call_of)
+            if c < 0:
+                continue
+            call = d.calls[c]
+            call.kernels.append(k)
+            kernel_call[id(k)] = c
+            call.start = min(call.start, k.ev.ts)
+            call.end = max(call.end, k.ev.ts + k.ev.dur)
+            attached += 1
+    return attached
+
+
+def _neighbour_call(ks: list[Kernel], i: int, step: int, call_of) -> int:
+    """The call of the nearest attention kernel from ``ks[i]`` in direction ``step``, or -1."""
+    gap = 0
+    j = i + step
+    while 0 <= j < len(ks):
+        name = ks[j].ev.name
+        if P.fused_family(name) is not None:
+            return call_of(ks[j])
+        if P.helper_family(name) is None:
+            gap += 1
+            if gap > MAX_GAP:
+                return -1
+        j += step
+    return -1

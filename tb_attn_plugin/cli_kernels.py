@@ -1,0 +1,86 @@
+"""The CLI's kernel-table parts: ``--patterns FILE`` on every command, ``tb-attn patterns``, ``tb-attn annotate``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+COMMANDS = ("patterns", "annotate")
+
+
+def patterns_parent() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--patterns", action="append", default=[], metavar="FILE",
+                   help="add kernel families from a TOML file ([[family]] rows, see docs/kernels.md); repeatable")
+    return p
+
+
+def add_commands(sub, common: argparse.ArgumentParser) -> None:
+    pat = sub.add_parser("patterns", help="list the kernel-name table in effect (built-in rows and --patterns rows)",
+                         parents=[common])
+    pat.add_argument("--json", action="store_true", help="print the table as JSON")
+    ann = sub.add_parser("annotate", help="write a copy of a trace with the analysis on its own track "
+                                          "(Perfetto, chrome://tracing, PyTorch Profiler trace view)", parents=[common])
+    ann.add_argument("trace", help="trace file (.json or .json.gz) or fsspec URL")
+    ann.add_argument("-o", "--output", required=True, metavar="OUT.json[.gz]",
+                     help="where to write the annotated trace (gzip when it ends in .gz)")
+    ann.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def install_patterns(args) -> bool:
+    """Load --patterns files into the table; False (after one line on stderr) when one is bad."""
+    from .attention.user_table import PatternError, install
+
+    files = getattr(args, "patterns", None) or []
+    if not files:
+        return True
+    try:
+        install(files)
+    except PatternError as exc:
+        print(f"tb-attn: error: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def run(args) -> int:
+    if args.command == "patterns":
+        return _patterns(args)
+    return _annotate(args)
+
+
+def _patterns(args) -> int:
+    from .attention import patterns as P
+    from .attention.user_table import describe
+
+    rows = describe(P.effective_families())
+    if args.json:
+        json.dump({"families": rows}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    w = max(len(r["name"]) for r in rows)
+    print(f"{'family':<{w}}  {'stage':<15} {'pass':<4} {'impl':<11} {'origin':<8} pattern")
+    for r in rows:
+        print(f"{r['name']:<{w}}  {r['stage']:<15} {r['pass'] or '-':<4} {r['implementation'] or '-':<11} "
+              f"{r['origin']:<8} {r['pattern']}")
+    print(f"\n{len(rows)} families, searched in this order (the first match wins); "
+          f"{sum(r['origin'] == 'user' for r in rows)} from --patterns files.")
+    return 0
+
+
+def _annotate(args) -> int:
+    from .cli import ProgressBar
+    from .errors import TraceError
+    from .report.annotate import annotate
+
+    try:
+        got = annotate(args.trace, args.output, None if args.quiet else ProgressBar(os.path.basename(args.trace)))
+    except TraceError as exc:
+        print(f"tb-attn: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{got['path']}: {got['call_slices']} call slices and {got['stage_slices']} stage slices on the track "
+          f"'tb-attn: attention calls' (pid {got['pid']}), {got['flows']} flow arrows"
+          + (f", {got['counters']} counter samples" if got["counters"] else "")
+          + f"; {got['calls']} attention calls. Open it in https://ui.perfetto.dev or chrome://tracing.")
+    return 0

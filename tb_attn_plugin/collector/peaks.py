@@ -1,0 +1,149 @@
+"""Achievable matmul FLOP/s and copy bandwidth of this machine, measured once and cached, for devices
+the data-sheet table does not know (the CPU, unknown GPUs), so that every trace has a roofline.
+
+Measured with torch.utils.benchmark (which synchronises CUDA), the fastest of its timed blocks: a
+square matmul (2·n³ FLOP) per precision and a tensor copy (read + write: 2 × its bytes). Cached as JSON in
+``$TB_ATTN_CACHE_DIR/peaks/`` (default ``~/.cache/tb-attn/peaks/``), keyed by host, CPU model,
+device name, thread count and torch version; never in a logdir.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import socket
+import time
+from typing import Any
+
+import torch
+from torch.utils import benchmark
+
+log = logging.getLogger(__name__)
+FORMAT = 1
+MATMUL_N = {"cpu": 1024, "cuda": 4096}
+COPY_BYTES = {"cpu": 64 << 20, "cuda": 1 << 30}
+MIN_RUN_S = 0.1
+_memo: dict[str, dict[str, Any]] = {}
+
+
+def cache_dir() -> str:
+    base = os.environ.get("TB_ATTN_CACHE_DIR")
+    if not base:
+        base = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                            "tb-attn")
+    return os.path.join(base, "peaks")
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def device_label(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return cpu_model()
+
+
+def _key(device: torch.device) -> str:
+    parts = [socket.gethostname(), cpu_model(), device.type, device_label(device), str(torch.get_num_threads()),
+             torch.__version__, str(FORMAT)]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+
+
+def _seconds(stmt: str, glob: dict[str, Any], threads: int) -> float:
+    m = benchmark.Timer(stmt=stmt, globals=glob, num_threads=threads).blocked_autorange(min_run_time=MIN_RUN_S)
+    return float(min(m.times))  # the fastest block: achievable when nothing else competes for the machine
+
+
+def measure(device: torch.device) -> dict[str, Any]:
+    """Measure now (about a second): matmul TFLOP/s per precision, copy TB/s."""
+    threads = torch.get_num_threads()
+    n = MATMUL_N.get(device.type, 1024)
+    tflops: dict[str, float] = {}
+    for prec, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        try:
+            a = torch.randn(n, n, device=device).to(dtype)
+            b = torch.randn(n, n, device=device).to(dtype)
+            s = _seconds("torch.mm(a, b)", {"torch": torch, "a": a, "b": b}, threads)
+            tflops[prec] = round(2.0 * n ** 3 / s / 1e12, 6)
+        except RuntimeError as e:  # a precision without a matmul kernel here
+            log.info("tb_attn: no %s matmul on %s: %s", prec, device, e)
+    nbytes = COPY_BYTES.get(device.type, 64 << 20)
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
+    dst = torch.empty_like(src)
+    s = _seconds("dst.copy_(src)", {"src": src, "dst": dst}, threads)
+    return {
+        "kind": "measured",
+        "tflops": tflops,
+        "bandwidth_tbs": round(2.0 * nbytes / s / 1e12, 6),
+        "device": device_label(device),
+        "device_type": device.type,
+        "host": socket.gethostname(),
+        "cpu": cpu_model(),
+        "threads": threads,
+        "torch": torch.__version__,
+        "method": f"torch.utils.benchmark, fastest block: torch.mm of {n}x{n} (2n^3 FLOP); copy_ of {nbytes >> 20} MiB "
+                  "(read + write)",
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "source": f"measured on {socket.gethostname()} ({device_label(device)})",
+    }
+
+
+def measured_peaks(device: torch.device | str = "cpu") -> dict[str, Any] | None:
+    """The cached measurement for this machine and device, measuring it the first time. None if it
+    cannot be measured (never raises: profiling must go on)."""
+    device = torch.device(device)
+    try:
+        key = _key(device)
+    except Exception as e:  # noqa: BLE001 - e.g. CUDA not initialisable
+        log.warning("tb_attn: cannot identify the device for peak measurement: %s", e)
+        return None
+    path = os.path.join(cache_dir(), f"{key}.json")
+    if path in _memo:  # per cache file: a process that changes TB_ATTN_CACHE_DIR measures (or reads) again
+        return _memo[path]
+    try:
+        with open(path, encoding="utf-8") as f:
+            got = json.load(f)
+        if isinstance(got, dict) and got.get("kind") == "measured" and isinstance(got.get("tflops"), dict):
+            _memo[path] = got
+            return got
+    except (OSError, ValueError):
+        pass
+    try:
+        got = measure(device)
+    except Exception as e:  # noqa: BLE001
+        log.warning("tb_attn: could not measure peaks on %s: %s", device, e)
+        return None
+    _memo[path] = got
+    try:
+        os.makedirs(cache_dir(), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(got, f)
+        os.replace(tmp, path)
+    except OSError as e:
+        log.info("tb_attn: peak measurement not cached (%s): %s", path, e)
+    return got
+
+
+def needs_measurement(device: torch.device | str) -> bool:
+    """True for the CPU and for GPUs the data-sheet table does not know."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return True
+    from ..attention.devices import by_name
+
+    try:
+        return by_name(torch.cuda.get_device_name(device)) is None
+    except Exception:  # noqa: BLE001
+        return True

@@ -1,0 +1,83 @@
+"""The analysis pool on a Dask cluster, used instead of the local processes when
+TB_ATTN_DASK_SCHEDULER is set (an address such as tcp://scheduler:8786, or "local").
+
+It answers the index as AnalysisPool does (submit -> a concurrent Future of work.analyze's result),
+so the index, the cache and the routes do not know where a trace was analysed. Workers read the
+trace themselves, by the path or URL the index found, so the logdir must be visible to them (a
+shared file system, or an object store URL); only the compact report comes back. A worker lost
+mid-task is not this class's business: the scheduler runs the task again on another worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future
+
+from ..cluster import dask_jobs
+from . import work
+
+logger = logging.getLogger(__name__)
+ENV = "TB_ATTN_DASK_SCHEDULER"
+DEFAULT_SLOTS = 4  # in-flight tasks before the cluster has told how many threads it has
+
+
+class DaskAnalysisPool:
+    def __init__(self, address: str):
+        self.address = address
+        self._lock = threading.Lock()
+        self._client = None
+        self._slots = DEFAULT_SLOTS
+        self._closed = False
+
+    @property
+    def workers(self) -> int:
+        """Threads across the cluster's workers (the index keeps about two tasks per slot in flight)."""
+        return self._slots
+
+    def _connect(self):
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("analysis pool is closed")
+            if self._client is None:
+                try:
+                    self._client = dask_jobs.connect(self.address)
+                except dask_jobs.DaskUnavailable as exc:
+                    raise RuntimeError(f"{ENV}={self.address}: {exc}".replace("--dask needs", "it needs")) from None
+                self._slots = max(1, sum(self._client.nthreads().values()) or DEFAULT_SLOTS)
+                logger.info("tb-attn: analysing traces on the Dask cluster at %s (%d threads)", self.address,
+                            self._slots)
+            return self._client
+
+    def submit(self, path: str, display_name: str) -> tuple[Future, "DaskAnalysisPool"]:
+        client = self._connect()
+        dfut = client.submit(work.analyze, path, display_name, None, pure=False)
+        fut: Future = Future()
+        fut.set_running_or_notify_cancel()
+        fut.dask_future = dfut  # Dask forgets a task whose future is no longer referenced
+
+        def done(df) -> None:
+            try:
+                fut.set_result(df.result())
+            except BaseException as exc:  # the task failed on every worker that tried (KilledWorker), or cancelled
+                fut.set_exception(exc)
+
+        dfut.add_done_callback(done)
+        return fut, self
+
+    def reset(self, broken=None) -> None:
+        """Nothing to rebuild: the scheduler replaces lost workers and reruns their tasks."""
+
+    @property
+    def executor(self):
+        return self._client
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            client, self._client = self._client, None
+        if client is not None:
+            try:
+                dask_jobs.close(client)
+            except Exception:  # closing while the scheduler is already gone
+                logger.debug("tb-attn: closing the Dask client failed", exc_info=True)

@@ -1,0 +1,93 @@
+"""/ranks?run=R: the rank summary of a run whose traces are ranks of one job (see ranks/summary.py).
+
+Each worker's latest span stands for its rank. Only the fields the summary reads are decoded from
+each cached report (msgspec skips kernels, ops and call samples), and the answer is kept per run
+until one of its files changes, so a run of a thousand ranks is summarised once, not per request.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import msgspec
+
+from ..ranks.summary import summarize_ranks
+from .index import ERROR, LOADING, RunIndex
+
+MAX_CACHED_RUNS = 64
+MAX_WAITING_LISTED = 8
+
+
+class _Layer(msgspec.Struct):
+    layer: Any = None
+    gpu_us: Any = None
+    cpu_us: Any = None
+    backend: Any = None
+
+
+class _RankFields(msgspec.Struct):
+    source: Any = None
+    distributed: Any = None
+    time_basis: Any = None
+    total_gpu_us: Any = None
+    total_cpu_us: Any = None
+    attention_gpu_us: Any = None
+    attention_cpu_us: Any = None
+    calls: Any = None
+    stages: Any = None
+    implementations: Any = None
+    layers: list[_Layer] | None = None
+
+
+_decoder = msgspec.json.Decoder(_RankFields)
+
+
+def _as_dict(v: _RankFields) -> dict[str, Any]:
+    d = {f: getattr(v, f) for f in v.__struct_fields__}
+    d["layers"] = [{f: getattr(lay, f) for f in lay.__struct_fields__} for lay in v.layers or []]
+    return d
+
+
+class RanksAnswers:
+    def __init__(self, index: RunIndex):
+        self.index = index
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[tuple, tuple[int, bytes]]] = {}
+
+    def answer(self, run: str) -> tuple[int, Any]:
+        """(HTTP status, body): 200 with the summary, 202 while ranks are analysed, 404 when the run
+        is not a job of several ranks. Raises UnknownName for a run the index does not know."""
+        entries = self.index.latest_entries(run)
+        loading = [e for e in entries if e.status == LOADING]
+        if loading:
+            for e in loading:
+                self.index.want(e)
+            return 202, {"status": "loading", "waiting_for": [e.display for e in loading[:MAX_WAITING_LISTED]],
+                         "ready": len(entries) - len(loading), "total": len(entries)}
+        version = tuple((e.worker, e.key, e.status) for e in entries)
+        with self._lock:
+            hit = self._cache.get(run)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        reports, errors = [], []
+        for e in entries:
+            if e.status == ERROR:
+                errors.append(e.message or e.display)
+                continue
+            body = self.index.report_bytes(e)
+            if body is None:  # gone from the cache: being analysed again
+                return 202, {"status": "loading", "waiting_for": [e.display], "ready": 0, "total": len(entries)}
+            reports.append(_as_dict(_decoder.decode(body)))
+        doc = summarize_ranks(reports)
+        if doc is None:
+            answer = (404, {"error": f"run {run!r} is not a job of several ranks: fewer than two of its traces carry "
+                                     "a rank (kineto's distributedInfo, or a worker named like rank3)"})
+        else:
+            doc = {"run": run, **doc, "errors": errors}
+            answer = (200, msgspec.json.encode(doc))
+        with self._lock:
+            if len(self._cache) >= MAX_CACHED_RUNS:
+                self._cache.clear()
+            self._cache[run] = (version, answer)
+        return answer

@@ -1,0 +1,36 @@
+"""Plain-text rendering of a rank summary for the terminal."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .summary import _us
+
+MAX_RANK_ROWS = 16  # the slowest ones; a job of 1,024 ranks prints its extremes, not every rank
+MAX_LAYER_ROWS = 5
+
+
+def render_ranks(run: str, doc: Mapping[str, Any]) -> str:
+    world = f" of world size {doc['world_size']}" if doc.get("world_size") else ""
+    out = [f"ranks of {run}: {doc['rank_count']} ranks{world}", f"  {doc['headline']}"]
+    if doc.get("missing_count"):
+        shown = ", ".join(str(r) for r in doc["missing_ranks"][:20])
+        out.append(f"  missing ranks ({doc['missing_count']}): {shown}{' …' if doc['missing_count'] > 20 else ''}")
+    for odd in doc.get("odd_ranks") or []:
+        out.append(f"  rank {odd['rank']} runs {odd['what']} {odd['value']} where the others run {odd['usual']}")
+    stages = doc.get("stages") or []
+    rows = sorted(doc["ranks"], key=lambda r: (-r["attention_us"], r["rank"]))
+    header = ["rank", "attention", "× median"] + stages
+    table = [[str(r["rank"]), _us(r["attention_us"]), f"{r['vs_median']:.2f}" if r["vs_median"] is not None else "-"]
+             + [_us(r["stages"][st]) if r["stages"].get(st) else "-" for st in stages] for r in rows[:MAX_RANK_ROWS]]
+    widths = [max(len(x[i]) for x in table + [header]) for i in range(len(header))]
+    line = lambda cells: "  " + "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
+    out += ["", line(header), line(["-" * w for w in widths])] + [line(t) for t in table]
+    if len(rows) > MAX_RANK_ROWS:
+        out.append(f"  … {len(rows) - MAX_RANK_ROWS} faster ranks not shown (--json has all)")
+    spread = [lay for lay in doc.get("layers") or [] if (lay.get("spread") or 0) > 1.0][:MAX_LAYER_ROWS]
+    if spread:
+        out.append("")
+        out += [f"  layer {lay['layer']}: rank {lay['slowest_rank']} takes {lay['spread']:.2f}× the median "
+                f"({_us(lay['max_us'])} vs {_us(lay['median_us'])})" for lay in spread]
+    return "\n".join(out)

@@ -1,0 +1,192 @@
+"""The report's ``roofline`` section: one point per layer type and implementation (and per stage), the
+roof used, and each run's time split for comparisons (decompose.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..attention.devices import precision_of
+from ..attention.metrics import Measured
+from ..trace.link import Linked
+from . import model, roof
+from .timing import measure_timing
+
+MAX_GROUPS = 200
+PLAUSIBLE = 0.25
+CONVENTION = {
+    "flops": "matmuls 2·E·D each (E = B·H·Lq·Lk); fused forward 4·E·D, halved when causal; fused backward 2.5× "
+             "forward; elementwise 1 FLOP per score element per pass (softmax 5, its backward 4)",
+    "bytes": "eager/math: QKᵀ reads Q, K and writes E; each scale/mask/softmax/dropout kernel reads and writes E; AV "
+             "reads E, V and writes O (backward likewise, softmax backward reads E twice). fused: reads Q, K, V, "
+             "writes O and the log-sum-exp; fused backward (FlashAttention-2, recomputing QKᵀ) reads Q, K, V, O, dO "
+             "and writes dQ, dK, dV. Projections, copies and other stages are not modelled.",
+    "attainable": "min(peak for the call's dtype, intensity × memory bandwidth)",
+    "bound": f"launch when kernels (CPU: ops) average under {roof.LAUNCH_US:.0f} µs, or under {roof.SHORT_US:.0f} µs "
+             f"reaching less than {roof.LOW_FRACTION:.0%} of attainable; else memory below the ridge point "
+             "(peak / bandwidth), compute above",
+    "decomposition": "per run: wall = busy kernel time + gaps between a call's kernels (CPU: root op time); "
+                     "each modelled stage of each call counts in the part of its bound: memory (memory_floor_us is "
+                     "the modelled bytes at the roof's bandwidth), launch, else compute; launch also takes gaps × "
+                     "the run's median gap (CPU: the other ops × the median view-op self time); cpu = the remaining gaps (CPU: time outside ops); rest = stages not "
+                     "modelled (on the CPU, compute = modelled − memory − launch); the parts sum to wall",
+}
+
+
+def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, Any] | None,
+          metadata: dict[str, Any] | None, has_gpu: bool) -> dict[str, Any]:
+    the_roof = roof.choose(device, metadata, has_gpu)
+    t = measure_timing(L, calls, call_of, m)
+    bw = the_roof.get("bandwidth_tbs") if the_roof else None
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    run = {b: {"busy": 0.0, "modelled": 0.0, "memory_bound": 0.0, "launch_bound": 0.0, "launch_units": 0,
+               "bytes": 0.0, "flops": 0.0, "units": 0} for b in ("gpu", "cpu")}
+    for c in calls:
+        z = model.sizes(c.info.get("shape"), c.info.get("dtype"))
+        key = (c.layer_type, c.implementation)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {"layer_type": c.layer_type, "implementation": c.implementation, "calls": 0,
+                               "dtype": c.info.get("dtype"), "shape": c.info.get("shape"), "score_bytes": None,
+                               "stages": {}, "modelled_calls": 0, "implausible": set()}
+        g["calls"] += 1
+        if z is not None:
+            g["modelled_calls"] += 1
+            if "fused" not in {st for st, _ in m.cells[c.id]}:
+                g["score_bytes"] = max(g["score_bytes"] or 0, int(z.e * z.itemsize))
+        for (stage, ps), cell in m.cells[c.id].items():
+            ops = t.ops[c.id].get((stage, ps), 0)
+            for b, tm, units in (("gpu", cell.gpu_us, cell.kernels), ("cpu", cell.cpu_us, ops)):
+                run[b]["busy"] += tm
+                run[b]["units"] += units
+            cost = _cost(z, stage, ps, cell, ops, has_gpu, bool(c.info.get("causal")), bw)
+            if cost is None:
+                if z is not None and stage in model.ELEMENTWISE and (cell.kernels if has_gpu else ops):
+                    g["implausible"].add(stage)
+                continue
+            prec = precision_of(c.info.get("dtype"))
+            for b, tm, units in (("gpu", cell.gpu_us, cell.kernels), ("cpu", cell.cpu_us, ops)):
+                run[b]["modelled"] += tm
+                run[b]["flops"] += cost[0]
+                run[b]["bytes"] += cost[1]
+                # Each call's stage counts in the part of its own bound (the roof of the device
+                # whose time this basis is: none for the CPU time of a GPU run).
+                basis_roof = the_roof if (b == "gpu") == has_gpu else None
+                bound = roof.point(cost[0], cost[1], tm, units, basis_roof, prec)["bound"] if tm > 0 else None
+                if bound in ("memory", "launch"):
+                    run[b][f"{bound}_bound"] += tm
+                    if bound == "launch":
+                        run[b]["launch_units"] += units
+            acc = g["stages"].setdefault((stage, ps), [0.0, 0.0, 0.0, 0])
+            acc[0] += cost[0]
+            acc[1] += cost[1]
+            acc[2] += cell.gpu_us if has_gpu else cell.cpu_us
+            acc[3] += cell.kernels if has_gpu else ops
+    rows = [_group_row(g, the_roof) for g in groups.values()]
+    rows = [r for r in rows if r is not None]
+    rows.sort(key=lambda r: -r["time_us"])
+    return {
+        "roof": the_roof,
+        "time_basis": "gpu" if has_gpu else "cpu",
+        "convention": CONVENTION,
+        "layers": rows[:MAX_GROUPS],
+        "layers_omitted": max(0, len(rows) - MAX_GROUPS),
+        "timing": {"gpu": _timing("gpu", run["gpu"], t, the_roof if has_gpu else None) if has_gpu else None,
+                   "cpu": _timing("cpu", run["cpu"], t, None if has_gpu else the_roof)},
+    }
+
+
+def _cost(z, stage: str, ps: str, cell, ops: int, has_gpu: bool, causal: bool, bw: float | None):
+    """(FLOP, bytes) of one stage of one call, or None: no model, no kernel ran (GPU) or no op (CPU),
+    or an elementwise stage far faster than moving the score matrix at the device's bandwidth
+    (under PLAUSIBLE of that time: its kernels worked on Q or K, e.g. the scale applied before QKᵀ)."""
+    if z is None or stage not in model.MODELLED_STAGES:
+        return None
+    passes = cell.kernels if has_gpu else (1 if ops else 0)
+    if passes == 0:
+        return None
+    cost = model.stage_cost(z, stage, ps, passes=passes, causal=causal)
+    if cost is not None and stage in model.ELEMENTWISE and bw:
+        spent = cell.gpu_us if has_gpu else cell.cpu_us
+        if spent < PLAUSIBLE * cost[1] / (bw * 1e12) * 1e6:
+            return None
+    return cost
+
+
+def _group_row(g: dict[str, Any], the_roof) -> dict[str, Any] | None:
+    g["unmodelled_stages"] = sorted(g.pop("implausible"))
+    stages = g.pop("stages")
+    if not stages:
+        return None
+    prec = precision_of(g.get("dtype"))
+    pts = []
+    for (stage, ps), (f, b, tm, units) in stages.items():
+        p = roof.point(f, b, tm, units, the_roof, prec)
+        pts.append({"stage": stage, "pass": ps, **p})
+    pts.sort(key=lambda p: -p["time_us"])
+    f = sum(p["flops"] for p in pts)
+    b = sum(p["bytes"] for p in pts)
+    tm = sum(p["time_us"] for p in pts)
+    units = sum(p["units"] for p in pts)
+    row = {**g, **roof.point(f, b, tm, units, the_roof, prec), "stages": pts}
+    row["dominant_stage"] = pts[0]["stage"] if pts else None
+    n = max(1, g["modelled_calls"])
+    row["per_call"] = {"flops": f / n, "bytes": b / n, "time_us": round(tm / n, 3)}
+    row["line"] = line(row)
+    return row
+
+
+def line(row: dict[str, Any]) -> str:
+    """'Owlv2Attention: memory-bound, 2.1 TB/s of 3.35 TB/s (63%) in softmax' (its slowest stage)."""
+    top = row["stages"][0] if row.get("stages") else row
+    who = f"{row['layer_type']} ({row['implementation']})"
+    bound = top.get("bound")
+    where = f" in {top['stage']} {top['pass']}" if "stage" in top else ""
+    if bound == "memory" and top.get("bandwidth_tbs"):
+        return (f"{who}: memory-bound, {_tbs(top['achieved_tbs'])} of {_tbs(top['bandwidth_tbs'])} "
+                f"({top['bandwidth_fraction']:.0%}){where}")
+    if bound == "compute" and top.get("attainable_tflops"):
+        return (f"{who}: compute-bound, {top['achieved_tflops']:.3g} of {top['attainable_tflops']:.4g} TFLOP/s "
+                f"({top['fraction']:.0%}, {top['precision']} peak){where}")
+    if bound == "launch":
+        return f"{who}: launch-bound{where}: {top['bound_reason']}"
+    return f"{who}: {top['achieved_tflops'] or 0:.3g} TFLOP/s, {_tbs(top['achieved_tbs'] or 0)}{where} ({top['bound_reason']})"
+
+
+def _tbs(v: float) -> str:
+    return f"{v:.3g} TB/s" if v >= 0.1 else f"{v * 1000:.3g} GB/s"
+
+
+def _timing(basis: str, r: dict[str, Any], t, the_roof) -> dict[str, Any]:
+    """One run's attention time split into parts that compare.py subtracts run from run. Each
+    modelled stage of each call counts in the part of its bound (memory, launch; compute otherwise);
+    the gaps between a call's kernels are launch (gaps × the median gap) and CPU (the rest)."""
+    busy = r["busy"]
+    if basis == "gpu":
+        idle = sum(t.idle_gpu_us)
+        gaps = sum(t.gaps_gpu)
+        per = t.launch_gap_us or 0.0
+        gap_launch = min(idle, gaps * per)
+        launch = r["launch_bound"] + gap_launch
+        cpu = idle - gap_launch
+        count, per_name = r["units"], "launch_gap_us"
+    else:
+        wall = max(sum(t.wall_cpu_us), busy)
+        idle = wall - busy
+        per = t.dispatch_us or 0.0
+        count, gaps, per_name = r["units"], r["units"], "dispatch_us"
+        # Ops outside launch-bound stages still pay their dispatch (the median view op's self time).
+        other_ops = max(0, count - r["launch_units"])
+        room = max(0.0, busy - r["launch_bound"] - r["memory_bound"])
+        launch = r["launch_bound"] + min(room, other_ops * per)
+        cpu = idle
+    wall = busy + idle
+    bw = the_roof.get("bandwidth_tbs") if the_roof else None
+    memory = r["memory_bound"]
+    rest = busy - r["modelled"]
+    compute = wall - memory - launch - cpu - rest
+    parts = {"memory": memory, "compute": compute, "launch": launch, "cpu": cpu, "rest": rest}
+    return {"wall_us": round(wall, 3), "busy_us": round(busy, 3), "idle_us": round(idle, 3),
+            "units": count, "gaps": gaps, per_name: round(per, 3), "modelled_us": round(r["modelled"], 3),
+            "bytes": r["bytes"], "flops": r["flops"], "bandwidth_tbs": bw,
+            "memory_floor_us": round(r["bytes"] / (bw * 1e12) * 1e6, 3) if bw else None,
+            "parts_us": {k: round(v, 3) for k, v in parts.items()}}

@@ -1,0 +1,45 @@
+"""The roofline and the speed-up decomposition as terminal lines (report/text.py calls these)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .decompose import LABELS, PARTS
+
+
+def roofline_lines(r: dict[str, Any], top: int = 6) -> list[str]:
+    rf = r.get("roofline") or {}
+    rows = rf.get("layers") or []
+    if not rows:
+        return []
+    roof = rf.get("roof")
+    if roof:
+        tf = ", ".join(f"{k} {v:.4g}" for k, v in (roof.get("tflops") or {}).items() if v)
+        bw = roof.get("bandwidth_tbs")
+        where = f"{roof['kind']}: {roof.get('source') or roof.get('device')}"
+        head = (f"  roofline ({where}): {_bw(bw)}, TFLOP/s {tf or 'unknown'}" if bw else
+                f"  roofline ({where}): no bandwidth known, TFLOP/s {tf or 'unknown'}")
+    else:
+        head = "  roofline: no peak or bandwidth known for this device (the collector measures them on the CPU)"
+    return [head] + [f"  - {row['line']}" for row in rows[:top]]
+
+
+def _ms(us: float) -> str:
+    return f"{round(us / 1e3, 3) + 0.0:+11.3f}"  # + 0.0: no "-0.000"
+
+
+def _bw(tbs: float) -> str:
+    return f"{tbs:.4g} TB/s" if tbs >= 0.1 else f"{tbs * 1000:.4g} GB/s"
+
+
+def decomposition_lines(c: dict[str, Any]) -> list[str]:
+    d = c.get("decomposition")
+    if not d:
+        return []
+    out = [f"  {d['sentence']}"]
+    width = max(len(LABELS[p]) for p in PARTS)
+    for p in PARTS:
+        v = d["parts_us"][p]
+        out.append(f"    {LABELS[p].ljust(width)}  {_ms(v)} ms")
+    out.append(f"    {'measured difference'.ljust(width)}  {_ms(d['measured_us'])} ms")
+    return out

@@ -1,0 +1,136 @@
+"""What a sweep's cells say together (no torch): fitted exponents of time and memory against
+sequence length, crossover points between backends, the best backend per (batch, seq_len) and the
+OOM boundary. The CLI prints it and the plugin's /sweep route serves it to the Sweep view."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Iterable
+
+
+def series_name(rec: dict[str, Any]) -> str:
+    return str(rec.get("module") or rec.get("backend"))
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+        return float(v)
+    return None
+
+
+def fit_exponent(points: Iterable[tuple[float, float]]) -> float | None:
+    """Least-squares slope of log y against log x: y ∝ x^slope. None with fewer than two distinct x."""
+    pts = [(math.log(x), math.log(y)) for x, y in points if x > 0 and y > 0]
+    if len({x for x, _ in pts}) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / sxx
+
+
+def _by_series(records: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    out: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        out[(series_name(r), r["batch"])].append(r)
+    for v in out.values():
+        v.sort(key=lambda r: r["seq_len"])
+    return out
+
+
+def fits(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for (name, batch), rs in sorted(_by_series(records).items()):
+        ok = [r for r in rs if r["status"] == "ok"]
+        t = [(r["seq_len"], _num(r.get("median_s"))) for r in ok]
+        m = [(r["seq_len"], _num(r.get("peak_bytes"))) for r in ok]
+        out.append({"backend": name, "batch": batch,
+                    "time_exponent": fit_exponent((x, y) for x, y in t if y),
+                    "memory_exponent": fit_exponent((x, y) for x, y in m if y),
+                    "seq_lens": [r["seq_len"] for r in ok]})
+    return out
+
+
+def crossovers(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Where two backends swap places in time, per batch: the length where the log-log lines between
+    two measured lengths cross (geometric interpolation), with the lengths it lies between."""
+    series = _by_series(records)
+    by_batch: dict[int, dict[str, dict[int, float]]] = defaultdict(dict)
+    for (name, batch), rs in series.items():
+        by_batch[batch][name] = {r["seq_len"]: t for r in rs if r["status"] == "ok" and (t := _num(r.get("median_s")))}
+    out = []
+    for batch, named in sorted(by_batch.items()):
+        names = sorted(named)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                common = sorted(set(named[a]) & set(named[b]))
+                for lo, hi in zip(common, common[1:]):
+                    d_lo = math.log(named[a][lo] / named[b][lo])
+                    d_hi = math.log(named[a][hi] / named[b][hi])
+                    if d_lo == 0 or d_hi == 0 or (d_lo > 0) == (d_hi > 0):
+                        continue
+                    frac = d_lo / (d_lo - d_hi)
+                    at = math.exp(math.log(lo) + frac * (math.log(hi) - math.log(lo)))
+                    out.append({"batch": batch, "backends": [a, b], "seq_len": at, "between": [lo, hi],
+                                "faster_below": a if d_lo < 0 else b, "faster_above": a if d_hi < 0 else b})
+    return out
+
+
+def best(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    cells: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        cells[(r["batch"], r["seq_len"])].append(r)
+    out = []
+    for (batch, L), rs in sorted(cells.items()):
+        ok = sorted((r for r in rs if r["status"] == "ok" and _num(r.get("median_s"))), key=lambda r: r["median_s"])
+        row: dict[str, Any] = {"batch": batch, "seq_len": L, "backend": None, "median_s": None, "runner_up": None,
+                               "speedup": None, "statuses": {series_name(r): r["status"] for r in rs}}
+        if ok:
+            row.update(backend=series_name(ok[0]), median_s=ok[0]["median_s"])
+            if len(ok) > 1:
+                row.update(runner_up=series_name(ok[1]), speedup=ok[1]["median_s"] / ok[0]["median_s"])
+        out.append(row)
+    return out
+
+
+def oom_boundary(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per backend and batch that ran out of memory: the longest length that fit and the shortest that did not."""
+    out = []
+    for (name, batch), rs in sorted(_by_series(records).items()):
+        oom = [r["seq_len"] for r in rs if r["status"] == "oom"]
+        if not oom:
+            continue
+        ok = [r["seq_len"] for r in rs if r["status"] == "ok"]
+        out.append({"backend": name, "batch": batch, "max_ok_seq_len": max(ok) if ok else None,
+                    "min_oom_seq_len": min(oom)})
+    return out
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    counts: dict[str, int] = defaultdict(int)
+    for r in records:
+        counts[r["status"]] += 1
+    return {"cells": len(records), "status_counts": dict(counts), "fits": fits(records),
+            "crossovers": crossovers(records), "best": best(records), "oom_boundary": oom_boundary(records)}
+
+
+def render(records: list[dict[str, Any]]) -> str:
+    """A few lines for the terminal after the Compare table."""
+    s = summarize(records)
+    lines = [f"cells: {s['cells']} (" + ", ".join(f"{k} {v}" for k, v in sorted(s["status_counts"].items())) + ")"]
+    for f in s["fits"]:
+        parts = []
+        if f["time_exponent"] is not None:
+            parts.append(f"time ~ L^{f['time_exponent']:.2f}")
+        if f["memory_exponent"] is not None:
+            parts.append(f"peak memory ~ L^{f['memory_exponent']:.2f}")
+        if parts:
+            lines.append(f"  {f['backend']:<10} B={f['batch']:<4} " + ", ".join(parts))
+    for c in s["crossovers"]:
+        lines.append(f"  crossover B={c['batch']}: {c['faster_below']} faster below L~{c['seq_len']:.0f}, "
+                     f"{c['faster_above']} above (between {c['between'][0]} and {c['between'][1]})")
+    for o in s["oom_boundary"]:
+        fit = f"fits up to L={o['max_ok_seq_len']}" if o["max_ok_seq_len"] else "never fits"
+        lines.append(f"  out of memory: {o['backend']} B={o['batch']} {fit}, fails from L={o['min_oom_seq_len']}")
+    return "\n".join(lines)

@@ -1,0 +1,313 @@
+"""Decoding a trace while it is read: the file streams through the C scanner in windows of a few
+MB, so the whole text is never held (peak memory is the kept events plus a few windows, not the
+text plus the events).
+
+Three stages run at once, joined by queues of at most two items: a thread reads the file (and
+inflates gzip; zlib and ISA-L release the GIL), a thread scans windows with the C scanner (no
+GIL), and the caller's thread decodes each window's kept events with msgspec. On a file this path
+does not understand plainly (not a kineto layout, a gzip stream cut short, a mistyped event, an
+event larger than MAX_EVENT) it drops what it kept and returns None, and the caller decodes the
+whole text the careful way (events.decode), which judges and words every problem.
+Results are the same as events.decode's: the same rules keep the same events in file order.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import zlib
+from typing import Callable, Iterator
+
+import msgspec
+
+from . import events as ev_mod
+from . import limits, native
+from .read import is_url
+
+try:  # optional (the [fast] extra): ISA-L inflates in about 60% of zlib's time
+    from isal import isal_zlib as _inflate_mod
+except ImportError:
+    _inflate_mod = zlib
+
+READ_BYTES = 4 << 20  # compressed (or plain) bytes per read
+# Text handed to the scanner at a time: events.CHUNK_BYTES, the chunk the whole-text path decodes.
+MAX_HEAD = 64 << 20  # text before "traceEvents": [ (kineto's is a few KB of device properties)
+MAX_EVENT = 64 << 20  # one event larger than this: not a plain trace, leave it to the careful path
+MAX_TAIL = 256 << 20  # text after the event array (kineto's: trace name, time unit, a few log lines)
+_SCAN_ALL = 1 << 62  # budget: a window is scanned to its end in one call
+
+
+class _NotPlain(Exception):
+    """Internal: this file is left to the whole-text path."""
+
+
+def available() -> bool:
+    return native.available and native.streaming
+
+
+def decode_file(path: str, keep_shapes: Callable[[str], bool] | None = None,
+                progress: Callable[[float], None] | None = None) -> tuple[ev_mod.Events, int] | None:
+    """(Events, decompressed JSON bytes) of the trace at ``path``, streamed; None when the file is
+    not plainly laid out, cannot be opened, or the scanner is not built (then use events.decode,
+    which gives the same Events or the right error). ``progress(fraction of the file read)``."""
+    if not available():
+        return None
+    limit = limits.max_trace_bytes(path)
+    try:
+        fh = _open(path, limit)
+    except Exception:
+        return None  # the whole-text path opens it again and says what is wrong
+    try:
+        return _decode(fh, keep_shapes, progress, lambda: limits.too_big(path, limit, "inflates to"), limit)
+    except (_NotPlain, msgspec.DecodeError, OSError, EOFError, RecursionError):
+        return None
+    finally:
+        fh.close()
+
+
+def _open(path: str, limit: int):
+    if is_url(path):
+        import fsspec
+
+        return fsspec.open(path, "rb").open()
+    # FIFOs, devices and sockets are never opened (a FIFO nobody writes would block); the careful
+    # path then says what the file is.
+    return limits.open_regular(path, limit)
+
+
+def _file_size(fh) -> int:
+    try:
+        pos = fh.tell()
+        size = fh.seek(0, 2)
+        fh.seek(pos)
+        return int(size)
+    except Exception:
+        return 0
+
+
+class _Reader:
+    """Yields the file's text in pieces; counts raw bytes read for progress."""
+
+    def __init__(self, fh):
+        self.fh = fh
+        self.raw_read = 0
+        self.size = _file_size(fh)
+
+    def _raw(self) -> Iterator[bytes]:
+        while True:
+            b = self.fh.read(READ_BYTES)
+            if not b:
+                return
+            self.raw_read += len(b)
+            yield b
+
+    def pieces(self) -> Iterator[bytes]:
+        raw = self._raw()
+        first = next(raw, b"")
+        if not first:
+            raise _NotPlain("empty")
+        if first[:2] != b"\x1f\x8b":
+            yield first
+            yield from raw
+            return
+        yield from self._inflate(first, raw)
+
+    @staticmethod
+    def _inflate(first: bytes, raw: Iterator[bytes]) -> Iterator[bytes]:
+        """Gzip members one after the other (as gzip.decompress reads them), each output piece at
+        most events.CHUNK_BYTES: a highly compressed read never inflates into one huge block. Anything
+        unusual (bytes after the last member, a stream cut short) goes to the careful path."""
+        d = _inflate_mod.decompressobj(16 + zlib.MAX_WBITS)
+        data = first
+        while True:
+            while data:
+                try:
+                    out = d.decompress(data, ev_mod.CHUNK_BYTES)
+                except Exception as exc:  # zlib.error, or ISA-L's own types: the careful path words it
+                    raise _NotPlain(f"broken gzip stream: {exc}") from None
+                if out:
+                    yield out
+                data = d.unconsumed_tail
+                if d.eof:
+                    rest = d.unused_data + data
+                    while 0 < len(rest) < 2:
+                        more = next(raw, b"")
+                        if not more:
+                            break
+                        rest += more
+                    if not rest:
+                        break
+                    if rest[:2] != b"\x1f\x8b":
+                        raise _NotPlain("data after the gzip stream")
+                    d = _inflate_mod.decompressobj(16 + zlib.MAX_WBITS)
+                    data = rest
+            data = next(raw, b"")
+            if not data:
+                if not d.eof:
+                    raise _NotPlain("gzip stream ends early")  # the careful path salvages and warns
+                return
+
+
+def _pipe(source: Iterator, depth: int = 2) -> Iterator:
+    """Run the ``source`` generator on a thread of its own, handing its items over a bounded queue.
+    Closing this generator (or the consumer failing) stops the thread and closes ``source``."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run() -> None:
+        try:
+            for item in source:
+                if not put(item):
+                    return
+            put(end)
+        except BaseException as exc:  # handed to the consumer's thread
+            put(exc)
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()  # a generator holding a pipe of its own stops that one too
+
+    t = threading.Thread(target=run, name="tb-attn-stream", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is end:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        t.join()
+
+
+class _Scan:
+    """Turns the text's pieces into (kept events JSON, dropped count) chunks, then records the
+    text around the event array (head, tail) for the document's other fields."""
+
+    def __init__(self, pieces: Iterator[bytes]):
+        self.pieces = pieces
+        self.head = b""
+        self.tail = b""
+        self.array = False  # the document is a bare array of events
+        self.size = 0
+
+    def _more(self) -> bytes | None:
+        b = next(self.pieces, None)
+        if b is not None:
+            self.size += len(b)
+        return b
+
+    def chunks(self) -> Iterator[tuple[bytes, int]]:
+        try:
+            yield from self._chunks()
+        finally:
+            close = getattr(self.pieces, "close", None)
+            if close is not None:
+                close()
+
+    def _chunks(self) -> Iterator[tuple[bytes, int]]:
+        window = self._find_array()  # starts at the array's '['
+        pos, final, stuck = 1, False, False
+        rules = ev_mod._PREFILTER_RULES
+        while True:
+            # Fill the window; at least one more piece when the last call could not finish an event.
+            while not final and (stuck or len(window) - pos < ev_mod.CHUNK_BYTES):
+                b = self._more()
+                if b is None:
+                    final = True
+                else:
+                    window = (window[pos:] + b) if pos else (window + b)
+                    pos, stuck = 0, False
+            kept, dropped, nxt, done = native.scan_window(window, pos, _SCAN_ALL, rules, partial=not final)
+            if kept is None:
+                raise _NotPlain("not a plain event array")
+            if kept != b"[]" or dropped:
+                yield kept, dropped
+            if done:
+                self.tail = window[nxt + 1:]
+                while (b := self._more()) is not None:
+                    self.tail += b
+                    if len(self.tail) > MAX_TAIL:
+                        raise _NotPlain("too much text after the event array")
+                return
+            if final:
+                raise _NotPlain("the event array does not end")
+            stuck = nxt == pos
+            if stuck and len(window) - pos > MAX_EVENT:
+                raise _NotPlain("an event larger than MAX_EVENT, or broken JSON")
+            pos = nxt
+
+    def _find_array(self) -> bytes:
+        buf = b""
+        while True:
+            b = self._more()
+            if b is None:
+                raise _NotPlain("no event array")
+            buf += b
+            body = buf.lstrip()
+            if not body:
+                continue
+            if body[:1] == b"[":
+                self.array = True
+                start = len(buf) - len(body)
+            elif body[:1] == b"{":
+                m = ev_mod._EVENTS_KEY.search(buf)
+                if m is None:
+                    if len(buf) > MAX_HEAD:
+                        raise _NotPlain("no traceEvents array near the start")
+                    continue
+                start = m.end() - 1
+            else:
+                raise _NotPlain("not JSON")
+            self.head = buf[:start]
+            return buf[start:]
+
+
+def _bounded(pieces: Iterator[bytes], limit: int, too_big) -> Iterator[bytes]:
+    """The text's pieces, stopping with a TraceError once they pass ``limit`` bytes (a gzip bomb)."""
+    total = 0
+    for piece in pieces:
+        total += len(piece)
+        if total > limit:
+            raise too_big()
+        yield piece
+
+
+def _decode(fh, keep_shapes, progress, too_big, limit) -> tuple[ev_mod.Events, int]:
+    reader = _Reader(fh)
+    scan = _Scan(_pipe(_bounded(reader.pieces(), limit, too_big)))
+    kept = ev_mod._Kept(None, keep_shapes)
+    decoder = ev_mod._list_decoder
+    chunks = _pipe(scan.chunks())
+    try:
+        for chunk, dropped in chunks:
+            kept.add(decoder.decode(chunk), dropped)
+            if progress and reader.size:
+                progress(min(1.0, reader.raw_read / reader.size))
+    finally:
+        chunks.close()  # on an error: stops both threads before the file is closed
+    if scan.array:
+        if scan.tail.strip():
+            raise _NotPlain("something after the array")
+        kept.doc = ev_mod._Head()
+    else:
+        # Everything but the events must be valid JSON with the array where we found it (not, say,
+        # inside a string that happens to spell "traceEvents"), exactly as events._decode_native checks.
+        doc = ev_mod._head_decoder.decode(scan.head + b"[]" + scan.tail)
+        if doc.traceEvents is ev_mod._NULL or bytes(doc.traceEvents) != b"[]":
+            raise _NotPlain("traceEvents is not where it was found")
+        doc.traceEvents = ev_mod._NULL
+        kept.doc = doc
+    return kept.result([]), scan.size

@@ -1,0 +1,82 @@
+"""The Sweep view in a real browser: a real CPU sweep (tests/sweep_data.py) under a real
+``tensorboard --logdir``, read by Debian's chromium (frontend/browser/sweep_e2e.mjs) and compared
+with the backend's /sweep answer; and TensorBoard's own HParams plugin, over HTTP, listing every
+cell with the values in sweep.jsonl. TB_ATTN_UPDATE_SCREENSHOTS=1 writes docs/screenshots/sweep.png."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+pytest.importorskip("torch")
+
+from tests.sweep_data import record_sweep  # noqa: E402
+from tests.test_browser import CHROMIUM, FRONTEND, ROOT, _missing  # noqa: E402
+from tests.test_plugin_tensorboard import poll, tensorboard_process  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def sweep_tb(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("browser_sweep") / "logdir"
+    records = record_sweep(logdir / "cpu_sweep")
+    with tensorboard_process(logdir, tmp_path_factory.mktemp("tb"), settle_s="0", reload_s="2") as (base, proc):
+        poll(f"{base}/data/plugins_listing", lambda d: d.get("tb_attn", {}).get("enabled"), proc=proc)
+        yield base, records, proc
+
+
+def _post(url: str, body: dict) -> dict:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "X-XSRF-Protected": "1"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def test_hparams_plugin_lists_every_cell(sweep_tb):
+    base, records, proc = sweep_tb
+    poll(f"{base}/data/plugins_listing", lambda d: d.get("hparams", {}).get("enabled"), proc=proc)
+    exp = _post(f"{base}/data/plugin/hparams/experiment", {"experimentName": ""})
+    assert {h["name"] for h in exp["hparamInfos"]} >= {"backend", "batch", "seq_len", "status"}
+    cols = [{"hparam": n, "includeInResult": True} for n in ("backend", "batch", "seq_len", "status")]
+    cols.append({"metric": {"tag": "sweep/median_ms", "group": ""}, "includeInResult": True})
+    groups = _post(f"{base}/data/plugin/hparams/session_groups",
+                   {"experimentName": "", "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE",
+                                                              "STATUS_RUNNING"],
+                    "colParams": cols, "startIndex": 0, "sliceSize": 1000})
+    by_id = {r["cell_id"]: r for r in records}
+    got = {g["name"]: g for g in groups["sessionGroups"]}
+    assert set(got) == set(by_id)
+    for cell_id, g in got.items():
+        rec = by_id[cell_id]
+        assert g["hparams"]["backend"] == rec["backend"] and g["hparams"]["status"] == rec["status"]
+        assert g["hparams"]["seq_len"] == rec["seq_len"] and g["hparams"]["batch"] == rec["batch"]
+        metrics = {m["name"]["tag"]: m["value"] for m in g.get("metricValues", [])}
+        if rec["status"] == "ok":
+            assert math.isclose(metrics["sweep/median_ms"], rec["median_s"] * 1e3, rel_tol=1e-6)
+        else:
+            assert "sweep/median_ms" not in metrics
+
+
+def test_sweep_view_in_a_real_browser(sweep_tb, tmp_path):
+    why = _missing()
+    if why:
+        if os.environ.get("TB_ATTN_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"browser test cannot run: {why}")
+        pytest.skip(why)
+    base, records, _ = sweep_tb
+    profiles = {f"cpu_sweep/{r['profile_run']}" for r in records if r.get("profile_run")}
+    poll(f"{base}/data/plugin/tb_attn/runs", lambda d: profiles <= {r["run"] for r in d["runs"]})
+    shots = ROOT / "docs" / "screenshots" if os.environ.get("TB_ATTN_UPDATE_SCREENSHOTS") == "1" else tmp_path / "shots"
+    env = dict(os.environ, TB_URL=base, SWEEP_RUN="cpu_sweep", SHOTS_DIR=str(shots), CHROMIUM=CHROMIUM)
+    proc = subprocess.run(["node", "browser/sweep_e2e.mjs"], cwd=FRONTEND, env=env, capture_output=True, text=True,
+                          timeout=600)
+    print(proc.stdout[-20000:])
+    print(proc.stderr[-8000:], file=sys.stderr)
+    assert proc.returncode == 0, f"browser checks failed:\n{proc.stderr[-4000:]}"
+    assert "all " in proc.stdout and "checks passed" in proc.stdout
+    assert (shots / "sweep.png").stat().st_size > 10_000

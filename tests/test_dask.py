@@ -1,0 +1,173 @@
+"""Analyses on a real Dask LocalCluster (two worker processes): the same reports as in-process, a
+bad trace fails alone, a worker killed mid-task is replaced and its task rerun, and the plugin
+uses the cluster when TB_ATTN_DASK_SCHEDULER is set."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+distributed = pytest.importorskip("distributed", reason="the [dask] extra is not installed")
+
+from tb_attn_plugin import cli  # noqa: E402
+from tb_attn_plugin.cluster import dask_jobs  # noqa: E402
+from tb_attn_plugin.errors import TraceError  # noqa: E402
+from tb_attn_plugin.report.build import analyze_file  # noqa: E402
+from tests.conftest import all_settled, wait_runs  # noqa: E402
+from tests.rank_jobs import write_job  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "bench"))
+from make_trace import replicate  # noqa: E402
+
+
+def _same(report: dict) -> dict:
+    """A report without its one field that measures the run rather than the trace."""
+    return {k: v for k, v in report.items() if k != "analysis_seconds"}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    # One cluster for the module: starting worker processes takes seconds on a small machine.
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def client(cluster):
+    with distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def logdir(cpu_traces, tmp_path_factory):
+    root = tmp_path_factory.mktemp("dask_logdir")
+    s = cpu_traces["sdpa"]
+    write_job(root / "job", {0: s, 1: s, 2: s, 3: cpu_traces["math"]}, slow={1: 1.5})
+    (root / "single").mkdir()
+    (root / "single" / "host_1.1.pt.trace.json").write_bytes(cpu_traces["eager"].read_bytes())
+    (root / "bad").mkdir()
+    (root / "bad" / "host_1.1.pt.trace.json").write_bytes(b'{"hello": "world"}')
+    for dirpath, _, names in os.walk(root):
+        for n in names:
+            os.utime(os.path.join(dirpath, n), (1_600_000_000, 1_600_000_000))
+    return root
+
+
+def _files(root):
+    return sorted(str(p) for p in root.rglob("*.pt.trace.json*"))
+
+
+def test_cluster_reports_equal_in_process_reports_and_a_bad_trace_fails_alone(client, logdir):
+    paths = _files(logdir)
+    got = dict(dask_jobs.analyze_many(client, paths))
+    assert list(got) == paths
+    for p in paths:
+        if "/bad/" in p:
+            assert isinstance(got[p], TraceError) and "not a trace" in str(got[p]) and str(got[p]).startswith(p)
+            with pytest.raises(TraceError) as local:
+                analyze_file(p)
+            assert str(local.value) == str(got[p])
+        else:
+            assert _same(got[p]) == _same(analyze_file(p))
+
+
+def test_cli_dask_output_equals_in_process(cluster, logdir, capsys):
+    assert cli.main(["report", str(logdir), "-q", "--json", "--compact"]) == 2  # the bad run
+    local = capsys.readouterr()
+    assert cli.main(["report", str(logdir), "-q", "--json", "--compact", "--dask", cluster.scheduler_address]) == 2
+    remote = capsys.readouterr()
+    assert remote.err == local.err and "bad/host_1.1.pt.trace.json: JSON but not a trace" in remote.err
+    a, b = json.loads(local.out), json.loads(remote.out)
+    assert [_same(r) for r in a["reports"]] == [_same(r) for r in b["reports"]]
+    assert a["ranks"] == b["ranks"] and b["ranks"][0]["run"] == "job" and b["ranks"][0]["slowest"]["rank"] in (1, 3)
+
+
+def test_a_worker_killed_mid_task_is_replaced_and_the_task_rerun(client, cpu_traces, tmp_path):
+    big = tmp_path / "big.pt.trace.json"
+    replicate(str(cpu_traces["sdpa"]), 120, str(big))  # about a second of analysis: long enough to kill it mid-way
+    want = _same(analyze_file(str(big)))
+    pids = client.run(os.getpid)
+    fut = client.submit(dask_jobs.analyze_one, str(big), pure=False)
+    deadline = time.monotonic() + 60
+    victim = None
+    while victim is None and time.monotonic() < deadline:
+        running = {w: ts for w, ts in client.processing().items() if fut.key in ts}
+        victim = next(iter(running), None)
+        time.sleep(0.02)
+    assert victim is not None, "the task never started"
+    time.sleep(0.2)
+    assert not fut.done()
+    os.kill(pids[victim], signal.SIGKILL)
+    status, body = fut.result(timeout=120)
+    assert status == "ready"
+    import msgspec
+
+    assert _same(msgspec.json.decode(body)) == want
+    # The nanny started a new worker process in place of the killed one.
+    client.wait_for_workers(2, timeout=60)
+    assert pids[victim] not in client.run(os.getpid).values()
+
+
+def test_plugin_analyses_on_the_cluster_named_by_the_environment(tb_app, cluster, logdir, tmp_path):
+    http, plugins = tb_app(logdir, env={"TB_ATTN_DASK_SCHEDULER": cluster.scheduler_address})
+    from tb_attn_plugin.plugin.dask_pool import DaskAnalysisPool
+
+    assert isinstance(plugins["tb_attn"].index.pool, DaskAnalysisPool)
+    doc = wait_runs(http, all_settled)
+    status = {r["run"]: r["status"] for r in doc["runs"]}
+    assert status == {"bad": "error", "job": "ready", "single": "ready"}
+    bad = doc["runs"][0]["workers"][0]["spans"][0]["message"]
+    assert bad.startswith("bad/host_1.1.pt.trace.json: JSON but not a trace")
+    one = json.loads(http.get("/data/plugin/tb_attn/report?run=single").data)
+    want = analyze_file(str(logdir / "single" / "host_1.1.pt.trace.json"))
+    want["source"]["path"] = "single/host_1.1.pt.trace.json"  # the plugin names files relative to the logdir
+    assert _same(one) == _same(want)
+    ranks = json.loads(http.get("/data/plugin/tb_attn/ranks?run=job").data)
+    assert ranks["rank_count"] == 4 and ranks["world_size"] == 4 and ranks["errors"] == []
+    assert [o["rank"] for o in ranks["odd_ranks"] if o["what"] == "implementation"] == [3]  # the math rank
+
+
+def test_without_dask_the_message_says_what_to_install(monkeypatch, logdir, capsys):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if the extra were not installed
+    assert cli.main(["report", str(logdir), "-q", "--dask", "local"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "tb-attn: error: --dask needs Dask's distributed scheduler, which is not installed: " \
+                  "pip install 'tb-attn[dask]'"
+
+
+def test_a_url_logdir_is_listed_for_the_workers(cpu_traces):
+    """tb-attn report s3://bucket/logdir --dask: the client lists the store, each worker reads its URL."""
+    fsspec = pytest.importorskip("fsspec")
+    from tb_attn_plugin.cluster.cli_support import _url_logdir
+
+    data = cpu_traces["sdpa"].read_bytes()
+    for name in ("job/host_rank0.2.pt.trace.json", "job/host_rank1.2.pt.trace.json", "job/notes.json",
+                 "job/.tmp/host_rank2.2.pt.trace.json"):
+        with fsspec.open(f"memory://urllogdir/{name}", "wb") as fh:
+            fh.write(data)
+    files = _url_logdir("memory://urllogdir")
+    assert [(f.run, f.worker, f.span) for f in files] == [("job", "host_rank0", "2"), ("job", "host_rank1", "2")]
+    assert all(f.path.startswith("memory://") for f in files)
+    with pytest.raises(TraceError, match="no trace files"):
+        _url_logdir("memory://empty-logdir-nothing-here")
+
+
+def test_ctrl_c_keeps_what_is_done(client, logdir):
+    paths = [p for p in _files(logdir) if "/bad/" not in p]
+
+    def interrupt(done, total):
+        if done == 1:
+            raise KeyboardInterrupt
+
+    got = list(dask_jobs.analyze_many(client, paths, interrupt))
+    assert [p for p, _ in got] == paths
+    finished = [r for _, r in got if isinstance(r, dict)]
+    assert len(finished) >= 1
+    left = [r for _, r in got if isinstance(r, TraceError)]
+    assert len(finished) + len(left) == len(paths)
+    assert all("interrupted (Ctrl-C)" in str(e) for e in left) and left

@@ -1,0 +1,164 @@
+"""The streamed reader (trace/stream.py) gives exactly the whole-text path's events and report,
+whatever the window and read sizes, plain or gzip (one member or several), from a path or an
+fsspec URL; holds only a bounded window of text; and hands every file it does not understand
+plainly back to the whole-text path, which judges it as before."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import threading
+
+import msgspec
+import pytest
+
+from tb_attn_plugin.attention.patterns import needs_shapes
+from tb_attn_plugin.report.build import analyze_file
+from tb_attn_plugin.trace import events, native, stream
+from tb_attn_plugin.trace.read import read_trace_text
+from tests.conftest import shared_trace
+
+pytestmark = pytest.mark.skipif(not stream.available() and not os.environ.get("TB_ATTN_REQUIRE_NATIVE"),
+                                reason="the C scanner is not built (no compiler at install time)")
+SIZES = [(4 << 20, 4 << 20), (997, 331), (64 << 10, 7777)]  # (window = events.CHUNK_BYTES, read size)
+
+
+def _strip(r):
+    return {k: v for k, v in r.items() if k != "analysis_seconds"}
+
+
+def _whole_events(path):
+    text, warnings = read_trace_text(path)
+    return events.decode(path, text, warnings, keep_shapes=needs_shapes), len(text)
+
+
+def _whole_report(monkeypatch, path):
+    with monkeypatch.context() as m:
+        m.setattr(native, "streaming", False)
+        return _strip(analyze_file(path))
+
+
+def _enc(ev):
+    return msgspec.json.encode(ev)
+
+
+def _no_stream_threads():
+    return not [t for t in threading.enumerate() if t.name == "tb-attn-stream"]
+
+
+def test_the_scanner_streams_where_required():
+    if os.environ.get("TB_ATTN_REQUIRE_NATIVE"):
+        assert stream.available(), "the built _prefilter does not take streamed windows: rebuild it (setup.py build_ext)"
+
+
+@pytest.mark.parametrize("window,read", SIZES)
+def test_cpu_traces_stream_to_the_same_events(monkeypatch, cpu_traces, window, read):
+    monkeypatch.setattr(events, "CHUNK_BYTES", window)
+    monkeypatch.setattr(stream, "READ_BYTES", read)
+    for path in cpu_traces.values():
+        want, size = _whole_events(str(path))
+        got = stream.decode_file(str(path), needs_shapes)
+        assert got is not None and got[1] == size
+        assert _enc(got[0]) == _enc(want)
+    assert _no_stream_threads()
+
+
+def test_gzip_one_member_and_several_stream_to_the_same_report(monkeypatch, cpu_traces, tmp_path):
+    src = cpu_traces["tagged"]
+    text = src.read_bytes()
+    one = tmp_path / "one.pt.trace.json.gz"
+    one.write_bytes(gzip.compress(text))
+    many = tmp_path / "many.pt.trace.json.gz"
+    third = len(text) // 3
+    many.write_bytes(b"".join(gzip.compress(text[i:j]) for i, j in ((0, third), (third, 2 * third), (2 * third, None))))
+    monkeypatch.setattr(events, "CHUNK_BYTES", 8192)
+    monkeypatch.setattr(stream, "READ_BYTES", 1000)
+    want = _whole_report(monkeypatch, str(src))
+    for p in (one, many):
+        assert stream.decode_file(str(p), needs_shapes) is not None
+        got = _strip(analyze_file(str(p)))
+        assert {k: v for k, v in got.items() if k != "source"} == {k: v for k, v in want.items() if k != "source"}
+        assert got["source"]["json_bytes"] == len(text)
+
+
+def test_fsspec_urls_stream(monkeypatch, cpu_traces):
+    fsspec = pytest.importorskip("fsspec")
+    with fsspec.open("memory://stream/sdpa.pt.trace.json", "wb") as fh:
+        fh.write(cpu_traces["sdpa"].read_bytes())
+    got = stream.decode_file("memory://stream/sdpa.pt.trace.json", needs_shapes)
+    assert got is not None and _enc(got[0]) == _enc(_whole_events(str(cpu_traces["sdpa"]))[0])
+
+
+def test_only_a_bounded_window_is_held(monkeypatch, cpu_traces):
+    """The scanner never sees more than about two windows and a read of text, however large the file."""
+    path = str(cpu_traces["tagged"])
+    size = os.path.getsize(path)
+    window, read = 16 << 10, 4096
+    monkeypatch.setattr(events, "CHUNK_BYTES", window)
+    monkeypatch.setattr(stream, "READ_BYTES", read)
+    seen = []
+    real = native.scan_window
+    monkeypatch.setattr(native, "scan_window", lambda text, *a, **k: seen.append(len(text)) or real(text, *a, **k))
+    assert stream.decode_file(path, needs_shapes) is not None
+    assert len(seen) > size // (2 * window) and max(seen) <= 2 * window + read < size // 10
+
+
+@pytest.mark.parametrize("name", ["tl_h100_owlv2_eager_bmm_softmax", "tl_mi300x_xdit_flux1_aiter_fmha_hipgraph",
+                                  "hta_a100_negative_log_softmax_fwdbwd", "tl_mi300x_torch_compile_small"])
+def test_shared_gpu_traces_stream_to_the_same_report(monkeypatch, name):
+    path = str(shared_trace(name))  # skips where ../shared is absent: these are the real GPU layouts
+    monkeypatch.setattr(events, "CHUNK_BYTES", 256 << 10)
+    assert stream.decode_file(path, needs_shapes) is not None
+    assert _strip(analyze_file(path)) == _whole_report(monkeypatch, path)
+
+
+def _doc(cpu_traces):
+    return json.loads(cpu_traces["sdpa"].read_bytes())
+
+
+@pytest.mark.parametrize("case", ["gzip_cut", "bare_array", "after_array", "broken_mid_way", "mistyped_event",
+                                  "in_a_string", "not_json", "empty"])
+def test_what_is_not_plain_goes_to_the_whole_text_path(monkeypatch, cpu_traces, tmp_path, case):
+    doc = _doc(cpu_traces)
+    text = json.dumps(doc).encode()
+    name = "t.pt.trace.json"
+    if case == "gzip_cut":
+        z = gzip.compress(text)
+        data, name = z[: len(z) // 2], name + ".gz"
+    elif case == "bare_array":
+        data = json.dumps(doc["traceEvents"]).encode()
+    elif case == "after_array":
+        data = json.dumps(doc["traceEvents"]).encode() + b" [1]"
+    elif case == "broken_mid_way":
+        cut = text.index(b'}, {"ph"', len(text) // 2) + 1  # between two events, never inside a string
+        data = text[:cut] + b"}}}]]]" + text[cut:]
+    elif case == "mistyped_event":
+        doc["traceEvents"][5]["ts"] = "soon"
+        data = json.dumps(doc).encode()
+    elif case == "in_a_string":  # the key spelled inside a string before the real one
+        data = b'{"note": "\\"traceEvents\\": [", ' + text[1:]
+    elif case == "not_json":
+        data = b"hello"
+    else:
+        data = b""
+    p = tmp_path / name
+    p.write_bytes(data)
+    monkeypatch.setattr(events, "CHUNK_BYTES", 4096)
+    got = stream.decode_file(str(p), needs_shapes)
+    assert _no_stream_threads()
+    if case in ("bare_array", "in_a_string"):
+        # Plain after all: a bare array and a look-alike key in the head stream too, to the same events.
+        assert got is not None and _enc(got[0]) == _enc(_whole_events(str(p))[0])
+        return
+    assert got is None
+    # analyze_file then gives exactly what it gave before streaming existed: a report or the same error.
+    try:
+        want = ("ok", _whole_report(monkeypatch, str(p)))
+    except Exception as exc:
+        want = ("error", str(exc))
+    try:
+        have = ("ok", _strip(analyze_file(str(p))))
+    except Exception as exc:
+        have = ("error", str(exc))
+    assert have == want
