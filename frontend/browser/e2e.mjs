@@ -3,36 +3,15 @@
 // it reads on screen with the backend's JSON fetched from the same server, and fails on any
 // console error. Run by pytest; by hand:
 //   TB_URL=http://127.0.0.1:6006 RUNS_JSON='{"eager":..,"flash":..,...}' node browser/e2e.mjs
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { SHOTS, TB, api, launch, ok, passed, problems } from "./harness.mjs";
 
-const TB = (process.env.TB_URL || "").replace(/\/$/, "");
 const RUNS = JSON.parse(process.env.RUNS_JSON || "{}");
-const SHOTS = process.env.SHOTS_DIR || "";
-const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
-const API = `${TB}/data/plugin/tb_attn`;
 if (!TB) throw new Error("set TB_URL");
 for (const k of ["eager", "flash", "xss", "negative", "bad"]) if (!RUNS[k]) throw new Error(`RUNS_JSON lacks ${k}`);
 
-const problems = []; // console errors and page errors, from every frame
-let passed = 0;
-function ok(cond, msg) {
-  if (!cond) throw new Error(`FAILED: ${msg}`);
-  passed++;
-  console.log(`ok ${passed} - ${msg}`);
-}
 
-async function api(path) {
-  for (let i = 0; i < 600; i++) {
-    const r = await fetch(`${API}/${path}`);
-    if (r.status === 202) { await new Promise((res) => setTimeout(res, 500)); continue; }
-    const body = await r.json();
-    return { status: r.status, body };
-  }
-  throw new Error(`${path} stayed loading`);
-}
 
 /** "513.12 ms" -> µs, and the rounding the display allows. */
 function parseUs(text) {
@@ -53,15 +32,7 @@ function samePct(text, share, what) {
 }
 const sum = (xs) => xs.reduce((a, b) => a + b, 0);
 
-const userDir = mkdtempSync(join(tmpdir(), "tb-attn-chromium-"));
-const browser = await chromium.launchPersistentContext(userDir, {
-  executablePath: CHROMIUM,
-  headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
-  viewport: { width: 1400, height: 1000 },
-  deviceScaleFactor: 1,
-});
+const { browser, close } = await launch();
 const dialogs = [];
 function watch(page) {
   page.on("console", (m) => {
@@ -413,6 +384,5 @@ try {
   if (problems.length) console.error("console problems:\n  " + problems.join("\n  "));
   process.exitCode = 1;
 } finally {
-  await browser.close();
-  rmSync(userDir, { recursive: true, force: true });
+  await close();
 }

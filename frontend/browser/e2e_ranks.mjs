@@ -3,42 +3,16 @@
 // names the slowest rank and the rank on another backend, compares rank against rank, and a click
 // on a rank opens that rank's report. Fails on any console error.
 //   TB_URL=http://127.0.0.1:6006 JOB=job node browser/e2e_ranks.mjs
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { SHOTS, TB, api, launch, ok, passed, problems } from "./harness.mjs";
 
-const TB = (process.env.TB_URL || "").replace(/\/$/, "");
 const JOB = process.env.JOB || "job";
-const SHOTS = process.env.SHOTS_DIR || "";
-const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
-const API = `${TB}/data/plugin/tb_attn`;
 if (!TB) throw new Error("set TB_URL");
 
-const problems = [];
-let passed = 0;
-function ok(cond, msg) {
-  if (!cond) throw new Error(`FAILED: ${msg}`);
-  passed++;
-  console.log(`ok ${passed} - ${msg}`);
-}
 
-async function api(path) {
-  for (let i = 0; i < 600; i++) {
-    const r = await fetch(`${API}/${path}`);
-    if (r.status === 202) { await new Promise((res) => setTimeout(res, 500)); continue; }
-    return { status: r.status, body: await r.json() };
-  }
-  throw new Error(`${path} stayed loading`);
-}
 
-const userDir = mkdtempSync(join(tmpdir(), "tb-attn-chromium-"));
-const browser = await chromium.launchPersistentContext(userDir, {
-  executablePath: CHROMIUM, headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
-  viewport: { width: 1400, height: 1000 }, deviceScaleFactor: 1,
-});
+const { browser, close } = await launch();
 
 try {
   const page = await browser.newPage();
@@ -101,6 +75,5 @@ try {
   if (problems.length) console.error("console problems:\n  " + problems.join("\n  "));
   process.exitCode = 1;
 } finally {
-  await browser.close();
-  rmSync(userDir, { recursive: true, force: true });
+  await close();
 }

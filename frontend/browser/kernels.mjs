@@ -1,26 +1,14 @@
 // Browser test of the safety net and the annotated-trace download in the Attention tab's summary,
 // against a real `tensorboard --logdir` started by tests/test_browser_kernels.py (one run whose trace
 // has an attention kernel nobody knows). By hand: TB_URL=http://127.0.0.1:6006 RUN=custom node browser/kernels.mjs
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
-import { chromium } from "playwright-core";
+import { API, SHOTS, TB, launch, ok, passed, problems } from "./harness.mjs";
 
-const TB = (process.env.TB_URL || "").replace(/\/$/, "");
 const RUN = process.env.RUN || "";
-const SHOTS = process.env.SHOTS_DIR || "";
-const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
-const API = `${TB}/data/plugin/tb_attn`;
 if (!TB || !RUN) throw new Error("set TB_URL and RUN");
 
-const problems = [];
-let passed = 0;
-function ok(cond, msg) {
-  if (!cond) throw new Error(`FAILED: ${msg}`);
-  passed++;
-  console.log(`ok ${passed} - ${msg}`);
-}
 
 async function report() {
   for (let i = 0; i < 600; i++) {
@@ -31,11 +19,7 @@ async function report() {
   throw new Error("the report stayed loading");
 }
 
-const userDir = mkdtempSync(join(tmpdir(), "tb-attn-chromium-"));
-const browser = await chromium.launchPersistentContext(userDir, {
-  executablePath: CHROMIUM, headless: true, viewport: { width: 1400, height: 1000 }, deviceScaleFactor: 1,
-  args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-dev-shm-usage"],
-});
+const { browser, close } = await launch();
 try {
   const R = await report();
   ok(Array.isArray(R.unknown_kernels) && R.unknown_kernels.length > 0, "the backend reports unknown attention kernels");
@@ -76,6 +60,5 @@ try {
   console.error(e.stack || String(e));
   process.exitCode = 1;
 } finally {
-  await browser.close();
-  rmSync(userDir, { recursive: true, force: true });
+  await close();
 }

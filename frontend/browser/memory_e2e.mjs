@@ -3,33 +3,13 @@
 // /memory JSON from the same server; Compare overlays two runs' curves; Scaling shows memory
 // against sequence length with its exponent; a run without memory says how to record it.
 //   TB_URL=http://127.0.0.1:6006 RUNS_JSON='{"eager":[...],"sdpa":[...],"nomem":".."}' node browser/memory_e2e.mjs
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { SHOTS, TB, api, launch, ok, passed, problems } from "./harness.mjs";
 
-const TB = (process.env.TB_URL || "").replace(/\/$/, "");
 const RUNS = JSON.parse(process.env.RUNS_JSON || "{}");
-const SHOTS = process.env.SHOTS_DIR || "";
-const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
-const API = `${TB}/data/plugin/tb_attn`;
 if (!TB || !RUNS.eager?.length || !RUNS.sdpa?.length || !RUNS.nomem) throw new Error("set TB_URL and RUNS_JSON {eager, sdpa, nomem}");
 
-const problems = [];
-let passed = 0;
-function ok(cond, msg) {
-  if (!cond) throw new Error(`FAILED: ${msg}`);
-  passed++;
-  console.log(`ok ${passed} - ${msg}`);
-}
-async function api(path) {
-  for (let i = 0; i < 600; i++) {
-    const r = await fetch(`${API}/${path}`);
-    if (r.status === 202) { await new Promise((res) => setTimeout(res, 500)); continue; }
-    return { status: r.status, body: await r.json() };
-  }
-  throw new Error(`${path} stayed loading`);
-}
 const units = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
 function sameBytes(text, bytes, what) {
   const m = /([\d.]+)\s*(B|KiB|MiB|GiB)\b/.exec(text || "");
@@ -38,12 +18,7 @@ function sameBytes(text, bytes, what) {
   ok(m && Math.abs(v - bytes) <= tol, `${what}: shows "${text}" for ${bytes} B`);
 }
 
-const userDir = mkdtempSync(join(tmpdir(), "tb-attn-chromium-"));
-const browser = await chromium.launchPersistentContext(userDir, {
-  executablePath: CHROMIUM, headless: true, viewport: { width: 1400, height: 1100 }, deviceScaleFactor: 1,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
-});
+const { browser, close } = await launch({ height: 1100 });
 function watch(page) {
   page.on("console", (m) => { if (m.type() === "error") problems.push(`console error: ${m.text()}`); });
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
@@ -140,6 +115,5 @@ try {
   if (problems.length) console.error("console problems:\n  " + problems.join("\n  "));
   process.exitCode = 1;
 } finally {
-  await browser.close();
-  rmSync(userDir, { recursive: true, force: true });
+  await close();
 }

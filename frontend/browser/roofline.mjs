@@ -2,24 +2,13 @@
 // --logdir` (started by tests/test_browser_roofline.py): what the page shows is compared with the
 // backend's JSON from the same server; a point is hovered for its numbers; no console errors.
 //   TB_URL=http://127.0.0.1:6006 RUNS_JSON='{"roofline":..,"a":..,"b":..}' node browser/roofline.mjs
-import { mkdtempSync, mkdirSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { API, SHOTS, TB, launch, ok, passed, problems } from "./harness.mjs";
 
-const TB = (process.env.TB_URL || "").replace(/\/$/, "");
 const RUNS = JSON.parse(process.env.RUNS_JSON || "{}");
-const SHOTS = process.env.SHOTS_DIR || "";
-const API = `${TB}/data/plugin/tb_attn`;
 if (!TB || !RUNS.roofline || !RUNS.a || !RUNS.b) throw new Error("set TB_URL and RUNS_JSON {roofline, a, b}");
 
-const problems = [];
-let passed = 0;
-function ok(cond, msg) {
-  if (!cond) throw new Error(`FAILED: ${msg}`);
-  passed++;
-  console.log(`ok ${passed} - ${msg}`);
-}
 async function api(path) {
   for (let i = 0; i < 600; i++) {
     const r = await fetch(`${API}/${path}`);
@@ -47,12 +36,7 @@ async function shot(page, name) {
   console.log(`screenshot ${name}.png`);
 }
 
-const browser = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "tb-attn-chromium-")), {
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium", headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
-  viewport: { width: 1400, height: 1000 }, deviceScaleFactor: 1,
-});
+const { browser, close } = await launch();
 try {
   const page = await browser.newPage();
   page.on("console", (m) => { if (m.type() === "error") problems.push(`console error: ${m.text()}`); });
@@ -142,5 +126,5 @@ try {
   ok(problems.length === 0, `no console or page errors${problems.length ? ": " + problems.join("; ") : ""}`);
   console.log(`all ${passed} checks passed`);
 } finally {
-  await browser.close();
+  await close();
 }

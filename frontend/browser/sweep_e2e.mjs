@@ -2,33 +2,13 @@
 // (started by tests/test_browser_sweep.py): every number read on screen is compared with the
 // backend's /sweep answer from the same server; a cell's profile link opens that run's Summary.
 //   TB_URL=http://127.0.0.1:6006 SWEEP_RUN=cpu_sweep node browser/sweep_e2e.mjs
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { SHOTS, TB, api, launch, ok, passed, problems } from "./harness.mjs";
 
-const TB = (process.env.TB_URL || "").replace(/\/$/, "");
 const RUN = process.env.SWEEP_RUN || "";
-const SHOTS = process.env.SHOTS_DIR || "";
-const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
-const API = `${TB}/data/plugin/tb_attn`;
 if (!TB || !RUN) throw new Error("set TB_URL and SWEEP_RUN");
 
-const problems = [];
-let passed = 0;
-function ok(cond, msg) {
-  if (!cond) throw new Error(`FAILED: ${msg}`);
-  passed++;
-  console.log(`ok ${passed} - ${msg}`);
-}
-async function api(path) {
-  for (let i = 0; i < 600; i++) {
-    const r = await fetch(`${API}/${path}`);
-    if (r.status === 202) { await new Promise((res) => setTimeout(res, 500)); continue; }
-    return { status: r.status, body: await r.json() };
-  }
-  throw new Error(`${path} stayed loading`);
-}
 /** "1.50 ms" -> seconds, with the rounding the display allows. */
 function parseSeconds(text) {
   const m = /([\d.]+)\s*(µs|ms|s)\b/.exec(text || "");
@@ -38,13 +18,7 @@ function parseSeconds(text) {
   return { v: Number(m[1]) * mult, tol: 0.5 * 10 ** -decimals * mult + 1e-12 };
 }
 
-const userDir = mkdtempSync(join(tmpdir(), "tb-attn-chromium-"));
-const browser = await chromium.launchPersistentContext(userDir, {
-  executablePath: CHROMIUM, headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
-  viewport: { width: 1400, height: 1300 }, deviceScaleFactor: 1,
-});
+const { browser, close } = await launch({ height: 1300 });
 
 try {
   const page = await browser.newPage();
@@ -122,6 +96,5 @@ try {
   if (problems.length) console.error("console problems:\n  " + problems.join("\n  "));
   process.exitCode = 1;
 } finally {
-  await browser.close();
-  rmSync(userDir, { recursive: true, force: true });
+  await close();
 }

@@ -1,0 +1,51 @@
+// What every browser test shares: the TensorBoard under test, checks that count themselves, the
+// backend's JSON (waiting out 202 "loading"), and Debian's chromium started headless with nothing
+// reachable but TensorBoard. The scripts are run by the tests/test_browser*.py files.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+export const TB = (process.env.TB_URL || "").replace(/\/$/, "");
+export const API = `${TB}/data/plugin/tb_attn`;
+export const SHOTS = process.env.SHOTS_DIR || "";
+export const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+
+/** Console errors, page errors and requests outside TensorBoard, from every watched page. */
+export const problems = [];
+export let passed = 0; // a live binding: importers read the current count
+
+export function ok(cond, msg) {
+  if (!cond) throw new Error(`FAILED: ${msg}`);
+  passed++;
+  console.log(`ok ${passed} - ${msg}`);
+}
+
+export async function api(path) {
+  for (let i = 0; i < 600; i++) {
+    const r = await fetch(`${API}/${path}`);
+    if (r.status === 202) { await new Promise((res) => setTimeout(res, 500)); continue; }
+    return { status: r.status, body: await r.json() };
+  }
+  throw new Error(`${path} stayed loading`);
+}
+
+/** A fresh headless chromium profile; close() also removes it. */
+export async function launch({ height = 1000 } = {}) {
+  const userDir = mkdtempSync(join(tmpdir(), "tb-attn-chromium-"));
+  const browser = await chromium.launchPersistentContext(userDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
+    viewport: { width: 1400, height },
+    deviceScaleFactor: 1,
+  });
+  return {
+    browser,
+    close: async () => {
+      await browser.close();
+      rmSync(userDir, { recursive: true, force: true });
+    },
+  };
+}
