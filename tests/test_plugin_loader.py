@@ -50,7 +50,7 @@ def test_without_logdir_routes_answer_clearly():
     try:
         assert plugin.is_active() is False
         assert sorted(plugin.get_plugin_apps()) == ["/call", "/compare", "/index.js", "/kernels", "/report",
-                                                    "/runs", "/static/*"]
+                                                    "/runs", "/static/*", "/sweep", "/sweeps"]
         apps = plugin.get_plugin_apps()
         r = Client(apps["/report"]).get("/data/plugin/tb_attn/report?run=x")
         assert r.status_code == 404 and "without --logdir" in json.loads(r.data)["error"]
