@@ -5,7 +5,7 @@
 //   TB_URL=http://127.0.0.1:6006 JOB=job node browser/e2e_ranks.mjs
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { SHOTS, TB, api, launch, ok, passed, problems } from "./harness.mjs";
+import { SHOTS, TB, api, fail, finish, launch, ok, watch } from "./harness.mjs";
 
 const JOB = process.env.JOB || "job";
 if (!TB) throw new Error("set TB_URL");
@@ -16,8 +16,7 @@ const { browser, close } = await launch();
 
 try {
   const page = await browser.newPage();
-  page.on("console", (m) => { if (m.type() === "error") problems.push(`console error: ${m.text()}`); });
-  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  watch(page);
 
   const ranks = (await api(`ranks?run=${encodeURIComponent(JOB)}`)).body;
   ok(Array.isArray(ranks.ranks) && ranks.ranks.length >= 2, `backend summarises ${ranks.ranks.length} ranks of ${JOB}`);
@@ -68,12 +67,9 @@ try {
   ok(sub.includes(ranks.slowest.worker), "the summary names that rank's worker");
 
   await page.waitForTimeout(300);
-  ok(problems.length === 0, `no console errors${problems.length ? ":\n  " + problems.join("\n  ") : ""}`);
-  console.log(`all ${passed} checks passed`);
+  finish();
 } catch (e) {
-  console.error(e.stack || String(e));
-  if (problems.length) console.error("console problems:\n  " + problems.join("\n  "));
-  process.exitCode = 1;
+  fail(e);
 } finally {
   await close();
 }

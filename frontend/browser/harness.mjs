@@ -30,6 +30,18 @@ export async function api(path) {
   throw new Error(`${path} stayed loading`);
 }
 
+/** Collect a page's console errors, page errors and requests outside TensorBoard into problems. */
+export function watch(page) {
+  page.on("console", (m) => {
+    if (m.type() === "error") problems.push(`console error: ${m.text()} (${m.location()?.url || ""})`);
+  });
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("requestfailed", (r) => {
+    // Any network request to somewhere else fails here (no network): none must be made.
+    if (!r.url().startsWith(TB)) problems.push(`request outside TensorBoard: ${r.url()}`);
+  });
+}
+
 /** A fresh headless chromium profile; close() also removes it. */
 export async function launch({ height = 1000 } = {}) {
   const userDir = mkdtempSync(join(tmpdir(), "tb-attn-chromium-"));
@@ -48,4 +60,17 @@ export async function launch({ height = 1000 } = {}) {
       rmSync(userDir, { recursive: true, force: true });
     },
   };
+}
+
+/** The closing check of every script: no problems on any watched page, then the count. */
+export function finish() {
+  ok(problems.length === 0, `no console or page errors${problems.length ? ":\n  " + problems.join("\n  ") : ""}`);
+  console.log(`all ${passed} checks passed`);
+}
+
+/** A failed run: the error and what the pages complained about; the process exits 1. */
+export function fail(e) {
+  console.error(e.stack || String(e));
+  if (problems.length) console.error("console problems:\n  " + problems.join("\n  "));
+  process.exitCode = 1;
 }

@@ -4,7 +4,7 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
-import { API, SHOTS, TB, launch, ok, passed, problems } from "./harness.mjs";
+import { API, SHOTS, TB, fail, finish, launch, ok, watch } from "./harness.mjs";
 
 const RUN = process.env.RUN || "";
 if (!TB || !RUN) throw new Error("set TB_URL and RUN");
@@ -24,8 +24,7 @@ try {
   const R = await report();
   ok(Array.isArray(R.unknown_kernels) && R.unknown_kernels.length > 0, "the backend reports unknown attention kernels");
   const page = await browser.newPage();
-  page.on("console", (m) => { if (m.type() === "error") problems.push(`console error: ${m.text()}`); });
-  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  watch(page);
   await page.goto(`${TB}/#tb_attn`);
   const frame = page.frameLocator('iframe[src*="plugin_entry.html?name=tb_attn"]');
   await frame.locator('[data-testid="attn-app"]').waitFor({ timeout: 60000 });
@@ -54,11 +53,9 @@ try {
     await page.screenshot({ path: join(SHOTS, "unknown_kernels.png") });
     console.log("screenshot unknown_kernels.png");
   }
-  ok(problems.length === 0, `no console errors${problems.length ? ":\n  " + problems.join("\n  ") : ""}`);
-  console.log(`all ${passed} checks passed`);
+  finish();
 } catch (e) {
-  console.error(e.stack || String(e));
-  process.exitCode = 1;
+  fail(e);
 } finally {
   await close();
 }

@@ -5,7 +5,7 @@
 //   TB_URL=http://127.0.0.1:6006 RUNS_JSON='{"eager":[...],"sdpa":[...],"nomem":".."}' node browser/memory_e2e.mjs
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { SHOTS, TB, api, launch, ok, passed, problems } from "./harness.mjs";
+import { SHOTS, TB, api, fail, finish, launch, ok, watch } from "./harness.mjs";
 
 const RUNS = JSON.parse(process.env.RUNS_JSON || "{}");
 if (!TB || !RUNS.eager?.length || !RUNS.sdpa?.length || !RUNS.nomem) throw new Error("set TB_URL and RUNS_JSON {eager, sdpa, nomem}");
@@ -19,11 +19,6 @@ function sameBytes(text, bytes, what) {
 }
 
 const { browser, close } = await launch({ height: 1100 });
-function watch(page) {
-  page.on("console", (m) => { if (m.type() === "error") problems.push(`console error: ${m.text()}`); });
-  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-  page.on("requestfailed", (r) => { if (!r.url().startsWith(TB)) problems.push(`request outside TensorBoard: ${r.url()}`); });
-}
 async function openTab(page, hash) {
   await page.goto(`${TB}/${hash}`);
   await page.locator('iframe[src*="plugin_entry.html?name=tb_attn"]').waitFor({ timeout: 60000 });
@@ -108,12 +103,9 @@ try {
   ok(fused && fused[1] > 0.7 && fused[1] < 1.4, `fused memory grows as L^${fused?.[1]} (about 1)`);
 
   await page.waitForTimeout(300);
-  ok(problems.length === 0, `no console errors${problems.length ? ":\n  " + problems.join("\n  ") : ""}`);
-  console.log(`all ${passed} checks passed`);
+  finish();
 } catch (e) {
-  console.error(e.stack || String(e));
-  if (problems.length) console.error("console problems:\n  " + problems.join("\n  "));
-  process.exitCode = 1;
+  fail(e);
 } finally {
   await close();
 }

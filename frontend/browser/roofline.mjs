@@ -4,7 +4,7 @@
 //   TB_URL=http://127.0.0.1:6006 RUNS_JSON='{"roofline":..,"a":..,"b":..}' node browser/roofline.mjs
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { API, SHOTS, TB, launch, ok, passed, problems } from "./harness.mjs";
+import { API, SHOTS, TB, fail, finish, launch, ok, watch } from "./harness.mjs";
 
 const RUNS = JSON.parse(process.env.RUNS_JSON || "{}");
 if (!TB || !RUNS.roofline || !RUNS.a || !RUNS.b) throw new Error("set TB_URL and RUNS_JSON {roofline, a, b}");
@@ -39,8 +39,7 @@ async function shot(page, name) {
 const { browser, close } = await launch();
 try {
   const page = await browser.newPage();
-  page.on("console", (m) => { if (m.type() === "error") problems.push(`console error: ${m.text()}`); });
-  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  watch(page);
   const open = async (hash) => {
     await page.goto(`${TB}/${hash}`);
     const frame = page.frameLocator('iframe[src*="plugin_entry.html?name=tb_attn"]');
@@ -123,8 +122,9 @@ try {
   await dec.scrollIntoViewIfNeeded();
   await shot(page, "roofline_compare");
 
-  ok(problems.length === 0, `no console or page errors${problems.length ? ": " + problems.join("; ") : ""}`);
-  console.log(`all ${passed} checks passed`);
+  finish();
+} catch (e) {
+  fail(e);
 } finally {
   await close();
 }

@@ -4,7 +4,7 @@
 //   TB_URL=http://127.0.0.1:6006 SWEEP_RUN=cpu_sweep node browser/sweep_e2e.mjs
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { SHOTS, TB, api, launch, ok, passed, problems } from "./harness.mjs";
+import { SHOTS, TB, api, fail, finish, launch, ok, watch } from "./harness.mjs";
 
 const RUN = process.env.SWEEP_RUN || "";
 if (!TB || !RUN) throw new Error("set TB_URL and SWEEP_RUN");
@@ -22,8 +22,7 @@ const { browser, close } = await launch({ height: 1300 });
 
 try {
   const page = await browser.newPage();
-  page.on("console", (m) => { if (m.type() === "error") problems.push(`console error: ${m.text()}`); });
-  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  watch(page);
 
   const sweeps = (await api("sweeps")).body;
   ok(sweeps.sweeps.some((s) => s.run === RUN), `backend lists the sweep ${RUN}`);
@@ -89,12 +88,9 @@ try {
   ok(Number(calls.replace(/,/g, "")) >= 1, `the profile has attention calls (${calls})`);
 
   await page.waitForTimeout(300);
-  ok(problems.length === 0, `no console errors${problems.length ? ":\n  " + problems.join("\n  ") : ""}`);
-  console.log(`all ${passed} checks passed`);
+  finish();
 } catch (e) {
-  console.error(e.stack || String(e));
-  if (problems.length) console.error("console problems:\n  " + problems.join("\n  "));
-  process.exitCode = 1;
+  fail(e);
 } finally {
   await close();
 }
