@@ -22,12 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import ROOT, require_browser, run_script, serving, shots_dir
 from tests.conftest import SHARED_TRACES, recorded_trace
-from tests.test_plugin_tensorboard import poll, tensorboard_process
 
-ROOT = Path(__file__).resolve().parent.parent
-FRONTEND = ROOT / "frontend"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 SPAN = "1700000000000000000"
 XSS_KERNEL = "<img src=x onerror=alert(1)>"
 XSS_RUN = "xss <img src=x onerror=alert(2)>"
@@ -43,18 +40,6 @@ SHARED = {
     "mi300x_flux_aiter": "tl_mi300x_xdit_flux1_aiter_fmha_hipgraph",
     "a100_no_attention": "hta_a100_negative_log_softmax_fwdbwd",
 }
-
-
-def _missing() -> str | None:
-    if shutil.which("node") is None:
-        return "node is not installed"
-    if not (FRONTEND / "node_modules" / "playwright-core").is_dir():
-        return "frontend/node_modules is missing (run npm ci in frontend/)"
-    if not os.access(CHROMIUM, os.X_OK):
-        return f"{CHROMIUM} is missing (apt-get install chromium)"
-    if not (ROOT / "tb_attn_plugin" / "static" / "index.js").is_file():
-        return "the frontend bundle tb_attn_plugin/static/index.js is missing"
-    return None
 
 
 def _put(dst: Path, data: bytes) -> None:
@@ -150,24 +135,14 @@ def browser_logdir(tmp_path_factory) -> tuple[Path, dict]:
 def tensorboard_url(browser_logdir, tmp_path_factory):
     logdir, _ = browser_logdir
     tmp = tmp_path_factory.mktemp("tb")
-    with tensorboard_process(logdir, tmp, settle_s="0", reload_s="2") as (base, proc):
-        poll(f"{base}/data/plugins_listing", lambda d: "tb_attn" in d and d["tb_attn"].get("enabled"), proc=proc)
+    with serving(logdir, tmp) as (base, _):
         yield base
 
 
 def test_attention_tab_in_a_real_browser(browser_logdir, tensorboard_url, tmp_path):
-    why = _missing()
-    if why:
-        if os.environ.get("TB_ATTN_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"browser test cannot run: {why}")
-        pytest.skip(why)
+    require_browser()
     _, runs = browser_logdir
-    shots = ROOT / "docs" / "screenshots" if os.environ.get("TB_ATTN_UPDATE_SCREENSHOTS") == "1" else tmp_path / "shots"
-    env = dict(os.environ, TB_URL=tensorboard_url, RUNS_JSON=json.dumps(runs), SHOTS_DIR=str(shots), CHROMIUM=CHROMIUM)
-    proc = subprocess.run(["node", "browser/e2e.mjs"], cwd=FRONTEND, env=env, capture_output=True, text=True, timeout=900)
-    print(proc.stdout[-20000:])
-    print(proc.stderr[-8000:], file=sys.stderr)
-    assert proc.returncode == 0, f"browser checks failed:\n{proc.stderr[-4000:]}"
-    assert "all " in proc.stdout and "checks passed" in proc.stdout
+    shots = shots_dir(tmp_path)
+    run_script("e2e.mjs", tensorboard_url, shots, timeout=900, RUNS_JSON=json.dumps(runs))
     for name in ("summary", "stages", "kernels", "compare", "scaling", "timeline"):
         assert (shots / f"{name}.png").stat().st_size > 10_000, f"screenshot {name}.png is missing or blank"

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from tests.test_browser import CHROMIUM, FRONTEND, ROOT, _missing, _put
-from tests.test_plugin_tensorboard import poll, tensorboard_process
+from tests.browser import ROOT, require_browser, run_script, serving, shots_dir
+from tests.test_browser import _put
 
 LENGTHS = (128, 256, 512)
 SPAN = "1700000000000000000"
@@ -36,21 +36,10 @@ def memory_logdir(tmp_path_factory, cpu_traces):
 
 
 def test_memory_view_in_a_real_browser(memory_logdir, tmp_path):
-    why = _missing()
-    if why:
-        if os.environ.get("TB_ATTN_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"browser test cannot run: {why}")
-        pytest.skip(why)
+    require_browser()
     logdir, runs = memory_logdir
-    shots = ROOT / "docs" / "screenshots" if os.environ.get("TB_ATTN_UPDATE_SCREENSHOTS") == "1" else tmp_path / "shots"
+    shots = shots_dir(tmp_path)
     (tmp_path / "tb").mkdir()
-    with tensorboard_process(logdir, tmp_path / "tb", settle_s="0", reload_s="2") as (base, tb):
-        poll(f"{base}/data/plugins_listing", lambda d: "tb_attn" in d and d["tb_attn"].get("enabled"), proc=tb)
-        env = dict(os.environ, TB_URL=base, RUNS_JSON=json.dumps(runs), SHOTS_DIR=str(shots), CHROMIUM=CHROMIUM)
-        proc = subprocess.run(["node", "browser/memory_e2e.mjs"], cwd=FRONTEND, env=env, capture_output=True, text=True,
-                              timeout=600)
-    print(proc.stdout[-20000:])
-    print(proc.stderr[-8000:], file=sys.stderr)
-    assert proc.returncode == 0, f"browser checks failed:\n{proc.stderr[-4000:]}"
-    assert "all " in proc.stdout and "checks passed" in proc.stdout
+    with serving(logdir, tmp_path / "tb") as (base, _):
+        run_script("memory_e2e.mjs", base, shots, RUNS_JSON=json.dumps(runs))
     assert (shots / "memory.png").stat().st_size > 10_000

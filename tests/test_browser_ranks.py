@@ -6,26 +6,17 @@ TB_ATTN_UPDATE_SCREENSHOTS=1 the screenshot goes to docs/screenshots/ranks.png."
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-
-import pytest
 
 from tb_attn_plugin.report.build import analyze_file
 from tests.rank_jobs import write_job
-from tests.test_browser import CHROMIUM, FRONTEND, ROOT, _missing
-from tests.test_plugin_tensorboard import poll, tensorboard_process
+from tests.browser import require_browser, run_script, serving, shots_dir
 
 # Ranks 0-7: near-equal, rank 5 1.6x slower, rank 6 recorded with SDPA pinned to the math backend.
 SLOW = {0: 1.0, 1: 1.03, 2: 0.97, 3: 1.05, 4: 0.99, 5: 1.6, 7: 1.02}
 
 
 def test_ranks_view_in_a_real_browser(cpu_traces, tmp_path):
-    why = _missing()
-    if why:
-        if os.environ.get("TB_ATTN_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"browser test cannot run: {why}")
-        pytest.skip(why)
+    require_browser()
     logdir = tmp_path / "logdir"
     sources = {r: cpu_traces["sdpa"] for r in SLOW} | {6: cpu_traces["math"]}
     # The math trace is stretched to the SDPA one's attention time, so that rank 5 (1.6x) stays the
@@ -34,15 +25,8 @@ def test_ranks_view_in_a_real_browser(cpu_traces, tmp_path):
     write_job(logdir / "job", dict(sorted(sources.items())), slow=SLOW | {6: sdpa / math})
     for f in (logdir / "job").iterdir():
         os.utime(f, (1_600_000_000, 1_600_000_000))
-    shots = ROOT / "docs" / "screenshots" if os.environ.get("TB_ATTN_UPDATE_SCREENSHOTS") == "1" else tmp_path / "shots"
-    with tensorboard_process(logdir, tmp_path, settle_s="0", reload_s="2") as (base, proc):
-        poll(f"{base}/data/plugins_listing", lambda d: "tb_attn" in d and d["tb_attn"].get("enabled"), proc=proc)
-        env = dict(os.environ, TB_URL=base, JOB="job", SHOTS_DIR=str(shots), CHROMIUM=CHROMIUM)
-        out = subprocess.run(["node", "browser/e2e_ranks.mjs"], cwd=FRONTEND, env=env, capture_output=True, text=True,
-                             timeout=600)
-    print(out.stdout[-20000:])
-    print(out.stderr[-8000:], file=sys.stderr)
-    assert out.returncode == 0, f"browser checks failed:\n{out.stderr[-4000:]}"
-    assert "all " in out.stdout and "checks passed" in out.stdout
-    assert "rank 5 is marked slowest" in out.stdout and "rank 6's other backend is named" in out.stdout
+    shots = shots_dir(tmp_path)
+    with serving(logdir, tmp_path) as (base, _):
+        out = run_script("e2e_ranks.mjs", base, shots, JOB="job")
+    assert "rank 5 is marked slowest" in out and "rank 6's other backend is named" in out
     assert (shots / "ranks.png").stat().st_size > 10_000

@@ -16,8 +16,8 @@ import sys
 import pytest
 
 from tests.conftest import SHARED_TRACES
-from tests.test_browser import CHROMIUM, FRONTEND, ROOT, SPAN, _missing, _put
-from tests.test_plugin_tensorboard import poll, tensorboard_process
+from tests.browser import ROOT, require_browser, run_script, serving, shots_dir, updating_screenshots
+from tests.test_browser import SPAN, _put
 
 DEMO = ("eager", "sdpa")
 LENGTH = 256
@@ -44,24 +44,12 @@ def roofline_logdir(tmp_path_factory):
 
 
 def test_roofline_view_and_decomposition_in_a_real_browser(roofline_logdir, tmp_path):
-    why = _missing()
-    if why:
-        if os.environ.get("TB_ATTN_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"browser test cannot run: {why}")
-        pytest.skip(why)
+    require_browser()
     logdir, runs, base = roofline_logdir
-    update = os.environ.get("TB_ATTN_UPDATE_SCREENSHOTS") == "1"
-    shots = ROOT / "docs" / "screenshots" if update else tmp_path / "shots"
-    with tensorboard_process(logdir, tmp_path, settle_s="0", reload_s="2") as (url, proc):
-        poll(f"{url}/data/plugins_listing", lambda d: d.get("tb_attn", {}).get("enabled"), proc=proc)
-        env = dict(os.environ, TB_URL=url, RUNS_JSON=json.dumps(runs), SHOTS_DIR=str(shots), CHROMIUM=CHROMIUM)
-        out = subprocess.run(["node", "browser/roofline.mjs"], cwd=FRONTEND, env=env, capture_output=True, text=True,
-                             timeout=600)
-    print(out.stdout[-20000:])
-    print(out.stderr[-8000:], file=sys.stderr)
-    assert out.returncode == 0, f"browser checks failed:\n{out.stderr[-4000:]}"
-    assert "checks passed" in out.stdout
+    shots = shots_dir(tmp_path)
+    with serving(logdir, tmp_path) as (url, _):
+        run_script("roofline.mjs", url, shots, RUNS_JSON=json.dumps(runs))
     for name in ("roofline", "roofline_compare"):
         assert (shots / f"{name}.png").stat().st_size > 10_000, f"screenshot {name}.png is missing or blank"
-    if update and runs["roofline"] != "h100_owlv2_eager":
+    if updating_screenshots() and runs["roofline"] != "h100_owlv2_eager":
         shutil.copy(shots / "roofline.png", base / "roofline_cpu.png")  # never replace the H100 shot with a CPU one

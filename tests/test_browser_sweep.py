@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 import urllib.request
 
 import pytest
@@ -17,16 +14,15 @@ import pytest
 pytest.importorskip("torch")
 
 from tests.sweep_data import record_sweep  # noqa: E402
-from tests.test_browser import CHROMIUM, FRONTEND, ROOT, _missing  # noqa: E402
-from tests.test_plugin_tensorboard import poll, tensorboard_process  # noqa: E402
+from tests.browser import require_browser, run_script, serving, shots_dir  # noqa: E402
+from tests.test_plugin_tensorboard import poll  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def sweep_tb(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("browser_sweep") / "logdir"
     records = record_sweep(logdir / "cpu_sweep")
-    with tensorboard_process(logdir, tmp_path_factory.mktemp("tb"), settle_s="0", reload_s="2") as (base, proc):
-        poll(f"{base}/data/plugins_listing", lambda d: d.get("tb_attn", {}).get("enabled"), proc=proc)
+    with serving(logdir, tmp_path_factory.mktemp("tb")) as (base, proc):
         yield base, records, proc
 
 
@@ -63,20 +59,10 @@ def test_hparams_plugin_lists_every_cell(sweep_tb):
 
 
 def test_sweep_view_in_a_real_browser(sweep_tb, tmp_path):
-    why = _missing()
-    if why:
-        if os.environ.get("TB_ATTN_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"browser test cannot run: {why}")
-        pytest.skip(why)
+    require_browser()
     base, records, _ = sweep_tb
     profiles = {f"cpu_sweep/{r['profile_run']}" for r in records if r.get("profile_run")}
     poll(f"{base}/data/plugin/tb_attn/runs", lambda d: profiles <= {r["run"] for r in d["runs"]})
-    shots = ROOT / "docs" / "screenshots" if os.environ.get("TB_ATTN_UPDATE_SCREENSHOTS") == "1" else tmp_path / "shots"
-    env = dict(os.environ, TB_URL=base, SWEEP_RUN="cpu_sweep", SHOTS_DIR=str(shots), CHROMIUM=CHROMIUM)
-    proc = subprocess.run(["node", "browser/sweep_e2e.mjs"], cwd=FRONTEND, env=env, capture_output=True, text=True,
-                          timeout=600)
-    print(proc.stdout[-20000:])
-    print(proc.stderr[-8000:], file=sys.stderr)
-    assert proc.returncode == 0, f"browser checks failed:\n{proc.stderr[-4000:]}"
-    assert "all " in proc.stdout and "checks passed" in proc.stdout
+    shots = shots_dir(tmp_path)
+    run_script("sweep_e2e.mjs", base, shots, SWEEP_RUN="cpu_sweep")
     assert (shots / "sweep.png").stat().st_size > 10_000
