@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..collector.tags import STAGES
 from ..report.compare import time_basis
+from ..report.words import duration
 from .identify import rank_of
 
 MAX_LAYERS = 200  # rows of the per-layer spread table, largest spread first
@@ -146,13 +147,5 @@ def headline(doc: Mapping[str, Any]) -> str:
     ratio = doc.get("imbalance")
     text = (f"slowest rank {s['rank']}: attention {ratio:.2g}× the median" if ratio is not None
             else f"slowest rank {s['rank']}: the median rank has no attention time")
-    text += f" ({_us(s['attention_us'])} vs {_us(doc['median_us'])}, {doc['time_basis'].upper()} time)"
+    text += f" ({duration(s['attention_us'])} vs {duration(doc['median_us'])}, {doc['time_basis'].upper()} time)"
     return text
-
-
-def _us(v: float) -> str:
-    if v >= 1e6:
-        return f"{v / 1e6:.2f} s"
-    if v >= 1e3:
-        return f"{v / 1e3:.2f} ms"
-    return f"{v:.1f} µs"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .summary import _us
+from ..report.words import duration
 
 MAX_RANK_ROWS = 16  # the slowest ones; a job of 1,024 ranks prints its extremes, not every rank
 MAX_LAYER_ROWS = 5
@@ -21,8 +21,8 @@ def render_ranks(run: str, doc: Mapping[str, Any]) -> str:
     stages = doc.get("stages") or []
     rows = sorted(doc["ranks"], key=lambda r: (-r["attention_us"], r["rank"]))
     header = ["rank", "attention", "× median"] + stages
-    table = [[str(r["rank"]), _us(r["attention_us"]), f"{r['vs_median']:.2f}" if r["vs_median"] is not None else "-"]
-             + [_us(r["stages"][st]) if r["stages"].get(st) else "-" for st in stages] for r in rows[:MAX_RANK_ROWS]]
+    table = [[str(r["rank"]), duration(r["attention_us"]), f"{r['vs_median']:.2f}" if r["vs_median"] is not None else "-"]
+             + [duration(r["stages"][st]) if r["stages"].get(st) else "-" for st in stages] for r in rows[:MAX_RANK_ROWS]]
     widths = [max(len(x[i]) for x in table + [header]) for i in range(len(header))]
     line = lambda cells: "  " + "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
     out += ["", line(header), line(["-" * w for w in widths])] + [line(t) for t in table]
@@ -32,5 +32,5 @@ def render_ranks(run: str, doc: Mapping[str, Any]) -> str:
     if spread:
         out.append("")
         out += [f"  layer {lay['layer']}: rank {lay['slowest_rank']} takes {lay['spread']:.2f}× the median "
-                f"({_us(lay['max_us'])} vs {_us(lay['median_us'])})" for lay in spread]
+                f"({duration(lay['max_us'])} vs {duration(lay['median_us'])})" for lay in spread]
     return "\n".join(out)

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 from ..collector.tags import STAGES
 from ..memory import compare as memory_compare
 from ..roofline.decompose import decompose
+from .words import duration
 
 PASS_ORDER = ("fwd", "bwd")
 MAX_ONLY_IN = 100  # kernels listed per run in kernels_only_in; the count is always exact
@@ -115,25 +116,17 @@ def _impl_names(r: Mapping[str, Any]) -> list[str]:
     return sorted({str(i.get("implementation")) for i in r.get("implementations") or [] if i.get("implementation")})
 
 
-def _us(v: float) -> str:
-    if abs(v) >= 1e6:
-        return f"{v / 1e6:.2f} s"
-    if abs(v) >= 1e3:
-        return f"{v / 1e3:.2f} ms"
-    return f"{v:.1f} µs"
-
-
 def _summary(names: Sequence[str], reports: Sequence[Mapping[str, Any]], basis: str, stages: list[dict]) -> str:
     key = f"attention_{basis}_us"
     a0, a1 = _num(reports[0].get(key)), _num(reports[-1].get(key))
     change = f" ({100.0 * (a1 - a0) / a0:+.1f}%)" if a0 else ""
-    line = f"{names[-1]} vs {names[0]}: attention {_us(a0)} -> {_us(a1)} {basis.upper()} time{change}"
+    line = f"{names[-1]} vs {names[0]}: attention {duration(a0)} -> {duration(a1)} {basis.upper()} time{change}"
     i0, i1 = _impl_names(reports[0]), _impl_names(reports[-1])
     if i0 != i1:
         line += f"; implementation {'+'.join(i0) or 'none'} -> {'+'.join(i1) or 'none'}"
     if stages and stages[0]["delta_us"]:
         s = stages[0]
-        line += f"; largest stage change: {s['stage']} {s['pass']} {'+' if s['delta_us'] > 0 else '-'}{_us(abs(s['delta_us']))}"
+        line += f"; largest stage change: {s['stage']} {s['pass']} {'+' if s['delta_us'] > 0 else '-'}{duration(abs(s['delta_us']))}"
     return line
 
 

@@ -8,17 +8,9 @@ from typing import Any
 from ..collector.tags import STAGES
 from ..memory import text as memory_text
 from ..roofline.text import decomposition_lines, roofline_lines
-from .words import cut, plural
+from .words import cut, duration, plural
 
 NAME_WIDTH = 48  # layer and run names in tables; longer ones end in an ellipsis
-
-
-def _us(v: float) -> str:
-    if v >= 1e6:
-        return f"{v / 1e6:.2f} s"
-    if v >= 1e3:
-        return f"{v / 1e3:.2f} ms"
-    return f"{v:.1f} µs"
 
 
 def _table(rows: list[list[str]], header: list[str]) -> list[str]:
@@ -42,7 +34,7 @@ def render(r: dict[str, Any], top: int = 8) -> str:
         out.append(f"  warning: {w}")
     total = r["total_gpu_us"] if basis == "gpu" else r["total_cpu_us"]
     att = r["attention_gpu_us"] if basis == "gpu" else r["attention_cpu_us"]
-    out.append(f"  attention: {plural(r['calls'], 'call')}, {_us(att)} of {_us(total)} {basis.upper()} time "
+    out.append(f"  attention: {plural(r['calls'], 'call')}, {duration(att)} of {duration(total)} {basis.upper()} time "
                f"({r['attention_share']:.1%})")
     verdicts = r.get("verdicts") or []
     if verdicts:
@@ -65,12 +57,12 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     for st in STAGES:
         if st in by_stage:
             f, b = by_stage[st]["fwd"], by_stage[st]["bwd"]
-            rows.append([st, _us(f), _us(b) if b else "-", f"{(f + b) / att:.1%}" if att else "-", str(kernels[st])])
+            rows.append([st, duration(f), duration(b) if b else "-", f"{(f + b) / att:.1%}" if att else "-", str(kernels[st])])
     out.append("")
     out.extend("  " + line for line in _table(rows, ["stage", f"fwd {basis}", f"bwd {basis}", "share", counted]))
 
     out.append("")
-    rows = [[cut(lay["layer"], NAME_WIDTH), lay["implementation"], str(lay["calls"]), _us(lay[key]),
+    rows = [[cut(lay["layer"], NAME_WIDTH), lay["implementation"], str(lay["calls"]), duration(lay[key]),
              f"{lay['tflops']:.3g}" if lay.get("tflops") else "-"] for lay in r["layers"][:top]]
     out.extend("  " + line for line in _table(rows, ["top layers", "implementation", "calls", basis, "TFLOP/s"]))
     if len(r["layers"]) > top:
@@ -96,7 +88,7 @@ def _unknown_kernels(r: dict[str, Any], top: int = 5) -> list[str]:
     if not rows:
         return []
     out = ["", "  unknown attention kernels (named like attention, in no family and no call):"]
-    out.extend("  " + line for line in _table([[k["name"][:90], str(k["count"]), _us(k["gpu_us"]), f"{k['share']:.1%}"]
+    out.extend("  " + line for line in _table([[k["name"][:90], str(k["count"]), duration(k["gpu_us"]), f"{k['share']:.1%}"]
                                                 for k in rows[:top]], ["kernel", "count", "gpu", "share"]))
     out.append("  to count one as attention, put a row like this in a file and pass --patterns FILE:")
     out.extend("    " + line for line in rows[0]["toml"].splitlines())
@@ -111,12 +103,12 @@ def render_compare(c: dict[str, Any], top: int = 12) -> str:
     def pct(row):
         return f"{row['delta_pct']:+.0f}%" if row.get("delta_pct") is not None else "new"
 
-    rows = [[f"{r['stage']} {r['pass']}"] + [_us(v) for v in r["values"]] + [_us(r["delta_us"]) if r["delta_us"] >= 0
-            else "-" + _us(-r["delta_us"]), pct(r)] for r in c["stages"][:top]]
+    rows = [[f"{r['stage']} {r['pass']}"] + [duration(v) for v in r["values"]] + [duration(r["delta_us"]) if r["delta_us"] >= 0
+            else "-" + duration(-r["delta_us"]), pct(r)] for r in c["stages"][:top]]
     if rows:
         out.extend("  " + line for line in _table(rows, ["stage"] + list(names) + ["change", "%"]))
         out.append("")
-    rows = [[cut(r["layer_type"], NAME_WIDTH)] + [f"{_us(v)} ({i or '-'})" for v, i in zip(r["values"], r["implementations"])]
+    rows = [[cut(r["layer_type"], NAME_WIDTH)] + [f"{duration(v)} ({i or '-'})" for v, i in zip(r["values"], r["implementations"])]
             + [pct(r)] for r in c["layers"][:top]]
     if rows:
         out.extend("  " + line for line in _table(rows, ["layer type"] + list(names) + ["%"]))

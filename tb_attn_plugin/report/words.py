@@ -1,4 +1,5 @@
-"""Small wording helpers for text people read: counts with the right plural, names cut with an ellipsis."""
+"""Small wording helpers for text people read: counts with the right plural, names cut with an ellipsis,
+times in the unit that reads best."""
 
 from __future__ import annotations
 
@@ -16,3 +17,12 @@ def cut(text: str, width: int, *, keep_end: bool = False) -> str:
     if width <= 1:
         return "…"[:width]
     return "…" + text[-(width - 1):] if keep_end else text[: width - 1] + "…"
+
+
+def duration(us: float) -> str:
+    """A time in microseconds as ``12.3 µs``, ``4.56 ms`` or ``1.23 s`` (the sign kept)."""
+    if abs(us) >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if abs(us) >= 1e3:
+        return f"{us / 1e3:.2f} ms"
+    return f"{us:.1f} µs"
