@@ -31,20 +31,10 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from _measure import child_code, run_once  # noqa: E402
 
+sys.path.insert(0, REPO)
+from tests.rank_jobs import stretched  # noqa: E402  (the test suite's rank jobs stretch traces the same way)
+
 DEFAULT_SOURCE = os.path.join(REPO, "..", "shared", "traces", "tl_h100_bert_small_sdpa_flash.json.gz")
-
-
-def stretched(events: list, factor: float) -> list:
-    t0 = min(e["ts"] for e in events if isinstance(e.get("ts"), (int, float)))
-    out = []
-    for e in events:
-        e = dict(e)
-        if isinstance(e.get("ts"), (int, float)):
-            e["ts"] = t0 + (e["ts"] - t0) * factor
-        if isinstance(e.get("dur"), (int, float)):
-            e["dur"] = e["dur"] * factor
-        out.append(e)
-    return out
 
 
 def make_job(source: str, ranks: int, out: str, seed: int = 0) -> dict[int, float]:
@@ -58,7 +48,7 @@ def make_job(source: str, ranks: int, out: str, seed: int = 0) -> dict[int, floa
     job = os.path.join(out, "job")
     os.makedirs(job, exist_ok=True)
     for r, f in factors.items():
-        d = {**doc, "traceEvents": stretched(doc["traceEvents"], f),
+        d = {**stretched(doc, f),
              "distributedInfo": {"backend": "nccl", "rank": r, "world_size": ranks, "pg_count": 1}}
         name = f"node{r // 8}_{1000 + r % 8}.{1700000000000 + r}.pt.trace.json.gz"
         with open(os.path.join(job, name), "wb") as fh:
