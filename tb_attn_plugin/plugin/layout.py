@@ -16,6 +16,7 @@ import os
 import posixpath
 import re
 from dataclasses import dataclass, replace
+from typing import Iterator
 
 from ..trace.discover import parse_name
 from ..trace.read import is_url
@@ -102,33 +103,44 @@ def _list_local(logdir: str) -> list[Found]:
         raise FileNotFoundError(f"logdir {logdir} does not exist or is not a directory")
     real_root = os.path.realpath(root)
     found: list[Found] = []
+    for d, e in walk_local(root):
+        try:
+            parsed = parse_name(e.name)
+            if parsed is None or not e.is_file():
+                continue
+            if e.is_symlink() and not _inside(os.path.realpath(e.path), real_root):
+                continue  # a link out of the logdir: never followed, its target never shown
+            st = e.stat()
+        except OSError:
+            continue  # deleted between listing and stat
+        run = os.path.relpath(d, root).replace(os.sep, "/")
+        if max(len(run), len(parsed[0]), len(parsed[1])) > MAX_NAME:
+            continue  # could not be asked for (nor opened, mostly): not listed
+        found.append(Found(run, parsed[0], parsed[1], e.path, st.st_size, st.st_mtime))
+    return found
+
+
+def walk_local(root: str) -> Iterator[tuple[str, os.DirEntry]]:
+    """(directory, entry) for every non-directory below ``root``; hidden names are skipped and
+    symlinked directories never entered; a directory removed or unreadable mid-walk is skipped."""
     stack = [root]
     while stack:
         d = stack.pop()
         try:
             entries = list(os.scandir(d))
         except OSError:
-            continue  # a directory removed or unreadable mid-walk: skip it, list the rest
+            continue
         for e in entries:
             if e.name.startswith("."):
                 continue
             try:
-                if e.is_dir(follow_symlinks=False):
-                    stack.append(e.path)
-                    continue
-                parsed = parse_name(e.name)
-                if parsed is None or not e.is_file():
-                    continue
-                if e.is_symlink() and not _inside(os.path.realpath(e.path), real_root):
-                    continue  # a link out of the logdir: never followed, its target never shown
-                st = e.stat()
+                is_dir = e.is_dir(follow_symlinks=False)
             except OSError:
-                continue  # deleted between listing and stat
-            run = os.path.relpath(d, root).replace(os.sep, "/")
-            if max(len(run), len(parsed[0]), len(parsed[1])) > MAX_NAME:
-                continue  # could not be asked for (nor opened, mostly): not listed
-            found.append(Found(run, parsed[0], parsed[1], e.path, st.st_size, st.st_mtime))
-    return found
+                continue
+            if is_dir:
+                stack.append(e.path)
+            else:
+                yield d, e
 
 
 def _inside(path: str, root: str) -> bool:

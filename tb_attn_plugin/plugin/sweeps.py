@@ -13,7 +13,7 @@ from typing import Any
 
 from ..sweeps import analysis, conventions, store
 from ..trace.read import is_url
-from .layout import Source, _mtime
+from .layout import Source, _mtime, walk_local
 
 logger = logging.getLogger(__name__)
 _PROFILE_RUN = re.compile(r"profiles/[A-Za-z0-9_.+-]{1,120}")
@@ -66,24 +66,14 @@ def _list_root(root: str) -> list[SweepFile]:
     top = os.path.abspath(os.path.expanduser(root))
     if not os.path.isdir(top):
         raise FileNotFoundError(f"logdir {root} does not exist or is not a directory")
-    out, stack = [], [top]
-    while stack:
-        d = stack.pop()
+    out = []
+    for d, e in walk_local(top):
         try:
-            entries = list(os.scandir(d))
+            if e.name == store.FILENAME and e.is_file(follow_symlinks=False):
+                st = e.stat()
+                out.append(SweepFile(os.path.relpath(d, top).replace(os.sep, "/"), e.path, st.st_size, st.st_mtime))
         except OSError:
             continue
-        for e in entries:
-            if e.name.startswith("."):
-                continue
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    stack.append(e.path)
-                elif e.name == store.FILENAME and e.is_file(follow_symlinks=False):
-                    st = e.stat()
-                    out.append(SweepFile(os.path.relpath(d, top).replace(os.sep, "/"), e.path, st.st_size, st.st_mtime))
-            except OSError:
-                continue
     return out
 
 
