@@ -206,6 +206,17 @@ def test_not_a_pickle_and_oversized(tmp_path, monkeypatch):
         safe_pickle.load_plain(str(p))
 
 
+def test_a_bad_snapshot_limit_is_one_line(tmp_path, monkeypatch):
+    p = tmp_path / "x.pickle"
+    p.write_bytes(pickle.dumps(known_snapshot()[0]))
+    monkeypatch.setenv("TB_ATTN_MAX_SNAPSHOT_MB", "lots")
+    with pytest.raises(TraceError, match="TB_ATTN_MAX_SNAPSHOT_MB='lots' is not a whole number"):
+        safe_pickle.load_plain(str(p))
+    monkeypatch.setenv("TB_ATTN_MAX_SNAPSHOT_MB", "0")
+    with pytest.raises(TraceError, match="over the 0 MiB limit"):
+        safe_pickle.load_plain(str(p))
+
+
 def test_a_directory_of_snapshots_without_traces(tmp_path):
     snap, want = known_snapshot()
     (tmp_path / "a.memory.pickle").write_bytes(pickle.dumps(snap))

@@ -15,7 +15,25 @@ import pickle
 from ..errors import TraceError
 from ..trace import read
 
-MAX_SNAPSHOT_BYTES = int(os.environ.get("TB_ATTN_MAX_SNAPSHOT_MB", "4096")) << 20
+ENV = "TB_ATTN_MAX_SNAPSHOT_MB"
+MAX_SNAPSHOT_BYTES = 4096 << 20  # without TB_ATTN_MAX_SNAPSHOT_MB
+
+
+def max_snapshot_bytes(path: str) -> int:
+    """The largest snapshot read, from TB_ATTN_MAX_SNAPSHOT_MB (read at each load, so a bad value is
+    one error naming the variable, never a failed import)."""
+    raw = os.environ.get(ENV, "").strip()
+    if not raw:
+        return MAX_SNAPSHOT_BYTES
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
+        raise TraceError(path, f"{ENV}={raw[:40]!r} is not a whole number of MiB")
+    return int(raw) << 20
+
+
+def _check_size(path: str, size: int) -> None:
+    limit = max_snapshot_bytes(path)
+    if size > limit:
+        raise TraceError(path, f"snapshot of {size >> 20} MiB is over the {limit >> 20} MiB limit ({ENV})")
 
 
 class RefusedGlobal(pickle.UnpicklingError):
@@ -34,9 +52,7 @@ def loads_plain(data: bytes, path: str = "<bytes>"):
     """The object in ``data``, built from plain containers and scalars only."""
     if not data:
         raise TraceError(path, "empty file (is the snapshot still being written?)")
-    if len(data) > MAX_SNAPSHOT_BYTES:
-        raise TraceError(path, f"snapshot of {len(data) >> 20} MiB is over the {MAX_SNAPSHOT_BYTES >> 20} MiB limit "
-                               "(TB_ATTN_MAX_SNAPSHOT_MB)")
+    _check_size(path, len(data))
     # Protocol 2+ pickles (every torch release writes 4 or 5) start with PROTO.
     if data[:1] != b"\x80" or data[1:2] not in (b"\x02", b"\x03", b"\x04", b"\x05"):
         raise TraceError(path, "not a pickle (a CUDA memory snapshot is written by torch.cuda.memory._dump_snapshot)")
@@ -67,13 +83,10 @@ def load_plain(path: str):
     path = str(path)
     try:
         size = read.file_size(path)
-    except OSError:
+    except Exception:  # OSError, or a store's own error: read_bytes below words it
         size = None
-    except Exception:
-        size = None
-    if size is not None and size > MAX_SNAPSHOT_BYTES:
-        raise TraceError(path, f"snapshot of {size >> 20} MiB is over the {MAX_SNAPSHOT_BYTES >> 20} MiB limit "
-                               "(TB_ATTN_MAX_SNAPSHOT_MB)")
+    if size is not None:
+        _check_size(path, size)
     try:
         data = read.read_bytes(path)
     except read._Truncated:
