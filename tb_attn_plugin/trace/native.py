@@ -9,9 +9,9 @@ optional (built by setup.py when a compiler is there); ``available`` says whethe
 from __future__ import annotations
 
 import contextlib
-import queue
-import threading
 from typing import Callable, Iterator
+
+from .pipeline import pipe
 
 try:
     from ._prefilter import scan_events as _scan_events
@@ -60,46 +60,16 @@ def scan_window(text: bytes, pos: int, budget: int, rules: tuple, partial: bool)
 
 
 def _inline(text: bytes, start: int, budget: int, rules: tuple) -> Iterator[tuple]:
+    """The scanner's chunks in order, up to the one that ends the array or finds it not plain."""
     pos = start + 1
     while True:
         item = _scan_events(text, pos, budget, *rules)
         yield item
+        if item[0] is None or item[3]:
+            return
         pos = item[2]
 
 
 def _pipelined(text: bytes, start: int, budget: int, rules: tuple) -> Iterator[tuple]:
     """The same chunks, scanned ahead on a second thread; closing the generator stops it."""
-    chunks: queue.Queue = queue.Queue(maxsize=2)
-    stop = threading.Event()
-
-    def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                chunks.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        pos = start + 1
-        try:
-            while not stop.is_set():
-                item = _scan_events(text, pos, budget, *rules)
-                if not put(item) or item[0] is None or item[3]:
-                    return
-                pos = item[2]
-        except BaseException as exc:  # MemoryError: handed to the caller's thread
-            put(exc)
-
-    worker = threading.Thread(target=produce, name="tb-attn-scan", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item = chunks.get()
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()  # the caller failed or finished: the scanner stops at its next chunk
-        worker.join()
+    return pipe(_inline(text, start, budget, rules), name="tb-attn-scan")

@@ -13,8 +13,6 @@ Results are the same as events.decode's: the same rules keep the same events in 
 
 from __future__ import annotations
 
-import queue
-import threading
 import zlib
 from typing import Callable, Iterator
 
@@ -22,6 +20,7 @@ import msgspec
 
 from . import events as ev_mod
 from . import limits, native
+from .pipeline import pipe
 from .read import is_url
 
 try:  # optional (the [fast] extra): ISA-L inflates in about 60% of zlib's time
@@ -148,50 +147,6 @@ class _Reader:
                 return
 
 
-def _pipe(source: Iterator, depth: int = 2) -> Iterator:
-    """Run the ``source`` generator on a thread of its own, handing its items over a bounded queue.
-    Closing this generator (or the consumer failing) stops the thread and closes ``source``."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    end = object()
-
-    def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def run() -> None:
-        try:
-            for item in source:
-                if not put(item):
-                    return
-            put(end)
-        except BaseException as exc:  # handed to the consumer's thread
-            put(exc)
-        finally:
-            close = getattr(source, "close", None)
-            if close is not None:
-                close()  # a generator holding a pipe of its own stops that one too
-
-    t = threading.Thread(target=run, name="tb-attn-stream", daemon=True)
-    t.start()
-    try:
-        while True:
-            item = q.get()
-            if item is end:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        t.join()
-
-
 class _Scan:
     """Turns the text's pieces into (kept events JSON, dropped count) chunks, then records the
     text around the event array (head, tail) for the document's other fields."""
@@ -287,10 +242,10 @@ def _bounded(pieces: Iterator[bytes], limit: int, too_big) -> Iterator[bytes]:
 
 def _decode(fh, keep_shapes, progress, too_big, limit) -> tuple[ev_mod.Events, int]:
     reader = _Reader(fh)
-    scan = _Scan(_pipe(_bounded(reader.pieces(), limit, too_big)))
+    scan = _Scan(pipe(_bounded(reader.pieces(), limit, too_big)))
     kept = ev_mod._Kept(None, keep_shapes)
     decoder = ev_mod._list_decoder
-    chunks = _pipe(scan.chunks())
+    chunks = pipe(scan.chunks())
     try:
         for chunk, dropped in chunks:
             kept.add(decoder.decode(chunk), dropped)
