@@ -160,6 +160,7 @@ def test_owlv2_eager_is_memory_bound_against_the_h100_bandwidth():
                         row["line"])
     assert any(v["id"] == "roofline" and "3.35 TB/s" in v["message"] for v in r["verdicts"])
     assert "memory-bound" in render(r) and "datasheet" in render(r)
+    assert render(r).count(row["line"]) == 1  # the verdict, not repeated under the roofline heading
     t = rf["timing"]["gpu"]
     assert t["busy_us"] == pytest.approx(r["attention_gpu_us"], abs=0.01)
     assert sum(t["parts_us"].values()) == pytest.approx(t["wall_us"], abs=0.01)

@@ -74,9 +74,11 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     if len(verdicts) > 1:
         out.append("")
         out.extend(f"  - {v['message']}" for v in verdicts[1:])
-    if roofline_lines(r):
+    said = {f"  - {v['message']}" for v in verdicts}  # the roofline verdict is its first layer's line
+    roof = [line for line in roofline_lines(r) if line not in said]
+    if roof:
         out.append("")
-        out.extend(roofline_lines(r))
+        out.extend(roof)
     out.append("")
     out.extend(memory_text.render(r.get("memory")))
     return "\n".join(out)
