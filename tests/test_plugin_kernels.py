@@ -1,5 +1,5 @@
-"""The plugin's side of the kernel table: TB_ATTN_PATTERNS in the workers and in the cache key, and
-/annotated streaming a run's annotated trace without writing into the logdir (real TensorBoard app)."""
+"""The plugin's side of the kernel table: TB_ATTN_PATTERNS (and the size limits) in the workers and
+in the cache key, and /annotated streaming a run's annotated trace without writing into the logdir (real TensorBoard app)."""
 
 from __future__ import annotations
 
@@ -51,6 +51,21 @@ def test_patterns_env_reaches_the_workers_and_the_cache_key(tb_app, tmp_path):
     code, r = report(client)
     assert code == 422 and str(table) in r["error"] and "my_attention_fwd" in r["error"]
     assert "TB_ATTN_PATTERNS" in r["error"]
+
+
+def test_size_limit_is_the_plugins_own_not_the_worker_servers(tb_app, tmp_path):
+    """Workers fork from one server per Python process, started with whatever environment was there
+    first; each plugin's limit must still be the one it was configured with, in both directions,
+    and a file refused under one limit must not be answered from the cache under another."""
+    logdir = logdir_with_custom_kernel(tmp_path / "logdir")
+    cache = tmp_path / "shared-cache"
+    client, plugins = tb_app(logdir, cache_dir=cache, env={"TB_ATTN_MAX_TRACE_BYTES": "1K"})
+    code, r = report(client)
+    assert code == 422 and "TB_ATTN_MAX_TRACE_BYTES" in r["error"], r
+    plugins["tb_attn"].close()
+    client, _ = tb_app(logdir, cache_dir=cache)
+    code, r = report(client)
+    assert code == 200 and r["calls"] == 0, r
 
 
 def test_annotated_download(tb_app, cpu_traces, tmp_path):

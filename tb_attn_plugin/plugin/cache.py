@@ -63,8 +63,8 @@ def max_disk_bytes() -> int:
 
 
 def cache_key(path: str, size: int, mtime: float, patterns: str = "") -> str:
-    """``patterns``: the fingerprint of the user's kernel families (user_table.fingerprint), which
-    change reports as much as the engine does."""
+    """``patterns``: the fingerprint of the user's kernel families (user_table.fingerprint) and the
+    size limits in force, which change reports as much as the engine does."""
     text = "\0".join([ENGINE_VERSION, str(path), str(int(size)), repr(round(float(mtime), 6))]
                       + ([patterns] if patterns else []))
     return hashlib.sha256(text.encode()).hexdigest()

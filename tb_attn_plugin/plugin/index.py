@@ -258,10 +258,12 @@ class RunIndex:
             return sorted({e.run for e in self._entries.values()})
 
     def _patterns(self) -> str:
-        """Fingerprint of the pattern files the workers load (TB_ATTN_PATTERNS as the pool saw it)."""
+        """What decides a report besides the file and the engine, as the pool saw it: the pattern
+        files the workers load (TB_ATTN_PATTERNS) and the size limits they apply."""
         from ..attention.user_table import env_paths, fingerprint
 
-        return fingerprint(env_paths(getattr(self.pool, "patterns", "")))
+        parts = (fingerprint(env_paths(getattr(self.pool, "patterns", ""))), getattr(self.pool, "limits", ""))
+        return "\0".join(p for p in parts if p)
 
     def lookup(self, run: str, worker: str | None = None, span: str | None = None) -> Entry:
         """The entry a request names; worker defaults to the first, span to the latest."""

@@ -28,17 +28,20 @@ def default_workers() -> int:
     return max(1, n) if n else max(1, min(2, os.cpu_count() or 1))
 
 
-# Credentials and endpoints of object stores. Workers fork from a server started once per process,
-# which keeps the environment of that moment; each task carries these so that a worker always reads
-# the logdir the way this TensorBoard process was configured to.
-REMOTE_ENV_PREFIXES = ("AWS_", "FSSPEC_", "GOOGLE_", "GCSFS_", "AZURE_", "S3_")
+# Workers fork from a server started once per Python process, which keeps the environment of that
+# moment (another plugin instance's, in a notebook or a test session). Each task therefore carries
+# the settings that change what a worker reads or refuses, as this plugin was configured.
+REMOTE_ENV_PREFIXES = ("AWS_", "FSSPEC_", "GOOGLE_", "GCSFS_", "AZURE_", "S3_")  # object stores
 PROXY_ENV = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"}
-ENGINE_ENV = {"TB_ATTN_PATTERNS"}  # the user's kernel families (attention/user_table.py)
+# The user's kernel families (attention/user_table.py) and the size limits (trace/limits.py, memory/snapshot.py).
+ENGINE_ENV = ("TB_ATTN_PATTERNS", "TB_ATTN_MAX_TRACE_BYTES", "TB_ATTN_MAX_SNAPSHOT_MB")
 
 
-def remote_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k.startswith(REMOTE_ENV_PREFIXES) or k in PROXY_ENV | ENGINE_ENV}
-    env.setdefault("TB_ATTN_PATTERNS", "")  # unset here: a reused worker must drop the rows it loaded
+def remote_env() -> dict[str, str | None]:
+    """What each task sets in its worker; None: unset there (a reused worker must not keep another's)."""
+    env: dict[str, str | None] = {k: v for k, v in os.environ.items()
+                                  if k.startswith(REMOTE_ENV_PREFIXES) or k in PROXY_ENV}
+    env.update({k: os.environ.get(k) for k in ENGINE_ENV})
     return env
 
 
@@ -112,7 +115,13 @@ class AnalysisPool:
     @property
     def patterns(self) -> str:
         """TB_ATTN_PATTERNS as the workers get it."""
-        return self._env.get("TB_ATTN_PATTERNS", "")
+        return self._env.get("TB_ATTN_PATTERNS") or ""
+
+    @property
+    def limits(self) -> str:
+        """The size limits the workers apply, set ones only: part of the cache key, since a file
+        refused under one limit may be read under another."""
+        return ";".join(f"{k}={self._env[k]}" for k in ENGINE_ENV[1:] if self._env.get(k) is not None)
 
     def call(self, fn, *args) -> Future:
         """Run ``fn(*args, env)`` in a worker (fn: a function of work.py), e.g. work.annotate."""

@@ -27,14 +27,22 @@ def summary_of(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def analyze(path: str, display_name: str, env: dict[str, str] | None = None
-            ) -> tuple[str, str | None, dict[str, Any], bytes | None]:
+def _apply(env: dict[str, str | None] | None) -> None:
+    """The TensorBoard process's settings for this task (see pool.remote_env); None unsets one."""
     import os
 
+    for key, value in (env or {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def analyze(path: str, display_name: str, env: dict[str, str] | None = None
+            ) -> tuple[str, str | None, dict[str, Any], bytes | None]:
     import msgspec
 
-    if env:
-        os.environ.update(env)  # object-store settings of the TensorBoard process (see pool.py)
+    _apply(env)
 
     from ..errors import TraceError
     from ..report.build import analyze_file
@@ -87,10 +95,7 @@ def _use_patterns() -> str | None:
 
 def annotate(path: str, out: str, env: dict[str, str] | None = None) -> tuple[str, str | None]:
     """Write the annotated copy of ``path`` to ``out`` (a temporary file of the plugin's); (status, message)."""
-    import os
-
-    if env:
-        os.environ.update(env)
+    _apply(env)
     from ..errors import TraceError
     from ..report.annotate import annotate as run
 
