@@ -9,6 +9,7 @@ frame dicts themselves are shared between entries (torch symbolizes each distinc
 live across a step, score matrices allocated and freed inside each call.
 
     .venv/bin/python bench/memory_snapshot.py --entries 1000000 --repeat 3
+    .venv/bin/python bench/memory_snapshot.py --entries 1000000 --plain   # without the C decoder
 """
 
 from __future__ import annotations
@@ -98,11 +99,16 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--entries", type=int, nargs="+", default=[1_000_000])
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--plain", action="store_true",
+                   help="load with the plain unpickler, as when the C decoder is not built")
     args = p.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=root)
-    code = child_code(CHILD_SETUP, CHILD_WORK)
-    print(f"load average at start: {os.getloadavg()[0]:.1f}")
+    setup = CHILD_SETUP + ("\nfrom tb_attn_plugin.memory import fast_pickle\nfast_pickle.Decoder = None"
+                           if args.plain else "")
+    code = child_code(setup, CHILD_WORK)
+    print(f"load average at start: {os.getloadavg()[0]:.1f}; loader: "
+          f"{'plain unpickler' if args.plain else 'C decoder (memory/_snapshot_decode.c)'}")
     print("| entries | pickle MB | analysis s (best) | peak RSS MB (whole process) | peak RSS / pickle | growth over imports MB | curve points | score blocks |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:

@@ -297,7 +297,7 @@ def test_any_plain_snapshot_gives_a_section_or_one_clear_error(traces, segments,
 
     doc = {"device_traces": traces, "segments": segments, "external_annotations": ann, "allocator_settings": settings_}
     try:
-        s = snap.parse(doc, "fuzz.pickle")
+        s = snap.parse(doc, path="fuzz.pickle")
     except TraceError as exc:
         assert str(exc).startswith("fuzz.pickle: ") and "\n" not in str(exc)
         return

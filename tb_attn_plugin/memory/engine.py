@@ -98,10 +98,10 @@ def _snapshot_section(path: str) -> dict[str, Any]:
         hit = next((c for c in acalls if c.start_us <= o["time_us"] <= c.end_us), None)
         o["layer"] = hit.layer if hit else None
     churn["ooms"] = ooms
-    entries, entry_ix = rec.entries, rec.entry
+    rows, entry_ix = rec.rows, rec.entry
 
     def frame_of(i: int) -> str | None:
-        return snap.frame_text(entries[entry_ix[i]])
+        return rows.frame_text(entry_ix[i])
 
     devices = [{"device": f"cuda:{d}", "peak_bytes": int(max(r.timeline.live)) if len(r.timeline) else 0,
                 "events": len(r.timeline)} for d, r in sorted(s.devices.items())]

@@ -30,7 +30,8 @@ def max_snapshot_bytes(path: str) -> int:
     return int(raw) << 20
 
 
-def _check_size(path: str, size: int) -> None:
+def check_size(path: str, size: int) -> None:
+    """TraceError when ``size`` bytes are over TB_ATTN_MAX_SNAPSHOT_MB."""
     limit = max_snapshot_bytes(path)
     if size > limit:
         raise TraceError(path, f"snapshot of {size >> 20} MiB is over the {limit >> 20} MiB limit ({ENV})")
@@ -52,7 +53,7 @@ def loads_plain(data: bytes, path: str = "<bytes>"):
     """The object in ``data``, built from plain containers and scalars only."""
     if not data:
         raise TraceError(path, "empty file (is the snapshot still being written?)")
-    _check_size(path, len(data))
+    check_size(path, len(data))
     # Protocol 2+ pickles (every torch release writes 4 or 5) start with PROTO.
     if data[:1] != b"\x80" or data[1:2] not in (b"\x02", b"\x03", b"\x04", b"\x05"):
         raise TraceError(path, "not a pickle (a CUDA memory snapshot is written by torch.cuda.memory._dump_snapshot)")
@@ -86,7 +87,7 @@ def load_plain(path: str):
     except Exception:  # OSError, or a store's own error: read_bytes below words it
         size = None
     if size is not None:
-        _check_size(path, size)
+        check_size(path, size)
     try:
         data = read.read_bytes(path)
     except read._Truncated:

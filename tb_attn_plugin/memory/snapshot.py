@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TraceError
+from . import fast_pickle
+from .rows import NOT_DICT, NOT_STR, EntryRows, from_dicts
 from .safe_pickle import load_plain
 from .timeline import ADDR_MASK, Timeline
 
@@ -34,8 +36,8 @@ class Annotation:
 @dataclass
 class DeviceRecord:
     timeline: Timeline
-    entry: array  # timeline event -> index into the device's raw entries (for frames)
-    entries: list  # the raw entries, kept for the frames of the few blocks a report names
+    entry: array  # timeline event -> index into the device's entries (for frames)
+    rows: EntryRows  # the entries, kept for the frames of the few blocks a report names
     churn: dict[str, Any]
     time_basis: str  # "us" (time_us) or "index" (a release that records no time)
 
@@ -51,11 +53,17 @@ class Snapshot:
 
 
 def load(path: str) -> Snapshot:
-    """Load and parse a snapshot pickle; TraceError for anything that is not one."""
-    return parse(load_plain(path), path)
+    """Load and parse a snapshot pickle; TraceError for anything that is not one. The C decoder
+    reads it when it can (entries straight into columns), else the plain unpickler."""
+    fast = fast_pickle.load(path)
+    if fast is not None:
+        return parse(*fast, path=path)
+    return parse(load_plain(path), path=path)
 
 
-def parse(doc: Any, path: str) -> Snapshot:
+def parse(doc: Any, rows: dict[int, EntryRows] | None = None, *, path: str) -> Snapshot:
+    """The Snapshot of an unpickled document; ``rows``: its device traces' entries as columns,
+    when the C decoder read them (the document's device traces are then empty)."""
     if not isinstance(doc, dict) or not ("device_traces" in doc or "segments" in doc):
         what = type(doc).__name__
         raise TraceError(path, f"a pickle, but not a CUDA memory snapshot (a {what} without 'segments' and "
@@ -72,11 +80,12 @@ def parse(doc: Any, path: str) -> Snapshot:
     devices: dict[int, DeviceRecord] = {}
     total = 0
     for dev, entries in enumerate(traces):
-        if not entries:
+        r = rows.get(dev) if rows is not None else (from_dicts(entries) if entries else None)
+        if not r:
             continue
-        total += len(entries)
+        total += len(r)
         try:
-            devices[dev] = _device(dev, entries, end_alloc.get(dev), end_reserved.get(dev))
+            devices[dev] = _device(dev, r, end_alloc.get(dev), end_reserved.get(dev))
         except OverflowError:
             raise TraceError(path, f"device {dev}'s sizes add up beyond any real memory (over 2**63 bytes)") from None
     if total == 0:
@@ -113,16 +122,30 @@ def _int(v) -> int:
     return v if type(v) is int and -MAX_BYTES < v < MAX_BYTES else 0
 
 
-def _device(dev: int, entries: list, end_alloc: int | None, end_reserved: int | None) -> DeviceRecord:
-    present = set()
-    for e in entries:
-        a = e.get("action") if type(e) is dict else None
-        if type(a) is str:
-            present.add(a)
-        if len(present) > 12:
-            break
+def _present(rows: EntryRows) -> set[str]:
+    """The kinds of action a device records (the first 13 met, as a list of entries is read)."""
+    codes = set(rows.action)
+    codes.discard(NOT_STR)
+    codes.discard(NOT_DICT)
+    if len(codes) <= 13:
+        return {rows.actions[c] for c in codes}
+    seen: dict[int, None] = {}
+    for c in rows.action:
+        if c >= 0:
+            seen[c] = None
+            if len(seen) > 12:
+                break
+    return {rows.actions[c] for c in seen}
+
+
+def _device(dev: int, rows: EntryRows, end_alloc: int | None, end_reserved: int | None) -> DeviceRecord:
+    names = rows.actions
+    present = _present(rows)
     free_action = next((a for a in FREES if a in present), "free_completed")
-    has_time = any(isinstance(e, dict) and isinstance(e.get("time_us"), (int, float)) for e in entries[:64])
+    code = {a: i for i, a in enumerate(names)}
+    alloc_c, free_c = code.get(ALLOC, -99), code.get(free_action, -99)
+    kinds = rows.time_kind
+    has_time = any(kinds[i] for i in range(min(64, len(rows))))
     tl = Timeline(f"cuda:{dev}", reserved=array("q"))
     t_col, d_col, a_col, s_col, r_col = tl.t, tl.delta, tl.addr, tl.stream, tl.reserved
     entry_ix = array("q")
@@ -132,47 +155,51 @@ def _device(dev: int, entries: list, end_alloc: int | None, end_reserved: int | 
     reserved = 0
     last_time = 0.0
     prev_action = None
-    # The hot loop of a million-entry snapshot: exact type checks (a bool is not a size), locals only.
-    for i, e in enumerate(entries):
-        if type(e) is not dict:
+    # The hot loop of a million-entry snapshot: columns zipped, locals only. A NaN time fails
+    # every comparison, so a missing or mistyped one takes the last time (the record's order is
+    # the truth; times only ever move forward).
+    for i, (c, size, tu, addr, stream) in enumerate(zip(rows.action, rows.size, rows.time_us, rows.addr,
+                                                        rows.stream)):
+        if c == NOT_DICT:
             skipped += 1
             continue
-        action = e.get("action")
-        if action == ALLOC or action == free_action:
-            size = e.get("size")
-            if type(size) is not int or not 0 < size < MAX_BYTES:
+        if c == alloc_c or c == free_c:
+            if not 0 < size < MAX_BYTES:
                 skipped += 1
                 continue
-            tu = e.get("time_us") if has_time else i
-            if type(tu) is not int and (type(tu) is not float or tu != tu) or not last_time <= tu < MAX_TIME_US:
-                tu = last_time  # the record's order is the truth; times only ever move forward
+            if not has_time:
+                tu = i
+            if not last_time <= tu < MAX_TIME_US:
+                tu = last_time
             last_time = tu
-            addr = e.get("addr")
-            stream = e.get("stream")
             t_col.append(tu)
-            d_col.append(size if action == ALLOC else -size)
-            a_col.append(addr & ADDR_MASK if type(addr) is int else 0)
-            s_col.append(stream if type(stream) is int and -MAX_BYTES < stream < MAX_BYTES else 0)
+            d_col.append(size if c == alloc_c else -size)
+            a_col.append(addr)
+            s_col.append(stream if -MAX_BYTES < stream < MAX_BYTES else 0)
             r_col.append(reserved)
             entry_ix.append(i)
-            prev_action = action
+            prev_action = c
             continue
-        size = _int(e.get("size"))
-        tu = e.get("time_us") if has_time else i
-        if type(tu) not in (int, float) or not last_time <= tu < MAX_TIME_US:
+        action = names[c] if c >= 0 else None
+        size = size if -MAX_BYTES < size < MAX_BYTES else 0
+        if not has_time:
+            tu = i
+        if not last_time <= tu < MAX_TIME_US:
             tu = last_time
         if action in SEGMENT_GROW:
             reserved += size
             churn["segment_allocs" if action == "segment_alloc" else "segment_maps"] += 1
-            if prev_action in SEGMENT_SHRINK and action == "segment_alloc":
+            if prev_action is not None and prev_action >= 0 and names[prev_action] in SEGMENT_SHRINK \
+                    and action == "segment_alloc":
                 churn["flush_retries"] += 1  # cached segments released to satisfy this allocation
         elif action in SEGMENT_SHRINK:
             reserved -= size
             churn["segment_frees" if action == "segment_free" else "segment_unmaps"] += 1
         elif action == "oom":
-            churn["ooms"].append({"time_us": float(tu), "bytes": size, "device_free": _int(e.get("device_free")),
-                                  "entry": i})
-        prev_action = action
+            free = rows.device_free[i]
+            churn["ooms"].append({"time_us": float(tu), "bytes": size,
+                                  "device_free": free if -MAX_BYTES < free < MAX_BYTES else 0, "entry": i})
+        prev_action = c
     churn["skipped_entries"] = skipped
     tl.thread = array("q", [-1]) * len(t_col)
     # The trace is a ring buffer of the latest entries: what was live and reserved before its first
@@ -191,7 +218,7 @@ def _device(dev: int, entries: list, end_alloc: int | None, end_reserved: int | 
     for k in range(len(r_col)):
         r_col[k] += r_base
     _finish_in_order(tl)
-    return DeviceRecord(tl, entry_ix, entries, churn, "us" if has_time else "index")
+    return DeviceRecord(tl, entry_ix, rows, churn, "us" if has_time else "index")
 
 
 def _finish_in_order(tl: Timeline) -> None:
@@ -222,22 +249,3 @@ def _annotations(raw: Any) -> list[Annotation]:
                 out.append(Annotation(name, starts.pop(), float(tu), dev))
     out.sort(key=lambda s: (s.start_us, -s.end_us))
     return out
-
-
-def frame_text(entry: Any) -> str | None:
-    """'file.py:12 forward' for an entry's innermost Python frame outside torch, when it has frames."""
-    frames = entry.get("frames") if isinstance(entry, dict) else None
-    if not isinstance(frames, list):
-        return None
-    first = None
-    for f in frames:
-        if not isinstance(f, dict):
-            continue
-        fn, line, name = f.get("filename"), f.get("line"), f.get("name")
-        if not isinstance(fn, str):
-            continue
-        text = f"{fn.rsplit('/', 1)[-1]}:{line} {name}"
-        first = first or text
-        if "/torch/" not in fn and not fn.startswith("??"):
-            return text
-    return first
