@@ -62,3 +62,16 @@ def test_without_logdir_routes_answer_clearly():
         assert r.status_code == 200 and json.loads(r.data)["runs"] == []
     finally:
         plugin.close()
+
+
+def test_a_bad_settle_time_is_a_warning_not_a_dead_tensorboard(tmp_path, caplog):
+    (tmp_path / "logdir").mkdir()
+    for bad in ("two", "nan", "-1", "1e9"):
+        with caplog.at_level(logging.WARNING, logger="tb_attn_plugin.plugin.plugin"):
+            client, plugins = make_tb_app(tmp_path / "logdir", tmp_path / "cache", env={"TB_ATTN_SETTLE_S": bad})
+        try:
+            assert plugins["tb_attn"]._index.settle_s == 2.0
+            assert any(f"TB_ATTN_SETTLE_S={bad!r}" in r.getMessage() for r in caplog.records)
+            assert client.get("/data/plugin/tb_attn/runs").status_code == 200
+        finally:
+            plugins["tb_attn"].close()

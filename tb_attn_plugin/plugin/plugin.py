@@ -123,6 +123,25 @@ def _check(name: str, value: str) -> str:
     return value
 
 
+SETTLE_S = 2.0  # a file unchanged this long is taken as written (TB_ATTN_SETTLE_S)
+
+
+def _settle_seconds() -> float:
+    """TB_ATTN_SETTLE_S, or the default with a warning when it is not a number of seconds from 0 to
+    a day: a typo must not keep TensorBoard from starting."""
+    raw = os.environ.get("TB_ATTN_SETTLE_S", "").strip()
+    if not raw:
+        return SETTLE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 86400.0:  # NaN fails too
+        logger.warning("TB_ATTN_SETTLE_S=%r is not a number of seconds (0 to 86400); using %.1f", raw[:40], SETTLE_S)
+        return SETTLE_S
+    return value
+
+
 def _check_patterns() -> None:
     """Say at start when TB_ATTN_PATTERNS names a bad file (every run then shows the same error)."""
     from ..attention.user_table import ENV, PatternError, env_paths, load_files
@@ -145,7 +164,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         # --logdir, else --logdir_spec (TensorBoard refuses both at once)
         self._logdir = Source.from_logdir(context.logdir) if context.logdir else Source.from_spec(spec or "")
         reload_s = getattr(flags, "reload_interval", 5.0) if flags is not None else 5.0
-        settle_s = float(os.environ.get("TB_ATTN_SETTLE_S", "2.0"))
+        settle_s = _settle_seconds()
         cache = cache_mod.ReportCache()
         _check_patterns()
         self._index = RunIndex(self._logdir, cache, make_pool(), settle_s=settle_s,
