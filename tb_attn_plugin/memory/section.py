@@ -195,7 +195,10 @@ def explain(peak: dict[str, Any]) -> str:
         where = "outside attention"
     else:
         pass_ = " (backward)" if peak.get("pass") == "bwd" else ""
-        where = f"in the {peak['stage']} of {peak['layer']}{pass_}"
+        stage = peak.get("stage")
+        # "other" and "call": inside the call's window but in none of its named stages
+        where = (f"in the {stage} of {peak['layer']}{pass_}" if stage not in (None, "other", "call")
+                 else f"in {peak['layer']}{pass_}, outside its named stages")
     parts = []
     score_rows = [r for r in peak["live"] if r["score_matrix"]]
     if score_rows:
