@@ -24,10 +24,12 @@ setup(
     # A C scanner that drops unused events before decoding (about a third of the analysis time on
     # real traces). Optional: without a compiler the install still succeeds and the engine decodes
     # every event in Python, with the same results.
-    # A second one does the per-event work of keeping decoded events (time checks, shared strings).
+    # Two more do per-event work at C speed: keeping decoded events (time checks, shared strings),
+    # and nesting each thread's ops by time (link.py).
     ext_modules=[Extension("tb_attn_plugin.trace._prefilter", ["tb_attn_plugin/trace/_prefilter.c"],
                            optional=True),
-                 Extension("tb_attn_plugin.trace._kept", ["tb_attn_plugin/trace/_kept.c"], optional=True)],
+                 Extension("tb_attn_plugin.trace._kept", ["tb_attn_plugin/trace/_kept.c"], optional=True),
+                 Extension("tb_attn_plugin.trace._nest", ["tb_attn_plugin/trace/_nest.c"], optional=True)],
     extras_require={
         "plugin": ["tensorboard>=2.14", "werkzeug>=2.0"],
         "collector": ["torch>=2.1", "tensorboard>=2.14"],
