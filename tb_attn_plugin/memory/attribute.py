@@ -40,19 +40,23 @@ def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | 
     slot_ix: dict[Slot, int] = {}
     thread_of = {key: i for i, key in enumerate(tl.threads)}
     per_thread: dict[int, tuple[list[float], list[int]]] = {}
-    for i in range(n):
-        th = tl.thread[i]
+    for i, th, t in zip(range(n), tl.thread, tl.t):
         got = per_thread.get(th)
         if got is None:
             got = per_thread[th] = ([], [])
-        got[0].append(tl.t[i])
+        got[0].append(t)
         got[1].append(i)
     ops, depth, node_of = L.ops, L.depth, L.node_of
+    raw_thread: dict[tuple, int | None] = {}  # (pid, tid) as decoded -> thread: str() once per thread
+    key_ix: dict[tuple, int] = {}  # (call, stage, pass) -> slot: a Slot is built once per slot
     for j, c in enumerate(call_of):
         if c < 0:
             continue
         e = ops[j]
-        th = thread_of.get((str(e.pid), str(e.tid)))
+        raw = (e.pid, e.tid)
+        th = raw_thread.get(raw, -1)
+        if th == -1:
+            th = raw_thread[raw] = thread_of.get((str(e.pid), str(e.tid)))
         if th is None:
             continue
         times, idx = per_thread[th]
@@ -60,11 +64,15 @@ def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | 
         b = bisect.bisect_right(times, e.ts + e.dur)
         if a == b:
             continue
-        s = Slot(c, stage_of[j] or "other", "bwd" if node_of[j] >= 0 else "fwd")
-        k = slot_ix.get(s)
+        key = (c, stage_of[j] or "other", "bwd" if node_of[j] >= 0 else "fwd")
+        k = key_ix.get(key)
         if k is None:
-            k = slot_ix[s] = len(slots)
-            slots.append(s)
+            s = Slot(*key)
+            k = slot_ix.get(s)
+            if k is None:
+                k = slot_ix[s] = len(slots)
+                slots.append(s)
+            key_ix[key] = k
         d = depth[j]
         for i in idx[a:b]:
             if d > depth_at[i]:

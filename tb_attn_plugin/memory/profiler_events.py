@@ -21,30 +21,42 @@ def device_name(device_type: int | None, device_id: int | None) -> str:
 def timelines(memory: list[Event]) -> dict[str, Timeline]:
     """One finished Timeline per device named in the events (CPU and each GPU kept apart)."""
     out: dict[str, Timeline] = {}
-    thread_ix: dict[str, dict[tuple, int]] = {}
     all_totals: dict[str, bool] = {}
+    # Per (Device Type, Device Id) and per (device, pid, tid) as decoded: the Timeline and the
+    # thread index, so the per-event work is two lookups (names and str() once per distinct key).
+    tl_of: dict[tuple, Timeline] = {}
+    thread_of: dict[tuple, int] = {}
+    thread_ix: dict[str, dict[tuple, int]] = {}
     for e in memory:
         a = e.args
         if a is None or not a.nbytes or not -MAX_BYTES < a.nbytes < MAX_BYTES:
             continue  # nothing allocated, or not a real size (it would overflow the columns)
-        dev = device_name(a.device_type, a.device_id)
-        tl = out.get(dev)
+        dkey = (a.device_type, a.device_id)
+        tl = tl_of.get(dkey)
         if tl is None:
-            tl = out[dev] = Timeline(dev, total=array("q"), reserved=array("q"))
-            thread_ix[dev] = {}
-            all_totals[dev] = True
-        key = (str(e.pid), str(e.tid))
-        ti = thread_ix[dev].get(key)
+            dev = device_name(a.device_type, a.device_id)
+            tl = out.get(dev)
+            if tl is None:
+                tl = out[dev] = Timeline(dev, total=array("q"), reserved=array("q"))
+                thread_ix[dev] = {}
+                all_totals[dev] = True
+            tl_of[dkey] = tl
+        tkey = (tl.device, e.pid, e.tid)
+        ti = thread_of.get(tkey)
         if ti is None:
-            ti = thread_ix[dev][key] = len(tl.threads)
-            tl.threads.append(key)
+            key = (str(e.pid), str(e.tid))
+            ti = thread_ix[tl.device].get(key)
+            if ti is None:
+                ti = thread_ix[tl.device][key] = len(tl.threads)
+                tl.threads.append(key)
+            thread_of[tkey] = ti
         tl.t.append(e.ts)
         tl.delta.append(int(a.nbytes))
         tl.addr.append((a.addr or 0) & ADDR_MASK)
         tl.stream.append(0)  # the profiler records no stream; an address is reused only once freed
         tl.thread.append(ti)
         if a.total_allocated is None or not -MAX_BYTES < a.total_allocated < MAX_BYTES:
-            all_totals[dev] = False
+            all_totals[tl.device] = False
             tl.total.append(0)
         else:
             tl.total.append(int(a.total_allocated))

@@ -281,6 +281,10 @@ class _Head(msgspec.Struct, gc=False):
 
 
 _head_decoder = msgspec.json.Decoder(_Head)
+try:  # the per-event work of _Kept at C speed (_kept.c); the Python code below does the same without it
+    from . import _kept as _c_kept
+except ImportError:
+    _c_kept = None
 MAX_TS = 1e17  # µs; kineto's are ~1e12..1e16 (relative or since the epoch)
 MAX_DUR = 1e13  # µs, about 116 days
 CHUNK_BYTES = 4 << 20
@@ -303,6 +307,7 @@ class _Kept:
         # and op names, pids and tids in every step, and as separate objects they were about a
         # third of the kept events' memory.
         self._shared: dict[Any, Any] = {}
+        self._keeps: dict[str, bool] = {}  # op name -> keep_shapes(name), asked once per name
 
     def add(self, events: list[Event], dropped: int = 0) -> None:
         """Keep what the analysis uses of ``events``; ``dropped`` more were left out before decoding
@@ -317,7 +322,7 @@ class _Kept:
         ops = self._sane([e for e in groups["ops"]
                           if e.ph == "X" and (e.cat in CPU_CATS or e.name.startswith(MODULE_PREFIX))])
         if self.keep_shapes is not None:
-            _detach_shapes(ops, self.keep_shapes)
+            _detach_shapes(ops, self.keep_shapes, self._keeps)
         self.ops.extend(ops)
         self.gpu.extend(self._sane([e for e in groups["gpu"] if e.ph == "X"]))
         self.launches.extend(self._sane([e for e in groups["launches"] if e.ph == "X"]))
@@ -328,6 +333,10 @@ class _Kept:
     def _sane(self, evs: list[Event]) -> list[Event]:
         """Only kept events are checked (dropped frames cannot poison a sum): NaN, infinities and
         absurd times are left out and counted."""
+        if _c_kept is not None:
+            ok, insane = _c_kept.keep_sane(evs, self._shared, MAX_TS, MAX_DUR)
+            self.insane += insane
+            return ok
         ok = [e for e in evs if -MAX_TS < e.ts < MAX_TS and 0.0 <= e.dur < MAX_DUR]
         self.insane += len(evs) - len(ok)
         share = self._shared.setdefault
@@ -356,14 +365,20 @@ class _Kept:
         )
 
 
-def _detach_shapes(ops: list[Event], keep: Callable[[str], bool]) -> None:
+def _detach_shapes(ops: list[Event], keep: Callable[[str], bool], keeps: dict[str, bool]) -> None:
     """Shapes are views into the decoded chunk and would keep every chunk alive. Copy the few
-    that the analysis reads (``keep(op_name)``) and drop the rest."""
+    that the analysis reads (``keep(op_name)``, remembered in ``keeps``) and drop the rest."""
+    if _c_kept is not None:
+        _c_kept.detach_shapes(ops, keep, keeps, _NULL, msgspec.Raw)
+        return
     for e in ops:
         a = e.args
         if a is None or (a.dims_raw is _NULL and a.concrete_raw is _NULL and a.types_raw is _NULL):
             continue
-        if keep(e.name):
+        k = keeps.get(e.name)
+        if k is None:
+            k = keeps[e.name] = bool(keep(e.name))
+        if k:
             a.dims_raw = msgspec.Raw(bytes(a.dims_raw)) if a.dims_raw is not _NULL else _NULL
             a.types_raw = msgspec.Raw(bytes(a.types_raw)) if a.types_raw is not _NULL else _NULL
             a.concrete_raw = msgspec.Raw(bytes(a.concrete_raw)) if a.concrete_raw is not _NULL else _NULL

@@ -12,10 +12,17 @@
 from __future__ import annotations
 
 import re
+from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from .events import Event, Events, MODULE_PREFIX
+
+try:  # each thread's op tree at C speed (_nest.c); _nest_python computes the same without it
+    from . import _nest as _c_nest
+except ImportError:
+    _c_nest = None
 
 GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
 BWD_NODE = re.compile(r"Backward\d*$")
@@ -33,10 +40,11 @@ class Kernel:
 @dataclass
 class Linked:
     ops: list[Event]
-    parent: list[int]
-    depth: list[int]
-    subtree_end: list[int]
-    self_cpu: list[float]
+    # Per op; arrays when the C helper built them, lists otherwise (both index the same way).
+    parent: Sequence[int]
+    depth: Sequence[int]
+    subtree_end: Sequence[int]
+    self_cpu: Sequence[float]
     gpu_self: list[float]  # GPU time of kernels launched directly by the op
     launches_self: list[int]
     step: list[int]  # ProfilerStep number of each op, -1 outside steps
@@ -64,62 +72,96 @@ def _by_thread(events: list[Event]) -> dict[tuple, list[Event]]:
     return out
 
 
+def _nest_python(tops: list[Event], tl: list[Event], base: int):
+    """One thread's op tree (see _nest.c, which computes the same at C speed): ``tops`` sorted by
+    (start, -duration) with their parent, subtree end, depth and self time, and each launch's op
+    (indices into the whole op list, where this thread's ops start at ``base``)."""
+    tops = sorted(tops, key=lambda e: (e.ts, -e.dur))
+    tl = sorted(tl, key=lambda e: e.ts)
+    n = len(tops)
+    end_all = base + n
+    parent = [-1] * n
+    subtree_end = [0] * n
+    depth = [0] * n
+    launch_op: dict[int, int] = {}  # id(launch event) -> op index
+    stack: list[int] = []
+    ends: list[float] = []
+    li, nl = 0, len(tl)
+    for k, e in enumerate(tops):
+        i = base + k
+        ts = e.ts
+        while li < nl and tl[li].ts < ts:
+            lt = tl[li].ts
+            while ends and ends[-1] <= lt:
+                subtree_end[stack.pop() - base] = i
+                ends.pop()
+            launch_op[id(tl[li])] = stack[-1] if stack else -1
+            li += 1
+        while ends and ends[-1] <= ts:
+            subtree_end[stack.pop() - base] = i
+            ends.pop()
+        if stack:
+            parent[k] = stack[-1]
+        depth[k] = len(stack)  # the stack holds exactly the op's ancestors
+        stack.append(i)
+        ends.append(ts + e.dur)
+    while li < nl:
+        lt = tl[li].ts
+        while ends and ends[-1] <= lt:
+            subtree_end[stack.pop() - base] = end_all
+            ends.pop()
+        launch_op[id(tl[li])] = stack[-1] if stack else -1
+        li += 1
+    for j in stack:
+        subtree_end[j - base] = end_all
+    self_cpu = [e.dur for e in tops]
+    for k in range(n):
+        p = parent[k]
+        if p >= 0:
+            self_cpu[p - base] -= tops[k].dur
+    return tops, parent, subtree_end, depth, [s if s > 0 else 0.0 for s in self_cpu], launch_op
+
+
+def _nest(tops: list[Event], tl: list[Event], base: int):
+    """_nest_python's result, from the C helper when it is built and every time is a float."""
+    if _c_nest is not None:
+        ts, dur, lts = [e.ts for e in tops], [e.dur for e in tops], [e.ts for e in tl]
+        # Floats only: an int time (an Event built in Python) keeps its type in Python's sums.
+        if set(map(type, ts)) | set(map(type, dur)) | set(map(type, lts)) <= {float}:
+            got = _c_nest.nest(array("d", ts), array("d", dur), array("d", lts), base)
+            if got is not None:
+                # Arrays, not lists: half a million ops would be as many int objects per column.
+                order, parent, subtree_end, depth, self_cpu, lop = (
+                    array("d" if k == 4 else "q", b) for k, b in enumerate(got))
+                return ([tops[k] for k in order], parent, subtree_end, depth, self_cpu,
+                        dict(zip(map(id, tl), lop)))
+    return _nest_python(tops, tl, base)
+
+
+def _joined(cols: list) -> list | array:
+    """One column from the threads' pieces: an array when all of them are (the C helper's), else a list."""
+    if cols and all(isinstance(c, array) for c in cols):
+        out = array(cols[0].typecode)
+        for c in cols:
+            out.extend(c)
+        return out
+    return [x for c in cols for x in c]
+
+
 def link(ev: Events) -> Linked:
     by_thread = _by_thread(ev.ops)
     launches_by_thread = _by_thread(ev.launches)
 
     ops: list[Event] = []
-    parent: list[int] = []
-    subtree_end: list[int] = []
+    parts = []
     launch_op: dict[int, int] = {}  # id(launch event) -> op index
-    sort_key = lambda e: (e.ts, -e.dur)  # noqa: E731
-
     for key in sorted(set(by_thread) | set(launches_by_thread), key=_sortable):
-        tops = sorted(by_thread.get(key, ()), key=sort_key)
-        tl = sorted(launches_by_thread.get(key, ()), key=lambda e: e.ts)
-        base = len(ops)
-        ops.extend(tops)
-        parent.extend([-1] * len(tops))
-        subtree_end.extend([0] * len(tops))
-        stack: list[int] = []
-        ends: list[float] = []
-        li, nl = 0, len(tl)
-        for k, e in enumerate(tops):
-            i = base + k
-            ts = e.ts
-            while li < nl and tl[li].ts < ts:
-                lt = tl[li].ts
-                while ends and ends[-1] <= lt:
-                    subtree_end[stack.pop()] = i
-                    ends.pop()
-                launch_op[id(tl[li])] = stack[-1] if stack else -1
-                li += 1
-            while ends and ends[-1] <= ts:
-                subtree_end[stack.pop()] = i
-                ends.pop()
-            if stack:
-                parent[i] = stack[-1]
-            stack.append(i)
-            ends.append(ts + e.dur)
-        while li < nl:
-            lt = tl[li].ts
-            while ends and ends[-1] <= lt:
-                subtree_end[stack.pop()] = len(ops)
-                ends.pop()
-            launch_op[id(tl[li])] = stack[-1] if stack else -1
-            li += 1
-        for j in stack:
-            subtree_end[j] = len(ops)
-
+        got = _nest(by_thread.get(key, []), launches_by_thread.get(key, []), len(ops))
+        ops.extend(got[0])
+        parts.append(got[1:5])
+        launch_op.update(got[5])
+    parent, subtree_end, depth, self_cpu = (_joined([p[k] for p in parts]) for k in range(4))
     n = len(ops)
-    depth = [0] * n
-    self_cpu = [e.dur for e in ops]
-    for i in range(n):
-        p = parent[i]
-        if p >= 0:
-            depth[i] = depth[p] + 1
-            self_cpu[p] -= ops[i].dur
-    self_cpu = [s if s > 0 else 0.0 for s in self_cpu]
 
     # Kernels -> launch -> op.
     by_corr: dict[int, Event] = {}
