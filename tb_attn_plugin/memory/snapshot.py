@@ -154,7 +154,7 @@ def _device(dev: int, rows: EntryRows, end_alloc: int | None, end_reserved: int 
     skipped = 0
     reserved = 0
     last_time = 0.0
-    prev_action = None
+    prev_action = NOT_STR  # the code of the last entry read (flush retries follow a segment free)
     # The hot loop of a million-entry snapshot: columns zipped, locals only. A NaN time fails
     # every comparison, so a missing or mistyped one takes the last time (the record's order is
     # the truth; times only ever move forward).
@@ -189,8 +189,7 @@ def _device(dev: int, rows: EntryRows, end_alloc: int | None, end_reserved: int 
         if action in SEGMENT_GROW:
             reserved += size
             churn["segment_allocs" if action == "segment_alloc" else "segment_maps"] += 1
-            if prev_action is not None and prev_action >= 0 and names[prev_action] in SEGMENT_SHRINK \
-                    and action == "segment_alloc":
+            if prev_action >= 0 and names[prev_action] in SEGMENT_SHRINK and action == "segment_alloc":
                 churn["flush_retries"] += 1  # cached segments released to satisfy this allocation
         elif action in SEGMENT_SHRINK:
             reserved -= size

@@ -33,8 +33,9 @@ def default_workers() -> int:
 # the settings that change what a worker reads or refuses, as this plugin was configured.
 REMOTE_ENV_PREFIXES = ("AWS_", "FSSPEC_", "GOOGLE_", "GCSFS_", "AZURE_", "S3_")  # object stores
 PROXY_ENV = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"}
-# The user's kernel families (attention/user_table.py) and the size limits (trace/limits.py, memory/snapshot.py).
-ENGINE_ENV = ("TB_ATTN_PATTERNS", "TB_ATTN_MAX_TRACE_BYTES", "TB_ATTN_MAX_SNAPSHOT_MB")
+# The size limits (trace/limits.py, memory/safe_pickle.py) and the user's kernel families (attention/user_table.py).
+LIMIT_ENV = ("TB_ATTN_MAX_TRACE_BYTES", "TB_ATTN_MAX_SNAPSHOT_MB")
+ENGINE_ENV = ("TB_ATTN_PATTERNS", *LIMIT_ENV)
 
 
 def remote_env() -> dict[str, str | None]:
@@ -121,7 +122,7 @@ class AnalysisPool:
     def limits(self) -> str:
         """The size limits the workers apply, set ones only: part of the cache key, since a file
         refused under one limit may be read under another."""
-        return ";".join(f"{k}={self._env[k]}" for k in ENGINE_ENV[1:] if self._env.get(k) is not None)
+        return ";".join(f"{k}={self._env[k]}" for k in LIMIT_ENV if self._env.get(k) is not None)
 
     def call(self, fn, *args) -> Future:
         """Run ``fn(*args, env)`` in a worker (fn: a function of work.py), e.g. work.annotate."""
