@@ -6,15 +6,10 @@
 # changing the scanner:   bash scripts/asan_prefilter.sh [N=20000]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PY:-.venv/bin/python}
 N=${1:-20000}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-INC=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-SUFFIX=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-gcc -shared -fPIC -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-  -I"$INC" tb_attn_plugin/trace/_prefilter.c -o "$TMP/_prefilter$SUFFIX"
-LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 "$PY" - "$TMP" "$N" <<'PYEOF'
+source scripts/asan_build.sh
+asan_build tb_attn_plugin/trace/_prefilter.c _prefilter
+asan_python - "$TMP" "$N" <<'PYEOF'
 import gzip, random, sys
 sys.path.insert(0, sys.argv[1])
 import _prefilter
