@@ -85,3 +85,56 @@ def test_memory_parameter_errors(app, query, code):
     client, _ = app
     got, body = get(client, f"{P}/memory?{query}")
     assert got == code and body["error"]
+
+
+def _memory_source(client, run):
+    r = client.get(f"{P}/memory?run={run}")
+    if r.status_code != 200:
+        return None  # still loading
+    mem = json.loads(r.data)["memory"]
+    return mem and mem["source"]
+
+
+def _wait(pred, timeout=90.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "the report did not change in time"
+        time.sleep(0.2)
+
+
+def test_a_snapshot_copied_in_later_joins_and_leaving_it_out_again_undoes_it(tb_app, cpu_traces, tmp_path):
+    # The run index watches the snapshots that join a trace: one copied in after the trace was
+    # analysed re-analyses it (and its cache entry is a new one), one removed does too.
+    doc = json.loads(cpu_traces["eager"].read_bytes())
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("name") != "[memory]"]
+    logdir = tmp_path / "logdir"
+    _place(logdir / "run" / "w.1.pt.trace.json", json.dumps(doc).encode())
+    client, _ = tb_app(logdir)
+    wait_runs(client, lambda d: all_settled(d, ["run"]))
+    assert _memory_source(client, "run") is None
+    snap, want = known_snapshot()
+    (logdir / "run" / "w.1.memory.pickle").write_bytes(pickle.dumps(snap))
+    _wait(lambda: _memory_source(client, "run") == "snapshot")
+    assert json.loads(client.get(f"{P}/memory?run=run").data)["memory"]["peak_bytes"] == want["peak"]
+    (logdir / "run" / "w.1.memory.pickle").unlink()
+    _wait(lambda: all_settled(json.loads(client.get(f"{P}/runs").data), ["run"])
+          and _memory_source(client, "run") is None)
+
+
+def test_a_snapshot_linked_from_outside_the_logdir_is_never_read(tb_app, cpu_traces, tmp_path):
+    doc = json.loads(cpu_traces["eager"].read_bytes())
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("name") != "[memory]"]
+    logdir = tmp_path / "logdir"
+    _place(logdir / "run" / "w.1.pt.trace.json", json.dumps(doc).encode())
+    outside = tmp_path / "elsewhere.memory.pickle"
+    outside.write_bytes(pickle.dumps(known_snapshot()[0]))
+    os.symlink(outside, logdir / "run" / "w.1.memory.pickle")
+    _place(logdir / "inside" / "w.1.pt.trace.json", json.dumps(doc).encode())
+    _place(tmp_path / "logdir" / "inside" / "real.pickle", pickle.dumps(known_snapshot()[0]))
+    os.symlink(logdir / "inside" / "real.pickle", logdir / "inside" / "w.1.memory.pickle")
+    client, _ = tb_app(logdir)
+    wait_runs(client, lambda d: all_settled(d, ["run", "inside"]))
+    assert _memory_source(client, "run") is None  # the CLI, given the file itself, would read it
+    assert _memory_source(client, "inside") == "snapshot"  # a link inside the logdir is followed

@@ -15,8 +15,8 @@ from ..trace.read import is_url
 from ..version import ENGINE_VERSION, SCHEMA_VERSION
 from . import attribute, profiler_events, section
 from . import snapshot as snap
+from .joining import SNAPSHOT_SUFFIX, joining_names  # noqa: F401  (SNAPSHOT_SUFFIX is re-exported)
 
-SNAPSHOT_SUFFIX = ".memory.pickle"
 NO_MEMORY = ("no memory events in this trace: record them with torch.profiler.profile(profile_memory=True) "
              "or tb_attn_plugin.profile(..., memory=True)")
 
@@ -138,28 +138,20 @@ def is_snapshot_path(path: str) -> bool:
 
 
 def joining_snapshots(trace_path: str) -> list[str]:
-    """Snapshots that belong to a local trace: the one named after it, else, when the directory
-    holds only this trace, any ``*.pickle`` beside it."""
+    """Snapshots that belong to a local trace (see joining_names)."""
     d, name = os.path.split(str(trace_path))
-    stem = name.split(".pt.trace.json")[0] if ".pt.trace.json" in name else name.rsplit(".json", 1)[0]
     try:
         names = sorted(os.listdir(d or "."))
     except OSError:
         return []
-    own = stem + SNAPSHOT_SUFFIX
-    if own in names:
-        return [os.path.join(d, own)]
-    pickles = [n for n in names if n.endswith(".pickle")]
-    traces = [n for n in names if ".pt.trace.json" in n or n.endswith((".json", ".json.gz"))]
-    if pickles and len(traces) == 1:
-        return [os.path.join(d, n) for n in pickles]
-    return []
+    return [os.path.join(d, n) for n in joining_names(name, names)]
 
 
-def join(report: dict[str, Any], trace_path: str) -> None:
-    """Add the snapshots beside a trace to its report: as its memory section when the trace has no
-    memory events, else under ``memory.snapshot_section``. A bad snapshot is a warning, not a failure."""
-    for p in joining_snapshots(trace_path):
+def join(report: dict[str, Any], trace_path: str, paths: list[str] | None = None) -> None:
+    """Add the snapshots beside a trace (or ``paths``) to its report: as its memory section when the
+    trace has no memory events, else under ``memory.snapshot_section``. A bad snapshot is a warning,
+    not a failure."""
+    for p in joining_snapshots(trace_path) if paths is None else paths:
         try:
             sec = snapshot_section(p)
         except TraceError as exc:

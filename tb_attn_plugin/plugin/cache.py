@@ -62,11 +62,14 @@ def max_disk_bytes() -> int:
     return int(max(mb, 1.0) * (1 << 20))
 
 
-def cache_key(path: str, size: int, mtime: float, patterns: str = "") -> str:
+def cache_key(path: str, size: int, mtime: float, patterns: str = "",
+              joins: tuple[tuple[str, int, float], ...] = ()) -> str:
     """``patterns``: the fingerprint of the user's kernel families (user_table.fingerprint) and the
-    size limits in force, which change reports as much as the engine does."""
+    size limits in force, which change reports as much as the engine does; ``joins``: the memory
+    snapshots joining the trace, (name, size, mtime) each."""
     text = "\0".join([ENGINE_VERSION, str(path), str(int(size)), repr(round(float(mtime), 6))]
-                      + ([patterns] if patterns else []))
+                      + ([patterns] if patterns else [])
+                      + [f"snapshot {n} {int(s)} {round(float(t), 6)!r}" for n, s, t in joins])
     return hashlib.sha256(text.encode()).hexdigest()
 
 

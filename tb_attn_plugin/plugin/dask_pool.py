@@ -49,9 +49,10 @@ class DaskAnalysisPool:
                             self._slots)
             return self._client
 
-    def submit(self, path: str, display_name: str) -> tuple[Future, "DaskAnalysisPool"]:
+    def submit(self, path: str, display_name: str, snapshots: list[str] | None = None
+               ) -> tuple[Future, "DaskAnalysisPool"]:
         client = self._connect()
-        dfut = client.submit(work.analyze, path, display_name, None, pure=False)
+        dfut = client.submit(work.analyze, path, display_name, None, snapshots, pure=False)
         fut: Future = Future()
         fut.set_running_or_notify_cancel()
         fut.dask_future = dfut  # Dask forgets a task whose future is no longer referenced

@@ -12,6 +12,7 @@ wait.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from concurrent.futures import CancelledError, Future
@@ -45,6 +46,7 @@ class Entry:
     size: int
     mtime: float
     changed_at: float
+    joins: tuple[tuple[str, int, float], ...] = ()  # the snapshots joining its report (layout.Found)
     status: str = LOADING
     phase: str = "waiting"  # waiting (settling) | checking (cache) | queued | running | done
     key: str | None = None  # cache key of the version being analysed or shown
@@ -56,6 +58,11 @@ class Entry:
     @property
     def ident(self) -> tuple[str, str, str]:
         return (self.run, self.worker, self.span)
+
+    @property
+    def snapshot_paths(self) -> list[str]:
+        d = os.path.dirname(self.path)
+        return [os.path.join(d, name) for name, _, _ in self.joins]
 
     @property
     def display(self) -> str:
@@ -141,12 +148,13 @@ class RunIndex:
                 if e is None:
                     # A file already old when first seen is settled at once; a fresh one waits.
                     since = min(f.mtime, now) if f.mtime else now
-                    self._entries[ident] = Entry(f.run, f.worker, f.span, f.path, f.size, f.mtime, since)
+                    self._entries[ident] = Entry(f.run, f.worker, f.span, f.path, f.size, f.mtime, since, f.joins)
                     changed = True
-                elif (e.path, e.size, e.mtime) != (f.path, f.size, f.mtime):
-                    # Grown or rewritten (live training): back to loading, analysed once it settles.
-                    # An analysis still running for the old version is dropped when it returns.
-                    e.path, e.size, e.mtime, e.changed_at = f.path, f.size, f.mtime, now
+                elif (e.path, e.size, e.mtime, e.joins) != (f.path, f.size, f.mtime, f.joins):
+                    # Grown or rewritten (live training), or a snapshot joining it came, changed or
+                    # went: back to loading, analysed once it settles. An analysis still running
+                    # for the old version is dropped when it returns.
+                    e.path, e.size, e.mtime, e.joins, e.changed_at = f.path, f.size, f.mtime, f.joins, now
                     e.status, e.phase, e.key, e.message, e.summary, e.attempts = LOADING, "waiting", None, None, {}, 0
                     changed = True
             for ident in [i for i in self._entries if i not in seen]:
@@ -162,7 +170,7 @@ class RunIndex:
         with self._lock:
             for e in self._entries.values():
                 if e.phase == "waiting" and now - e.changed_at >= self.settle_s:
-                    e.phase, e.key = "checking", cache_key(e.path, e.size, e.mtime, patterns)
+                    e.phase, e.key = "checking", cache_key(e.path, e.size, e.mtime, patterns, e.joins)
                     settled.append((e, e.key))
         for e, key in settled:  # cache reads outside the lock: requests never wait on disk
             hit = self.cache.get(key, with_report=False)
@@ -197,7 +205,7 @@ class RunIndex:
                                        span_key(e.span)))
             for e in queued[:free]:
                 try:
-                    fut, executor = self.pool.submit(e.path, e.display)
+                    fut, executor = self.pool.submit(e.path, e.display, e.snapshot_paths)
                 except Exception as exc:  # pool closed, or processes cannot be started here
                     self._apply(e, Result(ERROR, f"{e.display}: cannot start an analysis process: {exc}"))
                     continue

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Iterator
 
+from ..memory.joining import joining_names
 from ..trace.discover import parse_name
 from ..trace.read import is_url
 
@@ -30,6 +31,9 @@ class Found:
     path: str  # a local absolute path, or a URL with its protocol
     size: int
     mtime: float  # seconds since the epoch; 0.0 when the store does not say
+    # The snapshot pickles that join this trace's report (memory/joining.py), as (name, size, mtime):
+    # a snapshot copied in, rewritten or removed changes the report, so the index re-analyses.
+    joins: tuple[tuple[str, int, float], ...] = ()
 
 
 logger = logging.getLogger(__name__)
@@ -102,22 +106,45 @@ def _list_local(logdir: str) -> list[Found]:
     if not os.path.isdir(root):
         raise FileNotFoundError(f"logdir {logdir} does not exist or is not a directory")
     real_root = os.path.realpath(root)
-    found: list[Found] = []
+    by_dir: dict[str, list[os.DirEntry]] = {}
     for d, e in walk_local(root):
+        by_dir.setdefault(d, []).append(e)
+    found: list[Found] = []
+    for d, entries in by_dir.items():
+        names = [e.name for e in entries]
+        for e in entries:
+            try:
+                parsed = parse_name(e.name)
+                if parsed is None or not e.is_file():
+                    continue
+                if e.is_symlink() and not _inside(os.path.realpath(e.path), real_root):
+                    continue  # a link out of the logdir: never followed, its target never shown
+                st = e.stat()
+            except OSError:
+                continue  # deleted between listing and stat
+            run = os.path.relpath(d, root).replace(os.sep, "/")
+            if max(len(run), len(parsed[0]), len(parsed[1])) > MAX_NAME:
+                continue  # could not be asked for (nor opened, mostly): not listed
+            found.append(Found(run, parsed[0], parsed[1], e.path, st.st_size, st.st_mtime,
+                               _joins(entries, joining_names(e.name, names), real_root)))
+    return found
+
+
+def _joins(entries: list[os.DirEntry], names: list[str], real_root: str) -> tuple[tuple[str, int, float], ...]:
+    """(name, size, mtime) of the joining snapshots, by the same rules as traces: regular files,
+    and links only when they resolve inside the logdir."""
+    out = []
+    for e in entries:
+        if e.name not in names:
+            continue
         try:
-            parsed = parse_name(e.name)
-            if parsed is None or not e.is_file():
+            if not e.is_file() or (e.is_symlink() and not _inside(os.path.realpath(e.path), real_root)):
                 continue
-            if e.is_symlink() and not _inside(os.path.realpath(e.path), real_root):
-                continue  # a link out of the logdir: never followed, its target never shown
             st = e.stat()
         except OSError:
-            continue  # deleted between listing and stat
-        run = os.path.relpath(d, root).replace(os.sep, "/")
-        if max(len(run), len(parsed[0]), len(parsed[1])) > MAX_NAME:
-            continue  # could not be asked for (nor opened, mostly): not listed
-        found.append(Found(run, parsed[0], parsed[1], e.path, st.st_size, st.st_mtime))
-    return found
+            continue
+        out.append((e.name, st.st_size, st.st_mtime))
+    return tuple(sorted(out))
 
 
 def walk_local(root: str) -> Iterator[tuple[str, os.DirEntry]]:

@@ -79,7 +79,8 @@ class AnalysisPool:
         self._closed = False
         self._env = remote_env()
 
-    def submit(self, path: str, display_name: str) -> tuple[Future, ProcessPoolExecutor]:
+    def submit(self, path: str, display_name: str, snapshots: list[str] | None = None
+               ) -> tuple[Future, ProcessPoolExecutor]:
         """Start analysing one file; returns its future and the executor that runs it (what
         reset() takes when that executor turns out broken)."""
         with self._lock:
@@ -93,7 +94,7 @@ class AnalysisPool:
                 self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=_context())
                 self._submitted = self._pending = 0
             ex = self._executor
-            fut = ex.submit(work.analyze, path, display_name, self._env)
+            fut = ex.submit(work.analyze, path, display_name, self._env, snapshots)
             self._submitted += 1
             self._pending += 1
         fut.add_done_callback(lambda _f, ex=ex: self._finished(ex))

@@ -38,8 +38,9 @@ def _apply(env: dict[str, str | None] | None) -> None:
             os.environ[key] = value
 
 
-def analyze(path: str, display_name: str, env: dict[str, str] | None = None
+def analyze(path: str, display_name: str, env: dict[str, str] | None = None, snapshots: list[str] | None = None
             ) -> tuple[str, str | None, dict[str, Any], bytes | None]:
+    """``snapshots``: the memory snapshots the plugin's listing found joining this trace."""
     import msgspec
 
     _apply(env)
@@ -51,7 +52,7 @@ def analyze(path: str, display_name: str, env: dict[str, str] | None = None
     if bad:
         return "error", f"{display_name}: {bad}", {}, None
     try:
-        report = analyze_file(path)
+        report = analyze_file(path, snapshots=snapshots)
     except TraceError as exc:
         return "error", f"{display_name}: {exc.cause}", {}, None
     except MemoryError:

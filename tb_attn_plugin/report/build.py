@@ -39,9 +39,12 @@ MAX_LAYER_KERNELS = 100
 MAX_LAYERS = 1000  # a trace without module scopes can name thousands of layers; keep the report compact
 
 
-def analyze_file(path: str, progress: Progress | None = None, keep: dict | None = None) -> dict[str, Any]:
+def analyze_file(path: str, progress: Progress | None = None, keep: dict | None = None,
+                 snapshots: list[str] | None = None) -> dict[str, Any]:
     """Analyse one trace file (local path or fsspec URL). Raises TraceError on unusable input.
-    ``keep``, when given, receives the linked trace and the calls (``tb-attn annotate`` reads them)."""
+    ``keep``, when given, receives the linked trace and the calls (``tb-attn annotate`` reads them).
+    ``snapshots``: the memory snapshots that join it; None finds them beside the trace (the plugin
+    passes the ones its listing found, so that only files inside the logdir are ever read)."""
     say = progress or (lambda phase, frac: None)
     path = str(path)
     gc_was = gc.isenabled()
@@ -69,7 +72,7 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
         m = measure(L, calls, call_of)
         report = _assemble(path, size, ev, L, calls, m, {}, call_of)
         say("memory", 0.95)
-        _add_memory(report, ev, L, calls, call_of, m, path)
+        _add_memory(report, ev, L, calls, call_of, m, path, snapshots)
         _safety_net(report, L, call_of, m)
         if keep is not None:
             keep.update(L=L, calls=calls, call_of=call_of, measured=m, events=ev)
@@ -82,11 +85,13 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
             gc.enable()
 
 
-def _add_memory(report, ev, L, calls, call_of, m, path: str) -> None:
+def _add_memory(report, ev, L, calls, call_of, m, path: str, snapshots: list[str] | None) -> None:
     """The memory section (profiler events, and a snapshot beside the trace); each layer's
     memory_bytes is its largest peak growth there."""
     report["memory"] = memory.from_trace(ev, L, calls, call_of, m.stage_of, report["warnings"])
-    if not memory.is_url(path):
+    if snapshots is not None:
+        memory.join(report, path, snapshots)
+    elif not memory.is_url(path):
         memory.join(report, path)
     sec = report["memory"]
     if sec is not None:

@@ -1,0 +1,21 @@
+"""Which snapshot files join which trace: one rule for the analysis and for the plugin's listing
+(kept free of the engine's imports, since the TensorBoard process reads it)."""
+
+from __future__ import annotations
+
+SNAPSHOT_SUFFIX = ".memory.pickle"  # how the collector names a snapshot: {worker}.{time}.memory.pickle
+
+
+def joining_names(trace_name: str, names: list[str]) -> list[str]:
+    """Which of ``names`` (a directory's files) join the trace ``trace_name`` there: the snapshot
+    named after it, else, when the directory holds only this trace, every ``*.pickle`` in it. One
+    rule for the analysis and for the plugin's listing, which re-analyses a trace when these change."""
+    stem = trace_name.split(".pt.trace.json")[0] if ".pt.trace.json" in trace_name else trace_name.rsplit(".json", 1)[0]
+    own = stem + SNAPSHOT_SUFFIX
+    if own in names:
+        return [own]
+    pickles = sorted(n for n in names if n.endswith(".pickle"))
+    traces = [n for n in names if ".pt.trace.json" in n or n.endswith((".json", ".json.gz"))]
+    if pickles and len(traces) == 1:
+        return pickles
+    return []
