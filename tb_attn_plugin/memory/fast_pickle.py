@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import TraceError
+from ..trace.stream import open_pieces
 from . import rows as rows_mod
 from .safe_pickle import check_size, max_snapshot_bytes
 
@@ -18,8 +19,6 @@ try:
     from ._snapshot_decode import Decoder, Unsupported
 except ImportError:  # no compiler at install time
     Decoder = Unsupported = None
-
-READ_BYTES = 4 << 20
 
 
 def available() -> bool:
@@ -33,7 +32,7 @@ def load(path: str) -> tuple[dict[str, Any], dict[int, rows_mod.EntryRows]] | No
         return None
     limit = max_snapshot_bytes(path)
     try:
-        pieces = _pieces(path, limit)
+        pieces = open_pieces(path, limit)
     except Exception:  # TraceError included: the plain loader opens it again and words what is wrong
         return None
     dec = Decoder(rows_mod.SKIP_FRAMES.encode(), rows_mod.SKIP_PREFIX.encode())
@@ -64,21 +63,6 @@ def load(path: str) -> tuple[dict[str, Any], dict[int, rows_mod.EntryRows]] | No
             close()
     doc, targets, actions, frames, cols, n = out
     return _split(doc, targets, actions, frames, cols, n)
-
-
-def _pieces(path: str, limit: int):
-    """The file's (inflated) bytes in pieces, as the streamed trace reader reads traces."""
-    from ..trace import stream
-
-    fh = stream._open(path, limit)
-    reader = stream._Reader(fh)
-
-    def gen():
-        try:
-            yield from reader.pieces()
-        finally:
-            fh.close()
-    return gen()
 
 
 def _split(doc, targets, actions, frames, cols, n) -> tuple[dict[str, Any], dict[int, rows_mod.EntryRows]] | None:

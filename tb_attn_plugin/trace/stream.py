@@ -64,6 +64,21 @@ def decode_file(path: str, keep_shapes: Callable[[str], bool] | None = None,
         fh.close()
 
 
+def open_pieces(path: str, limit: int) -> Iterator[bytes]:
+    """The bytes of a local file or URL in pieces of at most a few MB, gzip members inflated a
+    window at a time, the file closed when the generator ends: what the snapshot decoder reads
+    through too. Raises as opening does; an unusual gzip stream raises while iterating."""
+    fh = _open(path, limit)
+    reader = _Reader(fh)
+
+    def gen() -> Iterator[bytes]:
+        try:
+            yield from reader.pieces()
+        finally:
+            fh.close()
+    return gen()
+
+
 def _open(path: str, limit: int):
     if is_url(path):
         import fsspec
