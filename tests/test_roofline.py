@@ -15,7 +15,7 @@ from tb_attn_plugin.attention.device_table import DEVICES, GFX_COMPUTE, PRECISIO
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.report.compare import compare_reports
 from tb_attn_plugin.report.text import render, render_compare
-from tb_attn_plugin.roofline import model, roof
+from tb_attn_plugin.roofline import model, roof, section
 from tb_attn_plugin.roofline.decompose import PARTS
 from tests.conftest import shared_trace
 
@@ -147,16 +147,24 @@ def test_owlv2_eager_is_memory_bound_against_the_h100_bandwidth():
     rf = r["roofline"]
     assert rf["roof"]["kind"] == "datasheet" and rf["roof"]["bandwidth_tbs"] == 3.35
     row = rf["layers"][0]
-    assert (row["layer_type"], row["implementation"], row["calls"]) == ("Owlv2Attention", "eager", 180)
+    # The vision encoder's 120 calls (5185 tokens) and the text encoder's 60 (5 tokens) share the layer
+    # type but not the regime: two points, each labelled with its lengths.
+    assert (row["layer_type"], row["implementation"], row["calls"]) == ("Owlv2Attention", "eager", 120)
+    assert row["lengths"] == {"q_len": [5185, 5185], "k_len": [5185, 5185]} and row["lengths_text"] == "L 5185×5185"
+    text_row = rf["layers"][1]
+    assert (text_row["layer_type"], text_row["calls"], text_row["lengths_text"]) == ("Owlv2Attention", 60, "L 5×5")
+    assert text_row["bound"] == "launch" and all(s["bound"] == "launch" for s in text_row["stages"])
+    assert row["calls"] + text_row["calls"] == r["calls"]
     assert row["bound"] == "memory" and row["intensity"] < 989.5 / 3.35
     by = {(s["stage"], s["pass"]): s for s in row["stages"]}
     soft = by[("softmax", "fwd")]
-    assert soft["bound"] == "memory" and soft["time_us"] == pytest.approx(262538.2, abs=0.1)
+    text_soft = next(s for s in text_row["stages"] if (s["stage"], s["pass"]) == ("softmax", "fwd"))
+    assert soft["bound"] == "memory" and soft["time_us"] + text_soft["time_us"] == pytest.approx(262538.2, abs=0.1)
     assert soft["achieved_tbs"] == pytest.approx(soft["bytes"] / (soft["time_us"] * 1e-6) / 1e12, rel=1e-3)
     assert 0.1 < soft["bandwidth_fraction"] < 1.0
     # The stage's bytes: one read and one write of every call's score matrix (bf16).
-    assert soft["bytes"] >= 2 * 2 * 16 * 5185 * 5185
-    assert re.fullmatch(r"Owlv2Attention \(eager\): memory-bound, [\d.]+ TB/s of 3\.35 TB/s \(\d+%\) in softmax fwd",
+    assert soft["bytes"] == 120 * 2 * 2 * 16 * 5185 * 5185
+    assert re.fullmatch(r"Owlv2Attention \(eager, L 5185×5185\): memory-bound, [\d.]+ TB/s of 3\.35 TB/s \(\d+%\) in softmax fwd",
                         row["line"])
     assert any(v["id"] == "roofline" and "3.35 TB/s" in v["message"] for v in r["verdicts"])
     assert "memory-bound" in render(r) and "datasheet" in render(r)
@@ -237,7 +245,8 @@ def demo_runs(tmp_path_factory):
     old = os.environ.get("TB_ATTN_CACHE_DIR")
     os.environ["TB_ATTN_CACHE_DIR"] = str(cache)
     try:
-        assert main(["--logdir", str(root / "logdir"), "--variants", "eager", "sdpa", "sdpa-math", "hf-eager", "hf-sdpa",
+        assert main(["--logdir", str(root / "logdir"), "--variants", "eager", "sdpa", "sdpa-math", "compiled", "hf-eager",
+                     "hf-sdpa",
                      "--lengths", "128"]) == 0
     finally:
         if old is None:
@@ -292,6 +301,23 @@ def test_sdpa_backend_against_backend_decomposes(demo_runs):
     assert d["score_bytes"][0] > 0 and d["score_bytes"][1] == 0  # math materialises the scores, the fused kernel not
 
 
+def test_lengths_a_factor_of_two_apart_are_separate_points():
+    assert section._length_class({"q_len": 1024, "k_len": 2047, "head_dim": 64}) == (11, 11, 64)
+    assert section._length_class({"q_len": 1, "k_len": 2048, "head_dim": 64}) == (1, 12, 64)
+    assert section._lengths_text({"q_len": [1, 1], "k_len": [1024, 2047]}) == "Lq 1, Lk 1024–2047"
+    assert section._lengths_text({"q_len": [77, 77], "k_len": [77, 77]}) == "L 77×77"
+
+
+def test_compile_vs_eager_decomposes(demo_runs):
+    logdir, _ = demo_runs
+    a, b = _report(logdir / "eager-L128"), _report(logdir / "compiled-L128")
+    assert b["layers"] and all(lay["compiled"] for lay in b["layers"])
+    assert b["roofline"]["roof"]["kind"] == "measured" and b["roofline"]["layers"]
+    d = compare_reports([("eager", a), ("compiled", b)])["decomposition"]
+    _check(d, a, b)
+    assert d["score_bytes"][0] > 0 and d["score_bytes"][1] == 0  # the compiled model runs SDPA: no score matrix
+
+
 def test_hostile_device_properties_never_crash():
     for props in ([{"name": 7, "numSms": "132", "computeMajor": True, "totalGlobalMem": -1}], [None], ["x"],
                   [{"name": "x" * 100_000, "warpSize": 64, "numSms": 304, "computeMajor": 9, "computeMinor": 4}]):
@@ -337,3 +363,4 @@ def test_the_same_model_on_two_gpus_decomposes_against_each_roof():
     assert d["bandwidth_tbs"] == [3.35, 5.3] and d["bytes"][0] == d["bytes"][1]  # the same shapes, the same bytes
     _check(d, h100, mi300)
     assert d["measured_us"] > 0 and d["sentence"].startswith("mi300x spent")
+    assert d["units"][0] == d["units"][1] and "from the launch gaps between kernels" in d["sentence"]

@@ -56,7 +56,7 @@ try {
   await chart.locator("canvas").first().waitFor({ timeout: 60000 });
   ok(await frame.locator('.attn-tabs [data-tab="roofline"]').getAttribute("aria-selected") === "true", "the Roofline tab is selected");
   const pts = rf.layers.filter((l) => l.intensity > 0 && l.achieved_tflops > 0).length;
-  ok(Number(await chart.getAttribute("data-points")) === pts, `one point per layer type and implementation (${pts})`);
+  ok(Number(await chart.getAttribute("data-points")) === pts, `one point per layer type, implementation and length class (${pts})`);
   ok(Number(await chart.getAttribute("data-roofs")) === (rf.roof ? 1 : 0), "the device roof is drawn");
   const roofText = await view.locator('[data-testid="roofline-roof"]').textContent();
   ok(rf.roof && roofText.includes(rf.roof.source) && roofText.startsWith(rf.roof.kind === "measured" ? "Measured" : "Data-sheet"),
@@ -68,6 +68,9 @@ try {
     ok((await row.getAttribute("data-bound")) === (l.bound || ""), `${l.layer_type}: ${l.bound}-bound`);
     ok((await row.locator('[data-testid="roofline-line"]').textContent()) === l.line, `line: ${l.line}`);
     sameUs(await row.locator("td").nth(7).textContent(), l.time_us, `${l.layer_type} time`);
+    const lengths = row.locator('[data-testid="roofline-lengths"]');
+    ok(l.lengths_text ? (await lengths.textContent()).trim() === l.lengths_text : (await lengths.count()) === 0,
+      `${l.label}: its lengths shown where the layer type has several classes`);
   }
   // Hover the first point: the tooltip gives its numbers.
   const top = rf.layers.find((l) => l.intensity > 0 && l.achieved_tflops > 0);
@@ -87,7 +90,7 @@ try {
     const tips = frame.locator(".attn-tip");
     if (await tips.count()) tipText = (await tips.last().textContent()) || "";
   }
-  ok(tipText.includes(`${top.layer_type} (${top.implementation})`) && tipText.includes("FLOP/B") && tipText.includes("TFLOP/s"),
+  ok(tipText.includes(top.label) && tipText.includes("FLOP/B") && tipText.includes("TFLOP/s"),
     `hovering the point shows its numbers: ${tipText.slice(0, 140)}`);
   await page.mouse.move(box.x + 5, box.y + 5);
   // Per stage: one point per stage with work.

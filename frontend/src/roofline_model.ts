@@ -33,6 +33,9 @@ export interface RoofStage extends RoofPoint {
 export interface RoofLayer extends RoofPoint {
   layer_type: string;
   implementation: string;
+  /** "Owlv2Attention (eager)", with ", L 5185×5185" when the layer type has several length classes. */
+  label?: string;
+  lengths_text?: string | null;
   calls: number;
   dtype?: string | null;
   score_bytes: number | null;
@@ -160,7 +163,7 @@ export function rooflineChart(items: { run: string; report: Report }[], stages =
         if (!finite(p.intensity) || !finite(p.achieved_tflops) || p.intensity <= 0 || p.achieved_tflops <= 0) continue;
         const where = p.stage ? ` ${p.stage}${p.pass === "bwd" ? " (bwd)" : ""}` : "";
         points.push({
-          run, label: `${prefix}${l.layer_type} (${l.implementation})${where}`, layerType: l.layer_type,
+          run, label: `${prefix}${l.label || `${l.layer_type} (${l.implementation})`}${where}`, layerType: l.layer_type,
           implementation: l.implementation, stage: p.stage ?? null, pass: p.pass ?? null, x: p.intensity, y: p.achieved_tflops,
           attainable: finite(p.attainable_tflops) ? p.attainable_tflops : null, tbs: finite(p.achieved_tbs) ? p.achieved_tbs : null,
           fraction: finite(p.fraction) ? p.fraction : null, bound: p.bound ?? null, reason: p.bound_reason || "", timeUs: p.time_us,

@@ -9,12 +9,15 @@ const bert = fixture<Report>("roofline_bert_flash");
 const cmp = fixture<CompareDoc>("roofline_compare");
 
 describe("rooflineChart", () => {
-  it("puts one point per layer type under the H100 roof, memory-bound", () => {
+  it("puts one point per layer type and length class under the H100 roof, named by its lengths", () => {
     const m = rooflineChart([{ run: "owl", report: owl }]);
-    expect(m.points).toHaveLength(1);
+    expect(m.points).toHaveLength(2); // OWLv2's vision calls (5185 tokens) and text calls (5 tokens)
     const p = m.points[0];
-    expect(p.label).toBe("Owlv2Attention (eager)");
+    expect(p.label).toBe("Owlv2Attention (eager, L 5185×5185)");
     expect(p.bound).toBe("memory");
+    expect(m.points[1].label).toBe("Owlv2Attention (eager, L 5×5)");
+    expect(m.points[1].bound).toBe("launch");
+    expect(m.points[1].x).toBeLessThan(p.x);
     expect(m.roofs).toHaveLength(1);
     const roof = m.roofs[0];
     expect(roof.bandwidth).toBe(3.35);
@@ -34,14 +37,16 @@ describe("rooflineChart", () => {
     const stages = rooflineChart([{ run: "owl", report: owl }], true);
     const rf = rooflineOf(owl);
     const positive = rf!.layers[0].stages.filter((s) => (s.achieved_tflops ?? 0) > 0 && (s.intensity ?? 0) > 0);
-    expect(stages.points).toHaveLength(positive.length);
+    const positiveText = rf!.layers[1].stages.filter((s) => (s.achieved_tflops ?? 0) > 0 && (s.intensity ?? 0) > 0);
+    expect(stages.points).toHaveLength(positive.length + positiveText.length);
     expect(stages.points.map((p) => p.stage)).toContain("softmax");
     const both = rooflineChart([{ run: "owl", report: owl }, { run: "bert", report: bert }]);
     expect(both.roofs).toHaveLength(1); // both ran on an H100: one roof, named for both runs
     expect(both.roofs[0].runs).toEqual(["owl", "bert"]);
     expect(both.roofs[0].label).toBe("owl, bert: NVIDIA H100 SXM (datasheet): 989.5 TFLOP/s bf16, 3.35 TB/s");
-    expect(both.points.map((p) => p.label)).toEqual(["owl: Owlv2Attention (eager)", "bert: BertSdpaSelfAttention (flash)"]);
-    expect(both.points[1].bound).toBe("launch");
+    expect(both.points.map((p) => p.label)).toEqual(["owl: Owlv2Attention (eager, L 5185×5185)", "owl: Owlv2Attention (eager, L 5×5)",
+      "bert: BertSdpaSelfAttention (flash)"]);
+    expect(both.points[2].bound).toBe("launch");
   });
 
   it("says so when a report has no roofline or no roof", () => {
@@ -51,7 +56,7 @@ describe("rooflineChart", () => {
     const noRoof = { roofline: { ...rooflineOf(owl)!, roof: null } } as unknown as Report;
     const n = rooflineChart([{ run: "cpu", report: noRoof }]);
     expect(n.roofs).toEqual([]);
-    expect(n.points).toHaveLength(1);
+    expect(n.points).toHaveLength(2);
     expect(n.notes[0]).toContain("no peak or bandwidth");
   });
 });
@@ -75,5 +80,13 @@ describe("decompositionModel", () => {
   it("is null without a decomposition", () => {
     expect(decompositionModel({ runs: ["a", "b"] })).toBeNull();
     expect(decompositionModel(null)).toBeNull();
+  });
+});
+
+describe("labels", () => {
+  it("falls back to layer type (implementation) for reports of an engine without labels", () => {
+    const old = JSON.parse(JSON.stringify(owl)) as Report & { roofline: { layers: { label?: string }[] } };
+    for (const l of old.roofline.layers) delete l.label;
+    expect(rooflineChart([{ run: "o", report: old }]).points[0].label).toBe("Owlv2Attention (eager)");
   });
 });

@@ -106,7 +106,9 @@ def _why(part: str, d: dict[str, Any], v: float) -> str:
         return f"from {_mib(moved)} {'less' if moved < 0 else 'more'} memory traffic{floor}"
     if part == "launch":
         n = d["units"][1] - d["units"][0]
-        return f"from {abs(n)} {'fewer' if n < 0 else 'more'} {d['unit']}" if n else f"from {d['unit']} launch gaps"
+        if n:
+            return f"from {abs(n)} {'fewer' if n < 0 else 'more'} {d['unit']}"
+        return "from the launch gaps between kernels" if d["unit"] == "kernels" else "from op dispatch"
     if part == "compute":
         return "from compute efficiency"
     if part == "cpu":

@@ -1,5 +1,10 @@
-"""The report's ``roofline`` section: one point per layer type and implementation (and per stage), the
-roof used, and each run's time split for comparisons (decompose.py)."""
+"""The report's ``roofline`` section: one point per layer type, implementation and length class (and per
+stage), the roof used, and each run's time split for comparisons (decompose.py).
+
+Calls of one layer type whose lengths differ by more than a factor of two (OWLv2's vision and text
+encoders share ``Owlv2Attention``: 5185 and 5 tokens) sit in different regimes of the roofline, so
+they are separate points: lengths are classed by powers of two (Lq and Lk), which keeps a decode
+loop whose Lk grows by one per step to a few points."""
 
 from __future__ import annotations
 
@@ -42,15 +47,22 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
                "bytes": 0.0, "flops": 0.0, "units": 0} for b in ("gpu", "cpu")}
     for c in calls:
         z = model.sizes(c.info.get("shape"), c.info.get("dtype"))
-        key = (c.layer_type, c.implementation)
+        key = (c.layer_type, c.implementation, _length_class(c.info.get("shape")) if z is not None else None)
         g = groups.get(key)
         if g is None:
             g = groups[key] = {"layer_type": c.layer_type, "implementation": c.implementation, "calls": 0,
                                "dtype": c.info.get("dtype"), "shape": c.info.get("shape"), "score_bytes": None,
-                               "stages": {}, "modelled_calls": 0, "implausible": set()}
+                               "stages": {}, "modelled_calls": 0, "implausible": set(), "lengths": None}
         g["calls"] += 1
         if z is not None:
             g["modelled_calls"] += 1
+            sh = c.info["shape"]
+            lens = g["lengths"]
+            if lens is None:
+                g["lengths"] = {"q_len": [sh["q_len"], sh["q_len"]], "k_len": [sh["k_len"], sh["k_len"]]}
+            else:
+                for k in ("q_len", "k_len"):
+                    lens[k] = [min(lens[k][0], sh[k]), max(lens[k][1], sh[k])]
             if "fused" not in {st for st, _ in m.cells[c.id]}:
                 g["score_bytes"] = max(g["score_bytes"] or 0, int(z.e * z.itemsize))
         for (stage, ps), cell in m.cells[c.id].items():
@@ -81,7 +93,10 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
             acc[1] += cost[1]
             acc[2] += cell.gpu_us if has_gpu else cell.cpu_us
             acc[3] += cell.kernels if has_gpu else ops
-    rows = [_group_row(g, the_roof) for g in groups.values()]
+    classes: dict[tuple[str, str], int] = {}
+    for lt, impl, _ in groups:
+        classes[(lt, impl)] = classes.get((lt, impl), 0) + 1
+    rows = [_group_row(g, the_roof, classes[(g["layer_type"], g["implementation"])] > 1) for g in groups.values()]
     rows = [r for r in rows if r is not None]
     rows.sort(key=lambda r: -r["time_us"])
     return {
@@ -112,8 +127,29 @@ def _cost(z, stage: str, ps: str, cell, ops: int, has_gpu: bool, causal: bool, b
     return cost
 
 
-def _group_row(g: dict[str, Any], the_roof) -> dict[str, Any] | None:
+def _length_class(shape: dict[str, Any]) -> tuple[int, int, int]:
+    """(⌊log2 Lq⌋, ⌊log2 Lk⌋, D): calls in one class differ in length by less than 2x."""
+    return (int(shape["q_len"]).bit_length(), int(shape["k_len"]).bit_length(), int(shape["head_dim"]))
+
+
+def _lengths_text(lengths: dict[str, list[int]] | None) -> str | None:
+    """'L 5185×5185', or 'Lq 1, Lk 1024–2047' when the class spans several lengths."""
+    if not lengths:
+        return None
+    (q0, q1), (k0, k1) = lengths["q_len"], lengths["k_len"]
+    if q0 == q1 and k0 == k1:
+        return f"L {q0}×{k0}"
+    q = f"{q0}" if q0 == q1 else f"{q0}–{q1}"
+    k = f"{k0}" if k0 == k1 else f"{k0}–{k1}"
+    return f"Lq {q}, Lk {k}"
+
+
+def _group_row(g: dict[str, Any], the_roof, several: bool) -> dict[str, Any] | None:
+    """One point; ``several``: its layer type and implementation have other length classes, so its
+    label names its lengths."""
     g["unmodelled_stages"] = sorted(g.pop("implausible"))
+    g["lengths_text"] = _lengths_text(g["lengths"]) if several else None
+    g["label"] = f"{g['layer_type']} ({g['implementation']}" + (f", {g['lengths_text']})" if g["lengths_text"] else ")")
     stages = g.pop("stages")
     if not stages:
         return None
@@ -138,7 +174,7 @@ def _group_row(g: dict[str, Any], the_roof) -> dict[str, Any] | None:
 def line(row: dict[str, Any]) -> str:
     """'Owlv2Attention: memory-bound, 2.1 TB/s of 3.35 TB/s (63%) in softmax' (its slowest stage)."""
     top = row["stages"][0] if row.get("stages") else row
-    who = f"{row['layer_type']} ({row['implementation']})"
+    who = row["label"]
     bound = top.get("bound")
     where = f" in {top['stage']} {top['pass']}" if "stage" in top else ""
     if bound == "memory" and top.get("bandwidth_tbs"):

@@ -1,5 +1,5 @@
 // The Roofline view: achieved TFLOP/s against arithmetic intensity on log-log axes, one point per
-// layer type and implementation (or per stage), under the device's roof; and, in Compare, both runs
+// layer type, implementation and length class (or per stage), under the device's roof; and, in Compare, both runs
 // on one chart with the speed-up split into memory traffic, compute, launches, CPU and the rest.
 
 import { makeChart, tip } from "../charts";
@@ -69,7 +69,8 @@ function layerTable(report: Report): HTMLElement {
     h("thead", null, h("tr", null, ...heads.map((c, i) => h("th", { class: i >= 3 && i <= 7 ? "num" : null }, c)))),
     h("tbody", null, ...(rf?.layers || []).flatMap((l) => [
       h("tr", { "data-layer-type": l.layer_type, "data-bound": l.bound || "" },
-        h("td", null, l.layer_type), h("td", null, badge(l.implementation)), h("td", null, boundChip(l.bound)),
+        h("td", null, l.layer_type, l.lengths_text ? h("span", { class: "hint", "data-testid": "roofline-lengths" }, ` ${l.lengths_text}`) : null),
+        h("td", null, badge(l.implementation)), h("td", null, boundChip(l.bound)),
         h("td", { class: "num" }, sig(l.intensity)), h("td", { class: "num" }, sig(l.achieved_tflops)),
         h("td", { class: "num", title: `attainable ${sig(l.attainable_tflops)} TFLOP/s` }, pct(l.fraction)),
         h("td", { class: "num" }, tbs(l.achieved_tbs)), h("td", { class: "num" }, fmtUs(l.time_us)),
