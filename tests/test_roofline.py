@@ -204,6 +204,13 @@ def test_a_gpu_trace_without_device_names_is_identified_and_never_cpu_only(tmp_p
     text = render(r)
     assert "CPU only" not in text and "device: unknown GPU" in text
     assert r["roofline"]["roof"] is None and "no peak or bandwidth known" in text
+    # Kernels not kept at all (a trace cut to its CPU side): the runtime launches still say a GPU ran.
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset")]
+    launches_only = tmp_path / "launches_only.json"
+    launches_only.write_text(json.dumps(doc))
+    r = analyze_file(str(launches_only))
+    assert r["time_basis"] == "cpu" and r["device"]["name"] == "unknown GPU"
+    assert "CPU only" not in render(r)
 
 
 def test_eager_vs_flash_on_the_h100_decomposes_into_parts_that_sum():

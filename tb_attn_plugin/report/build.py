@@ -164,7 +164,8 @@ def _shape_info(L: Linked, c: Call) -> None:
 
 def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None) -> dict[str, Any]:
     has_gpu = bool(L.kernels)
-    device = describe(ev.device_properties, has_gpu)
+    # Runtime launches come from CUPTI/roctracer only: a GPU was there even when no kernel was kept.
+    device = describe(ev.device_properties, has_gpu or bool(ev.launches))
     basis = "gpu" if has_gpu else "cpu"
     _name_calls(calls)
     for c in calls:
