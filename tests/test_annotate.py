@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tb_attn_plugin.errors import TraceError
-from tb_attn_plugin.report.annotate import CAT_CALL, CAT_FLOW, CAT_STAGE, TRACK_NAME, annotate
+from tb_attn_plugin.report.annotate import CAT_CALL, CAT_FLOW, CAT_STAGE, SCORE_ESTIMATED, SCORE_MEASURED, TRACK_NAME, annotate
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.trace.splice import write_spliced
 from tests.conftest import REPO, shared_trace
@@ -31,6 +31,10 @@ def track(doc) -> tuple[int, list[dict]]:
     (pid,) = [e["pid"] for e in ev if e.get("ph") == "M" and e.get("name") == "process_name"
               and e["args"]["name"] == TRACK_NAME]
     return pid, [e for e in ev if e.get("pid") == pid]
+
+
+def thread_names(mine: list[dict]) -> dict[int, str]:
+    return {e["tid"]: e["args"]["name"] for e in mine if e.get("ph") == "M" and e.get("name") == "thread_name"}
 
 
 def assert_strictly_nested(mine: list[dict]) -> None:
@@ -80,13 +84,36 @@ def test_cpu_trace(cpu_traces, tmp_path):
     assert starts and all(s["id"] in ends and ends[s["id"]]["bp"] == "e" for s in starts)
     op_at = {(e["pid"], e["tid"], e["ts"]) for e in orig["traceEvents"] if e.get("ph") == "X"}
     assert all((f["pid"], f["tid"], f["ts"]) in op_at for f in ends.values())
-    # A score-matrix counter, since the trace has memory events (profile_memory=True).
+    # A score-matrix counter, since the trace has memory events (profile_memory=True): the blocks those
+    # events show, as many bytes as the report's memory section counts, live until their free.
     counters = [e for e in mine if e["ph"] == "C"]
-    assert counters and max(c["args"]["bytes"] for c in counters) >= a["score_matrix_bytes"]
-    assert counters[-1]["args"]["bytes"] == 0
+    assert counters and {c["name"] for c in counters} == {SCORE_MEASURED}
+    steps = [c["args"]["bytes"] for c in counters]
+    rises = sum(max(0, b - a) for a, b in zip([0] + steps, steps))
+    assert rises == r["memory"]["score_matrix"]["bytes_total"] > 0
+    assert max(steps) >= a["score_matrix_bytes"] and steps[-1] == 0
+    # Training saves the scores for the backward: some are still live when the call's forward ends.
+    fwd_end = {e["args"]["call"]: e["ts"] + e["dur"] for e in fwd if "host" in thread_names(mine)[e["tid"]]}
+    live_at = lambda t: ([c["args"]["bytes"] for c in counters if c["ts"] <= t] or [0])[-1]  # noqa: E731
+    assert any(live_at(t) > 0 for t in fwd_end.values())
     # The annotated trace is still a trace tb-attn reads, with the same result.
     again = analyze_file(str(out))
     assert again["calls"] == r["calls"] and again["stages"] == r["stages"]
+
+
+def test_score_counter_falls_back_to_shapes_where_memory_events_show_no_score_blocks(cpu_traces, tmp_path):
+    doc = load(cpu_traces["eager"])
+    for e in doc["traceEvents"]:
+        if e.get("name") == "[memory]" and isinstance(e.get("args", {}).get("Bytes"), int):
+            e["args"]["Bytes"] += 8 if e["args"]["Bytes"] > 0 else -8  # no block is a score matrix's size now
+    src = tmp_path / "eager_sizes.json"
+    src.write_text(json.dumps(doc))
+    assert analyze_file(str(src))["memory"]["score_matrix"]["blocks"] == 0
+    out = tmp_path / "out.json"
+    annotate(str(src), str(out))
+    _, mine = track(load(out))
+    counters = [e for e in mine if e["ph"] == "C"]
+    assert counters and {c["name"] for c in counters} == {SCORE_ESTIMATED} and counters[-1]["args"]["bytes"] == 0
 
 
 def test_graph_replay_kernels_get_gpu_slices_and_flows(tmp_path):

@@ -171,3 +171,70 @@ def test_ctrl_c_keeps_what_is_done(client, logdir):
     left = [r for _, r in got if isinstance(r, TraceError)]
     assert len(finished) + len(left) == len(paths)
     assert all("interrupted (Ctrl-C)" in str(e) for e in left) and left
+
+
+def _custom_kernel_trace(root):
+    """A graph-replay trace whose attention only a user's [[family]] row explains (tests/kernel_traces.py)."""
+    from tests.kernel_traces import MLP, TraceBuilder
+    from tests.test_plugin_kernels import UNKNOWN
+
+    b = TraceBuilder()
+    b.graph_replay([[(UNKNOWN, 50.0)] for _ in range(3)], between=MLP)
+    path = root / "custom" / "host_1.1700000000000000001.pt.trace.json.gz"
+    path.parent.mkdir(parents=True)
+    b.write(path)
+    os.utime(path, (1_600_000_000, 1_600_000_000))
+    return path
+
+
+def test_cli_dask_workers_get_the_patterns_rows(cluster, tmp_path, capsys):
+    """--patterns FILE with --dask: the rows go with every task (the file need not exist on a worker),
+    and a later job without them is not analysed with the earlier job's rows."""
+    from tb_attn_plugin.attention import patterns as P
+    from tests.test_plugin_kernels import TABLE
+
+    trace = _custom_kernel_trace(tmp_path)
+    table = tmp_path / "mine.toml"
+    table.write_text(TABLE)
+    try:
+        assert cli.main(["report", str(trace), "-q", "--json", "--dask", cluster.scheduler_address,
+                         "--patterns", str(table)]) == 0
+        with_rows = json.loads(capsys.readouterr().out)
+        P.set_user_families(())
+        local = analyze_file(str(trace))
+        assert cli.main(["report", str(trace), "-q", "--json", "--dask", cluster.scheduler_address]) == 0
+        without = json.loads(capsys.readouterr().out)
+    finally:
+        P.set_user_families(())
+    assert with_rows["calls"] == 3 and with_rows["unknown_kernels"] == []
+    assert with_rows["kernel_table"]["user_families"] == 1 and with_rows["kernel_table"]["user_sources"] == ["mine.toml"]
+    assert without["calls"] == 0 and without["kernel_table"]["user_families"] == 0
+    assert _same(without) == _same(local)
+
+
+def test_plugin_on_dask_applies_its_patterns_and_annotates_locally(tb_app, cluster, tmp_path):
+    """TB_ATTN_PATTERNS reaches the cluster's workers (which started without it) and the cache key;
+    /annotated is written by a local process, since the download is served from this machine."""
+    import gzip
+
+    from tests.test_plugin_kernels import TABLE
+
+    logdir = tmp_path / "logdir"
+    _custom_kernel_trace(logdir)
+    table = tmp_path / "mine.toml"
+    table.write_text(TABLE)
+    http, plugins = tb_app(logdir, env={"TB_ATTN_DASK_SCHEDULER": cluster.scheduler_address,
+                                        "TB_ATTN_PATTERNS": str(table)})
+    wait_runs(http, lambda d: all_settled(d, ["custom"]))
+    r = json.loads(http.get("/data/plugin/tb_attn/report?run=custom").data)
+    assert r["calls"] == 3 and r["kernel_table"]["user_families"] == 1, r.get("error")
+    resp = http.get("/data/plugin/tb_attn/annotated?run=custom")
+    assert resp.status_code == 200, resp.data[:300]
+    doc = json.loads(gzip.decompress(resp.data))
+    assert sum(1 for e in doc["traceEvents"] if e.get("cat") == "tb_attn.call") == 3
+    # The same cache directory without the table: not the report made with it.
+    plugins["tb_attn"].close()
+    http, _ = tb_app(logdir, env={"TB_ATTN_DASK_SCHEDULER": cluster.scheduler_address})
+    wait_runs(http, lambda d: all_settled(d, ["custom"]))
+    r = json.loads(http.get("/data/plugin/tb_attn/report?run=custom").data)
+    assert r["calls"] == 0 and r["unknown_kernels"], r.get("error")

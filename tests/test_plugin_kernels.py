@@ -89,3 +89,24 @@ def test_annotated_download(tb_app, cpu_traces, tmp_path):
     assert sorted(p.relative_to(logdir) for p in logdir.rglob("*")) == before  # nothing written into the logdir
     assert client.get("/data/plugin/tb_attn/annotated?run=nope").status_code == 404
     assert client.get("/data/plugin/tb_attn/annotated").status_code == 400
+
+
+def test_patterns_env_takes_several_files(tb_app, tmp_path):
+    """TB_ATTN_PATTERNS=FILE:FILE: one file's attention row and another's combine row make one call each."""
+    b = TraceBuilder()
+    b.graph_replay([[(UNKNOWN, 50.0), ("zz_custom_attn_combine", 5.0)] for _ in range(3)], between=MLP)
+    logdir = tmp_path / "logdir"
+    path = logdir / "custom" / "host_1.1700000000000000001.pt.trace.json.gz"
+    path.parent.mkdir(parents=True)
+    b.write(path)
+    os.utime(path, (OLD, OLD))
+    first, second = tmp_path / "attn.toml", tmp_path / "combine.toml"
+    first.write_text(TABLE)
+    second.write_text(TABLE.replace('"my_attention_fwd"', '"zz_combine"').replace('"zz_custom_attn_fwd_kernel"',
+                      '"^zz_custom_attn_combine$"').replace('"zz_custom_attn_fwd_kernel<64>"', '"zz_custom_attn_combine"')
+                      .replace('"fused"', '"split_kv_reduce"'))
+    client, _ = tb_app(logdir, env={"TB_ATTN_PATTERNS": f"{first}{os.pathsep}{second}"})
+    code, r = report(client)
+    assert code == 200 and r["calls"] == 3, r
+    assert {s["stage"]: round(s["gpu_us"]) for s in r["stages"] if s["gpu_us"]} == {"fused": 150, "split_kv_reduce": 15}
+    assert r["kernel_table"]["user_families"] == 2 and r["kernel_table"]["user_sources"] == ["attn.toml", "combine.toml"]

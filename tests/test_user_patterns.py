@@ -110,7 +110,7 @@ def test_cli_patterns_lists_the_effective_table(tmp_path):
 
 
 @pytest.mark.parametrize("command", [["patterns"], ["report", "x.json"], ["compare", "a", "b"],
-                                     ["annotate", "x.json", "-o", "y.json"]])
+                                     ["annotate", "x.json", "-o", "y.json"], ["sweep", "--logdir", "sweep_out"]])
 def test_every_command_refuses_a_bad_file_with_one_line(tmp_path, command):
     path = write(tmp_path, GOOD.replace('"my_attn_fwd_kernel<128>"', '"nothing alike"'))
     p = cli(*command, "--patterns", path)

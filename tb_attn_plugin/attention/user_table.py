@@ -192,11 +192,17 @@ _installed_files: tuple[str, ...] = ()
 
 def install(paths: list[str]) -> list[P.KernelFamily]:
     """Load the files and make their rows part of the table searched by kernel_family()."""
-    global _installed_files
     rows = load_files(paths)
-    P.set_user_families(rows)
-    _installed_files = tuple(paths) if rows else ()
+    install_rows(rows, paths)
     return rows
+
+
+def install_rows(rows, paths=()) -> None:
+    """Make already-validated rows (from ``paths``) the user's part of the table; () removes them.
+    A Dask worker gets the rows this way, since the client's pattern files need not exist there."""
+    global _installed_files
+    P.set_user_families(tuple(rows))
+    _installed_files = tuple(paths) if rows else ()
 
 
 def installed_files() -> tuple[str, ...]:

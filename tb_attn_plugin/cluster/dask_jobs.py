@@ -53,12 +53,16 @@ def close(client) -> None:
         cluster.close()
 
 
-def analyze_one(path: str) -> tuple[str, Any]:
-    """The task a worker runs: ("ready", report JSON bytes) or ("error", one-line cause)."""
+def analyze_one(path: str, families: tuple = (), sources: tuple = ()) -> tuple[str, Any]:
+    """The task a worker runs: ("ready", report JSON bytes) or ("error", one-line cause).
+    ``families``: the client's --patterns rows (validated there) and ``sources`` their files; every
+    task sets them, so a worker reused by another job never keeps that job's rows."""
     import msgspec
 
+    from ..attention.user_table import install_rows
     from ..report.build import analyze_file
 
+    install_rows(families, sources)
     try:
         report = analyze_file(path)
     except TraceError as exc:
@@ -78,9 +82,13 @@ def analyze_many(client, paths: Iterable[str], on_done: Callable[[int, int], Non
     import msgspec
     from distributed import as_completed
 
+    from ..attention import patterns as P
+    from ..attention.user_table import installed_files
+
     paths = [str(p) for p in paths]
+    families, sources = P.user_families(), installed_files()  # --patterns rows, sent with every task
     # pure=False: a file's content may change between runs, so never reuse an earlier result by name.
-    futures = client.map(analyze_one, paths, pure=False)
+    futures = client.map(analyze_one, paths, families=families, sources=sources, pure=False)
     done = 0
     results: dict[int, dict[str, Any] | TraceError] = {}
     position = {f.key: i for i, f in enumerate(futures)}

@@ -65,6 +65,31 @@ def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None],
     return section.build(tl, att, infos, source="profiler", devices=devices)
 
 
+def score_blocks(ev, L, calls, call_of: list[int], stage_of: list[str | None]) -> list[tuple[float, float, int]]:
+    """Score-matrix blocks seen in the profiler's [memory] events, as (alloc time, free time, bytes):
+    an allocation inside an attention call whose size is that call's B·H·Lq·Lk·itemsize (the rule of
+    the report's score_matrix numbers); one never freed lasts to the last event. [] without any."""
+    try:
+        tls = profiler_events.timelines(ev.memory)
+    except OverflowError:
+        return []
+    dev = profiler_events.main_device(tls)
+    if dev is None:
+        return []
+    tl = tls[dev]
+    att = attribute.from_trace(tl, L, calls, call_of, stage_of)
+    score_of = {c.id: shapes.score_bytes(c.info.get("shape"), c.info.get("dtype")) for c in calls}
+    t, delta, pair, slot, slots = tl.t, tl.delta, tl.pair, att.slot, att.slots
+    out = []
+    for i, k in enumerate(slot):
+        if k < 0 or delta[i] <= 0:
+            continue
+        if section.is_score_block(delta[i], score_of.get(slots[k].call)):
+            j = pair[i]
+            out.append((t[i], t[j] if j >= 0 else t[-1], int(delta[i])))
+    return out
+
+
 def _tag_score_bytes(f: dict) -> int | None:
     """B·H·Lq·Lk·itemsize from a call tag's fields (the same dict object for every call of a layer)."""
     if not all(isinstance(f.get(k), int) for k in ("b", "hq", "lq", "lk")):

@@ -6,16 +6,23 @@ so the index, the cache and the routes do not know where a trace was analysed. W
 trace themselves, by the path or URL the index found, so the logdir must be visible to them (a
 shared file system, or an object store URL); only the compact report comes back. A worker lost
 mid-task is not this class's business: the scheduler runs the task again on another worker.
+
+Each task carries this plugin's TB_ATTN_PATTERNS and size limits (pool.ENGINE_ENV, as the local
+pool's do; the pattern files must be readable by the workers, like the logdir), and they are part of
+the cache key. An annotated copy (/annotated) is written here, by one local worker process, since
+the download is served from this machine's disk.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from concurrent.futures import Future
 
 from ..cluster import dask_jobs
 from . import work
+from .pool import ENGINE_ENV, LIMIT_ENV, AnalysisPool
 
 logger = logging.getLogger(__name__)
 ENV = "TB_ATTN_DASK_SCHEDULER"
@@ -29,6 +36,28 @@ class DaskAnalysisPool:
         self._client = None
         self._slots = DEFAULT_SLOTS
         self._closed = False
+        self._env = {k: os.environ.get(k) for k in ENGINE_ENV}  # None: unset on the worker too
+        # The local pool that writes annotated copies (its process starts on first use); made now so
+        # that it carries this moment's environment, as the tasks do.
+        self._local = AnalysisPool(workers=1)
+
+    @property
+    def patterns(self) -> str:
+        """TB_ATTN_PATTERNS as the workers get it (part of the cache key)."""
+        return self._env.get("TB_ATTN_PATTERNS") or ""
+
+    @property
+    def limits(self) -> str:
+        """The size limits the workers apply, set ones only (part of the cache key)."""
+        return ";".join(f"{k}={self._env[k]}" for k in LIMIT_ENV if self._env.get(k) is not None)
+
+    def call(self, fn, *args) -> Future:
+        """Run ``fn(*args, env)`` in a local worker process: its output file must be on this machine."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("analysis pool is closed")
+            local = self._local
+        return local.call(fn, *args)
 
     @property
     def workers(self) -> int:
@@ -52,7 +81,7 @@ class DaskAnalysisPool:
     def submit(self, path: str, display_name: str, snapshots: list[str] | None = None
                ) -> tuple[Future, "DaskAnalysisPool"]:
         client = self._connect()
-        dfut = client.submit(work.analyze, path, display_name, None, snapshots, pure=False)
+        dfut = client.submit(work.analyze, path, display_name, self._env, snapshots, pure=False)
         fut: Future = Future()
         fut.set_running_or_notify_cancel()
         fut.dask_future = dfut  # Dask forgets a task whose future is no longer referenced
@@ -77,6 +106,9 @@ class DaskAnalysisPool:
         with self._lock:
             self._closed = True
             client, self._client = self._client, None
+            local, self._local = self._local, None
+        if local is not None:
+            local.close()
         if client is not None:
             try:
                 dask_jobs.close(client)

@@ -9,7 +9,9 @@ calls overlap, because slices on one track must nest strictly):
   FLOPs (convention in ``flops_convention``), achieved TFLOP/s and the score-matrix bytes;
 * inside it, one slice per run of a stage (``qk_matmul``, ``softmax``, ``fused``, ``split_kv_reduce``, ...);
 * flow arrows from each GPU stage slice to its kernels (to its ops in a trace without kernels);
-* when the trace has memory events, a counter of the score-matrix memory live in unfused calls.
+* when the trace has memory events, a counter of the score-matrix memory live at each moment: the
+  score-matrix blocks those events show (allocated in a call, B·H·Lq·Lk·itemsize, until freed, which
+  in training is in the backward), or, where they show none, an estimate from the unfused calls' shapes.
 
 All times are whole nanoseconds before they are written, so a stage ends inside its call exactly.
 """
@@ -22,6 +24,7 @@ from typing import Any, Iterator
 from ..attention import patterns as P
 from ..attention import shapes
 from ..attention.stages import kernel_stage
+from ..memory.engine import score_blocks
 from ..trace.link import Kernel, Linked
 from ..trace.splice import write_spliced
 from ..version import ENGINE_VERSION
@@ -33,6 +36,8 @@ CAT_STAGE = "tb_attn.stage"
 CAT_FLOW = "tb_attn.flow"
 FLOW_BASE = 1 << 40  # flow ids far above kineto's correlation and sequence numbers
 CORE = {"qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "fused"}
+SCORE_MEASURED = "score matrix bytes (memory events)"
+SCORE_ESTIMATED = "score matrix bytes (estimated from shapes)"
 FLOPS_CONVENTION = "4*B*H*Lq*Lk*D forward, halved when causal; backward 2.5x (FlashAttention benchmarks)"
 
 
@@ -100,7 +105,7 @@ def _call_args(c, ps: str, core_gpu_us: float, has_gpu: bool) -> dict[str, Any]:
     return {k: v for k, v in args.items() if v is not None}
 
 
-def events(L: Linked, calls, call_of: list[int], m, memory: bool, pid: int) -> Iterator[dict[str, Any]]:
+def events(L: Linked, calls, call_of: list[int], m, memory: bool, pid: int, ev=None) -> Iterator[dict[str, Any]]:
     """The added events, one dict at a time (metadata last, once every track is known)."""
     tracks = _Tracks()
     flow_id = FLOW_BASE
@@ -164,8 +169,12 @@ def events(L: Linked, calls, call_of: list[int], m, memory: bool, pid: int) -> I
                     yield {"ph": "f", "bp": "e", "id": flow_id, "pid": k.ev.pid, "tid": k.ev.tid, "ts": _us(t),
                            "name": "tb-attn stage", "cat": CAT_FLOW}
 
-    if memory and score_spans:
-        yield from _score_counter(pid, score_spans)
+    if memory:
+        measured = [(_ns(a), _ns(b), n) for a, b, n in score_blocks(ev, L, calls, call_of, stage_of)] if ev else []
+        if measured:
+            yield from _score_counter(pid, measured, SCORE_MEASURED)
+        elif score_spans:
+            yield from _score_counter(pid, score_spans, SCORE_ESTIMATED)
     yield {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": TRACK_NAME}}
     yield {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": -1}}
     for tid, name in sorted(tracks.names.items()):
@@ -225,10 +234,8 @@ def _slice(pid: int, tid: int, name: str, cat: str, a: int, b: int, args: dict) 
     return {"ph": "X", "pid": pid, "tid": tid, "ts": _us(a), "dur": _us(b - a), "name": name, "cat": cat, "args": args}
 
 
-def _score_counter(pid: int, spans: list[tuple[int, int, int]]) -> Iterator[dict[str, Any]]:
-    """Bytes of score matrices live at each moment: each unfused call holds B·H·Lq·Lk·dtype bytes
-    from its first op to its last (an estimate from shapes; the trace's own memory events are the
-    measured total)."""
+def _score_counter(pid: int, spans: list[tuple[int, int, int]], name: str) -> Iterator[dict[str, Any]]:
+    """Bytes of score matrices live at each moment, from (start ns, end ns, bytes) spans."""
     deltas: dict[int, int] = {}
     for a, b, n in spans:
         deltas[a] = deltas.get(a, 0) + n
@@ -236,8 +243,7 @@ def _score_counter(pid: int, spans: list[tuple[int, int, int]]) -> Iterator[dict
     live = 0
     for t in sorted(deltas):
         live += deltas[t]
-        yield {"ph": "C", "pid": pid, "tid": 0, "ts": _us(t), "name": "score matrix bytes (estimated from shapes)",
-               "args": {"bytes": max(live, 0)}}
+        yield {"ph": "C", "pid": pid, "tid": 0, "ts": _us(t), "name": name, "args": {"bytes": max(live, 0)}}
 
 
 def _free_pid(L: Linked) -> int:
@@ -263,7 +269,7 @@ def annotate(src: str, dst: str, progress=None) -> dict[str, Any]:
     counts = {"call_slices": 0, "stage_slices": 0, "flows": 0, "counters": 0}
 
     def encoded():
-        for ev in events(L, calls, keep["call_of"], keep["measured"], bool(keep["events"].memory), pid):
+        for ev in events(L, calls, keep["call_of"], keep["measured"], bool(keep["events"].memory), pid, keep["events"]):
             ph, cat = ev["ph"], ev.get("cat")
             if ph == "X":
                 counts["call_slices" if cat == CAT_CALL else "stage_slices"] += 1
