@@ -13,6 +13,7 @@ from . import analysis, store
 from .flops import CONVENTION
 from .grid import BACKENDS, Cell, Grid, GridError, cell_key, parse_bytes, parse_ints, parse_names
 from .progress import SweepProgress
+from .table import metrics_table
 
 log = logging.getLogger(__name__)
 PROFILE_DIR = "profiles"
@@ -68,6 +69,7 @@ def compare_table(records: list[dict[str, Any]]) -> str:
     if not ms:
         return "(no cell was measured)"
     c = Compare(ms)
+    c.highlight_warnings()  # "(! 12%)": the IQR is a large part of the median (a noisy cell)
     buf = io.StringIO()
     saved, sys.stdout = sys.stdout, buf
     try:
@@ -208,7 +210,10 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
         tb.close()
     if out is not None:
         print(compare_table(in_grid), file=out)
-        print(f"FLOPs: {CONVENTION}. Times: median of torch.utils.benchmark blocked_autorange "
+        numbers = metrics_table(in_grid)
+        if numbers:
+            print("\n" + numbers, file=out)
+        print(f"\nFLOPs: {CONVENTION}. Times: median of torch.utils.benchmark blocked_autorange "
               f"(min_run_time {min_run_time} s) after {warmup} warm-up calls.", file=out)
         from .measure import PEAK_METHOD
 
