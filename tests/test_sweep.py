@@ -99,6 +99,26 @@ def test_unsupported_backend_recorded_and_sweep_goes_on(small_sweep):
     eff = [r for r in res if r["backend"] == "efficient"]
     assert len(eff) == 4 and all(r["status"] == "unsupported" for r in eff)
     assert all("backend" in r["reason"] and r["median_s"] is None for r in eff)
+    # the reason says why, then sdpa_kernel's own RuntimeError
+    assert all(r["reason"].startswith("efficient has no CPU kernel in torch ") and "; sdpa_kernel: " in r["reason"]
+               for r in eff)
+
+
+def test_refusal_reason_keeps_the_reasons_sdpa_only_warns():
+    # A real refusal: the CPU flash kernel takes no dropout; torch says so in a warning, and the
+    # RuntimeError itself only says "No available kernel".
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from tb_attn_plugin.sweeps import refusal
+
+    q = torch.randn(1, 2, 16, 8)
+    with refusal.capture() as caught:
+        with pytest.raises(RuntimeError) as exc, sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            torch.nn.functional.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+    text = refusal.reason("flash", "cpu", exc.value, caught)
+    assert "do not support non-zero dropout" in text and "Triggered internally" not in text
+    assert "kernel not used because" not in text and "no CPU kernel" not in text
+    assert text.endswith("sdpa_kernel: " + str(exc.value).strip().splitlines()[0])
 
 
 def test_hparams_and_scalars_agree_with_sweep_jsonl(small_sweep):

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch.utils.benchmark import Timer
 
+from . import refusal
 from .backends import SDPA_BACKENDS, Unsupported, prepare
 from .conventions import PEAK_MEMORY
 from .flops import attention_flops
@@ -119,6 +120,7 @@ def run_cell(cell: Cell, *, min_run_time: float = 0.2, warmup: int = WARMUP_CALL
                                    causal=cell.causal, pass_=cell.pass_)
     prepared = None
     stage = "preparing"
+    caught: list = []
     try:
         prepared = prepare(cell)
         ctx = prepared.context
@@ -128,7 +130,11 @@ def run_cell(cell: Cell, *, min_run_time: float = 0.2, warmup: int = WARMUP_CALL
                 prepared.step()
 
         stage = "warm-up"
-        for _ in range(max(1, warmup)):
+        with refusal.capture() as caught:  # SDPA says why it refuses a configuration only in warnings
+            call()
+        refusal.replay(caught)
+        caught = []
+        for _ in range(max(1, warmup) - 1):
             call()
         _sync(cell.device)
         stage = "checking against math"
@@ -175,7 +181,9 @@ def run_cell(cell: Cell, *, min_run_time: float = 0.2, warmup: int = WARMUP_CALL
         if is_oom(e):
             rec.update(status="oom", reason=f"{stage}: {first_line(e)}")
         elif cell.backend in SDPA_BACKENDS and isinstance(e, RuntimeError) and stage == "warm-up":
-            rec.update(status="unsupported", reason=first_line(e))  # sdpa_kernel refused the configuration
+            # sdpa_kernel refused the configuration
+            rec.update(status="unsupported", reason=refusal.reason(cell.backend, cell.device, e, caught,
+                                                                   torch.__version__))
         elif cell.backend == "flex" and stage in ("preparing", "warm-up"):
             rec.update(status="unsupported", reason=f"{type(e).__name__}: {first_line(e)}")
         else:
