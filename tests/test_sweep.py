@@ -69,6 +69,10 @@ def test_every_cell_recorded_with_its_numbers(small_sweep):
     for r in recs:
         for k in REQUIRED:
             assert k in r, k
+    from tb_attn_plugin.collector.peaks import cpu_model
+
+    # what the cells ran on, measured or not: a sweep is about one machine
+    assert {(r["device_name"], r["torch_version"]) for r in recs} == {(cpu_model(), torch.__version__)}
     ok = [r for r in recs if r["status"] == "ok"]
     assert {r["backend"] for r in ok} == {"math", "flash", "eager"} and len(ok) == 12
     for r in ok:
@@ -172,6 +176,20 @@ def test_rerun_skips_finished_cells(tmp_path):
     assert grown.measured == 2 and grown.skipped == 2
     lines = (tmp_path / "sweep.jsonl").read_text().splitlines()
     assert len(lines) == 4 and len({json.loads(x)["cell_id"] for x in lines}) == 4
+
+
+def test_rerun_on_another_machine_says_so(tmp_path, capsys):
+    sweep(tmp_path, backends="math", seq_len="64", batch="1")
+    again = sweep(tmp_path, backends="math", seq_len="64", batch="1")
+    assert again.skipped == 1 and "warning" not in capsys.readouterr().err  # the same machine: nothing to say
+    # the same file as if it came from a GPU box: its cells stand, and the rerun says whose they are
+    p = tmp_path / "sweep.jsonl"
+    (rec,) = [json.loads(x) for x in p.read_text().splitlines()]
+    p.write_text(json.dumps({**rec, "device_name": "NVIDIA H100 80GB HBM3", "torch_version": "2.5.1"}) + "\n")
+    again = sweep(tmp_path, backends="math", seq_len="64", batch="1")
+    err = capsys.readouterr().err
+    assert again.measured == 0 and again.skipped == 1
+    assert "holds cells measured on NVIDIA H100 80GB HBM3 with torch 2.5.1" in err and torch.__version__ in err
 
 
 def test_memory_cap_forces_a_real_oom_and_the_sweep_goes_on(tmp_path):

@@ -4,6 +4,7 @@ blocked_autorange; an unsupported configuration or an out-of-memory becomes the 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import sys
@@ -80,12 +81,14 @@ def _cuda_peak_bytes(call) -> int:
     return max(0, torch.cuda.max_memory_allocated() - before)
 
 
+@functools.lru_cache(maxsize=None)
 def device_name(device: str) -> str:
+    """What the cell ran on: the GPU's name, or the CPU's model (/proc/cpuinfo)."""
     if device == "cuda":
         return torch.cuda.get_device_name()
-    import platform
+    from ..collector.peaks import cpu_model
 
-    return platform.processor() or platform.machine() or "cpu"
+    return cpu_model() or "cpu"
 
 
 def peak_tflops_for(device: str, dtype: str, name: str | None = None) -> float | None:
@@ -115,7 +118,8 @@ def run_cell(cell: Cell, *, min_run_time: float = 0.2, warmup: int = WARMUP_CALL
     rec: dict[str, Any] = dict(cell.key())
     rec.update(cell_id=cell.cell_id, status="ok", reason=None, median_s=None, iqr_s=None, mean_s=None, times_s=[],
                number_per_run=None, peak_bytes=None, tflops=None, tokens_per_s=None, pct_of_peak=None,
-               max_abs_error=None, profile_run=None, wall_time=time.time())
+               max_abs_error=None, profile_run=None, wall_time=time.time(), device_name=device_name(cell.device),
+               torch_version=torch.__version__)
     rec["flops"] = attention_flops(cell.batch, cell.heads, cell.seq_len, cell.seq_len, cell.head_dim,
                                    causal=cell.causal, pass_=cell.pass_)
     prepared = None

@@ -86,6 +86,23 @@ def _check_device(device: str) -> None:
         raise GridError(f"--device cuda: torch {torch.__version__} sees no CUDA device here")
 
 
+def _warn_other_machine(previous: list[dict[str, Any]], device: str, path: str) -> None:
+    """A sweep is about one machine: cells of the same configuration measured on another GPU (or
+    torch) are not measured again, so say that they are there."""
+    import torch
+
+    from .measure import device_name
+
+    here = (device_name(device), torch.__version__)
+    other = sorted({(str(r.get("device_name")), str(r.get("torch_version"))) for r in previous
+                    if r.get("device") == device and r.get("device_name")} - {here})
+    if other:
+        names = "; ".join(f"{n} with torch {v}" for n, v in other[:3])
+        print(f"tb-attn sweep: warning: {path} holds cells measured on {names}; this is {here[0]} with torch "
+              f"{here[1]}, and cells already there are not measured again (another --logdir keeps machines apart)",
+              file=sys.stderr)
+
+
 def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,efficient,cudnn,eager",
               seq_len: Any = "128,512,2048", batch: Any = "1,8", heads: int = 16, head_dim: int = 64,
               kv_heads: int | None = None, dtype: str | None = None, causal: bool = False, pass_: str = "fwd",
@@ -135,6 +152,7 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
     previous, bad_lines = store.read(logdir)
     if bad_lines:
         log.warning("%s: %d line(s) that are not sweep cells were skipped", store.path_in(logdir), bad_lines)
+    _warn_other_machine(previous, device, store.path_in(logdir))
     done = {cell_key(r): r for r in previous}
     cells = grid.cells_list()
     todo = [c for c in cells if cell_key(c.key()) not in done]
