@@ -377,3 +377,19 @@ def test_printed_numbers_table_has_every_measured_cell(small_sweep, tmp_path):
     text = buf.getvalue()
     assert text.index("Times are in") < text.index("max |err|") < text.index("FLOPs: FlashAttention convention")
     assert f"{one[0]['tflops']:.3g}" in text.split("max |err|")[1]
+
+
+def test_warnings_of_the_first_call_are_replayed_once_per_sweep():
+    # the first warm-up call runs under refusal.capture(); what it warned is shown once, not per cell
+    import warnings
+
+    from tb_attn_plugin.sweeps import refusal
+
+    with refusal.capture() as caught:
+        warnings.warn("a213 this backend is slow here", UserWarning)
+    assert len(caught) == 1
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("default")
+        refusal.replay(caught)
+        refusal.replay(caught)  # the next cell warns the same
+    assert [str(w.message) for w in shown] == ["a213 this backend is slow here"]

@@ -23,9 +23,12 @@ def capture() -> Iterator[list[warnings.WarningMessage]]:
         yield caught
 
 
+_SHOWN: dict = {}  # the warnings registry of replayed warnings: each shows once, as it would have
+
+
 def replay(caught: list[warnings.WarningMessage]) -> None:
     for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, registry=_SHOWN)
 
 
 def warned_reasons(caught: list[warnings.WarningMessage]) -> list[str]:

@@ -163,6 +163,7 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
           f"{len(todo)} to measure on {device}", file=sys.stderr if progress else io.StringIO())
 
     worker = None
+    cuda_capped, cuda_cap_before = False, None
     if cap is not None and device == "cpu" and todo:
         from .limits import CappedWorker
 
@@ -170,7 +171,8 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
     elif cap is not None and device == "cuda":
         from .limits import apply_cuda_cap
 
-        apply_cuda_cap(cap)
+        cuda_cap_before = apply_cuda_cap(cap)
+        cuda_capped = True
     tb = None
     if hparams:
         try:
@@ -219,6 +221,10 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
         appender.close()
         if worker is not None:
             worker.close()
+        if cuda_capped:  # a Python caller's process goes on with the fraction it had
+            from .limits import restore_cuda_cap
+
+            restore_cuda_cap(cuda_cap_before)
     done.update(new)
     order = {cell_key(c.key()): i for i, c in enumerate(cells)}
     result.extend(sorted(done.values(), key=lambda r: order.get(cell_key(r), len(order))))
