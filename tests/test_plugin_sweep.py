@@ -66,6 +66,7 @@ def test_sweep_serves_every_cell_of_sweep_jsonl_with_analysis(served):
     for r in records:
         c = got[r["cell_id"]]
         assert c["status"] == r["status"] and c["median_s"] == r["median_s"] and c["peak_bytes"] == r["peak_bytes"]
+        assert c["device_name"] == r["device_name"] and c["torch_version"] == r["torch_version"]
         assert "times_s" not in c
     statuses = doc["analysis"]["status_counts"]
     assert statuses.get("unsupported") == 12 and statuses.get("oom", 0) >= 2 and statuses["ok"] >= 20

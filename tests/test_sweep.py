@@ -69,6 +69,10 @@ def test_every_cell_recorded_with_its_numbers(small_sweep):
     for r in recs:
         for k in REQUIRED:
             assert k in r, k
+    from tb_attn_plugin.collector.peaks import cpu_model
+
+    # what the cells ran on, measured or not: a sweep is about one machine
+    assert {(r["device_name"], r["torch_version"]) for r in recs} == {(cpu_model(), torch.__version__)}
     ok = [r for r in recs if r["status"] == "ok"]
     assert {r["backend"] for r in ok} == {"math", "flash", "eager"} and len(ok) == 12
     for r in ok:
@@ -99,6 +103,26 @@ def test_unsupported_backend_recorded_and_sweep_goes_on(small_sweep):
     eff = [r for r in res if r["backend"] == "efficient"]
     assert len(eff) == 4 and all(r["status"] == "unsupported" for r in eff)
     assert all("backend" in r["reason"] and r["median_s"] is None for r in eff)
+    # the reason says why, then sdpa_kernel's own RuntimeError
+    assert all(r["reason"].startswith("efficient has no CPU kernel in torch ") and "; sdpa_kernel: " in r["reason"]
+               for r in eff)
+
+
+def test_refusal_reason_keeps_the_reasons_sdpa_only_warns():
+    # A real refusal: the CPU flash kernel takes no dropout; torch says so in a warning, and the
+    # RuntimeError itself only says "No available kernel".
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from tb_attn_plugin.sweeps import refusal
+
+    q = torch.randn(1, 2, 16, 8)
+    with refusal.capture() as caught:
+        with pytest.raises(RuntimeError) as exc, sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            torch.nn.functional.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+    text = refusal.reason("flash", "cpu", exc.value, caught)
+    assert "do not support non-zero dropout" in text and "Triggered internally" not in text
+    assert "kernel not used because" not in text and "no CPU kernel" not in text
+    assert text.endswith("sdpa_kernel: " + str(exc.value).strip().splitlines()[0])
 
 
 def test_hparams_and_scalars_agree_with_sweep_jsonl(small_sweep):
@@ -152,6 +176,20 @@ def test_rerun_skips_finished_cells(tmp_path):
     assert grown.measured == 2 and grown.skipped == 2
     lines = (tmp_path / "sweep.jsonl").read_text().splitlines()
     assert len(lines) == 4 and len({json.loads(x)["cell_id"] for x in lines}) == 4
+
+
+def test_rerun_on_another_machine_says_so(tmp_path, capsys):
+    sweep(tmp_path, backends="math", seq_len="64", batch="1")
+    again = sweep(tmp_path, backends="math", seq_len="64", batch="1")
+    assert again.skipped == 1 and "warning" not in capsys.readouterr().err  # the same machine: nothing to say
+    # the same file as if it came from a GPU box: its cells stand, and the rerun says whose they are
+    p = tmp_path / "sweep.jsonl"
+    (rec,) = [json.loads(x) for x in p.read_text().splitlines()]
+    p.write_text(json.dumps({**rec, "device_name": "NVIDIA H100 80GB HBM3", "torch_version": "2.5.1"}) + "\n")
+    again = sweep(tmp_path, backends="math", seq_len="64", batch="1")
+    err = capsys.readouterr().err
+    assert again.measured == 0 and again.skipped == 1
+    assert "holds cells measured on NVIDIA H100 80GB HBM3 with torch 2.5.1" in err and torch.__version__ in err
 
 
 def test_memory_cap_forces_a_real_oom_and_the_sweep_goes_on(tmp_path):
@@ -312,3 +350,46 @@ def test_argparse_mistakes_are_one_line_too(tmp_path, capsys, argv):
         main(full)
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("tb-attn: error: sweep: "), err
+
+
+def test_printed_numbers_table_has_every_measured_cell(small_sweep, tmp_path):
+    import io
+
+    from tb_attn_plugin.sweeps.table import metrics_table
+
+    _, res = small_sweep
+    lines = metrics_table(list(res)).splitlines()
+    head = lines[0].split()
+    assert head[:3] == ["backend", "B", "L"] and "TFLOP/s" in head and "tokens/s" in head
+    assert "%" not in lines[0]  # no peak is known for a CPU: the column is left out
+    ok = [r for r in res if r["status"] == "ok"]
+    assert len(lines) == 2 + len(ok)
+    for r, line in zip(ok, lines[2:]):
+        cells = line.split()
+        assert cells[:3] == [r["backend"], str(r["batch"]), str(r["seq_len"])]
+        # the median as printed (3 significant figures in its unit) is the record's
+        value, unit = float(cells[3]), cells[4]
+        assert math.isclose(value * {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[unit], r["median_s"], rel_tol=5e-3)
+        assert f"{r['tflops']:.3g}" in cells
+    # and the sweep prints it after the Compare table
+    buf = io.StringIO()
+    one = sweep(tmp_path, backends="math", seq_len="64", batch="1", out=buf)
+    text = buf.getvalue()
+    assert text.index("Times are in") < text.index("max |err|") < text.index("FLOPs: FlashAttention convention")
+    assert f"{one[0]['tflops']:.3g}" in text.split("max |err|")[1]
+
+
+def test_warnings_of_the_first_call_are_replayed_once_per_sweep():
+    # the first warm-up call runs under refusal.capture(); what it warned is shown once, not per cell
+    import warnings
+
+    from tb_attn_plugin.sweeps import refusal
+
+    with refusal.capture() as caught:
+        warnings.warn("a213 this backend is slow here", UserWarning)
+    assert len(caught) == 1
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("default")
+        refusal.replay(caught)
+        refusal.replay(caught)  # the next cell warns the same
+    assert [str(w.message) for w in shown] == ["a213 this backend is slow here"]

@@ -16,6 +16,8 @@ export interface SweepCell {
   causal?: boolean;
   pass?: string;
   device?: string;
+  device_name?: string | null;
+  torch_version?: string | null;
   status: CellStatus;
   reason?: string | null;
   median_s?: number | null;
@@ -184,8 +186,9 @@ export function statusCounts(doc: SweepDoc): [string, number][] {
 
 /** The shape all cells share (heads, head dim, dtype, ...), or the values when they differ. */
 export function sharedShape(doc: SweepDoc): [string, string][] {
-  const fields: [keyof SweepCell, string][] = [["device", "device"], ["dtype", "dtype"], ["heads", "heads"],
-    ["kv_heads", "kv heads"], ["head_dim", "head dim"], ["causal", "causal"], ["pass", "pass"]];
+  const fields: [keyof SweepCell, string][] = [["device", "device"], ["device_name", "on"],
+    ["torch_version", "torch"], ["dtype", "dtype"], ["heads", "heads"], ["kv_heads", "kv heads"],
+    ["head_dim", "head dim"], ["causal", "causal"], ["pass", "pass"]];
   const out: [string, string][] = [];
   for (const [k, label] of fields) {
     const vals = [...new Set(doc.cells.map((c) => c[k]).filter((v) => v !== undefined && v !== null).map(String))];

@@ -16,6 +16,10 @@ describe("sweep model", () => {
     expect(batchesOf(doc)).toEqual([1, 4]);
     const shape = Object.fromEntries(sharedShape(doc));
     expect(shape).toMatchObject({ device: "cpu", dtype: "float32", heads: "2", "head dim": "16", pass: "fwd" });
+    // what the cells ran on, from the records
+    expect(shape.on).toBe(doc.cells[0].device_name);
+    expect(shape.on).toMatch(/\S/);
+    expect(shape.torch).toBe(doc.cells[0].torch_version);
     expect(statusCounts(doc).map(([k]) => k)).toEqual(["ok", "oom", "unsupported"]);
   });
 

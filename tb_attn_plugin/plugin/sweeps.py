@@ -19,7 +19,8 @@ logger = logging.getLogger(__name__)
 _PROFILE_RUN = re.compile(r"profiles/[A-Za-z0-9_.+-]{1,120}")
 # The fields the view reads, with their types; anything else in a line (per-run times, fields of a
 # newer version, junk) stays in the file, and a field of the wrong type is served as null.
-_TEXT = ("backend", "module", "dtype", "pass", "device", "status", "reason", "cell_id", "profile_run")
+_TEXT = ("backend", "module", "dtype", "pass", "device", "device_name", "torch_version", "status", "reason", "cell_id",
+         "profile_run")
 _NUMBER = ("batch", "seq_len", "heads", "kv_heads", "head_dim", "median_s", "iqr_s", "mean_s", "peak_bytes", "flops",
            "tflops", "tokens_per_s", "pct_of_peak", "max_abs_error", "memory_cap_bytes", "number_per_run",
            "num_threads", "wall_time")

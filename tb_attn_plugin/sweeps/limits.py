@@ -18,13 +18,22 @@ from typing import Any
 from .grid import Cell, GridError
 
 
-def apply_cuda_cap(cap_bytes: int) -> float:
+def apply_cuda_cap(cap_bytes: int) -> float | None:
+    """Caps the current GPU; returns the fraction in force before (None where torch cannot say),
+    for restore_cuda_cap after the sweep: the fraction is the whole process's, not the sweep's."""
     import torch
 
+    getter = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    before = getter() if getter is not None else None
     total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-    frac = min(1.0, cap_bytes / total)
-    torch.cuda.set_per_process_memory_fraction(frac)
-    return frac
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / total))
+    return before
+
+
+def restore_cuda_cap(before: float | None) -> None:
+    import torch
+
+    torch.cuda.set_per_process_memory_fraction(1.0 if before is None else before)
 
 
 def _mapped_bytes() -> int:

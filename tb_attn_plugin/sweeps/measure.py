@@ -4,6 +4,7 @@ blocked_autorange; an unsupported configuration or an out-of-memory becomes the 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import sys
@@ -13,6 +14,7 @@ from typing import Any
 import torch
 from torch.utils.benchmark import Timer
 
+from . import refusal
 from .backends import SDPA_BACKENDS, Unsupported, prepare
 from .conventions import PEAK_MEMORY
 from .flops import attention_flops
@@ -79,12 +81,14 @@ def _cuda_peak_bytes(call) -> int:
     return max(0, torch.cuda.max_memory_allocated() - before)
 
 
+@functools.lru_cache(maxsize=None)
 def device_name(device: str) -> str:
+    """What the cell ran on: the GPU's name, or the CPU's model (/proc/cpuinfo)."""
     if device == "cuda":
         return torch.cuda.get_device_name()
-    import platform
+    from ..collector.peaks import cpu_model
 
-    return platform.processor() or platform.machine() or "cpu"
+    return cpu_model() or "cpu"
 
 
 def peak_tflops_for(device: str, dtype: str, name: str | None = None) -> float | None:
@@ -114,11 +118,13 @@ def run_cell(cell: Cell, *, min_run_time: float = 0.2, warmup: int = WARMUP_CALL
     rec: dict[str, Any] = dict(cell.key())
     rec.update(cell_id=cell.cell_id, status="ok", reason=None, median_s=None, iqr_s=None, mean_s=None, times_s=[],
                number_per_run=None, peak_bytes=None, tflops=None, tokens_per_s=None, pct_of_peak=None,
-               max_abs_error=None, profile_run=None, wall_time=time.time())
+               max_abs_error=None, profile_run=None, wall_time=time.time(), device_name=device_name(cell.device),
+               torch_version=torch.__version__)
     rec["flops"] = attention_flops(cell.batch, cell.heads, cell.seq_len, cell.seq_len, cell.head_dim,
                                    causal=cell.causal, pass_=cell.pass_)
     prepared = None
     stage = "preparing"
+    caught: list = []
     try:
         prepared = prepare(cell)
         ctx = prepared.context
@@ -128,7 +134,11 @@ def run_cell(cell: Cell, *, min_run_time: float = 0.2, warmup: int = WARMUP_CALL
                 prepared.step()
 
         stage = "warm-up"
-        for _ in range(max(1, warmup)):
+        with refusal.capture() as caught:  # SDPA says why it refuses a configuration only in warnings
+            call()
+        refusal.replay(caught)
+        caught = []
+        for _ in range(max(1, warmup) - 1):
             call()
         _sync(cell.device)
         stage = "checking against math"
@@ -175,7 +185,9 @@ def run_cell(cell: Cell, *, min_run_time: float = 0.2, warmup: int = WARMUP_CALL
         if is_oom(e):
             rec.update(status="oom", reason=f"{stage}: {first_line(e)}")
         elif cell.backend in SDPA_BACKENDS and isinstance(e, RuntimeError) and stage == "warm-up":
-            rec.update(status="unsupported", reason=first_line(e))  # sdpa_kernel refused the configuration
+            # sdpa_kernel refused the configuration
+            rec.update(status="unsupported", reason=refusal.reason(cell.backend, cell.device, e, caught,
+                                                                   torch.__version__))
         elif cell.backend == "flex" and stage in ("preparing", "warm-up"):
             rec.update(status="unsupported", reason=f"{type(e).__name__}: {first_line(e)}")
         else:

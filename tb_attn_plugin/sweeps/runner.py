@@ -13,6 +13,7 @@ from . import analysis, store
 from .flops import CONVENTION
 from .grid import BACKENDS, Cell, Grid, GridError, cell_key, parse_bytes, parse_ints, parse_names
 from .progress import SweepProgress
+from .table import metrics_table
 
 log = logging.getLogger(__name__)
 PROFILE_DIR = "profiles"
@@ -68,6 +69,7 @@ def compare_table(records: list[dict[str, Any]]) -> str:
     if not ms:
         return "(no cell was measured)"
     c = Compare(ms)
+    c.highlight_warnings()  # "(! 12%)": the IQR is a large part of the median (a noisy cell)
     buf = io.StringIO()
     saved, sys.stdout = sys.stdout, buf
     try:
@@ -82,6 +84,23 @@ def _check_device(device: str) -> None:
 
     if device == "cuda" and not torch.cuda.is_available():
         raise GridError(f"--device cuda: torch {torch.__version__} sees no CUDA device here")
+
+
+def _warn_other_machine(previous: list[dict[str, Any]], device: str, path: str) -> None:
+    """A sweep is about one machine: cells of the same configuration measured on another GPU (or
+    torch) are not measured again, so say that they are there."""
+    import torch
+
+    from .measure import device_name
+
+    here = (device_name(device), torch.__version__)
+    other = sorted({(str(r.get("device_name")), str(r.get("torch_version"))) for r in previous
+                    if r.get("device") == device and r.get("device_name")} - {here})
+    if other:
+        names = "; ".join(f"{n} with torch {v}" for n, v in other[:3])
+        print(f"tb-attn sweep: warning: {path} holds cells measured on {names}; this is {here[0]} with torch "
+              f"{here[1]}, and cells already there are not measured again (another --logdir keeps machines apart)",
+              file=sys.stderr)
 
 
 def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,efficient,cudnn,eager",
@@ -133,6 +152,7 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
     previous, bad_lines = store.read(logdir)
     if bad_lines:
         log.warning("%s: %d line(s) that are not sweep cells were skipped", store.path_in(logdir), bad_lines)
+    _warn_other_machine(previous, device, store.path_in(logdir))
     done = {cell_key(r): r for r in previous}
     cells = grid.cells_list()
     todo = [c for c in cells if cell_key(c.key()) not in done]
@@ -143,6 +163,7 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
           f"{len(todo)} to measure on {device}", file=sys.stderr if progress else io.StringIO())
 
     worker = None
+    cuda_capped, cuda_cap_before = False, None
     if cap is not None and device == "cpu" and todo:
         from .limits import CappedWorker
 
@@ -150,7 +171,8 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
     elif cap is not None and device == "cuda":
         from .limits import apply_cuda_cap
 
-        apply_cuda_cap(cap)
+        cuda_cap_before = apply_cuda_cap(cap)
+        cuda_capped = True
     tb = None
     if hparams:
         try:
@@ -199,6 +221,10 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
         appender.close()
         if worker is not None:
             worker.close()
+        if cuda_capped:  # a Python caller's process goes on with the fraction it had
+            from .limits import restore_cuda_cap
+
+            restore_cuda_cap(cuda_cap_before)
     done.update(new)
     order = {cell_key(c.key()): i for i, c in enumerate(cells)}
     result.extend(sorted(done.values(), key=lambda r: order.get(cell_key(r), len(order))))
@@ -208,7 +234,10 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
         tb.close()
     if out is not None:
         print(compare_table(in_grid), file=out)
-        print(f"FLOPs: {CONVENTION}. Times: median of torch.utils.benchmark blocked_autorange "
+        numbers = metrics_table(in_grid)
+        if numbers:
+            print("\n" + numbers, file=out)
+        print(f"\nFLOPs: {CONVENTION}. Times: median of torch.utils.benchmark blocked_autorange "
               f"(min_run_time {min_run_time} s) after {warmup} warm-up calls.", file=out)
         from .measure import PEAK_METHOD
 

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 HPARAMS_DIR = "hparams"
 HPARAMS = ("backend", "batch", "seq_len", "heads", "kv_heads", "head_dim", "dtype", "causal", "pass", "device",
-           "module", "status")
+           "device_name", "module", "status")
 # metric tag -> (record field, factor, description)
 METRICS = {
     "sweep/median_ms": ("median_s", 1e3, "median time per call (ms), torch.utils.benchmark blocked_autorange"),
