@@ -313,6 +313,15 @@ def test_analysis_fits_crossovers_best_and_oom_boundary_by_hand():
     assert "a faster below L~100, b above" in text and "c B=1 fits up to L=50, fails from L=200" in text
 
 
+def test_an_exponent_fitted_to_noisy_cells_says_so():
+    quiet = [dict(_rec("a", 1, L, 1e-6 * L * L), iqr_s=0.02 * 1e-6 * L * L) for L in (25, 50, 200)]
+    noisy = [dict(_rec("b", 1, L, 1e-4 * L), iqr_s=(0.3 if L == 50 else 0.01) * 1e-4 * L) for L in (25, 50, 200)]
+    fits = {f["backend"]: f for f in analysis.fits(quiet + noisy)}
+    assert math.isclose(fits["a"]["max_iqr_fraction"], 0.02) and math.isclose(fits["b"]["max_iqr_fraction"], 0.3)
+    lines = {ln.split()[0]: ln for ln in analysis.render(quiet + noisy).splitlines()[1:]}
+    assert "noisy" not in lines["a"] and "noisy: a cell's IQR is 30% of its median" in lines["b"]
+
+
 def test_percent_of_peak_only_for_16_bit_on_a_known_gpu():
     from tb_attn_plugin.attention.devices import peak_tflops
     from tb_attn_plugin.sweeps.measure import peak_tflops_for

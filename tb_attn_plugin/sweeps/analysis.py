@@ -39,7 +39,18 @@ def _by_series(records: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict
     return out
 
 
+# torch.utils.benchmark's own mark of a noisy measurement ("(! 12%)" in the Compare table).
+NOISY_IQR = 0.1
+
+
+def _spread(r: dict[str, Any]) -> float | None:
+    med, iqr = _num(r.get("median_s")), r.get("iqr_s")
+    return iqr / med if med and isinstance(iqr, (int, float)) and math.isfinite(iqr) else None
+
+
 def fits(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per backend and batch: the exponents, and ``max_iqr_fraction``, the noisiest cell's IQR / median
+    (an exponent fitted to noisy cells says little)."""
     out = []
     for (name, batch), rs in sorted(_by_series(records).items()):
         ok = [r for r in rs if r["status"] == "ok"]
@@ -48,7 +59,8 @@ def fits(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({"backend": name, "batch": batch,
                     "time_exponent": fit_exponent((x, y) for x, y in t if y),
                     "memory_exponent": fit_exponent((x, y) for x, y in m if y),
-                    "seq_lens": [r["seq_len"] for r in ok]})
+                    "seq_lens": [r["seq_len"] for r in ok],
+                    "max_iqr_fraction": max((x for r in ok if (x := _spread(r)) is not None), default=None)})
     return out
 
 
@@ -125,6 +137,10 @@ def render(records: list[dict[str, Any]]) -> str:
             parts.append(f"time ~ L^{f['time_exponent']:.2f}")
         if f["memory_exponent"] is not None:
             parts.append(f"peak memory ~ L^{f['memory_exponent']:.2f}")
+        noise = f["max_iqr_fraction"]
+        if f["time_exponent"] is not None and noise is not None and noise > NOISY_IQR:
+            parts.append(f"(noisy: a cell's IQR is {100 * noise:.0f}% of its median; the time exponent "
+                         "is unreliable, rerun on a quieter machine or with a longer --min-run-time)")
         if parts:
             lines.append(f"  {f['backend']:<10} B={f['batch']:<4} " + ", ".join(parts))
     for c in s["crossovers"]:
