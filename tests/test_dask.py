@@ -171,3 +171,12 @@ def test_ctrl_c_keeps_what_is_done(client, logdir):
     left = [r for _, r in got if isinstance(r, TraceError)]
     assert len(finished) + len(left) == len(paths)
     assert all("interrupted (Ctrl-C)" in str(e) for e in left) and left
+
+
+@pytest.mark.parametrize("address,cause", [("foo", "not a Dask scheduler address: 'foo'"),
+                                           ("tcp://[::", "not a Dask scheduler address: 'tcp://[::'"),
+                                           ("", "--dask needs a scheduler address")])
+def test_a_bad_dask_address_is_one_line(logdir, capsys, address, cause):
+    assert cli.main(["report", str(logdir / "single"), "-q", "--dask", address]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tb-attn: error: {cause}") and err.count("\n") == 1 and "Traceback" not in err
