@@ -180,3 +180,22 @@ def test_a_bad_dask_address_is_one_line(logdir, capsys, address, cause):
     assert cli.main(["report", str(logdir / "single"), "-q", "--dask", address]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"tb-attn: error: {cause}") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_plugin_with_an_unreachable_scheduler_fails_each_trace_fast_with_the_cause(tb_app, logdir, monkeypatch):
+    """One connection attempt, then every file's error line says why at once: the index submits under
+    its lock, so a 20 s timeout per file would hang TensorBoard for hours on a job of 1,024 ranks."""
+    monkeypatch.setattr(dask_jobs, "CONNECT_TIMEOUT", "2s")
+    attempts = []
+    real = dask_jobs.connect
+    monkeypatch.setattr(dask_jobs, "connect", lambda address, **kw: attempts.append(address) or real(address, **kw))
+    http, _ = tb_app(logdir, env={"TB_ATTN_DASK_SCHEDULER": "tcp://127.0.0.1:1"})
+    doc = wait_runs(http, all_settled)
+    spans = [s for r in doc["runs"] for w in r["workers"] for s in w["spans"]]
+    assert len(spans) == 6 and all(s["status"] == "error" for s in spans)
+    assert all("TB_ATTN_DASK_SCHEDULER=tcp://127.0.0.1:1: cannot reach the Dask scheduler" in s["message"]
+               for s in spans)
+    assert attempts == ["tcp://127.0.0.1:1"]
+    resp = http.get("/data/plugin/tb_attn/ranks?run=job")
+    err = json.loads(resp.data)["error"]  # every rank failed: a 404 that says so, not a 500
+    assert resp.status_code == 404 and "4 of its 4 traces failed, first: job/" in err and "cannot reach" in err
