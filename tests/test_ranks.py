@@ -9,7 +9,7 @@ import pytest
 
 from tb_attn_plugin import cli
 from tb_attn_plugin.ranks.identify import rank_from_name, rank_of
-from tb_attn_plugin.ranks.summary import summarize_ranks
+from tb_attn_plugin.ranks.summary import headline, summarize_ranks
 from tb_attn_plugin.report.build import analyze_file
 from tests.rank_jobs import write_job
 
@@ -116,3 +116,10 @@ def test_cli_json_without_ranks_is_unchanged(cpu_traces, tmp_path, capsys):
     (tmp_path / "run" / "a.pt.trace.json").write_bytes(cpu_traces["sdpa"].read_bytes())
     assert cli.main(["report", str(tmp_path), "-q", "--json"]) == 0
     assert list(json.loads(capsys.readouterr().out)) == ["reports"]
+
+
+@pytest.mark.parametrize("ratio,text", [(1.0, "1"), (1.002, "1"), (1.04, "1.04"), (1.56, "1.6"), (2.0, "2"),
+                                        (9.96, "10"), (12.3, "12"), (123.4, "123"), (4567.8, "4568")])
+def test_headline_ratio_never_in_scientific_notation(ratio, text):
+    doc = {"slowest": {"rank": 5, "attention_us": 10.0}, "imbalance": ratio, "median_us": 1.0, "time_basis": "gpu"}
+    assert headline(doc).startswith(f"slowest rank 5: attention {text}× the median (")

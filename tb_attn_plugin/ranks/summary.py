@@ -141,11 +141,20 @@ def _layer_spread(ranks: list[int], reps: list[Mapping[str, Any]], key: str) -> 
     return rows[:MAX_LAYERS]
 
 
+def times(ratio: float) -> str:
+    """A ratio as the headline says it: two significant digits (1.6, 2, 12), whole numbers from 10 on
+    (123, never 1.2e+02), and a third digit where two would round a slower rank to "1" (1.04)."""
+    if ratio >= 9.95:
+        return f"{ratio:.0f}"
+    text = f"{ratio:.2g}"
+    return f"{ratio:.3g}" if text == "1" and ratio >= 1.005 else text
+
+
 def headline(doc: Mapping[str, Any]) -> str:
     """"slowest rank 5: attention 1.6× the median (12.3 ms vs 7.7 ms)" and what else stands out."""
     s = doc["slowest"]
     ratio = doc.get("imbalance")
-    text = (f"slowest rank {s['rank']}: attention {ratio:.2g}× the median" if ratio is not None
+    text = (f"slowest rank {s['rank']}: attention {times(ratio)}× the median" if ratio is not None
             else f"slowest rank {s['rank']}: the median rank has no attention time")
     text += f" ({duration(s['attention_us'])} vs {duration(doc['median_us'])}, {doc['time_basis'].upper()} time)"
     return text
