@@ -108,6 +108,9 @@ def test_a_worker_killed_mid_task_is_replaced_and_the_task_rerun(client, cpu_tra
     import msgspec
 
     assert _same(msgspec.json.decode(body)) == want
+    # The scheduler saw the task's worker die while running it (so the result is the rerun's).
+    key = fut.key
+    assert client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.tasks[key].suspicious) == 1
     # The nanny started a new worker process in place of the killed one.
     client.wait_for_workers(2, timeout=60)
     assert pids[victim] not in client.run(os.getpid).values()
