@@ -66,7 +66,7 @@ def _analyze(path: str, quiet: bool, dask: str | None = None):
     snapshots = snapshot_items(path)  # a snapshot pickle, or a directory of snapshots without traces
     if snapshots is not None:
         return snapshots
-    if dask:
+    if dask is not None:
         from .cluster.cli_support import analyze_path_on_dask
 
         return list(analyze_path_on_dask(path, dask, quiet))

@@ -23,10 +23,13 @@ def test_ranks_view_in_a_real_browser(cpu_traces, tmp_path):
     # slowest whatever the two recordings took on this machine.
     sdpa, math = (analyze_file(str(cpu_traces[m]))["attention_cpu_us"] for m in ("sdpa", "math"))
     write_job(logdir / "job", dict(sorted(sources.items())), slow=SLOW | {6: sdpa / math})
+    # A trace of the same run without any rank (the launcher's): named as left out, not a row.
+    (logdir / "job" / "launcher.1700000000099.pt.trace.json").write_bytes(cpu_traces["sdpa"].read_bytes())
     for f in (logdir / "job").iterdir():
         os.utime(f, (1_600_000_000, 1_600_000_000))
     shots = shots_dir(tmp_path)
     with serving(logdir, tmp_path) as (base, _):
         out = run_script("e2e_ranks.mjs", base, shots, JOB="job")
+    assert "the trace without a rank (launcher) is named as left out" in out
     assert "rank 5 is marked slowest" in out and "rank 6's other backend is named" in out
     assert (shots / "ranks.png").stat().st_size > 10_000

@@ -11,6 +11,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from tb_attn_plugin.ranks.identify import rank_of  # noqa: E402
+from tb_attn_plugin.ranks.summary import summarize_ranks  # noqa: E402
 from tb_attn_plugin.report.build import analyze_file  # noqa: E402
 from tb_attn_plugin.trace.discover import find_traces  # noqa: E402
 
@@ -54,8 +56,16 @@ def test_two_ranks_write_one_trace_each(tmp_path):
     workers = sorted(t.worker for t in traces)
     assert len(traces) == 2 and len(set(workers)) == 2, workers
     assert workers[0].endswith("_rank0") and workers[1].endswith("_rank1")
+    reports = []
     for t in traces:
         report = analyze_file(t.path)
         assert report["calls"] == 2
         assert report["metadata"]["world_size"] == 2
-        assert report["metadata"]["rank"] == int(t.worker.rsplit("rank", 1)[1])
+        rank = int(t.worker.rsplit("rank", 1)[1])
+        assert report["metadata"]["rank"] == rank
+        # kineto wrote distributedInfo into the real trace: the rank view takes the rank from there.
+        assert rank_of(report) == (rank, 2, "distributedInfo")
+        reports.append(report)
+    doc = summarize_ranks(reports)
+    assert doc["rank_count"] == 2 and doc["world_size"] == 2 and doc["missing_count"] == 0
+    assert {r["rank_from"] for r in doc["ranks"]} == {"distributedInfo"} and doc["imbalance"] >= 1.0

@@ -20,6 +20,12 @@ from tb_attn_plugin.errors import TraceError  # noqa: E402
 from tb_attn_plugin.report.build import analyze_file  # noqa: E402
 from tests.conftest import all_settled, wait_runs  # noqa: E402
 from tests.rank_jobs import write_job  # noqa: E402
+try:
+    from tests.test_plugin_s3 import s3  # noqa: F401  (the fixture: a local S3 server, moto + s3fs)
+except pytest.skip.Exception:  # s3fs or moto not installed: only the S3 test skips, not this module
+    @pytest.fixture
+    def s3():
+        pytest.skip("s3fs and moto are needed for a local S3 server")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "bench"))
 from make_trace import replicate  # noqa: E402
@@ -108,6 +114,9 @@ def test_a_worker_killed_mid_task_is_replaced_and_the_task_rerun(client, cpu_tra
     import msgspec
 
     assert _same(msgspec.json.decode(body)) == want
+    # The scheduler saw the task's worker die while running it (so the result is the rerun's).
+    key = fut.key
+    assert client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.tasks[key].suspicious) == 1
     # The nanny started a new worker process in place of the killed one.
     client.wait_for_workers(2, timeout=60)
     assert pids[victim] not in client.run(os.getpid).values()
@@ -143,7 +152,7 @@ def test_without_dask_the_message_says_what_to_install(monkeypatch, logdir, caps
 def test_a_url_logdir_is_listed_for_the_workers(cpu_traces):
     """tb-attn report s3://bucket/logdir --dask: the client lists the store, each worker reads its URL."""
     fsspec = pytest.importorskip("fsspec")
-    from tb_attn_plugin.cluster.cli_support import _url_logdir
+    from tb_attn_plugin.trace.url_logdir import url_logdir as _url_logdir
 
     data = cpu_traces["sdpa"].read_bytes()
     for name in ("job/host_rank0.2.pt.trace.json", "job/host_rank1.2.pt.trace.json", "job/notes.json",
@@ -238,3 +247,56 @@ def test_plugin_on_dask_applies_its_patterns_and_annotates_locally(tb_app, clust
     wait_runs(http, lambda d: all_settled(d, ["custom"]))
     r = json.loads(http.get("/data/plugin/tb_attn/report?run=custom").data)
     assert r["calls"] == 0 and r["unknown_kernels"], r.get("error")
+
+
+@pytest.mark.parametrize("address,cause", [("foo", "not a Dask scheduler address: 'foo'"),
+                                           ("tcp://[::", "not a Dask scheduler address: 'tcp://[::'"),
+                                           ("", "--dask needs a scheduler address")])
+def test_a_bad_dask_address_is_one_line(logdir, capsys, address, cause):
+    assert cli.main(["report", str(logdir / "single"), "-q", "--dask", address]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tb-attn: error: {cause}") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_plugin_with_an_unreachable_scheduler_fails_each_trace_fast_with_the_cause(tb_app, logdir, monkeypatch):
+    """One connection attempt, then every file's error line says why at once: the index submits under
+    its lock, so a 20 s timeout per file would hang TensorBoard for hours on a job of 1,024 ranks."""
+    monkeypatch.setattr(dask_jobs, "CONNECT_TIMEOUT", "2s")
+    attempts = []
+    real = dask_jobs.connect
+    monkeypatch.setattr(dask_jobs, "connect", lambda address, **kw: attempts.append(address) or real(address, **kw))
+    http, _ = tb_app(logdir, env={"TB_ATTN_DASK_SCHEDULER": "tcp://127.0.0.1:1"})
+    doc = wait_runs(http, all_settled)
+    spans = [s for r in doc["runs"] for w in r["workers"] for s in w["spans"]]
+    assert len(spans) == 6 and all(s["status"] == "error" for s in spans)
+    assert all("TB_ATTN_DASK_SCHEDULER=tcp://127.0.0.1:1: cannot reach the Dask scheduler" in s["message"]
+               for s in spans)
+    assert attempts == ["tcp://127.0.0.1:1"]
+    resp = http.get("/data/plugin/tb_attn/ranks?run=job")
+    err = json.loads(resp.data)["error"]  # every rank failed: a 404 that says so, not a 500
+    assert resp.status_code == 404 and "4 of its 4 traces failed, first: job/" in err and "cannot reach" in err
+
+
+def test_an_s3_logdir_read_by_the_workers_themselves_equals_in_process(s3, cpu_traces, tmp_path, capsys):
+    """tb-attn report s3://logs/job --dask: the client lists the bucket, each worker process opens its
+    rank's s3:// URL itself (a local S3 server, moto); the reports and rank summary are the in-process ones."""
+    pytest.importorskip("moto.server")
+    for path in write_job(tmp_path / "job", {0: cpu_traces["sdpa"], 1: cpu_traces["sdpa"], 2: cpu_traces["math"]},
+                          slow={1: 1.4}).values():
+        s3.pipe(f"logs/job/{path.name}", path.read_bytes())
+    s3.pipe("logs/job/host_rank9.1.pt.trace.json.gz", b"not gzip")  # a bad object fails alone
+    assert cli.main(["report", "s3://logs", "-q", "--json", "--compact"]) == 2
+    local = capsys.readouterr()
+    # Worker processes started now inherit the S3 endpoint of the test's environment.
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
+        with distributed.Client(c) as client:
+            opened = client.run(lambda: os.environ.get("AWS_ENDPOINT_URL"))
+        assert cli.main(["report", "s3://logs", "-q", "--json", "--compact", "--dask", c.scheduler_address]) == 2
+    remote = capsys.readouterr()
+    assert len(opened) == 2 and set(opened.values()) == {os.environ["AWS_ENDPOINT_URL"]}
+    assert remote.err == local.err and remote.err.count("\n") == 1
+    assert remote.err.startswith("tb-attn: error: s3://logs/job/host_rank9.1.pt.trace.json.gz: ")
+    a, b = json.loads(local.out), json.loads(remote.out)
+    assert len(b["reports"]) == 3 and [r["source"]["path"] for r in b["reports"]][0].startswith("s3://logs/job/")
+    assert [_same(r) for r in a["reports"]] == [_same(r) for r in b["reports"]]
+    assert a["ranks"] == b["ranks"] and b["ranks"][0]["rank_count"] == 3 and b["ranks"][0]["slowest"]["rank"] in (1, 2)

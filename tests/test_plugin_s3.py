@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import urllib.request
 
 import pytest
 
@@ -38,6 +39,8 @@ def s3(monkeypatch):
     fs.mkdir("logs")
     yield fs
     s3fs.S3FileSystem.clear_instance_cache()
+    # moto keeps its buckets per process, not per server: forget them for the next test's server.
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).close()
     server.stop()
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from tb_attn_plugin import cli
 from tb_attn_plugin.ranks.identify import rank_from_name, rank_of
-from tb_attn_plugin.ranks.summary import summarize_ranks
+from tb_attn_plugin.ranks.summary import headline, summarize_ranks
 from tb_attn_plugin.report.build import analyze_file
 from tests.rank_jobs import write_job
 
@@ -116,3 +116,32 @@ def test_cli_json_without_ranks_is_unchanged(cpu_traces, tmp_path, capsys):
     (tmp_path / "run" / "a.pt.trace.json").write_bytes(cpu_traces["sdpa"].read_bytes())
     assert cli.main(["report", str(tmp_path), "-q", "--json"]) == 0
     assert list(json.loads(capsys.readouterr().out)) == ["reports"]
+
+
+@pytest.mark.parametrize("ratio,text", [(1.0, "1"), (1.002, "1"), (1.04, "1.04"), (1.56, "1.6"), (2.0, "2"),
+                                        (9.96, "10"), (12.3, "12"), (123.4, "123"), (4567.8, "4568")])
+def test_headline_ratio_never_in_scientific_notation(ratio, text):
+    doc = {"slowest": {"rank": 5, "attention_us": 10.0}, "imbalance": ratio, "median_us": 1.0, "time_basis": "gpu"}
+    assert headline(doc).startswith(f"slowest rank 5: attention {text}× the median (")
+
+
+def test_a_rank_claimed_twice_and_traces_without_a_rank_are_named_not_dropped_silently(cpu_traces, tmp_path, capsys):
+    """Two nodes whose worker names carry the local rank (node0_rank0, node1_rank0), and a trace
+    with no rank at all: the summary keeps one trace per rank and says which were left out."""
+    s = cpu_traces["sdpa"]
+    job = tmp_path / "logdir" / "job"
+    for node in (0, 1):
+        for path in write_job(tmp_path / f"n{node}", {0: s, 1: s}, by="worker name", slow={1: 1.3}).values():
+            path.rename(job.mkdir(parents=True, exist_ok=True) or job / path.name.replace("host_", f"node{node}_"))
+    (job / "launcher.1.pt.trace.json").write_bytes(s.read_bytes())
+    doc = summarize_ranks([analyze_file(str(f)) for f in sorted(job.iterdir())])
+    assert doc["rank_count"] == 2 and [r["worker"] for r in doc["ranks"]] == ["node0_rank0", "node0_rank1"]
+    assert doc["duplicate_count"] == 2 and doc["duplicate_ranks"] == [
+        {"rank": 0, "worker": "node1_rank0", "kept": "node0_rank0", "rank_from": "worker name"},
+        {"rank": 1, "worker": "node1_rank1", "kept": "node0_rank1", "rank_from": "worker name"}]
+    assert doc["unranked_workers"] == ["launcher"] and doc["unranked_count"] == 1
+    assert cli.main(["report", str(tmp_path / "logdir"), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert ("left out, their rank taken by another trace (2): node1_rank0 (rank 0, kept node0_rank0), "
+            "node1_rank1 (rank 1, kept node0_rank1); worker names may carry a node's local rank") in out
+    assert "without a rank, left out (1): launcher" in out

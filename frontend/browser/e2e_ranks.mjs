@@ -46,6 +46,10 @@ try {
     const texts = await frame.locator('[data-testid="ranks-odd"]').allTextContents();
     ok(texts.some((t) => t.includes(`rank ${o.rank} runs ${o.what} ${o.value}`)), `rank ${o.rank}'s other ${o.what} is named`);
   }
+  const leftOut = await frame.locator('[data-testid="ranks-left-out"]').allTextContents();
+  for (const w of ranks.unranked_workers || []) {
+    ok(leftOut.some((t) => t.startsWith("without a rank, left out") && t.includes(w)), `the trace without a rank (${w}) is named as left out`);
+  }
   const cmpTable = frame.locator('[data-testid="rank-compare-stages"]');
   await cmpTable.waitFor({ timeout: 60000 });
   ok(await cmpTable.locator("tbody tr").count() > 0, "rank against rank shows stage deltas");

@@ -26,6 +26,10 @@ export interface RanksDoc {
   rank_count?: number;
   missing_ranks?: number[];
   missing_count?: number;
+  unranked_workers?: string[];
+  unranked_count?: number;
+  duplicate_ranks?: { rank: number; worker: string; kept: string; rank_from?: string }[];
+  duplicate_count?: number;
   stages?: string[];
   ranks?: RankRow[];
   median_us?: number;
@@ -57,6 +61,8 @@ export interface RanksModel {
   missing: number[];
   missingCount: number;
   odd: string[];
+  /** Traces not in the table: their rank was taken by another, or they carry none. */
+  leftOut: string[];
   layers: NonNullable<RanksDoc["layers"]>;
   errors: string[];
   /** Default rank-against-rank pair: the rank nearest the median, then the slowest. */
@@ -64,6 +70,24 @@ export interface RanksModel {
 }
 
 const MAX_LAYERS_SHOWN = 12;
+const MAX_LEFT_OUT_NAMED = 5;
+
+function leftOut(doc: RanksDoc): string[] {
+  const out: string[] = [];
+  const dups = doc.duplicate_ranks || [];
+  const nDup = num(doc.duplicate_count) ?? dups.length;
+  if (nDup > 0) {
+    const shown = dups.slice(0, MAX_LEFT_OUT_NAMED).map((d) => `${d.worker} (rank ${d.rank}, kept ${d.kept})`).join(", ");
+    const local = dups.some((d) => d.rank_from === "worker name") ? "; worker names may carry a node's local rank" : "";
+    out.push(`left out, their rank taken by another trace (${nDup}): ${shown}${nDup > MAX_LEFT_OUT_NAMED ? " …" : ""}${local}`);
+  }
+  const names = doc.unranked_workers || [];
+  const nUnranked = num(doc.unranked_count) ?? names.length;
+  if (nUnranked > 0) {
+    out.push(`without a rank, left out (${nUnranked}): ${names.slice(0, MAX_LEFT_OUT_NAMED).join(", ")}${nUnranked > MAX_LEFT_OUT_NAMED ? " …" : ""}`);
+  }
+  return out;
+}
 
 /** A cell colour: white to the stage's own colour, by intensity (so columns stay recognisable). */
 export function heatColor(base: string, intensity: number): string {
@@ -112,6 +136,7 @@ export function ranksModel(doc: RanksDoc): RanksModel {
     missing: doc.missing_ranks || [],
     missingCount: num(doc.missing_count) ?? 0,
     odd: (doc.odd_ranks || []).map((o) => `rank ${o.rank} runs ${o.what} ${o.value} where the others run ${o.usual}`),
+    leftOut: leftOut(doc),
     layers: (doc.layers || []).filter((l) => (num(l.spread) ?? 0) > 0).slice(0, MAX_LAYERS_SHOWN),
     errors: doc.errors || [],
     pair,

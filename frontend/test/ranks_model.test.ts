@@ -36,6 +36,18 @@ describe("ranksModel", () => {
     expect(ranksModel(doc({ ranks: [], slowest: undefined })).pair).toBeNull();
   });
 
+  it("names the traces left out: a rank taken twice, or no rank", () => {
+    const dups = [1, 2, 3, 4, 5, 6].map((i) => ({ rank: i, worker: `node1_rank${i}`, kept: `node0_rank${i}`, rank_from: "worker name" }));
+    const m = ranksModel(doc({ duplicate_ranks: dups, duplicate_count: 6, unranked_workers: ["launcher"], unranked_count: 1 }));
+    expect(m.leftOut).toEqual([
+      "left out, their rank taken by another trace (6): node1_rank1 (rank 1, kept node0_rank1), node1_rank2 (rank 2, kept node0_rank2), "
+        + "node1_rank3 (rank 3, kept node0_rank3), node1_rank4 (rank 4, kept node0_rank4), node1_rank5 (rank 5, kept node0_rank5) …"
+        + "; worker names may carry a node's local rank",
+      "without a rank, left out (1): launcher",
+    ]);
+    expect(ranksModel(doc()).leftOut).toEqual([]);
+  });
+
   it("survives a document with fields missing", () => {
     const m = ranksModel({ run: "x" });
     expect(m.rows).toEqual([]);

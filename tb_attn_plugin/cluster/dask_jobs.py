@@ -14,6 +14,7 @@ from ..errors import TraceError
 
 INSTALL_HINT = "pip install 'tb-attn[dask]'"
 LOCAL = "local"
+CONNECT_TIMEOUT = "20s"  # how long Client() keeps trying to reach a scheduler before giving up
 
 
 class DaskUnavailable(RuntimeError):
@@ -40,10 +41,15 @@ def connect(address: str, *, workers: int | None = None):
         cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                            dashboard_address=None)
         return distributed.Client(cluster)
+    if not address.strip():
+        raise DaskUnavailable("--dask needs a scheduler address (tcp://host:8786) or 'local'")
     try:
-        return distributed.Client(address, timeout="20s")
+        return distributed.Client(address, timeout=CONNECT_TIMEOUT)
     except OSError as exc:
         raise DaskUnavailable(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+    except (ValueError, TypeError) as exc:  # not an address at all: "foo", "tcp://[::"
+        raise DaskUnavailable(f"not a Dask scheduler address: {address!r} ({exc}); "
+                              "give tcp://host:8786 or 'local'") from None
 
 
 def close(client) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from concurrent.futures import Future
 
 from ..cluster import dask_jobs
@@ -27,6 +28,10 @@ from .pool import ENGINE_ENV, LIMIT_ENV, AnalysisPool
 logger = logging.getLogger(__name__)
 ENV = "TB_ATTN_DASK_SCHEDULER"
 DEFAULT_SLOTS = 4  # in-flight tasks before the cluster has told how many threads it has
+# After a failed connection, the files submitted within this many seconds fail at once with the same
+# cause instead of each waiting for its own connection timeout (the index submits under its lock:
+# 1,024 ranks x 20 s would hang TensorBoard for hours).
+RETRY_AFTER_S = 60.0
 
 
 class DaskAnalysisPool:
@@ -40,6 +45,7 @@ class DaskAnalysisPool:
         # The local pool that writes annotated copies (its process starts on first use); made now so
         # that it carries this moment's environment, as the tasks do.
         self._local = AnalysisPool(workers=1)
+        self._failed: tuple[float, str] | None = None  # (when, why) of the last failed connection
 
     @property
     def patterns(self) -> str:
@@ -69,10 +75,16 @@ class DaskAnalysisPool:
             if self._closed:
                 raise RuntimeError("analysis pool is closed")
             if self._client is None:
+                if self._failed is not None and time.monotonic() - self._failed[0] < RETRY_AFTER_S:
+                    raise RuntimeError(self._failed[1])
                 try:
                     self._client = dask_jobs.connect(self.address)
                 except dask_jobs.DaskUnavailable as exc:
-                    raise RuntimeError(f"{ENV}={self.address}: {exc}".replace("--dask needs", "it needs")) from None
+                    why = f"{ENV}={self.address}: {exc}".replace("--dask needs", "it needs")
+                    self._failed = (time.monotonic(), why)
+                    logger.error("tb-attn: %s", why)
+                    raise RuntimeError(why) from None
+                self._failed = None
                 self._slots = max(1, sum(self._client.nthreads().values()) or DEFAULT_SLOTS)
                 logger.info("tb-attn: analysing traces on the Dask cluster at %s (%d threads)", self.address,
                             self._slots)

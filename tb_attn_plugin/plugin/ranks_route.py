@@ -81,8 +81,10 @@ class RanksAnswers:
             reports.append(_as_dict(_decoder.decode(body)))
         doc = summarize_ranks(reports)
         if doc is None:
+            failed = f" ({len(errors)} of its {len(entries)} traces failed, first: {errors[0]})" if errors else ""
             answer = (404, {"error": f"run {run!r} is not a job of several ranks: fewer than two of its traces carry "
-                                     "a rank (kineto's distributedInfo, or a worker named like rank3)"})
+                                     f"a rank (kineto's distributedInfo, or a worker named like rank3){failed}",
+                            "errors": errors[:MAX_WAITING_LISTED]})
         else:
             doc = {"run": run, **doc, "errors": errors}
             answer = (200, msgspec.json.encode(doc))

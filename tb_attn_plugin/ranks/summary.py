@@ -38,19 +38,25 @@ def _ratio(a: float, b: float) -> float | None:
 
 def summarize_ranks(reports: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The rank summary of one run's reports, or None when fewer than two distinct ranks are found
-    (a single-process run has no ranks to compare). A rank seen twice keeps its first report."""
+    (a single-process run has no ranks to compare). A rank seen twice keeps its first report; the
+    others are listed in ``duplicate_ranks`` (worker names that carry a node's local rank, say)."""
     by_rank: dict[int, Mapping[str, Any]] = {}
     found: dict[int, tuple[int | None, str]] = {}
     unranked: list[str] = []
+    duplicates: list[dict[str, Any]] = []
     for r in reports:
+        worker = str((r.get("source") or {}).get("worker") or "?")
         who = rank_of(r)
         if who is None:
-            unranked.append(str((r.get("source") or {}).get("worker") or "?"))
+            unranked.append(worker)
             continue
         rank, world, source = who
         if rank not in by_rank:
             by_rank[rank] = r
             found[rank] = (world, source)
+        else:
+            kept = str((by_rank[rank].get("source") or {}).get("worker") or "?")
+            duplicates.append({"rank": rank, "worker": worker, "kept": kept, "rank_from": source})
     if len(by_rank) < 2:
         return None
     ranks = sorted(by_rank)
@@ -92,6 +98,9 @@ def summarize_ranks(reports: Iterable[Mapping[str, Any]]) -> dict[str, Any] | No
         "missing_ranks": missing[:MAX_LISTED],
         "missing_count": len(missing),
         "unranked_workers": unranked[:MAX_LISTED],
+        "unranked_count": len(unranked),
+        "duplicate_ranks": duplicates[:MAX_LISTED],
+        "duplicate_count": len(duplicates),
         "stages": [st for st in STAGES if st in present],
         "ranks": rows,
         "median_us": round(med, 3),
@@ -141,11 +150,20 @@ def _layer_spread(ranks: list[int], reps: list[Mapping[str, Any]], key: str) -> 
     return rows[:MAX_LAYERS]
 
 
+def times(ratio: float) -> str:
+    """A ratio as the headline says it: two significant digits (1.6, 2, 12), whole numbers from 10 on
+    (123, never 1.2e+02), and a third digit where two would round a slower rank to "1" (1.04)."""
+    if ratio >= 9.95:
+        return f"{ratio:.0f}"
+    text = f"{ratio:.2g}"
+    return f"{ratio:.3g}" if text == "1" and ratio >= 1.005 else text
+
+
 def headline(doc: Mapping[str, Any]) -> str:
     """"slowest rank 5: attention 1.6× the median (12.3 ms vs 7.7 ms)" and what else stands out."""
     s = doc["slowest"]
     ratio = doc.get("imbalance")
-    text = (f"slowest rank {s['rank']}: attention {ratio:.2g}× the median" if ratio is not None
+    text = (f"slowest rank {s['rank']}: attention {times(ratio)}× the median" if ratio is not None
             else f"slowest rank {s['rank']}: the median rank has no attention time")
     text += f" ({duration(s['attention_us'])} vs {duration(doc['median_us'])}, {doc['time_basis'].upper()} time)"
     return text

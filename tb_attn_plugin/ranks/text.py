@@ -8,6 +8,7 @@ from ..report.words import duration
 
 MAX_RANK_ROWS = 16  # the slowest ones; a job of 1,024 ranks prints its extremes, not every rank
 MAX_LAYER_ROWS = 5
+MAX_LISTED_ROWS = 5  # left-out traces named on the line that says how many there are
 
 
 def render_ranks(run: str, doc: Mapping[str, Any]) -> str:
@@ -16,6 +17,17 @@ def render_ranks(run: str, doc: Mapping[str, Any]) -> str:
     if doc.get("missing_count"):
         shown = ", ".join(str(r) for r in doc["missing_ranks"][:20])
         out.append(f"  missing ranks ({doc['missing_count']}): {shown}{' …' if doc['missing_count'] > 20 else ''}")
+    if doc.get("duplicate_count"):
+        dups = doc["duplicate_ranks"][:MAX_LISTED_ROWS]
+        shown = ", ".join(f"{d['worker']} (rank {d['rank']}, kept {d['kept']})" for d in dups)
+        more = " …" if doc["duplicate_count"] > len(dups) else ""
+        hint = ("; worker names may carry a node's local rank" if any(d["rank_from"] == "worker name" for d in dups)
+                else "")
+        out.append(f"  left out, their rank taken by another trace ({doc['duplicate_count']}): {shown}{more}{hint}")
+    if doc.get("unranked_count"):
+        names = doc["unranked_workers"][:MAX_LISTED_ROWS]
+        more = " …" if doc["unranked_count"] > len(names) else ""
+        out.append(f"  without a rank, left out ({doc['unranked_count']}): {', '.join(names)}{more}")
     for odd in doc.get("odd_ranks") or []:
         out.append(f"  rank {odd['rank']} runs {odd['what']} {odd['value']} where the others run {odd['usual']}")
     stages = doc.get("stages") or []

@@ -367,10 +367,14 @@ def analyze_path(path: str, progress_for: Callable[[discover.TraceFile], Progres
     ``progress_for(trace_file)`` gives each file its own progress callback."""
     from ..errors import TraceError
 
+    from ..trace.url_logdir import is_url_logdir, url_logdir
+
     if os.path.isdir(path):
         files = discover.find_traces(path, loose=loose)
         if not files:
             raise TraceError(path, "no trace files (*.pt.trace.json[.gz] or *.json[.gz]) under this directory")
+    elif is_url_logdir(path):
+        files = url_logdir(path)  # s3://bucket/job/: listed as a local logdir is, each rank's URL read in turn
     else:
         name = os.path.basename(path)
         parsed = discover.parse_name(name) or (name, "")

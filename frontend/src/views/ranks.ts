@@ -43,6 +43,7 @@ export async function ranksView(ctx: Ctx, root: HTMLElement): Promise<void> {
     h("div", { class: "headline" }, m.headline),
     ...m.odd.map((line) => h("div", { class: "headline warn", "data-testid": "ranks-odd" }, line)),
     m.missingCount ? h("div", { class: "hint" }, `missing ranks (${fmtCount(m.missingCount)}): ${m.missing.slice(0, 30).join(", ")}${m.missingCount > 30 ? " …" : ""}`) : null,
+    ...m.leftOut.map((line) => h("div", { class: "hint", "data-testid": "ranks-left-out" }, line)),
     ...m.errors.map((line) => h("div", { class: "hint err" }, line)),
     h("div", { class: "hint" }, `${fmtCount(m.rows.length)} ranks${m.worldSize ? ` of world size ${m.worldSize}` : ""}; `
       + `attention time is ${basisWord(m.basis)}; median ${fmtUs(m.medianUs)}. Click a rank to open its report.`)));
