@@ -76,9 +76,7 @@ n = len(reports)
 
 ON_DASK = """
 from tb_attn_plugin.cluster import dask_jobs
-from tb_attn_plugin.cluster.cli_support import analyze_path_on_dask
 from tb_attn_plugin.trace import discover
-import tb_attn_plugin.cluster.cli_support as cs
 
 def hwm():
     for line in open("/proc/self/status"):

@@ -57,9 +57,9 @@ class ProgressBar:
         self.stream.flush()
 
 
-def _analyze(path: str, quiet: bool, dask: str | None = None):
+def _analyze(path: str, quiet: bool, dask=None):
     """[(TraceFile, report or TraceError)] for a file, run directory or logdir; TraceError when the
-    path itself is unusable."""
+    path itself is unusable. ``dask``: a connected Dask client to analyse on."""
     from .memory.cli_paths import snapshot_items
     from .report.build import analyze_path
 
@@ -106,25 +106,35 @@ def _report(args) -> int:
     from .report.text import render
 
     paths, errors = _expand(args.paths)
-    reports = []
-    items_all = []
-    for path in paths:
+    client = None
+    if args.dask is not None and paths:
+        from .cluster import dask_jobs
+
         try:
-            items = _analyze(path, args.quiet, args.dask)
-        except TraceError as exc:
-            errors.append(exc)
-            continue
+            client = dask_jobs.connect(args.dask)  # one cluster for every path given
         except DaskUnavailable as exc:  # --dask without dask installed, or no scheduler at that address
             print(f"tb-attn: error: {exc}", file=sys.stderr)
             return 2
-        items_all.extend(items)
-        for tf, result in items:
-            if isinstance(result, TraceError):
-                errors.append(result)
+    reports = []
+    items_all = []
+    try:
+        for path in paths:
+            try:
+                items = _analyze(path, args.quiet, client)
+            except TraceError as exc:
+                errors.append(exc)
                 continue
-            for w in result.get("warnings", []):
-                print(f"tb-attn: warning: {tf.path}: {w}", file=sys.stderr)
-            reports.append(result)
+            items_all.extend(items)
+            for tf, result in items:
+                if isinstance(result, TraceError):
+                    errors.append(result)
+                    continue
+                for w in result.get("warnings", []):
+                    print(f"tb-attn: warning: {tf.path}: {w}", file=sys.stderr)
+                reports.append(result)
+    finally:
+        if client is not None:
+            dask_jobs.close(client)
     from .ranks.runs import rank_summaries
 
     ranks = rank_summaries(items_all)  # runs whose traces are ranks of one job

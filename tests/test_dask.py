@@ -93,6 +93,20 @@ def test_cli_dask_output_equals_in_process(cluster, logdir, capsys):
     assert a["ranks"] == b["ranks"] and b["ranks"][0]["run"] == "job" and b["ranks"][0]["slowest"]["rank"] in (1, 3)
 
 
+def test_several_paths_are_analysed_on_one_cluster(cluster, logdir, capsys, monkeypatch):
+    # tb-attn report a/ b/ --dask local: one cluster (and one connection) serves every path.
+    connected = []
+    real = dask_jobs.connect
+    monkeypatch.setattr(dask_jobs, "connect", lambda address, **kw: connected.append(address) or real(address, **kw))
+    paths = [str(logdir / "single"), str(logdir / "job")]
+    assert cli.main(["report", *paths, "-q", "--json", "--compact", "--dask", cluster.scheduler_address]) == 0
+    remote = json.loads(capsys.readouterr().out)
+    assert connected == [cluster.scheduler_address]
+    assert cli.main(["report", *paths, "-q", "--json", "--compact"]) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert len(remote["reports"]) == 5 and [_same(r) for r in remote["reports"]] == [_same(r) for r in local["reports"]]
+
+
 def test_a_worker_killed_mid_task_is_replaced_and_the_task_rerun(client, cpu_traces, tmp_path):
     big = tmp_path / "big.pt.trace.json"
     replicate(str(cpu_traces["sdpa"]), 120, str(big))  # about a second of analysis: long enough to kill it mid-way

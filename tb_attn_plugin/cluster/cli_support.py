@@ -12,9 +12,10 @@ from ..trace.url_logdir import is_url_logdir, url_logdir
 from . import dask_jobs
 
 
-def analyze_path_on_dask(path: str, address: str, quiet: bool = False, loose: bool = True
+def analyze_path_on_dask(path: str, client, quiet: bool = False, loose: bool = True
                          ) -> Iterator[tuple[discover.TraceFile, dict[str, Any] | TraceError]]:
-    """Like report.build.analyze_path, with every file analysed on the cluster at ``address``."""
+    """Like report.build.analyze_path, with every file analysed on the cluster ``client`` is connected
+    to (dask_jobs.connect; one client serves every path of a command)."""
     if os.path.isdir(path):
         files = discover.find_traces(path, loose=loose)
         if not files:
@@ -33,11 +34,7 @@ def analyze_path_on_dask(path: str, address: str, quiet: bool = False, loose: bo
                 sys.stderr.write("\n")
             sys.stderr.flush()
 
-    client = dask_jobs.connect(address)
-    try:
-        results = dict(dask_jobs.analyze_many(client, [tf.path for tf in files], progress))
-    finally:
-        dask_jobs.close(client)
+    results = dict(dask_jobs.analyze_many(client, [tf.path for tf in files], progress))
     for tf in files:
         yield tf, results[tf.path]
 
