@@ -59,7 +59,7 @@ def test_compare_rank_against_rank(tb_app, ranks_logdir):
     w0, w1 = workers[0], workers[1]  # ranks 0 and 1 (1 is the same trace, 1.7x slower)
     code, cmp_ = _get(client, f"compare?run=job&worker={w0}&run=job&worker={w1}")
     assert code == 200
-    assert cmp_["runs"] == [f"job/{w0}", f"job/{w1}"]
+    assert cmp_["runs"] == ["job rank 0", "job rank 1"]  # the sides are named by rank, not by file
     fused = [s for s in cmp_["stages"] if s["stage"] == "fused" and s["pass"] == "fwd"][0]
     assert fused["values"][1] == pytest.approx(1.7 * fused["values"][0], rel=1e-3)
     code, err = _get(client, f"compare?run=job&worker={w0}&run=job")

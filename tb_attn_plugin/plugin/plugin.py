@@ -339,9 +339,11 @@ class AttentionPlugin(base_plugin.TBPlugin):
             if r is None:  # its cache entry vanished: it is being analysed again
                 loading = [e]
                 break
-            reports.append((e.run if workers[0] is None else f"{e.run}/{e.worker}", r))
+            reports.append((e.run if workers[0] is None else _rank_label(e, r), r))
         if loading:
             return _json(request, {"status": "loading", "waiting_for": [e.run for e in loading]}, 202)
+        if len({label for label, _ in reports}) < len(reports):  # two traces claim one rank
+            reports = [(f"{e.run}/{e.worker}", r) for e, (_, r) in zip(entries, reports)]
         return _json(request, compare_reports(reports))
 
     @_route
@@ -395,3 +397,12 @@ class AttentionPlugin(base_plugin.TBPlugin):
         with open(full, "rb") as fh:
             body = fh.read()
         return http_util.Respond(request, body, CONTENT_TYPES.get(ext, "application/octet-stream"))
+
+
+def _rank_label(e, report) -> str:
+    """How a rank against rank comparison names a side: "job rank 5" when the trace says its rank
+    (ranks/identify.py), else run/worker."""
+    from ..ranks.identify import rank_of
+
+    got = rank_of(report)
+    return f"{e.run} rank {got[0]}" if got is not None else f"{e.run}/{e.worker}"
