@@ -101,6 +101,13 @@ def _fail_json(errors: list[TraceError], **extra) -> None:
     sys.stdout.write("\n")
 
 
+def fail_json_message(message: str, path: str | None = None) -> None:
+    """A failure that is no trace's own (out of memory, a bad --patterns file, no Dask scheduler) as
+    --json's error object: {"error": message, "errors": [{"path": the file or null, "error": message}]}."""
+    json.dump({"error": message, "errors": [{"path": path, "error": message}]}, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
 def _report(args) -> int:
     from .cluster.dask_jobs import DaskUnavailable
     from .report.text import render
@@ -114,6 +121,8 @@ def _report(args) -> int:
             client = dask_jobs.connect(args.dask)  # one cluster for every path given
         except DaskUnavailable as exc:  # --dask without dask installed, or no scheduler at that address
             print(f"tb-attn: error: {exc}", file=sys.stderr)
+            if args.json:
+                fail_json_message(str(exc))
             return 2
     reports = []
     items_all = []
@@ -275,8 +284,13 @@ def main(argv: list[str] | None = None) -> int:
         print("tb-attn: interrupted", file=sys.stderr)
         return 130
     except MemoryError:
-        print("tb-attn: error: out of memory (set TB_ATTN_MAX_TRACE_BYTES to refuse traces this large before "
-              "reading them)", file=sys.stderr)
+        message = "out of memory (set TB_ATTN_MAX_TRACE_BYTES to refuse traces this large before reading them)"
+        print(f"tb-attn: error: {message}", file=sys.stderr)
+        if getattr(args, "json", False):
+            try:
+                fail_json_message(message)
+            except MemoryError:
+                pass
         return 2
     except BrokenPipeError:
         return 0

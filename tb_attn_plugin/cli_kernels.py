@@ -40,6 +40,10 @@ def install_patterns(args) -> bool:
         install(files)
     except PatternError as exc:
         print(f"tb-attn: error: {exc}", file=sys.stderr)
+        if getattr(args, "json", False):  # --json: the failure is a JSON object on stdout too
+            from .cli import fail_json_message
+
+            fail_json_message(str(exc), exc.path)
         return False
     return True
 

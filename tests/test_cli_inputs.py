@@ -122,3 +122,18 @@ def test_compare_prints_the_warnings_of_a_side_cut_short(runs):
     assert proc.returncode == 0, proc.stderr
     assert f"tb-attn: warning: {cut_path}: gzip stream ends early" in proc.stderr
     assert "  warning: cut.json.gz: gzip stream ends early" in proc.stdout
+    # --json: the warnings are in the comparison itself, under the side's label
+    doc = json.loads(cli("compare", str(runs / "sdpa.json.gz"), str(cut_path), "--json", "-q").stdout)
+    assert list(doc["warnings"]) == ["cut.json.gz"]
+    assert doc["warnings"]["cut.json.gz"][0].startswith("gzip stream ends early")
+
+
+def test_json_failures_that_are_no_trace_s_own_are_a_json_object_too(runs):
+    """A bad --patterns file with --json: one line on stderr and the error object on stdout."""
+    bad = runs / "bad.toml"
+    bad.write_text("not toml [[[")
+    for command in ("report", "compare"):
+        proc = cli(command, str(runs / "sdpa.json.gz"), str(runs / "small.json.gz"), "--patterns", str(bad), "--json")
+        assert proc.returncode == 2 and proc.stderr.startswith(f"tb-attn: error: {bad}: not valid TOML")
+        doc = json.loads(proc.stdout)
+        assert doc["error"].startswith(f"{bad}: not valid TOML") and doc["errors"][0]["path"] == str(bad)

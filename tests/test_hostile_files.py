@@ -167,6 +167,8 @@ def test_out_of_memory_under_a_real_limit_is_one_line(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert "not enough memory" in proc.stderr or "out of memory" in proc.stderr, proc.stderr[-2000:]
     assert len([line for line in proc.stderr.splitlines() if line.strip()]) == 1, proc.stderr
+    proc = cli("report", str(path), "--json", env={"TB_ATTN_MAX_TRACE_BYTES": "100G"}, preexec=cap, timeout=300)
+    assert proc.returncode == 2 and "memory" in json.loads(proc.stdout)["error"], proc.stdout[-2000:]
 
 
 @pytest.mark.parametrize("text,kind", [(b"null", "null"), (b'"a trace"', "a string"), (b"42", "a number"),

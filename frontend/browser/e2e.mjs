@@ -32,6 +32,23 @@ function samePct(text, share, what) {
 }
 const sum = (xs) => xs.reduce((a, b) => a + b, 0);
 
+// A unit as a word of its own ("1.23 ms", "time (µs)"), not inside a word ("since", "bytes").
+const UNIT = /(?:^|[^A-Za-z\u00b5])(µs|us|ns|ms|s|B|KiB|MiB|GiB)(?![A-Za-z])/;
+/** Each chart's named axes (data-axes: title and one tick's text): a title states no unit its ticks
+ *  carry (the ticks say µs/ms/s), and the titles are the ones expected, by axis. */
+async function checkAxes(view, chart, want) {
+  const el = view.locator(`[data-chart="${chart}"]`).first();
+  const axes = JSON.parse((await el.getAttribute("data-axes")) || "[]");
+  for (const a of axes) {
+    const tickUnit = (UNIT.exec(a.tick) || [])[1], nameUnit = (UNIT.exec(a.name) || [])[1];
+    ok(!(tickUnit && nameUnit), `${chart} ${a.axis} axis: title "${a.name}" names no unit beside ticks like "${a.tick}"`);
+  }
+  for (const [axis, test] of Object.entries(want)) {
+    const a = axes.find((x) => x.axis === axis);
+    ok(!!a && (test instanceof RegExp ? test.test(a.name) : a.name === test), `${chart} ${axis} axis title: ${a?.name}`);
+  }
+}
+
 const { browser, close } = await launch();
 const dialogs = [];
 function watchDialogs(page) {
@@ -116,6 +133,11 @@ try {
     const want = sum(E.stages.filter((s) => s.stage === stage && s.pass === pass).map((s) => s[K]));
     sameUs(await row.locator("td").nth(2).textContent(), want, `summary stage ${stage}`);
   }
+  const basisTitle = B === "gpu" ? "GPU kernel time" : "CPU op time";
+  if (await sumView.locator('[data-chart="summary-stages"]').count()) {
+    await sumView.locator('[data-chart="summary-stages"] canvas').first().waitFor();
+    await checkAxes(sumView, "summary-stages", { x: basisTitle });
+  }
   const spanText = await sumView.locator("h2 .sub").textContent();
   ok(/ UTC$/.test(spanText) && !/\d{19}/.test(spanText), `summary names the span as a time, not a 19-digit number: ${spanText}`);
   const spanOption = await frame.locator('[data-testid="span-select"] option:checked').textContent();
@@ -126,6 +148,7 @@ try {
   await frame.locator('.attn-tabs [data-tab="stages"]').click();
   const stView = frame.locator('[data-view="stages"]');
   await stView.locator('[data-chart="stages"] canvas').first().waitFor({ timeout: 30000 });
+  await checkAxes(stView, "stages", { y: basisTitle });
   const layerRows = stView.locator('[data-testid="stages-table"] tbody tr');
   ok(await layerRows.count() === E.layers.length, `stages table has ${E.layers.length} layers`);
   for (const row of (await layerRows.all()).slice(0, 8)) {
@@ -212,6 +235,12 @@ try {
     return out;
   });
   ok(firstGroupCounts.every((c, i) => i === 0 || firstGroupCounts[i - 1] <= c), `sorted by count ascending: ${firstGroupCounts}`);
+  // Repeated short names are told apart: different full names never show the same short text.
+  const shownShort = await kRows.evaluateAll((rs) => rs.map((r) => [r.getAttribute("data-kernel"), ((k) => k?.querySelector("summary") ?? k)(r.querySelector(".kcell .kname"))?.textContent ?? ""]));
+  const byShort = new Map();
+  for (const [full, text] of shownShort) byShort.set(text, new Set([...(byShort.get(text) || []), full]));
+  const clashes = [...byShort].filter(([, fulls]) => fulls.size > 1);
+  ok(clashes.length === 0, `every short ${unit} name stands for one full name${clashes.length ? `: ${clashes[0][0]} is ${[...clashes[0][1]].join(" / ")}` : ""} (${byShort.size} names)`);
   // Full kernel name on demand.
   const longK = KROWS.find((k) => k.name.length > 60) || KROWS.find((k) => k.name.includes("::"));
   const det = kView.locator(`tr.kernel[data-kernel="${longK.name.replace(/"/g, '\\"')}"] details.kname`).first();
@@ -242,6 +271,7 @@ try {
   const fx = ext(call0.events.filter((e) => e.pass !== "bwd")), bx = ext(call0.events.filter((e) => e.pass === "bwd"));
   const far = fx && bx && bx[0] - fx[1] > Math.max(fx[1] - fx[0], bx[1] - bx[0]);
   ok(await tView.locator('[data-chart="timeline"]').count() === (far ? 2 : 1), `timeline draws ${far ? "forward and backward apart" : "the call whole"}`);
+  await checkAxes(tView, "timeline", { x: far ? /^time since the (forward|backward) starts$/ : "time since the call starts" });
   const durAttr = Number(await tView.locator('[data-testid="call-duration"]').getAttribute("data-us"));
   ok(Math.abs(durAttr - (far ? (fx[1] - fx[0]) + (bx[1] - bx[0]) : call0.dur_us)) < 0.01, `timeline duration ${durAttr} µs`);
   // Any step and any sampled call can be picked.
@@ -292,6 +322,7 @@ try {
     ok(h4.includes(`${C.kernels_only_in_counts[run]} kernel`), `kernels only in ${run}: ${h4}`);
   }
   await frame.locator('[data-view="compare"] [data-chart="compare"] canvas').first().waitFor();
+  await checkAxes(cView, "compare", { y: C.time_basis === "gpu" ? "GPU kernel time" : "CPU op time" });
   await shot(page, "compare");
 
   // The URL holds the view and the runs: a new page opened on it shows the same comparison.
@@ -314,6 +345,7 @@ try {
   const sView = frame.locator('[data-view="scaling"]');
   await sView.locator('[data-testid="scaling-table"]').waitFor({ timeout: 120000 });
   await sView.locator('[data-chart="scaling-time"] canvas').first().waitFor();
+  await checkAxes(sView, "scaling-time", { x: "sequence length", y: "time per call" });
   const sRows = await sView.locator('[data-testid="scaling-table"] tbody tr').all();
   ok(sRows.length >= 2, `scaling shows ${sRows.length} runs`);
   for (const row of sRows) {

@@ -17,8 +17,30 @@ export type Option = echarts.EChartsCoreOption;
 
 const live = new Set<{ chart: echarts.ECharts; ro: ResizeObserver | null }>();
 
+type AxisOption = { name?: string; type?: string; max?: unknown; axisLabel?: { formatter?: unknown } };
+
+/**
+ * Each named axis's title and what one of its ticks reads ("1.23 ms"), as ``data-axes`` JSON on the
+ * chart's element: the canvas holds neither as text, and a title must not state a unit its ticks
+ * contradict (the browser test reads it).
+ */
+export function describeAxes(option: Option): { axis: string; name: string; tick: string }[] {
+  const out: { axis: string; name: string; tick: string }[] = [];
+  for (const axis of ["xAxis", "yAxis"] as const) {
+    const given = (option as Record<string, unknown>)[axis] as AxisOption | AxisOption[] | undefined;
+    for (const a of given == null ? [] : Array.isArray(given) ? given : [given]) {
+      if (!a.name || a.type === "category") continue;
+      const v = typeof a.max === "number" && a.max > 0 ? a.max : 1234;
+      const f = a.axisLabel?.formatter;
+      out.push({ axis: axis[0], name: a.name, tick: typeof f === "function" ? String(f(v, 0)) : String(v) });
+    }
+  }
+  return out;
+}
+
 /** A chart in ``el``; disposed by disposeCharts() when the view changes. */
 export function makeChart(el: HTMLElement, option: Option): echarts.ECharts {
+  el.setAttribute("data-axes", JSON.stringify(describeAxes(option)));
   const chart = echarts.init(el, null, { renderer: "canvas" });
   chart.setOption({ animation: false, textStyle: { fontFamily: "Roboto, Helvetica, Arial, sans-serif" }, ...option });
   const ro = typeof ResizeObserver !== "undefined" ? new ResizeObserver(() => chart.resize()) : null;

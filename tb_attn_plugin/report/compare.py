@@ -156,4 +156,6 @@ def compare_reports(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, 
         "totals": totals,
         "memory": memory_compare.compare(runs),
         "decomposition": decompose(names, reports, basis),
+        # what each run's reading skipped or cut short: a side that is not the whole run must say so
+        "warnings": {n: list(r.get("warnings") or []) for n, r in runs if r.get("warnings")},
     }

@@ -23,15 +23,29 @@ STAGE_WORDS = {"qkv_proj": "the QKV projection", "qk_matmul": "QKᵀ", "scale_ma
                "fused": "the fused kernel", "other": "other work (copies, layout)"}
 
 
-def _largest(stage_t: Counter, att: float) -> str:
+EAGER_IMPLS = ("eager", "mha_fastpath")
+
+
+def _eager_stage_times(r: dict[str, Any], key: str) -> Counter:
+    """Stage times of the eager calls alone (their layer rows), so that the eager verdict never names a
+    stage that only other calls ran (the fused kernel of a model's SDPA layers, say)."""
+    out: Counter = Counter()
+    for lay in r["layers"]:
+        if any(impl in EAGER_IMPLS for impl in lay["implementation"].split("+")):
+            for s in lay.get("stages") or []:
+                out[s["stage"]] += s[key]
+    return out
+
+
+def _largest(stage_t: Counter, att: float, whose: str = "attention time") -> str:
     """"softmax takes 51% of attention time", naming the largest stage of the attention core when it
     is not softmax (scale & mask, or other), with softmax's share beside it."""
     soft = stage_t.get("softmax", 0.0) / att * 100
     core = {s: t for s, t in stage_t.items() if s not in ("qkv_proj", "out_proj")}
     top = max(core, key=core.get) if core else "softmax"
     if top in ("softmax", "qk_matmul", "av_matmul") or core.get(top, 0.0) <= stage_t.get("softmax", 0.0):
-        return f"softmax takes {soft:.0f}% of attention time"
-    return (f"{STAGE_WORDS.get(top, top)} takes the most, {core[top] / att * 100:.0f}% of attention time "
+        return f"softmax takes {soft:.0f}% of {whose}"
+    return (f"{STAGE_WORDS.get(top, top)} takes the most, {core[top] / att * 100:.0f}% of {whose} "
             f"(softmax {soft:.0f}%)")
 
 
@@ -62,8 +76,14 @@ def verdicts(r: dict[str, Any]) -> list[dict[str, str]]:
                                "kernels; check dtype, head dim, mask and dropout against the fused backends' limits"})
     eager = calls_by_impl.get("eager", 0) + calls_by_impl.get("mha_fastpath", 0)
     if eager:
+        eager_t = _eager_stage_times(r, key)
+        mixed = eager < sum(lay["calls"] for lay in layers)  # fused calls too: shares of the eager calls' time
+        if mixed and sum(eager_t.values()) > 0:
+            largest = _largest(eager_t, sum(eager_t.values()), "their attention time")
+        else:
+            largest = _largest(stage_t, att)
         out.append({"id": "eager_attention", "severity": "warn",
-                    "message": f"eager attention in {plural(eager, 'call')}: {_largest(stage_t, att)}; "
+                    "message": f"eager attention in {plural(eager, 'call')}: {largest}; "
                                "SDPA would fuse QKᵀ, softmax and AV"})
     mm = stage_t.get("qk_matmul", 0.0) + stage_t.get("av_matmul", 0.0)
     if stage_t.get("softmax", 0.0) > mm > 0:
