@@ -122,7 +122,10 @@ def test_point_attainable_fraction_and_bound_by_hand():
     p = roof.point(flops=1e13, nbytes=1e10, time_us=2e4, units=10, roof=r, precision="bf16")  # I = 1000
     assert p["attainable_tflops"] == 1000 and p["bound"] == "compute"
     p = roof.point(flops=1e9, nbytes=1e6, time_us=50, units=10, roof=r, precision="bf16")
-    assert p["bound"] == "launch" and "5.0 µs" in p["bound_reason"]
+    assert p["bound"] == "launch" and p["bound_reason"].startswith("kernels average 5.0 µs")
+    p = roof.point(flops=1e9, nbytes=1e6, time_us=50, units=10, roof=r, precision="bf16", unit="ops")  # CPU time
+    assert p["bound"] == "launch" and p["bound_reason"].startswith("ops average 5.0 µs")
+    assert "dispatch overhead" in p["bound_reason"] and "device" not in p["bound_reason"]
     p = roof.point(flops=1e9, nbytes=1e6, time_us=40, units=1, roof=r, precision="bf16")  # 40 µs, 2.5%
     assert p["bound"] == "launch" and "2.5%" in p["bound_reason"]
     p = roof.point(flops=1e9, nbytes=1e6, time_us=400, units=1, roof=None, precision="bf16")

@@ -46,8 +46,9 @@ def choose(device: dict[str, Any] | None, metadata: dict[str, Any] | None, has_g
 
 
 def point(flops: float, nbytes: float, time_us: float, units: int, roof: dict[str, Any] | None,
-          precision: str) -> dict[str, Any]:
-    """Intensity, achieved and attainable rates, fraction and bound of one (FLOP, bytes, time) point."""
+          precision: str, unit: str = "kernels") -> dict[str, Any]:
+    """Intensity, achieved and attainable rates, fraction and bound of one (FLOP, bytes, time) point.
+    ``units`` counts ``unit``: "kernels" on a GPU, "ops" where the time is the CPU's."""
     out: dict[str, Any] = {"flops": flops, "bytes": nbytes, "time_us": round(time_us, 3), "units": units,
                            "intensity": _sig(flops / nbytes) if nbytes > 0 else None}
     secs = time_us * 1e-6
@@ -69,16 +70,18 @@ def point(flops: float, nbytes: float, time_us: float, units: int, roof: dict[st
     out["bandwidth_fraction"] = _sig(out["achieved_tbs"] / bw) if bw and out["achieved_tbs"] is not None else None
     mean = time_us / units if units > 0 else None
     out["mean_unit_us"] = round(mean, 3) if mean is not None else None
-    out["bound"], out["bound_reason"] = _bound(out, peak, bw, mean)
+    out["bound"], out["bound_reason"] = _bound(out, peak, bw, mean, unit)
     return out
 
 
-def _bound(p: dict[str, Any], peak: float | None, bw: float | None, mean: float | None) -> tuple[str | None, str]:
+def _bound(p: dict[str, Any], peak: float | None, bw: float | None, mean: float | None,
+           unit: str = "kernels") -> tuple[str | None, str]:
+    # A kernel too short leaves the GPU idle around it; a CPU op too short is mostly dispatch.
+    why = "too short to fill the device" if unit == "kernels" else "too short to outweigh the dispatch overhead"
     if mean is not None and mean < LAUNCH_US:
-        return "launch", f"kernels average {mean:.1f} µs (< {LAUNCH_US:.0f} µs): too short to fill the device"
+        return "launch", f"{unit} average {mean:.1f} µs (< {LAUNCH_US:.0f} µs): {why}"
     if mean is not None and mean < SHORT_US and p["fraction"] is not None and p["fraction"] < LOW_FRACTION:
-        return "launch", (f"kernels average {mean:.1f} µs and reach {p['fraction']:.1%} of the attainable rate: "
-                          "too short to fill the device")
+        return "launch", (f"{unit} average {mean:.1f} µs and reach {p['fraction']:.1%} of the attainable rate: {why}")
     if not peak or not bw or p["intensity"] is None:
         return None, "no roof: peak or bandwidth unknown for this device"
     ridge = peak / bw

@@ -96,7 +96,8 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
     classes: dict[tuple[str, str], int] = {}
     for lt, impl, _ in groups:
         classes[(lt, impl)] = classes.get((lt, impl), 0) + 1
-    rows = [_group_row(g, the_roof, classes[(g["layer_type"], g["implementation"])] > 1) for g in groups.values()]
+    unit = "kernels" if has_gpu else "ops"
+    rows = [_group_row(g, the_roof, classes[(g["layer_type"], g["implementation"])] > 1, unit) for g in groups.values()]
     rows = [r for r in rows if r is not None]
     rows.sort(key=lambda r: -r["time_us"])
     return {
@@ -144,7 +145,7 @@ def _lengths_text(lengths: dict[str, list[int]] | None) -> str | None:
     return f"Lq {q}, Lk {k}"
 
 
-def _group_row(g: dict[str, Any], the_roof, several: bool) -> dict[str, Any] | None:
+def _group_row(g: dict[str, Any], the_roof, several: bool, unit: str) -> dict[str, Any] | None:
     """One point; ``several``: its layer type and implementation have other length classes, so its
     label names its lengths."""
     g["unmodelled_stages"] = sorted(g.pop("implausible"))
@@ -156,14 +157,14 @@ def _group_row(g: dict[str, Any], the_roof, several: bool) -> dict[str, Any] | N
     prec = precision_of(g.get("dtype"))
     pts = []
     for (stage, ps), (f, b, tm, units) in stages.items():
-        p = roof.point(f, b, tm, units, the_roof, prec)
+        p = roof.point(f, b, tm, units, the_roof, prec, unit)
         pts.append({"stage": stage, "pass": ps, **p})
     pts.sort(key=lambda p: -p["time_us"])
     f = sum(p["flops"] for p in pts)
     b = sum(p["bytes"] for p in pts)
     tm = sum(p["time_us"] for p in pts)
     units = sum(p["units"] for p in pts)
-    row = {**g, **roof.point(f, b, tm, units, the_roof, prec), "stages": pts}
+    row = {**g, **roof.point(f, b, tm, units, the_roof, prec, unit), "stages": pts}
     row["dominant_stage"] = pts[0]["stage"] if pts else None
     n = max(1, g["modelled_calls"])
     row["per_call"] = {"flops": f / n, "bytes": b / n, "time_us": round(tm / n, 3)}
