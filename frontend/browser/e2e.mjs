@@ -3,9 +3,7 @@
 // it reads on screen with the backend's JSON fetched from the same server, and fails on any
 // console error. Run by pytest; by hand:
 //   TB_URL=http://127.0.0.1:6006 RUNS_JSON='{"eager":..,"flash":..,...}' node browser/e2e.mjs
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { SHOTS, TB, api, fail, finish, launch, ok, watch } from "./harness.mjs";
+import { TB, api, ok, openTab, run, shot, watch } from "./harness.mjs";
 
 const RUNS = JSON.parse(process.env.RUNS_JSON || "{}");
 if (!TB) throw new Error("set TB_URL");
@@ -49,37 +47,17 @@ async function checkAxes(view, chart, want) {
   }
 }
 
-const { browser, close } = await launch();
-const dialogs = [];
-function watchDialogs(page) {
-  watch(page);
-  page.on("dialog", (d) => { dialogs.push(d.message()); d.dismiss().catch(() => {}); });
-}
+await run(async (browser) => {
+  const dialogs = [];
+  function watchDialogs(page) {
+    watch(page);
+    page.on("dialog", (d) => { dialogs.push(d.message()); d.dismiss().catch(() => {}); });
+  }
 
-async function openTab(page, hash) {
-  await page.goto(`${TB}/${hash}`);
-  const tab = page.locator("a, button, [role=tab]").filter({ hasText: /^\s*attention\s*$/i }).first();
-  await tab.waitFor({ timeout: 60000 });
-  const frameEl = page.locator('iframe[src*="plugin_entry.html?name=tb_attn"]');
-  await frameEl.waitFor({ timeout: 60000 });
-  const frame = page.frameLocator('iframe[src*="plugin_entry.html?name=tb_attn"]');
-  await frame.locator('[data-testid="attn-app"]').waitFor({ timeout: 60000 });
-  return { tab, frame };
-}
+  async function selectRun(frame, run) {
+    await frame.locator('[data-testid="run-select"]').selectOption(run);
+  }
 
-async function shot(page, name) {
-  if (!SHOTS) return;
-  mkdirSync(SHOTS, { recursive: true });
-  await page.waitForTimeout(400); // let ECharts finish its first frame
-  await page.screenshot({ path: join(SHOTS, `${name}.png`) });
-  console.log(`screenshot ${name}.png`);
-}
-
-async function selectRun(frame, run) {
-  await frame.locator('[data-testid="run-select"]').selectOption(run);
-}
-
-try {
   const page = await browser.newPage();
   watchDialogs(page);
 
@@ -402,9 +380,4 @@ try {
   ok((await err.textContent()).includes(badAnswer.body.error), `a broken trace shows the backend's message: ${badAnswer.body.error}`);
 
   await page.waitForTimeout(300);
-  finish();
-} catch (e) {
-  fail(e);
-} finally {
-  await close();
-}
+});

@@ -3,26 +3,22 @@
 // names the slowest rank and the rank on another backend, compares rank against rank, and a click
 // on a rank opens that rank's report. Fails on any console error.
 //   TB_URL=http://127.0.0.1:6006 JOB=job node browser/e2e_ranks.mjs
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { SHOTS, TB, api, fail, finish, launch, ok, watch } from "./harness.mjs";
+import { TB, api, ok, openTab, run, shot, watch } from "./harness.mjs";
 
 const JOB = process.env.JOB || "job";
 if (!TB) throw new Error("set TB_URL");
 
 
 
-const { browser, close } = await launch();
+await run(async (browser) => {
 
-try {
   const page = await browser.newPage();
   watch(page);
 
   const ranks = (await api(`ranks?run=${encodeURIComponent(JOB)}`)).body;
   ok(Array.isArray(ranks.ranks) && ranks.ranks.length >= 2, `backend summarises ${ranks.ranks.length} ranks of ${JOB}`);
 
-  await page.goto(`${TB}/#tb_attn&attn_view=ranks&attn_run=${encodeURIComponent(JOB)}`);
-  const frame = page.frameLocator('iframe[src*="plugin_entry.html?name=tb_attn"]');
+  const { frame } = await openTab(page, `#tb_attn&attn_view=ranks&attn_run=${encodeURIComponent(JOB)}`);
   const heat = frame.locator('[data-testid="ranks-heatmap"]');
   await heat.waitFor({ timeout: 120000 });
   ok(await frame.locator('.attn-tabs [data-tab="ranks"]').getAttribute("aria-selected") === "true", "the Ranks tab is selected");
@@ -56,12 +52,7 @@ try {
   const headCells = await cmpTable.locator("thead th").allTextContents();
   ok(headCells[2] === `rank ${ranks.slowest.rank}`, `rank against rank compares with the slowest rank by default (${headCells.join(" | ")})`);
 
-  if (SHOTS) {
-    mkdirSync(SHOTS, { recursive: true });
-    await page.waitForTimeout(400);
-    await page.screenshot({ path: join(SHOTS, "ranks.png") });
-    console.log("screenshot ranks.png");
-  }
+  await shot(page, "ranks");
 
   await slowRow.click();
   await frame.locator('[data-view="summary"]').waitFor({ timeout: 60000 });
@@ -71,9 +62,4 @@ try {
   ok(sub.includes(ranks.slowest.worker), "the summary names that rank's worker");
 
   await page.waitForTimeout(300);
-  finish();
-} catch (e) {
-  fail(e);
-} finally {
-  await close();
-}
+});

@@ -1,7 +1,7 @@
 // What every browser test shares: the TensorBoard under test, checks that count themselves, the
 // backend's JSON (waiting out 202 "loading"), and Debian's chromium started headless with nothing
 // reachable but TensorBoard. The scripts are run by the tests/test_browser*.py files.
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -73,4 +73,41 @@ export function fail(e) {
   console.error(e.stack || String(e));
   if (problems.length) console.error("console problems:\n  " + problems.join("\n  "));
   process.exitCode = 1;
+}
+
+const FRAME = 'iframe[src*="plugin_entry.html?name=tb_attn"]';
+
+/** Open TensorBoard at ``hash`` (e.g. "#tb_attn&attn_view=memory") and wait for the Attention
+ * tab's app in its iframe; returns { tab, frame }. */
+export async function openTab(page, hash) {
+  await page.goto(`${TB}/${hash}`);
+  const tab = page.locator("a, button, [role=tab]").filter({ hasText: /^\s*attention\s*$/i }).first();
+  await tab.waitFor({ timeout: 60000 });
+  await page.locator(FRAME).waitFor({ timeout: 60000 });
+  const frame = page.frameLocator(FRAME);
+  await frame.locator('[data-testid="attn-app"]').waitFor({ timeout: 60000 });
+  return { tab, frame };
+}
+
+/** A README screenshot, taken only when SHOTS_DIR is set. */
+export async function shot(page, name) {
+  if (!SHOTS) return;
+  mkdirSync(SHOTS, { recursive: true });
+  await page.waitForTimeout(500); // let ECharts finish its first frame
+  await page.screenshot({ path: join(SHOTS, `${name}.png`) });
+  console.log(`screenshot ${name}.png`);
+}
+
+/** A script's checks in a fresh chromium: the closing check when they return, the failure when
+ * they throw, and the browser closed either way. */
+export async function run(checks, options = {}) {
+  const { browser, close } = await launch(options);
+  try {
+    await checks(browser);
+    finish();
+  } catch (e) {
+    fail(e);
+  } finally {
+    await close();
+  }
 }

@@ -1,33 +1,19 @@
 // Browser test of the safety net and the annotated-trace download in the Attention tab's summary,
 // against a real `tensorboard --logdir` started by tests/test_browser_kernels.py (one run whose trace
 // has an attention kernel nobody knows). By hand: TB_URL=http://127.0.0.1:6006 RUN=custom node browser/kernels.mjs
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
-import { API, SHOTS, TB, fail, finish, launch, ok, watch } from "./harness.mjs";
+import { API, SHOTS, TB, api, ok, openTab, run, shot, watch } from "./harness.mjs";
 
 const RUN = process.env.RUN || "";
 if (!TB || !RUN) throw new Error("set TB_URL and RUN");
 
 
-async function report() {
-  for (let i = 0; i < 600; i++) {
-    const r = await fetch(`${API}/report?run=${encodeURIComponent(RUN)}`);
-    if (r.status === 202) { await new Promise((res) => setTimeout(res, 500)); continue; }
-    return r.json();
-  }
-  throw new Error("the report stayed loading");
-}
-
-const { browser, close } = await launch();
-try {
-  const R = await report();
+await run(async (browser) => {
+  const R = (await api(`report?run=${encodeURIComponent(RUN)}`)).body;
   ok(Array.isArray(R.unknown_kernels) && R.unknown_kernels.length > 0, "the backend reports unknown attention kernels");
   const page = await browser.newPage();
   watch(page);
-  await page.goto(`${TB}/#tb_attn`);
-  const frame = page.frameLocator('iframe[src*="plugin_entry.html?name=tb_attn"]');
-  await frame.locator('[data-testid="attn-app"]').waitFor({ timeout: 60000 });
+  const { frame } = await openTab(page, "#tb_attn");
   const panel = frame.locator('[data-view="summary"] [data-testid="unknown-kernels"]');
   await panel.waitFor({ timeout: 60000 });
   const first = R.unknown_kernels[0];
@@ -46,16 +32,6 @@ try {
   ok(!!track, "the download is the trace with the tb-attn track");
   const calls = doc.traceEvents.filter((e) => e.pid === track.pid && e.cat === "tb_attn.call");
   ok(calls.length >= R.calls, `with a slice per call (${calls.length} for ${R.calls} calls)`);
-  if (SHOTS) {
-    mkdirSync(SHOTS, { recursive: true });
-    await panel.scrollIntoViewIfNeeded();
-    await page.waitForTimeout(400);
-    await page.screenshot({ path: join(SHOTS, "unknown_kernels.png") });
-    console.log("screenshot unknown_kernels.png");
-  }
-  finish();
-} catch (e) {
-  fail(e);
-} finally {
-  await close();
-}
+  if (SHOTS) await panel.scrollIntoViewIfNeeded();
+  await shot(page, "unknown_kernels");
+});

@@ -3,9 +3,7 @@
 // /memory JSON from the same server; Compare overlays two runs' curves; Scaling shows memory
 // against sequence length with its exponent; a run without memory says how to record it.
 //   TB_URL=http://127.0.0.1:6006 RUNS_JSON='{"eager":[...],"sdpa":[...],"nomem":".."}' node browser/memory_e2e.mjs
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { SHOTS, TB, api, fail, finish, launch, ok, watch } from "./harness.mjs";
+import { TB, api, ok, openTab, run, shot, watch } from "./harness.mjs";
 
 const RUNS = JSON.parse(process.env.RUNS_JSON || "{}");
 if (!TB || !RUNS.eager?.length || !RUNS.sdpa?.length || !RUNS.nomem) throw new Error("set TB_URL and RUNS_JSON {eager, sdpa, nomem}");
@@ -18,23 +16,7 @@ function sameBytes(text, bytes, what) {
   ok(m && Math.abs(v - bytes) <= tol, `${what}: shows "${text}" for ${bytes} B`);
 }
 
-const { browser, close } = await launch({ height: 1100 });
-async function openTab(page, hash) {
-  await page.goto(`${TB}/${hash}`);
-  await page.locator('iframe[src*="plugin_entry.html?name=tb_attn"]').waitFor({ timeout: 60000 });
-  const frame = page.frameLocator('iframe[src*="plugin_entry.html?name=tb_attn"]');
-  await frame.locator('[data-testid="attn-app"]').waitFor({ timeout: 60000 });
-  return frame;
-}
-async function shot(page, name) {
-  if (!SHOTS) return;
-  mkdirSync(SHOTS, { recursive: true });
-  await page.waitForTimeout(500);
-  await page.screenshot({ path: join(SHOTS, `${name}.png`) });
-  console.log(`screenshot ${name}.png`);
-}
-
-try {
+await run(async (browser) => {
   const page = await browser.newPage();
   watch(page);
   const eager = RUNS.eager[RUNS.eager.length - 1];
@@ -43,7 +25,7 @@ try {
   ok(M && M.score_matrix.blocks > 0, `backend: ${eager} has ${M.score_matrix.blocks} score-matrix blocks`);
 
   // ---- the Memory view of the longest eager run --------------------------------------------------
-  const frame = await openTab(page, `#tb_attn&attn_view=memory&attn_run=${encodeURIComponent(eager)}`);
+  const { frame } = await openTab(page, `#tb_attn&attn_view=memory&attn_run=${encodeURIComponent(eager)}`);
   const view = frame.locator('[data-view="memory"]');
   const expl = view.locator('[data-testid="memory-explanation"]');
   await expl.waitFor({ timeout: 120000 });
@@ -103,9 +85,4 @@ try {
   ok(fused && fused[1] > 0.7 && fused[1] < 1.4, `fused memory grows as L^${fused?.[1]} (about 1)`);
 
   await page.waitForTimeout(300);
-  finish();
-} catch (e) {
-  fail(e);
-} finally {
-  await close();
-}
+}, { height: 1100 });

@@ -2,21 +2,11 @@
 // --logdir` (started by tests/test_browser_roofline.py): what the page shows is compared with the
 // backend's JSON from the same server; a point is hovered for its numbers; no console errors.
 //   TB_URL=http://127.0.0.1:6006 RUNS_JSON='{"roofline":..,"a":..,"b":..}' node browser/roofline.mjs
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { API, SHOTS, TB, fail, finish, launch, ok, watch } from "./harness.mjs";
+import { TB, api, ok, openTab, run, shot, watch } from "./harness.mjs";
 
 const RUNS = JSON.parse(process.env.RUNS_JSON || "{}");
 if (!TB || !RUNS.roofline || !RUNS.a || !RUNS.b) throw new Error("set TB_URL and RUNS_JSON {roofline, a, b}");
 
-async function api(path) {
-  for (let i = 0; i < 600; i++) {
-    const r = await fetch(`${API}/${path}`);
-    if (r.status === 202) { await new Promise((res) => setTimeout(res, 500)); continue; }
-    return r.json();
-  }
-  throw new Error(`${path} stayed loading`);
-}
 function usOf(text) {
   const m = /(\+|\u2212|-)?([\d.]+)\s*(µs|ms|s)\b/.exec(text || "");
   if (!m) return null;
@@ -28,27 +18,13 @@ function sameUs(text, us, what) {
   const p = usOf(text);
   ok(p && Math.abs(p.v - us) <= p.tol, `${what}: shows "${text}" for ${us} µs`);
 }
-async function shot(page, name) {
-  if (!SHOTS) return;
-  mkdirSync(SHOTS, { recursive: true });
-  await page.waitForTimeout(500);
-  await page.screenshot({ path: join(SHOTS, `${name}.png`) });
-  console.log(`screenshot ${name}.png`);
-}
-
-const { browser, close } = await launch();
-try {
+await run(async (browser) => {
   const page = await browser.newPage();
   watch(page);
-  const open = async (hash) => {
-    await page.goto(`${TB}/${hash}`);
-    const frame = page.frameLocator('iframe[src*="plugin_entry.html?name=tb_attn"]');
-    await frame.locator('[data-testid="attn-app"]').waitFor({ timeout: 60000 });
-    return frame;
-  };
+  const open = async (hash) => (await openTab(page, hash)).frame;
 
   // ---- The Roofline view of one run ---------------------------------------------------------
-  const R = await api(`report?run=${encodeURIComponent(RUNS.roofline)}`);
+  const R = (await api(`report?run=${encodeURIComponent(RUNS.roofline)}`)).body;
   const rf = R.roofline;
   let frame = await open(`#tb_attn&attn_view=roofline&attn_run=${encodeURIComponent(RUNS.roofline)}`);
   const view = frame.locator('[data-view="roofline"]');
@@ -103,7 +79,7 @@ try {
   await frame.locator('[data-view="roofline"] [data-toggle="roofline-points"] [data-value="layers"]').click();
 
   // ---- Compare: the decomposition and both runs on one chart ----------------------------------------
-  const C = await api(`compare?run=${encodeURIComponent(RUNS.a)}&run=${encodeURIComponent(RUNS.b)}`);
+  const C = (await api(`compare?run=${encodeURIComponent(RUNS.a)}&run=${encodeURIComponent(RUNS.b)}`)).body;
   const D = C.decomposition;
   ok(D && Math.abs(Object.values(D.parts_us).reduce((a, b) => a + b, 0) - D.measured_us) < 1e-6, "the backend's parts sum to the measured difference");
   frame = await open(`#tb_attn&attn_view=compare&attn_compare=${encodeURIComponent(RUNS.a)},${encodeURIComponent(RUNS.b)}`);
@@ -116,8 +92,8 @@ try {
   sameUs(await dec.locator('tr[data-part="measured"] td').nth(1).textContent(), D.measured_us, "measured difference");
   const both = dec.locator('[data-chart="roofline-compare"]');
   await both.locator("canvas").first().waitFor({ timeout: 60000 });
-  const ra = await api(`report?run=${encodeURIComponent(RUNS.a)}`);
-  const rb = await api(`report?run=${encodeURIComponent(RUNS.b)}`);
+  const ra = (await api(`report?run=${encodeURIComponent(RUNS.a)}`)).body;
+  const rb = (await api(`report?run=${encodeURIComponent(RUNS.b)}`)).body;
   const n = [ra, rb].map((r) => r.roofline.layers.filter((l) => l.intensity > 0 && l.achieved_tflops > 0).length);
   ok(Number(await both.getAttribute("data-points")) === n[0] + n[1], `both runs on one chart: ${n[0]} + ${n[1]} points`);
   const roofKeys = new Set([ra, rb].filter((r) => r.roofline.roof).map((r) => JSON.stringify([r.roofline.roof.device, r.roofline.roof.bandwidth_tbs, r.roofline.roof.tflops])));
@@ -125,9 +101,4 @@ try {
   await dec.scrollIntoViewIfNeeded();
   await shot(page, "roofline_compare");
 
-  finish();
-} catch (e) {
-  fail(e);
-} finally {
-  await close();
-}
+});

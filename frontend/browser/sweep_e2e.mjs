@@ -2,9 +2,7 @@
 // (started by tests/test_browser_sweep.py): every number read on screen is compared with the
 // backend's /sweep answer from the same server; a cell's profile link opens that run's Summary.
 //   TB_URL=http://127.0.0.1:6006 SWEEP_RUN=cpu_sweep node browser/sweep_e2e.mjs
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { SHOTS, TB, api, fail, finish, launch, ok, watch } from "./harness.mjs";
+import { TB, api, ok, openTab, run, shot, watch } from "./harness.mjs";
 
 const RUN = process.env.SWEEP_RUN || "";
 if (!TB || !RUN) throw new Error("set TB_URL and SWEEP_RUN");
@@ -18,9 +16,8 @@ function parseSeconds(text) {
   return { v: Number(m[1]) * mult, tol: 0.5 * 10 ** -decimals * mult + 1e-12 };
 }
 
-const { browser, close } = await launch({ height: 1300 });
+await run(async (browser) => {
 
-try {
   const page = await browser.newPage();
   watch(page);
 
@@ -29,8 +26,7 @@ try {
   const doc = (await api(`sweep?run=${encodeURIComponent(RUN)}`)).body;
   ok(doc.cells.length > 0, `the sweep has ${doc.cells.length} cells`);
 
-  await page.goto(`${TB}/#tb_attn&attn_view=sweep&attn_sweep=${encodeURIComponent(RUN)}`);
-  const frame = page.frameLocator('iframe[src*="plugin_entry.html?name=tb_attn"]');
+  const { frame } = await openTab(page, `#tb_attn&attn_view=sweep&attn_sweep=${encodeURIComponent(RUN)}`);
   const view = frame.locator('[data-view="sweep"]');
   await view.locator('[data-testid="sweep-cells"]').waitFor({ timeout: 90000 });
   ok(await frame.locator('[data-testid="sweep-select"]').inputValue() === RUN, "the sweep picker shows the run from the URL");
@@ -63,12 +59,7 @@ try {
   ok(await view.locator('[data-chart="sweep-memory"] canvas').count() > 0, "memory chart drawn");
   ok((await view.locator('[data-testid="sweep-conventions"]').textContent()).includes("4*B*H*Lq*Lk*D"), "FLOP convention stated");
 
-  await page.waitForTimeout(500);
-  if (SHOTS) {
-    mkdirSync(SHOTS, { recursive: true });
-    await page.screenshot({ path: join(SHOTS, "sweep.png") });
-    console.log("screenshot sweep.png");
-  }
+  await shot(page, "sweep");
 
   // Another batch: the charts and exponents follow.
   const other = Math.max(...doc.cells.map((c) => c.batch));
@@ -88,9 +79,4 @@ try {
   ok(Number(calls.replace(/,/g, "")) >= 1, `the profile has attention calls (${calls})`);
 
   await page.waitForTimeout(300);
-  finish();
-} catch (e) {
-  fail(e);
-} finally {
-  await close();
-}
+}, { height: 1300 });
