@@ -291,6 +291,34 @@ def test_plugin_with_an_unreachable_scheduler_fails_each_trace_fast_with_the_cau
     assert resp.status_code == 404 and "4 of its 4 traces failed, first: job/" in err and "cannot reach" in err
 
 
+def test_tensorboard_answers_while_the_scheduler_is_being_reached(tb_app, logdir, monkeypatch):
+    """Connecting runs on a thread of its own: /runs answers while the connection hangs (the index
+    submits under its lock), and the files waiting on it fail with the cause once it gives up."""
+    import threading
+
+    release, entered = threading.Event(), threading.Event()
+
+    def hanging(address, **kw):
+        entered.set()
+        release.wait(60)
+        raise dask_jobs.DaskUnavailable(f"cannot reach the Dask scheduler at {address}: refused")
+
+    monkeypatch.setattr(dask_jobs, "connect", hanging)
+    http, _ = tb_app(logdir, env={"TB_ATTN_DASK_SCHEDULER": "tcp://127.0.0.1:1"})
+    assert entered.wait(60), "no connection was attempted"
+    answered = []
+    t = threading.Thread(target=lambda: answered.append(http.get("/data/plugin/tb_attn/runs").status_code))
+    t.start()
+    t.join(30)
+    hung = t.is_alive()
+    release.set()
+    t.join()
+    assert not hung and answered == [200], "/runs waited for the Dask connection"
+    doc = wait_runs(http, all_settled)
+    spans = [s for r in doc["runs"] for w in r["workers"] for s in w["spans"]]
+    assert spans and all("cannot reach the Dask scheduler at tcp://127.0.0.1:1" in s["message"] for s in spans)
+
+
 def test_an_s3_logdir_read_by_the_workers_themselves_equals_in_process(s3, cpu_traces, tmp_path, capsys):
     """tb-attn report s3://logs/job --dask: the client lists the bucket, each worker process opens its
     rank's s3:// URL itself (a local S3 server, moto); the reports and rank summary are the in-process ones."""

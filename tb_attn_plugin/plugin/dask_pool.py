@@ -23,7 +23,7 @@ from concurrent.futures import Future
 
 from ..cluster import dask_jobs
 from . import work
-from .pool import ENGINE_ENV, LIMIT_ENV, AnalysisPool
+from .pool import ENGINE_ENV, LIMIT_ENV, AnalysisPool, Unavailable
 
 logger = logging.getLogger(__name__)
 ENV = "TB_ATTN_DASK_SCHEDULER"
@@ -46,6 +46,8 @@ class DaskAnalysisPool:
         # that it carries this moment's environment, as the tasks do.
         self._local = AnalysisPool(workers=1)
         self._failed: tuple[float, str] | None = None  # (when, why) of the last failed connection
+        self._connecting: threading.Thread | None = None
+        self._waiting: list[tuple[Future, tuple]] = []  # submitted while connecting
 
     @property
     def patterns(self) -> str:
@@ -70,32 +72,61 @@ class DaskAnalysisPool:
         """Threads across the cluster's workers (the index keeps about two tasks per slot in flight)."""
         return self._slots
 
-    def _connect(self):
+    def submit(self, path: str, display_name: str, snapshots: list[str] | None = None
+               ) -> tuple[Future, "DaskAnalysisPool"]:
+        """A future of work.analyze's result. Never waits for the scheduler: the index calls this
+        under its lock, and a connection can take CONNECT_TIMEOUT, so connecting happens on a thread
+        of its own and the files submitted meanwhile are started (or failed) when it ends."""
+        fut: Future = Future()
+        fut.set_running_or_notify_cancel()
         with self._lock:
             if self._closed:
                 raise RuntimeError("analysis pool is closed")
-            if self._client is None:
+            client = self._client
+            if client is None:
                 if self._failed is not None and time.monotonic() - self._failed[0] < RETRY_AFTER_S:
-                    raise RuntimeError(self._failed[1])
-                try:
-                    self._client = dask_jobs.connect(self.address)
-                except dask_jobs.DaskUnavailable as exc:
-                    why = f"{ENV}={self.address}: {exc}".replace("--dask needs", "it needs")
-                    self._failed = (time.monotonic(), why)
-                    logger.error("tb-attn: %s", why)
-                    raise RuntimeError(why) from None
-                self._failed = None
-                self._slots = max(1, sum(self._client.nthreads().values()) or DEFAULT_SLOTS)
+                    raise Unavailable(self._failed[1])
+                self._waiting.append((fut, (path, display_name, snapshots)))
+                if self._connecting is None:
+                    self._connecting = threading.Thread(target=self._connect, name="tb-attn-dask-connect",
+                                                        daemon=True)
+                    self._connecting.start()
+                return fut, self
+        self._start(client, fut, path, display_name, snapshots)
+        return fut, self
+
+    def _connect(self) -> None:
+        client, why = None, None
+        try:
+            client = dask_jobs.connect(self.address)
+        except dask_jobs.DaskUnavailable as exc:
+            why = f"{ENV}={self.address}: {exc}".replace("--dask needs", "it needs")
+        except Exception as exc:  # anything else the client raises: the same kind of answer
+            why = f"{ENV}={self.address}: cannot connect: {type(exc).__name__}: {exc}"
+        stale = None
+        with self._lock:
+            self._connecting = None
+            waiting, self._waiting = self._waiting, []
+            if client is not None and self._closed:
+                why, stale, client = "analysis pool is closed", client, None
+            elif client is not None:
+                self._client, self._failed = client, None
+                self._slots = max(1, sum(client.nthreads().values()) or DEFAULT_SLOTS)
                 logger.info("tb-attn: analysing traces on the Dask cluster at %s (%d threads)", self.address,
                             self._slots)
-            return self._client
+            else:
+                self._failed = (time.monotonic(), why)
+                logger.error("tb-attn: %s", why)
+        if stale is not None:
+            dask_jobs.close(stale)
+        for fut, args in waiting:
+            if client is None:
+                fut.set_exception(Unavailable(why))
+            else:
+                self._start(client, fut, *args)
 
-    def submit(self, path: str, display_name: str, snapshots: list[str] | None = None
-               ) -> tuple[Future, "DaskAnalysisPool"]:
-        client = self._connect()
+    def _start(self, client, fut: Future, path: str, display_name: str, snapshots: list[str] | None) -> None:
         dfut = client.submit(work.analyze, path, display_name, self._env, snapshots, pure=False)
-        fut: Future = Future()
-        fut.set_running_or_notify_cancel()
         fut.dask_future = dfut  # Dask forgets a task whose future is no longer referenced
 
         def done(df) -> None:
@@ -105,7 +136,6 @@ class DaskAnalysisPool:
                 fut.set_exception(exc)
 
         dfut.add_done_callback(done)
-        return fut, self
 
     def reset(self, broken=None) -> None:
         """Nothing to rebuild: the scheduler replaces lost workers and reruns their tasks."""

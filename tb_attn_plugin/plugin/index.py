@@ -24,7 +24,7 @@ import msgspec
 
 from .cache import ReportCache, Result, cache_key
 from .layout import Found, Source
-from .pool import AnalysisPool
+from .pool import AnalysisPool, Unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -231,6 +231,12 @@ class RunIndex:
                                                      "this trace (out of memory?)"))
                     else:
                         e.phase = "queued"
+            self._dispatch()
+            return
+        except Unavailable as exc:  # the pool could not start it (a Dask scheduler out of reach): not cached
+            with self._lock:
+                if e.key == key and e.phase == "running":
+                    self._apply(e, Result(ERROR, f"{e.display}: cannot start an analysis process: {exc}"))
             self._dispatch()
             return
         except Exception as exc:

@@ -59,6 +59,10 @@ def _context():
     return multiprocessing.get_context("spawn")
 
 
+class Unavailable(RuntimeError):
+    """The pool cannot run analyses now (a Dask scheduler that cannot be reached); str() says why."""
+
+
 class AnalysisPool:
     """Hands trace files to worker processes.
 
