@@ -13,6 +13,7 @@ import time
 import pytest
 
 distributed = pytest.importorskip("distributed", reason="the [dask] extra is not installed")
+import dask  # noqa: E402  (installed with distributed)
 
 from tb_attn_plugin import cli  # noqa: E402
 from tb_attn_plugin.cluster import dask_jobs  # noqa: E402
@@ -105,6 +106,26 @@ def test_several_paths_are_analysed_on_one_cluster(cluster, logdir, capsys, monk
     assert cli.main(["report", *paths, "-q", "--json", "--compact"]) == 0
     local = json.loads(capsys.readouterr().out)
     assert len(remote["reports"]) == 5 and [_same(r) for r in remote["reports"]] == [_same(r) for r in local["reports"]]
+
+
+def test_a_trace_that_kills_every_worker_is_its_own_error_line(cpu_traces, tmp_path):
+    """A trace too big for the workers' memory: the nanny kills each worker that runs it (a real
+    kill by Dask's memory monitor), the scheduler gives up (KilledWorker), and that trace gets an
+    error line while the small one beside it is analysed."""
+    big = tmp_path / "big.pt.trace.json"
+    replicate(str(cpu_traces["sdpa"]), 600, str(big))
+    small = tmp_path / "small.pt.trace.json"
+    small.write_bytes(cpu_traces["sdpa"].read_bytes())
+    assert big.stat().st_size > 150 << 20
+    # Two idle single-thread workers take one task each; no retries, so the big one fails at its
+    # first kill (a task on a worker when it dies counts a failure, whichever task killed it).
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.worker.memory.terminate": 0.95}):
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                      memory_limit="400MB") as c, distributed.Client(c) as cl:
+            got = dict(dask_jobs.analyze_many(cl, [str(big), str(small)]))
+    assert isinstance(got[str(big)], TraceError) and "KilledWorker" in str(got[str(big)])
+    assert str(got[str(big)]).startswith(f"{big}: the Dask task failed")
+    assert isinstance(got[str(small)], dict) and got[str(small)]["calls"] > 0
 
 
 def test_a_worker_killed_mid_task_is_replaced_and_the_task_rerun(client, cpu_traces, tmp_path):
