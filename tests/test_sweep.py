@@ -206,6 +206,15 @@ def test_memory_cap_forces_a_real_oom_and_the_sweep_goes_on(tmp_path):
                                                  "min_oom_seq_len": 2048}]
 
 
+def test_no_profiler_log_lines_reach_the_terminal(tmp_path, capfd):
+    # kineto writes "USDT: ... profiler_start/stop" to fd 2 at every profiler start and stop: in the
+    # peak-memory call, in --profile and in the capped child's warm-up; none may break the output.
+    sweep(tmp_path / "a", backends="math", seq_len="64", batch="1", memory_cap="4G")
+    sweep(tmp_path / "b", backends="math", seq_len="64", batch="1", profile="64")
+    out = capfd.readouterr()
+    assert "USDT" not in out.err and "USDT" not in out.out
+
+
 def test_profile_writes_a_trace_the_engine_analyses(tmp_path):
     from tb_attn_plugin.report.build import analyze_path
 

@@ -68,7 +68,7 @@ def _child(conn, cap_bytes: int, num_threads: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     import torch
 
-    from .measure import run_cell
+    from .measure import quiet_stderr, run_cell
 
     torch.set_num_threads(num_threads)
     # Start the intra-op threads and the profiler (their stacks and buffers are mappings too) before
@@ -76,7 +76,7 @@ def _child(conn, cap_bytes: int, num_threads: int) -> None:
     from torch.profiler import ProfilerActivity, profile
 
     a = torch.randn(256, 256)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True):
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True):
         (a @ a).softmax(-1).sum().item()
     while True:
         msg = conn.recv()

@@ -43,7 +43,7 @@ def _sync(device: str) -> None:
 
 
 @contextlib.contextmanager
-def _quiet_stderr():
+def quiet_stderr():
     """Kineto prints two log lines to file descriptor 2 at every profiler start and stop, which would
     break the progress line once per cell; the call itself already ran cleanly in the warm-up."""
     sys.stderr.flush()
@@ -61,7 +61,7 @@ def _cpu_peak_bytes(call) -> int:
     """Bytes allocated during one call and still live at its peak, from the profiler's memory events."""
     from torch.profiler import ProfilerActivity, profile
 
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
         call()
     cpu = torch.autograd.DeviceType.CPU
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]" and e.device_type() == cpu]
@@ -214,7 +214,7 @@ def _profile(cell: Cell, call, profile_dir: str) -> str:
 
     run_dir = os.path.join(profile_dir, cell.cell_id)
     extra = {k: v for k, v in cell.key().items() if v is not None}
-    with _quiet_stderr(), profile(run_dir, variant=cell.backend if cell.module is None else cell.module, extra=extra,
+    with quiet_stderr(), profile(run_dir, variant=cell.backend if cell.module is None else cell.module, extra=extra,
                                   scalars=False):
         call()
         _sync(cell.device)
