@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 
 import pytest
 
 from tests.browser import ROOT, require_browser, run_script, serving, shots_dir
+from tests.memory_snapshots import known_snapshot
 from tests.test_browser import _put
 
 LENGTHS = (128, 256, 512)
@@ -31,7 +33,10 @@ def memory_logdir(tmp_path_factory, cpu_traces):
     doc = json.loads(cpu_traces["sdpa"].read_bytes())
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("name") != "[memory]"]
     _put(logdir / "no_memory" / f"worker0.{SPAN}.pt.trace.json", json.dumps(doc).encode())
-    runs = {"eager": [f"demo/eager-L{n}" for n in LENGTHS], "sdpa": [f"demo/sdpa-L{n}" for n in LENGTHS], "nomem": "no_memory"}
+    # A CUDA snapshot on its own (no trace beside it): a run with memory only.
+    _put(logdir / "snapshot_only" / "host_1.1700000000.memory.pickle", pickle.dumps(known_snapshot()[0]))
+    runs = {"eager": [f"demo/eager-L{n}" for n in LENGTHS], "sdpa": [f"demo/sdpa-L{n}" for n in LENGTHS], "nomem": "no_memory",
+            "snapshot": "snapshot_only"}
     return logdir, runs
 
 

@@ -138,3 +138,35 @@ def test_a_snapshot_linked_from_outside_the_logdir_is_never_read(tb_app, cpu_tra
     wait_runs(client, lambda d: all_settled(d, ["run", "inside"]))
     assert _memory_source(client, "run") is None  # the CLI, given the file itself, would read it
     assert _memory_source(client, "inside") == "snapshot"  # a link inside the logdir is followed
+
+
+def test_a_directory_of_snapshots_only_is_a_run_with_memory_only(tb_app, cpu_traces, tmp_path):
+    # Like `tb-attn report DIR`: snapshots without a trace beside them are runs of their own, shown
+    # in the Memory view; the trace-only routes say what the run is (422), never a 500.
+    logdir = tmp_path / "logdir"
+    snap, want = known_snapshot()
+    _place(logdir / "alloc" / "host_1.1700000000.memory.pickle", pickle.dumps(snap))
+    _place(logdir / "mine" / "snapshot.pickle", pickle.dumps(snap))
+    marker = tmp_path / "PWNED"
+    _place(logdir / "evil" / "x.pickle", malicious_pickle(str(marker)))
+    _place(logdir / "trace" / "w.1.pt.trace.json", cpu_traces["sdpa"].read_bytes())
+    client, _ = tb_app(logdir)
+    doc = wait_runs(client, lambda d: all_settled(d, ["alloc", "mine", "evil", "trace"]))
+    runs = {r["run"]: r for r in doc["runs"]}
+    alloc = runs["alloc"]["workers"][0]
+    assert alloc["worker"] == "host_1" and alloc["spans"][0]["span"] == "1700000000"
+    assert alloc["spans"][0]["summary"]["kind"] == "memory_snapshot"
+    assert runs["mine"]["workers"][0]["worker"] == "snapshot" and runs["mine"]["status"] == "ready"
+    assert runs["trace"]["workers"][0]["spans"][0]["summary"]["kind"] == "trace"
+    evil = runs["evil"]["workers"][0]["spans"][0]
+    assert evil["status"] == "error" and "refused" in evil["message"] and not marker.exists()
+    for run in ("alloc", "mine"):
+        code, body = get(client, f"{P}/memory?run={run}")
+        assert code == 200 and body["memory"]["source"] == "snapshot" and body["memory"]["peak_bytes"] == want["peak"]
+    code, report = get(client, f"{P}/report?run=alloc")
+    assert code == 200 and report["kind"] == "memory_snapshot" and report["source"]["path"] == "alloc/host_1.1700000000.memory.pickle"
+    for url in ("kernels?run=alloc", "call?run=alloc&id=0", "annotated?run=alloc", "compare?run=alloc&run=trace"):
+        code, body = get(client, f"{P}/{url}")
+        assert code == 422 and "is a CUDA memory snapshot, not a trace" in body["error"], url
+    code, body = get(client, f"{P}/ranks?run=alloc")
+    assert code == 404 and "not a job of several ranks" in body["error"]

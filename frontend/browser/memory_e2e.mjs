@@ -54,9 +54,26 @@ await run(async (browser) => {
   await none.waitFor({ timeout: 60000 });
   ok((await none.textContent()).includes("profile_memory=True"), "a trace without memory names profile_memory=True");
 
+  // ---- a CUDA snapshot on its own: the Memory view shows it, the other views say what it is -------
+  const snapMem = (await api(`memory?run=${encodeURIComponent(RUNS.snapshot)}&points=1500`)).body.memory;
+  ok(snapMem && snapMem.source === "snapshot", `backend: ${RUNS.snapshot} is a snapshot's memory`);
+  await frame.locator('[data-testid="run-select"]').selectOption(RUNS.snapshot);
+  const sExpl = frame.locator('[data-view="memory"] [data-testid="memory-explanation"]');
+  await sExpl.waitFor({ timeout: 60000 });
+  ok(Number(await sExpl.getAttribute("data-peak-bytes")) === snapMem.peak_bytes, `the snapshot's peak: ${await sExpl.textContent()}`);
+  await frame.locator('.attn-tabs [data-tab="summary"]').click();
+  const only = frame.locator('[data-testid="snapshot-only"]');
+  await only.waitFor({ timeout: 60000 });
+  ok((await only.textContent()).includes("is a CUDA memory snapshot, not a trace"), "the Summary says the run is a snapshot");
+  await only.locator("button").click();
+  await sExpl.waitFor({ timeout: 60000 });
+  ok(await frame.locator('.attn-tabs [data-tab="memory"]').getAttribute("aria-selected") === "true", "its button opens the Memory view");
+
   // ---- Compare overlays the two runs' curves ------------------------------------------------------
   await frame.locator('.attn-tabs [data-tab="compare"]').click();
   for (const r of [eager, sdpa]) await frame.locator(`[data-view="compare"] input[data-run="${r}"]`).check();
+  ok(await frame.locator(`[data-view="compare"] input[data-run="${RUNS.snapshot}"]`).count() === 0,
+    "the snapshot run is not offered for comparison (it has no attention)");
   const peaks = frame.locator('[data-view="compare"] [data-testid="compare-memory-peaks"]');
   await peaks.waitFor({ timeout: 120000 });
   await frame.locator('[data-view="compare"] [data-chart="compare-memory"] canvas').first().waitFor();

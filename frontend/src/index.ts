@@ -220,6 +220,15 @@ class App {
       into.appendChild(notice("error", `${t.run} cannot be analysed`, span.message || "the backend could not read this trace"));
       return null;
     }
+    if (span?.summary?.kind === "memory_snapshot") {
+      // A CUDA memory snapshot listed on its own: memory only, no calls, kernels or timeline.
+      const box = notice("info", `${t.run} is a CUDA memory snapshot, not a trace`,
+        "It records allocations, not attention calls or kernels: its memory is in the Memory view.");
+      box.dataset.testid = "snapshot-only";
+      box.appendChild(h("button", { type: "button", onclick: () => this.set({ view: "memory" }) }, "Open the Memory view"));
+      into.appendChild(box);
+      return null;
+    }
     const key = JSON.stringify([t.run, t.worker, t.span]);
     const hit = this.reports.get(key);
     if (hit) return hit;

@@ -11,6 +11,7 @@ export interface SpanInfo {
   phase?: string;
   size_bytes?: number;
   summary?: {
+    kind?: "trace" | "memory_snapshot";
     metadata?: Record<string, unknown>;
     time_basis?: Basis;
     calls?: number;

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 SNAPSHOT_SUFFIX = ".memory.pickle"  # how the collector names a snapshot: {worker}.{time}.memory.pickle
 
 
@@ -19,3 +21,14 @@ def joining_names(trace_name: str, names: list[str]) -> list[str]:
     if pickles and len(traces) == 1:
         return pickles
     return []
+
+
+_SNAPSHOT_NAME = re.compile(r"^(?P<worker>.+?)(?:\.(?P<span>\d+))?(?:\.memory)?\.pickle(?:\.gz)?$")
+
+
+def snapshot_name(name: str) -> tuple[str, str] | None:
+    """(worker, span) of a snapshot listed on its own (a directory without traces), or None when
+    ``name`` is not a snapshot: ``host_1.1733.memory.pickle`` -> ("host_1", "1733"), and a name
+    of one's own, ``snapshot.pickle`` -> ("snapshot", "")."""
+    m = _SNAPSHOT_NAME.match(name)
+    return (m.group("worker"), m.group("span") or "") if m else None

@@ -60,6 +60,11 @@ class Entry:
         return (self.run, self.worker, self.span)
 
     @property
+    def is_snapshot(self) -> bool:
+        """A memory snapshot listed on its own: it has a memory section, not a trace's report."""
+        return self.path.endswith((".pickle", ".pickle.gz"))  # the listing's rule (layout, memory/joining.py)
+
+    @property
     def snapshot_paths(self) -> list[str]:
         d = os.path.dirname(self.path)
         return [os.path.join(d, name) for name, _, _ in self.joins]

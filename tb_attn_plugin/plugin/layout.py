@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Iterator
 
-from ..memory.joining import joining_names
+from ..memory.joining import joining_names, snapshot_name
 from ..trace.discover import parse_name
 from ..trace.read import is_url
 
@@ -112,9 +112,12 @@ def _list_local(logdir: str) -> list[Found]:
     found: list[Found] = []
     for d, entries in by_dir.items():
         names = [e.name for e in entries]
+        # A directory without traces lists its snapshot pickles as runs of their own (memory only);
+        # beside a trace they join its report instead.
+        alone = not any(parse_name(n) for n in names)
         for e in entries:
             try:
-                parsed = parse_name(e.name)
+                parsed = parse_name(e.name) or (snapshot_name(e.name) if alone else None)
                 if parsed is None or not e.is_file():
                     continue
                 if e.is_symlink() and not _inside(os.path.realpath(e.path), real_root):

@@ -221,6 +221,13 @@ class AttentionPlugin(base_plugin.TBPlugin):
         except UnknownName as exc:
             raise ApiError(404, str(exc)) from None
 
+    def _trace_entry(self, request):
+        """The entry of a route that needs a trace's report: a snapshot listed on its own is a 422."""
+        e = self._entry(request)
+        if e.is_snapshot:
+            raise ApiError(422, _NOT_A_TRACE.format(e.display))
+        return e
+
     def _report_bytes(self, e) -> bytes | None:
         """The entry's report bytes; None while loading. Raises ApiError for a failed analysis."""
         if e.status == ERROR:
@@ -257,7 +264,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     @_route
     def _serve_kernels(self, request):
-        e = self._entry(request)
+        e = self._trace_entry(request)
         stage, pas = _param(request, "stage"), _param(request, "pass")
         if stage is not None and stage not in STAGES:
             raise ApiError(400, f"unknown stage {stage!r}; expected one of: {', '.join(STAGES)}")
@@ -273,7 +280,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     @_route
     def _serve_call(self, request):
-        e = self._entry(request)
+        e = self._trace_entry(request)
         call_id = _int_param(request, "id", required=True)
         view = self._report(e, _CallsView)
         if view is None:
@@ -289,7 +296,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def _serve_annotated(self, request):
         from . import annotated
 
-        e = self._entry(request)
+        e = self._trace_entry(request)
         if e.status == ERROR:
             raise ApiError(422, e.message or f"{e.display}: cannot be analysed")
         return annotated.respond(request, e, self._index.pool, ApiError)
@@ -330,6 +337,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
         failed = [e for e in entries if e.status == ERROR]
         if failed:
             raise ApiError(422, "cannot compare: " + "; ".join(e.message or e.display for e in failed))
+        snaps = [e for e in entries if e.is_snapshot]
+        if snaps:
+            raise ApiError(422, "cannot compare: " + "; ".join(_NOT_A_TRACE.format(e.display) for e in snaps))
         loading = [e for e in entries if e.status == LOADING]
         for e in loading:
             self._index.want(e)
@@ -406,3 +416,6 @@ def _rank_label(e, report) -> str:
 
     got = rank_of(report)
     return f"{e.run} rank {got[0]}" if got is not None else f"{e.run}/{e.worker}"
+
+
+_NOT_A_TRACE = "{} is a CUDA memory snapshot, not a trace: it has a memory section only (the Memory view, /memory)"

@@ -58,7 +58,7 @@ class RanksAnswers:
     def answer(self, run: str) -> tuple[int, Any]:
         """(HTTP status, body): 200 with the summary, 202 while ranks are analysed, 404 when the run
         is not a job of several ranks. Raises UnknownName for a run the index does not know."""
-        entries = self.index.latest_entries(run)
+        entries = [e for e in self.index.latest_entries(run) if not e.is_snapshot]  # snapshots are no ranks
         loading = [e for e in entries if e.status == LOADING]
         if loading:
             for e in loading:

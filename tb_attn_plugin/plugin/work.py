@@ -14,6 +14,7 @@ def summary_of(report: dict[str, Any]) -> dict[str, Any]:
     """The few fields /runs shows for every file without reading its report."""
     dev = report.get("device") or {}
     return {
+        "kind": report.get("kind", "trace"),  # "memory_snapshot": a snapshot listed on its own
         "metadata": report.get("metadata") or {},
         "time_basis": report.get("time_basis"),
         "calls": report.get("calls"),
@@ -46,20 +47,22 @@ def analyze(path: str, display_name: str, env: dict[str, str] | None = None, sna
     _apply(env)
 
     from ..errors import TraceError
+    from ..memory.engine import is_snapshot_path, snapshot_report
     from ..report.build import analyze_file
 
     bad = _use_patterns()
     if bad:
         return "error", f"{display_name}: {bad}", {}, None
     try:
-        report = analyze_file(path, snapshots=snapshots)
+        # A snapshot listed on its own (layout: a directory without traces) has memory only.
+        report = snapshot_report(path) if is_snapshot_path(path) else analyze_file(path, snapshots=snapshots)
     except TraceError as exc:
         return "error", f"{display_name}: {exc.cause}", {}, None
     except MemoryError:
         return "error", f"{display_name}: not enough memory to analyse this trace", {}, None
     except Exception as exc:  # an engine bug must not look like a bad trace, nor kill the worker
         return "error", f"{display_name}: analysis failed ({type(exc).__name__}: {exc}); please report this", {}, None
-    if report["trace"].get("truncated"):
+    if (report.get("trace") or {}).get("truncated"):
         cut = [w for w in report.get("warnings") or [] if "ends early" in w] or ["it ends early"]
         # Partial numbers would mislead (GPU kernels come late in a trace, so even the time basis can
         # flip), so an incomplete file is an error; if it is still growing it is analysed again.

@@ -129,6 +129,8 @@ export function runPicker(ctx: Ctx, hint: string): HTMLElement {
   const picked = ctx.state.compare;
   const box = h("div", { class: "run-picker", "data-testid": "run-picker" }, h("div", { class: "hint" }, hint));
   for (const r of ctx.runs.runs || []) {
+    // A snapshot listed on its own has no attention to compare (the backend refuses it).
+    if (r.workers.every((w) => w.spans.every((s) => s.summary?.kind === "memory_snapshot"))) continue;
     const i = picked.indexOf(r.run);
     const impls = [...new Set(r.workers.flatMap((w) => w.spans.flatMap((s) => s.summary?.implementations || [])))];
     const cb = h("input", { type: "checkbox", checked: i >= 0, "data-run": r.run, "aria-label": `compare ${r.run}` });
