@@ -16,7 +16,9 @@ def roofline_lines(r: dict[str, Any], top: int = 6) -> list[str]:
     if roof:
         tf = ", ".join(f"{k} {v:.4g}" for k, v in (roof.get("tflops") or {}).items() if v)
         bw = roof.get("bandwidth_tbs")
-        where = f"{roof['kind']}: {roof.get('source') or roof.get('device')}"
+        said = str(roof.get("source") or roof.get("device"))
+        # "measured on vm (...)" already says its kind; a data-sheet source gets the word in front
+        where = said if said.startswith(str(roof["kind"])) else f"{roof['kind']}: {said}"
         head = (f"  roofline ({where}): {_bw(bw)}, TFLOP/s {tf or 'unknown'}" if bw else
                 f"  roofline ({where}): no bandwidth known, TFLOP/s {tf or 'unknown'}")
     else:
