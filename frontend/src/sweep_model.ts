@@ -36,7 +36,12 @@ export interface SweepFit {
   batch: number;
   time_exponent: number | null;
   memory_exponent: number | null;
+  /** The noisiest cell's IQR / median (older sweeps: absent). */
+  max_iqr_fraction?: number | null;
 }
+
+/** torch.utils.benchmark's own mark of a noisy measurement (the backend's sweeps/analysis.NOISY_IQR). */
+export const NOISY_IQR = 0.1;
 
 export interface SweepCrossover {
   batch: number;
@@ -125,6 +130,8 @@ export interface SweepPoint {
 export interface SweepSeries {
   backend: string;
   exponent: number | null;
+  /** The noisiest cell's IQR / median when above NOISY_IQR: the time exponent is unreliable. */
+  noisy: number | null;
   points: SweepPoint[];
   /** The shortest length at which this backend ran out of memory (this batch), if any. */
   oomAt: number | null;
@@ -148,6 +155,8 @@ export function sweepSeries(doc: SweepDoc, batch: number, metric: "time" | "memo
     out.push({
       backend, points, oomAt: oom ? oom.min_oom_seq_len : null,
       exponent: fit ? (metric === "time" ? fit.time_exponent : fit.memory_exponent) : null,
+      noisy: metric === "time" && fit && typeof fit.max_iqr_fraction === "number" && fit.max_iqr_fraction > NOISY_IQR
+        ? fit.max_iqr_fraction : null,
     });
   }
   return out.filter((s) => s.points.length || s.oomAt !== null);

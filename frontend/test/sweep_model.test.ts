@@ -37,6 +37,16 @@ describe("sweep model", () => {
     expect(time.find((s) => s.backend === "flash")!.oomAt).toBeNull();
   });
 
+  it("flags a time exponent fitted to noisy cells (IQR above 10% of a median), never a memory one", () => {
+    const noisy: SweepDoc = JSON.parse(JSON.stringify(doc));
+    for (const f of noisy.analysis.fits) f.max_iqr_fraction = f.backend === "math" ? 0.24 : 0.03;
+    const time = sweepSeries(noisy, 1, "time");
+    expect(time.find((s) => s.backend === "math")!.noisy).toBe(0.24);
+    expect(time.find((s) => s.backend === "flash")!.noisy).toBeNull();
+    expect(sweepSeries(noisy, 1, "memory").every((s) => s.noisy === null)).toBe(true);
+    expect(sweepSeries(doc, 1, "time").every((s) => s.noisy === null)).toBe(true); // a sweep from before the field
+  });
+
   it("memory series: the score matrix grows about as L^2, flash's memory far slower", () => {
     const mem = sweepSeries(doc, 4, "memory");
     const math = mem.find((s) => s.backend === "math")!;

@@ -140,6 +140,10 @@ function drawCharts(ctx: Ctx, box: HTMLElement, doc: SweepDoc, batch: number, al
     return h("li", { "data-backend": s.backend },
       h("span", { class: "attn-dot", style: `background:${backendColor(s.backend, all)}` }), s.backend,
       s.exponent === null ? " (one length)" : ` time ∝ L^${s.exponent.toFixed(2)}`,
+      s.exponent !== null && s.noisy !== null
+        ? h("span", { class: "hint err", "data-testid": "sweep-noisy" },
+          ` (noisy: a cell's IQR is ${Math.round(100 * s.noisy)}% of its median, so this exponent is unreliable)`)
+        : "",
       m && m.exponent !== null ? `, memory ∝ L^${m.exponent.toFixed(2)}` : "",
       s.oomAt !== null ? `, out of memory from L=${fmtCount(s.oomAt)}` : "");
   })));
