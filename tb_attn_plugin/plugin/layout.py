@@ -10,17 +10,16 @@ it (nor shows the size of a file outside it).
 
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import os
-import posixpath
 import re
 from dataclasses import dataclass, replace
 from typing import Iterator
 
 from ..memory.joining import joining_names, snapshot_name
-from ..trace.discover import parse_name
+from ..trace.discover import MAX_NAME, parse_name
 from ..trace.read import is_url
+from ..trace.url_logdir import list_url
 
 
 @dataclass(frozen=True)
@@ -37,9 +36,6 @@ class Found:
 
 
 logger = logging.getLogger(__name__)
-# The longest run, worker or span name listed: Linux's PATH_MAX, beyond which no path can be opened.
-# The plugin accepts parameters up to this length, so every run it lists can be asked for.
-MAX_NAME = 4096
 _URI = re.compile(r"[a-zA-Z][0-9a-zA-Z.]*://.*")
 
 
@@ -178,41 +174,4 @@ def _inside(path: str, root: str) -> bool:
 
 
 def _list_url(logdir: str) -> list[Found]:
-    import fsspec  # only object-storage logdirs need it
-
-    fs, root = fsspec.core.url_to_fs(logdir)
-    root = root.rstrip("/")
-    # Object stores cache listings per instance; live training adds files, so always ask again.
-    fs.invalidate_cache()
-    found: list[Found] = []
-    for path, info in fs.find(root, detail=True, withdirs=False).items():
-        rel = posixpath.relpath(path, root) if root else path
-        if rel.startswith("..") or any(part.startswith(".") for part in rel.split("/")):
-            continue
-        parsed = parse_name(posixpath.basename(path))
-        if parsed is None:
-            continue
-        run = posixpath.dirname(rel) or "."
-        if max(len(run), len(parsed[0]), len(parsed[1])) > MAX_NAME:
-            continue
-        found.append(Found(run, parsed[0], parsed[1], fs.unstrip_protocol(path),
-                           int(info.get("size") or 0), _mtime(info)))
-    return found
-
-
-def _mtime(info: dict) -> float:
-    """Modification time from an fsspec info dict; each backend spells it differently."""
-    for key in ("mtime", "LastModified", "last_modified", "updated", "modified", "created"):
-        v = info.get(key)
-        if v is None:
-            continue
-        if isinstance(v, (int, float)):
-            return float(v)
-        if isinstance(v, _dt.datetime):
-            return v.timestamp() if v.tzinfo else v.replace(tzinfo=_dt.timezone.utc).timestamp()
-        if isinstance(v, str):
-            try:
-                return _dt.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-            except ValueError:
-                continue
-    return 0.0
+    return [Found(*row) for row in list_url(logdir)]

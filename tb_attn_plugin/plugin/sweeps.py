@@ -13,7 +13,8 @@ from typing import Any
 
 from ..sweeps import analysis, conventions, store
 from ..trace.read import is_url
-from .layout import Source, _mtime, walk_local
+from ..trace.url_logdir import mtime_of as _mtime
+from .layout import Source, walk_local
 
 logger = logging.getLogger(__name__)
 _PROFILE_RUN = re.compile(r"profiles/[A-Za-z0-9_.+-]{1,120}")

@@ -22,6 +22,11 @@ class TraceFile:
     span: str  # the time stamp in the file name, or the file name when it has none
 
 
+# The longest run, worker or span name listed: Linux's PATH_MAX, beyond which no path can be opened.
+# The plugin accepts parameters up to this length, so every run it lists can be asked for.
+MAX_NAME = 4096
+
+
 def parse_name(filename: str) -> tuple[str, str] | None:
     """(worker, span) of a trace_handler file name, or None when it is not one."""
     m = TRACE_FILE.match(filename)
