@@ -218,17 +218,10 @@ def test_ctrl_c_keeps_what_is_done(client, logdir):
 
 
 def _custom_kernel_trace(root):
-    """A graph-replay trace whose attention only a user's [[family]] row explains (tests/kernel_traces.py)."""
-    from tests.kernel_traces import MLP, TraceBuilder
-    from tests.test_plugin_kernels import UNKNOWN
+    """The graph-replay trace whose attention only a user's [[family]] row explains (the plugin test's)."""
+    from tests.test_plugin_kernels import logdir_with_custom_kernel
 
-    b = TraceBuilder()
-    b.graph_replay([[(UNKNOWN, 50.0)] for _ in range(3)], between=MLP)
-    path = root / "custom" / "host_1.1700000000000000001.pt.trace.json.gz"
-    path.parent.mkdir(parents=True)
-    b.write(path)
-    os.utime(path, (1_600_000_000, 1_600_000_000))
-    return path
+    return next((logdir_with_custom_kernel(root) / "custom").iterdir())
 
 
 def test_cli_dask_workers_get_the_patterns_rows(cluster, tmp_path, capsys):
