@@ -219,6 +219,16 @@ def make_tb_app(logdir, cache_dir, *, loaders=None, reload_interval: float = 1.0
     return Client(app), {p.plugin_name: p for p in app._plugins}
 
 
+def wait_for(pred, timeout: float = 60.0, what: str = "condition not reached", interval: float = 0.01) -> None:
+    """Poll ``pred()`` every ``interval`` seconds until it holds; fail with ``what`` after ``timeout``."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, what
+        time.sleep(interval)
+
+
 def wait_runs(client, pred, timeout: float = 120.0):
     """Poll /runs until pred(doc) holds; return the document."""
     import json

@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from tests.conftest import OLD, all_settled, make_tb_app, wait_runs
+from tests.conftest import OLD, all_settled, make_tb_app, wait_for, wait_runs
 from tests.memory_snapshots import known_snapshot, malicious_pickle
 
 P = "/data/plugin/tb_attn"
@@ -95,13 +95,8 @@ def _memory_source(client, run):
     return mem and mem["source"]
 
 
-def _wait(pred, timeout=90.0):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "the report did not change in time"
-        time.sleep(0.2)
+def _wait(pred):
+    wait_for(pred, 90.0, "the report did not change in time", interval=0.2)
 
 
 def test_a_snapshot_copied_in_later_joins_and_leaving_it_out_again_undoes_it(tb_app, cpu_traces, tmp_path):

@@ -6,18 +6,10 @@ import gzip
 import os
 import shutil
 import signal
-import time
 
-from tests.conftest import all_settled, wait_runs
+from tests.conftest import all_settled, wait_for, wait_runs
 
 NAME = "host_1.1700000000000000001.pt.trace.json.gz"
-
-
-def wait_for(pred, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
 
 
 def test_worker_killed_mid_analysis_is_retried_then_reported(tb_app, tmp_path, recorded_traces):
