@@ -15,7 +15,7 @@ from ..trace.read import is_url
 from ..version import ENGINE_VERSION, SCHEMA_VERSION
 from . import attribute, profiler_events, section
 from . import snapshot as snap
-from .joining import SNAPSHOT_SUFFIX, joining_names  # noqa: F401  (SNAPSHOT_SUFFIX is re-exported)
+from .joining import is_snapshot_path, joining_names  # noqa: F401  (is_snapshot_path: cli_paths, plugin/work)
 
 NO_MEMORY = ("no memory events in this trace: record them with torch.profiler.profile(profile_memory=True) "
              "or tb_attn_plugin.profile(..., memory=True)")
@@ -156,10 +156,6 @@ def snapshot_report(path: str) -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "engine_version": ENGINE_VERSION, "kind": "memory_snapshot",
             "source": {"path": str(path), "file": os.path.basename(str(path))}, "memory": mem,
             "warnings": [], "analysis_seconds": round(time.perf_counter() - t0, 4)}
-
-
-def is_snapshot_path(path: str) -> bool:
-    return str(path).endswith(".pickle") or str(path).endswith(".pickle.gz")
 
 
 def joining_snapshots(trace_path: str) -> list[str]:

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 import msgspec
 
+from ..memory.joining import is_snapshot_path
 from .cache import ReportCache, Result, cache_key
 from .layout import Found, Source
 from .pool import AnalysisPool, Unavailable
@@ -62,7 +63,7 @@ class Entry:
     @property
     def is_snapshot(self) -> bool:
         """A memory snapshot listed on its own: it has a memory section, not a trace's report."""
-        return self.path.endswith((".pickle", ".pickle.gz"))  # the listing's rule (layout, memory/joining.py)
+        return is_snapshot_path(self.path)
 
     @property
     def snapshot_paths(self) -> list[str]:

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Iterator
 
-from ..memory.joining import joining_names, snapshot_name
+from ..memory.joining import joins_by_trace, snapshot_name
 from ..trace.discover import MAX_NAME, parse_name
 from ..trace.read import is_url
 from ..trace.url_logdir import list_url
@@ -110,39 +110,43 @@ def _list_local(logdir: str) -> list[Found]:
         names = [e.name for e in entries]
         # A directory without traces lists its snapshot pickles as runs of their own (memory only);
         # beside a trace they join its report instead.
-        alone = not any(parse_name(n) for n in names)
+        no_traces = not any(parse_name(n) for n in names)
+        listed = {}  # name -> (worker, span, entry, stat) of the files this directory lists
         for e in entries:
-            try:
-                parsed = parse_name(e.name) or (snapshot_name(e.name) if alone else None)
-                if parsed is None or not e.is_file():
-                    continue
-                if e.is_symlink() and not _inside(os.path.realpath(e.path), real_root):
-                    continue  # a link out of the logdir: never followed, its target never shown
-                st = e.stat()
-            except OSError:
-                continue  # deleted between listing and stat
-            run = os.path.relpath(d, root).replace(os.sep, "/")
-            if max(len(run), len(parsed[0]), len(parsed[1])) > MAX_NAME:
+            parsed = parse_name(e.name) or (snapshot_name(e.name) if no_traces else None)
+            st = _listable(e, real_root) if parsed is not None else None
+            if st is not None:
+                listed[e.name] = (*parsed, e, st)
+        run = os.path.relpath(d, root).replace(os.sep, "/")
+        joins = joins_by_trace([n for n in listed if parse_name(n)], names)
+        by_name = {e.name: e for e in entries}
+        for name, (worker, span, e, st) in listed.items():
+            if max(len(run), len(worker), len(span)) > MAX_NAME:
                 continue  # could not be asked for (nor opened, mostly): not listed
-            found.append(Found(run, parsed[0], parsed[1], e.path, st.st_size, st.st_mtime,
-                               _joins(entries, joining_names(e.name, names), real_root)))
+            found.append(Found(run, worker, span, e.path, st.st_size, st.st_mtime,
+                               _joins(by_name, joins.get(name, ()), real_root)))
     return found
 
 
-def _joins(entries: list[os.DirEntry], names: list[str], real_root: str) -> tuple[tuple[str, int, float], ...]:
-    """(name, size, mtime) of the joining snapshots, by the same rules as traces: regular files,
-    and links only when they resolve inside the logdir."""
+def _listable(e: os.DirEntry, real_root: str) -> os.stat_result | None:
+    """The stat of a regular file the listing may show: a link only when it resolves inside the
+    logdir (never followed out of it, its target's size never shown); None otherwise, or when the
+    file went between listing and stat."""
+    try:
+        if not e.is_file() or (e.is_symlink() and not _inside(os.path.realpath(e.path), real_root)):
+            return None
+        return e.stat()
+    except OSError:
+        return None
+
+
+def _joins(by_name: dict[str, os.DirEntry], names, real_root: str) -> tuple[tuple[str, int, float], ...]:
+    """(name, size, mtime) of the joining snapshots ``names``, by the same rules as traces (_listable)."""
     out = []
-    for e in entries:
-        if e.name not in names:
-            continue
-        try:
-            if not e.is_file() or (e.is_symlink() and not _inside(os.path.realpath(e.path), real_root)):
-                continue
-            st = e.stat()
-        except OSError:
-            continue
-        out.append((e.name, st.st_size, st.st_mtime))
+    for name in names:
+        st = _listable(by_name[name], real_root)
+        if st is not None:
+            out.append((name, st.st_size, st.st_mtime))
     return tuple(sorted(out))
 
 
