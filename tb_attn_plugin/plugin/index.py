@@ -213,7 +213,7 @@ class RunIndex:
                 try:
                     fut, executor = self.pool.submit(e.path, e.display, e.snapshot_paths)
                 except Exception as exc:  # pool closed, or processes cannot be started here
-                    self._apply(e, Result(ERROR, f"{e.display}: cannot start an analysis process: {exc}"))
+                    self._apply(e, _cannot_start(e, exc))
                     continue
                 e.phase = "running"
                 started.append((e, e.key, fut, executor))
@@ -242,7 +242,7 @@ class RunIndex:
         except Unavailable as exc:  # the pool could not start it (a Dask scheduler out of reach): not cached
             with self._lock:
                 if e.key == key and e.phase == "running":
-                    self._apply(e, Result(ERROR, f"{e.display}: cannot start an analysis process: {exc}"))
+                    self._apply(e, _cannot_start(e, exc))
             self._dispatch()
             return
         except Exception as exc:
@@ -381,6 +381,11 @@ class RunIndex:
         if self._scan_error:
             doc["error"] = self._scan_error
         return doc
+
+
+def _cannot_start(e: Entry, exc: Exception) -> Result:
+    """The error shown when the pool could not run a file's analysis (never cached: it is not the file's)."""
+    return Result(ERROR, f"{e.display}: cannot start an analysis process: {exc}")
 
 
 def _quote(name: str) -> str:
