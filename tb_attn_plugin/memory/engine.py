@@ -43,16 +43,14 @@ def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None],
     """The memory section from the profiler's [memory] events (None when the trace has none).
     Call layers must already be named."""
     try:
-        tls = profiler_events.timelines(ev.memory)
+        got = _attributed(ev, L, calls, call_of, stage_of)
     except OverflowError:
         if warnings is not None:
             warnings.append("memory events left out: their byte counts add up beyond any real memory")
         return None
-    dev = profiler_events.main_device(tls)
-    if dev is None:
+    if got is None:
         return None
-    tl = tls[dev]
-    att = attribute.from_trace(tl, L, calls, call_of, stage_of)
+    tls, tl, att = got
     spans = _trace_spans(L, calls, call_of, stage_of)
     infos = []
     for c in calls:
@@ -65,19 +63,28 @@ def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None],
     return section.build(tl, att, infos, source="profiler", devices=devices)
 
 
+def _attributed(ev, L, calls, call_of: list[int], stage_of: list[str | None]):
+    """(every device's timeline, the main device's, its events' calls and stages) from the profiler's
+    [memory] events; None without any. Raises OverflowError for byte counts beyond any real memory."""
+    tls = profiler_events.timelines(ev.memory)
+    dev = profiler_events.main_device(tls)
+    if dev is None:
+        return None
+    tl = tls[dev]
+    return tls, tl, attribute.from_trace(tl, L, calls, call_of, stage_of)
+
+
 def score_blocks(ev, L, calls, call_of: list[int], stage_of: list[str | None]) -> list[tuple[float, float, int]]:
     """Score-matrix blocks seen in the profiler's [memory] events, as (alloc time, free time, bytes):
     an allocation inside an attention call whose size is that call's B·H·Lq·Lk·itemsize (the rule of
     the report's score_matrix numbers); one never freed lasts to the last event. [] without any."""
     try:
-        tls = profiler_events.timelines(ev.memory)
+        got = _attributed(ev, L, calls, call_of, stage_of)
     except OverflowError:
         return []
-    dev = profiler_events.main_device(tls)
-    if dev is None:
+    if got is None:
         return []
-    tl = tls[dev]
-    att = attribute.from_trace(tl, L, calls, call_of, stage_of)
+    _, tl, att = got
     score_of = {c.id: shapes.score_bytes(c.info.get("shape"), c.info.get("dtype")) for c in calls}
     t, delta, pair, slot, slots = tl.t, tl.delta, tl.pair, att.slot, att.slots
     out = []
