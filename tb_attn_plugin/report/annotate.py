@@ -105,8 +105,9 @@ def _call_args(c, ps: str, core_gpu_us: float, has_gpu: bool) -> dict[str, Any]:
     return {k: v for k, v in args.items() if v is not None}
 
 
-def events(L: Linked, calls, call_of: list[int], m, memory: bool, pid: int, ev=None) -> Iterator[dict[str, Any]]:
-    """The added events, one dict at a time (metadata last, once every track is known)."""
+def events(L: Linked, calls, call_of: list[int], m, pid: int, trace_events) -> Iterator[dict[str, Any]]:
+    """The added events, one dict at a time (metadata last, once every track is known);
+    ``trace_events``: the decoded trace (its [memory] events make the score-matrix counter)."""
     tracks = _Tracks()
     flow_id = FLOW_BASE
     has_gpu = bool(L.kernels)
@@ -169,8 +170,8 @@ def events(L: Linked, calls, call_of: list[int], m, memory: bool, pid: int, ev=N
                     yield {"ph": "f", "bp": "e", "id": flow_id, "pid": k.ev.pid, "tid": k.ev.tid, "ts": _us(t),
                            "name": "tb-attn stage", "cat": CAT_FLOW}
 
-    if memory:
-        measured = [(_ns(a), _ns(b), n) for a, b, n in score_blocks(ev, L, calls, call_of, stage_of)] if ev else []
+    if trace_events.memory:
+        measured = [(_ns(a), _ns(b), n) for a, b, n in score_blocks(trace_events, L, calls, call_of, stage_of)]
         if measured:
             yield from _score_counter(pid, measured, SCORE_MEASURED)
         elif score_spans:
@@ -269,7 +270,7 @@ def annotate(src: str, dst: str, progress=None) -> dict[str, Any]:
     counts = {"call_slices": 0, "stage_slices": 0, "flows": 0, "counters": 0}
 
     def encoded():
-        for ev in events(L, calls, keep["call_of"], keep["measured"], bool(keep["events"].memory), pid, keep["events"]):
+        for ev in events(L, calls, keep["call_of"], keep["measured"], pid, keep["events"]):
             ph, cat = ev["ph"], ev.get("cat")
             if ph == "X":
                 counts["call_slices" if cat == CAT_CALL else "stage_slices"] += 1
