@@ -17,11 +17,15 @@ def rank_of(report: Mapping[str, Any]) -> tuple[int, int | None, str] | None:
     rank, world = dist.get("rank"), dist.get("world_size")
     if _is_count(rank) and (world is None or _is_count(world)):
         return int(rank), (int(world) if world is not None and world > 0 else None), "distributedInfo"
-    worker = str((report.get("source") or {}).get("worker") or "")
-    m = _RANK_IN_NAME.search(worker)
+    m = _RANK_IN_NAME.search(worker_of(report))
     if m:
         return int(m.group(1)), None, "worker name"
     return None
+
+
+def worker_of(report: Mapping[str, Any]) -> str:
+    """The report's worker name (its trace file's first part), "" when it has none."""
+    return str((report.get("source") or {}).get("worker") or "")
 
 
 def rank_from_name(worker: str) -> int | None:

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..collector.tags import STAGES
 from ..report.compare import time_basis
 from ..report.words import duration
-from .identify import rank_of
+from .identify import rank_of, worker_of
 
 MAX_LAYERS = 200  # rows of the per-layer spread table, largest spread first
 MAX_LISTED = 100  # missing / unranked names listed (a job of 4,096 ranks must stay compact)
@@ -45,7 +45,7 @@ def summarize_ranks(reports: Iterable[Mapping[str, Any]]) -> dict[str, Any] | No
     unranked: list[str] = []
     duplicates: list[dict[str, Any]] = []
     for r in reports:
-        worker = str((r.get("source") or {}).get("worker") or "?")
+        worker = worker_of(r) or "?"
         who = rank_of(r)
         if who is None:
             unranked.append(worker)
@@ -55,7 +55,7 @@ def summarize_ranks(reports: Iterable[Mapping[str, Any]]) -> dict[str, Any] | No
             by_rank[rank] = r
             found[rank] = (world, source)
         else:
-            kept = str((by_rank[rank].get("source") or {}).get("worker") or "?")
+            kept = worker_of(by_rank[rank]) or "?"
             duplicates.append({"rank": rank, "worker": worker, "kept": kept, "rank_from": source})
     if len(by_rank) < 2:
         return None
@@ -78,7 +78,7 @@ def summarize_ranks(reports: Iterable[Mapping[str, Any]]) -> dict[str, Any] | No
         impls = sorted({str(i.get("implementation")) for i in r.get("implementations") or [] if i.get("implementation")})
         backends = sorted({str(lay.get("backend")) for lay in r.get("layers") or [] if lay.get("backend")})
         rows.append({
-            "rank": k, "worker": str((r.get("source") or {}).get("worker") or ""), "rank_from": found[k][1],
+            "rank": k, "worker": worker_of(r), "rank_from": found[k][1],
             "attention_us": round(_num(r.get(f"attention_{key}")), 3), "total_us": round(_num(r.get(f"total_{key}")), 3),
             "calls": int(_num(r.get("calls"))), "stages": {st: round(v, 3) for st, v in stages.items()},
             "implementations": impls, "backends": backends,
