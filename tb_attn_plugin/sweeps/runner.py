@@ -163,7 +163,7 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
           f"{len(todo)} to measure on {device}", file=sys.stderr if progress else io.StringIO())
 
     worker = None
-    cuda_capped, cuda_cap_before = False, None
+    cuda_cap_before = None
     if cap is not None and device == "cpu" and todo:
         from .limits import CappedWorker
 
@@ -172,7 +172,6 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
         from .limits import apply_cuda_cap
 
         cuda_cap_before = apply_cuda_cap(cap)
-        cuda_capped = True
     tb = None
     if hparams:
         try:
@@ -221,7 +220,7 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
         appender.close()
         if worker is not None:
             worker.close()
-        if cuda_capped:  # a Python caller's process goes on with the fraction it had
+        if cap is not None and device == "cuda":  # a Python caller's process goes on with the fraction it had
             from .limits import restore_cuda_cap
 
             restore_cuda_cap(cuda_cap_before)
