@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import compress
 from typing import Any
 
 from ..collector import tags
@@ -348,3 +349,10 @@ def detect(L: Linked) -> tuple[list[Call], list[int]]:
     d = Detector(L)
     calls = d.run()
     return calls, d.call_of
+
+
+def members(call_of: list[int]) -> list[int]:
+    """The ops that belong to some call, in op order. A trace's calls hold a few percent of its
+    ops, so the passes that only look at call ops walk this list, not every op (at C speed here)."""
+    return list(compress(range(len(call_of)), map((-1).__lt__, call_of)))
+

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..trace.link import Linked
 from . import patterns as P
-from .detect import Call
+from .detect import Call, members
 from .stages import classify_call, kernel_stage
 
 PASSES = ("fwd", "bwd")
@@ -43,6 +43,7 @@ class Measured:
     step_cpu: dict[int, float]
     kernel_call: dict[int, int] = field(default_factory=dict)  # id(kernel) -> call for kernel-only calls
     call_kernels: list[dict[tuple[str, str, str], list[float]]] = field(default_factory=list)  # per call
+    members: list[int] = field(default_factory=list)  # the ops in some call, in op order (detect.members)
 
 
 def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
@@ -54,9 +55,10 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
             classify_call(L, c, stage_of)
     # Backward ops take their forward op's stage.
     node_of, fwd_of = L.node_of, L.fwd_of
-    for i in range(n):
+    in_calls = members(call_of)
+    for i in in_calls:
         node = node_of[i]
-        if node >= 0 and call_of[i] >= 0:
+        if node >= 0:
             f = fwd_of.get(node)
             stage_of[i] = stage_of[f] if f is not None and stage_of[f] is not None else "other"
 
@@ -70,17 +72,16 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     total_cpu = 0.0
     step_cpu: dict[int, float] = {}
     self_cpu, step = L.self_cpu, L.step
-    for i in range(n):
+    for e, s, st in zip(ops, self_cpu, step):
+        if e.cat == "cpu_op":
+            total_cpu += s
+            step_cpu[st] = step_cpu.get(st, 0.0) + s
+    for i in in_calls:
         e = ops[i]
         if e.cat != "cpu_op":
             continue
         s = self_cpu[i]
-        total_cpu += s
-        st = step[i]
-        step_cpu[st] = step_cpu.get(st, 0.0) + s
         c = call_of[i]
-        if c < 0:
-            continue
         key = (stage_of[i] or "other", "bwd" if node_of[i] >= 0 else "fwd")
         cell = cells[c].get(key)
         if cell is None:
@@ -150,7 +151,7 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     for c in calls:
         _settle_implementation(L, c, fused_seen[c.id])
     return Measured(cells, kernel_rows, op_rows, stage_of, total_gpu, total_cpu, step_gpu, step_cpu, kernel_call,
-                    call_kernels)
+                    call_kernels, in_calls)
 
 
 def _settle_implementation(L: Linked, c: Call, fused: dict[str, float]) -> None:

@@ -31,8 +31,10 @@ class Attribution:
     slots: list[Slot]
 
 
-def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | None]) -> Attribution:
-    """Attribute a profiler Timeline to the calls found in the trace it came from."""
+def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | None],
+               in_calls: list[int]) -> Attribution:
+    """Attribute a profiler Timeline to the calls found in the trace it came from (``in_calls``: the
+    ops in some call, detect.members)."""
     n = len(tl)
     slot = array("q", [-1]) * n
     depth_at = array("q", [-1]) * n
@@ -49,9 +51,8 @@ def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | 
     ops, depth, node_of = L.ops, L.depth, L.node_of
     raw_thread: dict[tuple, int | None] = {}  # (pid, tid) as decoded -> thread: str() once per thread
     key_ix: dict[tuple, int] = {}  # (call, stage, pass) -> slot: a Slot is built once per slot
-    for j, c in enumerate(call_of):
-        if c < 0:
-            continue
+    for j in in_calls:
+        c = call_of[j]
         e = ops[j]
         raw = (e.pid, e.tid)
         th = raw_thread.get(raw, -1)

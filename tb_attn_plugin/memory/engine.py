@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from ..attention import shapes
+from ..attention.detect import members
 from ..errors import TraceError
 from ..trace.read import is_url
 from ..version import ENGINE_VERSION, SCHEMA_VERSION
@@ -21,12 +22,11 @@ NO_MEMORY = ("no memory events in this trace: record them with torch.profiler.pr
              "or tb_attn_plugin.profile(..., memory=True)")
 
 
-def _trace_spans(L, calls, call_of: list[int], stage_of: list[str | None]) -> dict[int, dict]:
+def _trace_spans(L, calls, call_of: list[int], stage_of: list[str | None], in_calls: list[int]) -> dict[int, dict]:
     """Per call: (stage, pass) -> [first start, last end] of its ops, for shading the curve."""
     out: dict[int, dict] = {c.id: {} for c in calls}
-    for j, c in enumerate(call_of):
-        if c < 0:
-            continue
+    for j in in_calls:
+        c = call_of[j]
         e = L.ops[j]
         key = (stage_of[j] or "other", "bwd" if L.node_of[j] >= 0 else "fwd")
         got = out[c].get(key)
@@ -39,11 +39,13 @@ def _trace_spans(L, calls, call_of: list[int], stage_of: list[str | None]) -> di
 
 
 def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None],
-               warnings: list[str] | None = None) -> dict[str, Any] | None:
+               warnings: list[str] | None = None, in_calls: list[int] | None = None) -> dict[str, Any] | None:
     """The memory section from the profiler's [memory] events (None when the trace has none).
-    Call layers must already be named."""
+    Call layers must already be named. ``in_calls``: detect.members(call_of), when known."""
+    if in_calls is None:
+        in_calls = members(call_of)
     try:
-        got = _attributed(ev, L, calls, call_of, stage_of)
+        got = _attributed(ev, L, calls, call_of, stage_of, in_calls)
     except OverflowError:
         if warnings is not None:
             warnings.append("memory events left out: their byte counts add up beyond any real memory")
@@ -51,7 +53,7 @@ def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None],
     if got is None:
         return None
     tls, tl, att = got
-    spans = _trace_spans(L, calls, call_of, stage_of)
+    spans = _trace_spans(L, calls, call_of, stage_of, in_calls)
     infos = []
     for c in calls:
         sb = shapes.score_bytes(c.info.get("shape"), c.info.get("dtype"))
@@ -63,7 +65,7 @@ def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None],
     return section.build(tl, att, infos, source="profiler", devices=devices)
 
 
-def _attributed(ev, L, calls, call_of: list[int], stage_of: list[str | None]):
+def _attributed(ev, L, calls, call_of: list[int], stage_of: list[str | None], in_calls: list[int]):
     """(every device's timeline, the main device's, its events' calls and stages) from the profiler's
     [memory] events; None without any. Raises OverflowError for byte counts beyond any real memory."""
     tls = profiler_events.timelines(ev.memory)
@@ -71,15 +73,16 @@ def _attributed(ev, L, calls, call_of: list[int], stage_of: list[str | None]):
     if dev is None:
         return None
     tl = tls[dev]
-    return tls, tl, attribute.from_trace(tl, L, calls, call_of, stage_of)
+    return tls, tl, attribute.from_trace(tl, L, calls, call_of, stage_of, in_calls)
 
 
-def score_blocks(ev, L, calls, call_of: list[int], stage_of: list[str | None]) -> list[tuple[float, float, int]]:
+def score_blocks(ev, L, calls, call_of: list[int], stage_of: list[str | None],
+                 in_calls: list[int] | None = None) -> list[tuple[float, float, int]]:
     """Score-matrix blocks seen in the profiler's [memory] events, as (alloc time, free time, bytes):
     an allocation inside an attention call whose size is that call's B·H·Lq·Lk·itemsize (the rule of
     the report's score_matrix numbers); one never freed lasts to the last event. [] without any."""
     try:
-        got = _attributed(ev, L, calls, call_of, stage_of)
+        got = _attributed(ev, L, calls, call_of, stage_of, members(call_of) if in_calls is None else in_calls)
     except OverflowError:
         return []
     if got is None:

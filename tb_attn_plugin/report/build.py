@@ -88,7 +88,7 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
 def _add_memory(report, ev, L, calls, call_of, m, path: str, snapshots: list[str] | None) -> None:
     """The memory section (profiler events, and a snapshot beside the trace); each layer's
     memory_bytes is its largest peak growth there."""
-    report["memory"] = memory.from_trace(ev, L, calls, call_of, m.stage_of, report["warnings"])
+    report["memory"] = memory.from_trace(ev, L, calls, call_of, m.stage_of, report["warnings"], m.members)
     if snapshots is not None:
         memory.join(report, path, snapshots)
     elif not memory.is_url(path):

@@ -71,10 +71,11 @@ def measure_timing(L: Linked, calls, call_of: list[int], m: Measured) -> Timing:
         for nd in c.bwd_nodes:
             if 0 <= nd < len(L.ops):
                 wall[c.id] += L.ops[nd].dur
-    for i, e in enumerate(L.ops):
-        c = call_of[i]
-        if c < 0 or e.cat != "cpu_op":
+    for i in m.members:
+        e = L.ops[i]
+        if e.cat != "cpu_op":
             continue
+        c = call_of[i]
         key = (m.stage_of[i] or "other", "bwd" if node_of[i] >= 0 else "fwd")
         ops[c][key] = ops[c].get(key, 0) + 1
         if e.name in VIEW_OPS:
