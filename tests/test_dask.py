@@ -121,7 +121,7 @@ def test_a_trace_that_kills_every_worker_is_its_own_error_line(cpu_traces, tmp_p
     # first kill (a task on a worker when it dies counts a failure, whichever task killed it).
     with dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.worker.memory.terminate": 0.95}):
         with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                      memory_limit="400MB") as c, distributed.Client(c) as cl:
+                                      memory_limit="300MB") as c, distributed.Client(c) as cl:
             got = dict(dask_jobs.analyze_many(cl, [str(big), str(small)]))
     assert isinstance(got[str(big)], TraceError) and "KilledWorker" in str(got[str(big)])
     assert str(got[str(big)]).startswith(f"{big}: the Dask task failed")

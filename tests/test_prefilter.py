@@ -206,3 +206,106 @@ def test_any_bytes_any_start_no_crash(data, a, budget):
     else:
         assert out.startswith(b"[") and out.endswith(b"]") and len(out) <= len(data) - pos + 2
         assert pos <= nxt < len(data) and (not done or data[nxt:nxt + 1] == b"]")
+
+
+# -- routing: the scanner sorts kept events into their lists, [memory] instants into records ----------
+ROUTE = events._ROUTE
+_int_or_odd = st.one_of(st.integers(-2**40, 2**40), st.none(), st.sampled_from([0, 2**62, -2**57, 1.0, "7", True]))
+_memory_args = st.fixed_dictionaries({}, optional={
+    "Device Type": st.sampled_from([0, 1, 6, None]), "Device Id": st.sampled_from([-1, 0, 3, None]),
+    "Addr": _int_or_odd, "Bytes": _int_or_odd, "Total Allocated": _int_or_odd, "Total Reserved": _int_or_odd,
+    "External id": _int_or_odd, "Input Dims": st.just([[1, 2]]), "Other": st.text(max_size=3)})
+_memory_event = st.fixed_dictionaries(
+    {"ph": st.sampled_from(["i", "I", "X"]), "name": st.sampled_from(["[memory]", "[memory]", "[mem\\u006fry]"])},
+    optional={"cat": st.sampled_from(["cpu_instant_event", "Trace", "cpu_op"]),
+              "ts": st.one_of(st.floats(-1e18, 1e18), st.integers(0, 10**15), st.just("5")),
+              "dur": st.sampled_from([0, 1.5, -1, 1e14]), "pid": st.sampled_from([1, 2, "p"]),
+              "tid": st.sampled_from([1, 7, "t"]), "id": st.sampled_from([1, "x", None, 2.5]),
+              "args": st.one_of(_memory_args, st.none())})
+
+
+def _routed_kept(text: bytes):
+    got, dropped, nxt, done = scan(b"[" + text + b"]", 1, 1 << 40, *RULES, False, ROUTE)
+    assert got is not None and done
+    fast = events._Kept(None)
+    fast.add_scanned(got, dropped)
+    return got, fast
+
+
+def _plain_kept(text: bytes):
+    plain = events._Kept(None)
+    plain.add(events._list_decoder.decode(b"[" + text + b"]"))
+    return plain
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(_event, _memory_event), max_size=12), st.sampled_from([",", ",\n  "]))
+def test_routed_chunks_keep_exactly_what_the_analysis_keeps(evs, sep):
+    """With the route, each list and the [memory] records hold what _Kept.add keeps from the decoded
+    chunk, in file order, and every event is counted; where the decoder would refuse the chunk, so
+    does decoding the routed lists (or the scanner hands the chunk back as plain JSON)."""
+    text = _chunk([json.dumps(e).replace("\\\\u006f", "\\u006f") for e in evs], sep)
+    try:
+        plain = _plain_kept(text)
+    except events.msgspec.ValidationError:
+        with pytest.raises(events.msgspec.ValidationError):
+            _routed_kept(text)
+        return
+    got, fast = _routed_kept(text)
+    for kind in ("ops", "launches", "gpu", "flows", "memory"):
+        assert getattr(fast, kind) == getattr(plain, kind), kind
+    assert (fast.total, fast.insane) == (plain.total, plain.insane) == (len(evs), plain.insane)
+
+
+@needs_native
+@pytest.mark.parametrize("event, routed", [
+    ({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": 5.5, "pid": 1, "tid": 2,
+      "args": {"Bytes": 64, "Addr": 4096, "Total Allocated": 64, "Device Type": 1, "Device Id": 0}}, True),
+    ({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": 5.5, "pid": "1", "tid": 2}, False),  # a string pid
+    ({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": 5.5, "args": {"Bytes": 1.0}}, None),  # refused
+    ({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": 5.5, "args": {"Bytes": 2**63}}, False),  # > int64
+    ({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": 5.5, "args": {"Bytes": 1 - 2**63}}, True),
+    ({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": 5.5, "args": None}, True),
+    ({"ph": "i", "name": "[memory]", "ts": 1e16, "dur": 0, "args": {"Bytes": -3}}, True),  # no cat: ""
+    ({"ph": "i", "cat": "x", "name": "[memory]", "ts": 1e17, "args": {"Bytes": 3}}, True),  # an implausible time
+])
+def test_memory_instants_become_records_unless_the_decoder_must_judge_them(event, routed):
+    text = json.dumps(event).encode()
+    if routed is None:  # the decoder refuses the event, and so does decoding the chunk the scanner hands back
+        for kept in (_plain_kept, _routed_kept):
+            with pytest.raises(events.msgspec.ValidationError):
+                kept(text)
+        return
+    got, fast = _routed_kept(text)
+    plain = _plain_kept(text)
+    assert isinstance(got, tuple) == routed
+    assert fast.memory.rows() == plain.memory.rows() and (fast.total, fast.insane) == (plain.total, plain.insane)
+
+
+@needs_native
+def test_an_event_in_doubt_hands_the_whole_chunk_back_as_json():
+    evs = [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1},
+           {"ph": "X", "cat": "python_\\u0066unction", "name": "f", "ts": 2, "dur": 1}]
+    text = _chunk([json.dumps(e).replace("\\\\u0066", "\\u0066") for e in evs])
+    got, fast = _routed_kept(text)
+    assert isinstance(got, bytes) and json.loads(got) == json.loads(b"[" + text + b"]")
+    assert fast.ops == _plain_kept(text).ops and fast.total == 2
+
+
+@needs_native
+def test_memory_columns_split_records_by_device_and_thread():
+    evs = [{"ph": "i", "cat": "c", "name": "[memory]", "ts": float(i), "pid": 9, "tid": 1 + i % 2,
+            "args": {"Bytes": 100 if i % 3 else -100, "Addr": -1, "Device Type": 1 if i < 4 else 0, "Device Id": 0,
+                     "Total Allocated": 10 * i if i != 5 else None, "Total Reserved": 2**60}} for i in range(6)]
+    got, _ = _routed_kept(_chunk([json.dumps(e) for e in evs]))
+    cols = native.memory_columns(got[5], 1 << 56, (1 << 63) - 1)
+    assert [(c[0], c[1], c[6], c[8]) for c in cols] == [(1, 0, [(9, 1), (9, 2)], True), (0, 0, [(9, 1), (9, 2)], False)]
+    from array import array
+    cuda = cols[0]
+    assert list(array("d", cuda[2])) == [0.0, 1.0, 2.0, 3.0]
+    assert list(array("q", cuda[3])) == [-100, 100, 100, -100]
+    assert list(array("q", cuda[4])) == [(1 << 63) - 1] * 4  # Addr -1, masked as timelines masks it
+    assert list(array("q", cuda[5])) == [0, 1, 0, 1]
+    assert list(array("q", cuda[9])) == [0] * 4  # a reserved count beyond any real memory reads 0
+    assert list(array("q", cols[1][7])) == [40, 0]  # null Total Allocated: 0, and total_ok False

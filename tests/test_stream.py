@@ -17,6 +17,7 @@ from tb_attn_plugin.attention.patterns import needs_shapes
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.trace import events, native, stream
 from tb_attn_plugin.trace.read import read_trace_text
+from tb_attn_plugin.trace.memory_records import MemoryEvents
 from tests.conftest import shared_trace
 
 pytestmark = pytest.mark.skipif(not stream.available() and not os.environ.get("TB_ATTN_REQUIRE_NATIVE"),
@@ -40,7 +41,8 @@ def _whole_report(monkeypatch, path):
 
 
 def _enc(ev):
-    return msgspec.json.encode(ev)
+    # [memory] instants compare as rows: records from the scanner, Events from the whole-text path
+    return msgspec.json.encode(ev, enc_hook=lambda o: o.rows() if isinstance(o, MemoryEvents) else o)
 
 
 def _no_stream_threads():

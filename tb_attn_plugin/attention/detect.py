@@ -72,8 +72,8 @@ class Detector:
         self.call_of = [-1] * n
         self.calls: list[Call] = []
         self._attn_module = [False] * n
-        for i, e in enumerate(L.ops):
-            if e.cat == "python_function" and P.is_attention_module(_class_of(e.name)):
+        for i in L.where_name(lambda nm: P.is_attention_module(_class_of(nm))):
+            if L.ops[i].cat == "python_function":
                 self._attn_module[i] = True
 
     # -- helpers -------------------------------------------------------------------------------
@@ -146,11 +146,10 @@ class Detector:
         L = self.L
         ops = L.ops
         fwd = L.node_of
-        n = len(ops)
-        # 1. tags
-        for i in range(n):
+        # 1. tags (each pass visits only the ops whose name can match, in op order)
+        for i in L.where_name(lambda nm: nm.startswith(tags.CALL_PREFIX)):
             e = ops[i]
-            if e.cat == "user_annotation" and fwd[i] < 0 and self.call_of[i] < 0 and e.name.startswith(tags.CALL_PREFIX):
+            if e.cat == "user_annotation" and fwd[i] < 0 and self.call_of[i] < 0:
                 tag = tags.parse_call(e.name)
                 if tag is None:
                     continue
@@ -161,17 +160,15 @@ class Detector:
                     if tag.get("compiled"):
                         c.compiled = True
         # 2. attention ops
-        for i in range(n):
+        for i in L.where_name(lambda nm: P.attention_op(nm) is not None):
             if fwd[i] >= 0 or self.call_of[i] >= 0:
                 continue
-            if P.attention_op(ops[i].name) is not None:
-                self._new_call(i, L.subtree_end[i], i, "op")
+            self._new_call(i, L.subtree_end[i], i, "op")
         # 4. eager motif (3. happens inside _new_call)
-        for i in range(n):
-            e = ops[i]
+        for i in L.where_name(self._is_softmax):
             if fwd[i] >= 0 or self.call_of[i] >= 0:
                 continue
-            if self._is_softmax(e.name) and not self._is_softmax(ops[L.parent[i]].name if L.parent[i] >= 0 else ""):
+            if not self._is_softmax(ops[L.parent[i]].name if L.parent[i] >= 0 else ""):
                 self._motif(i)
         # 5. fused kernels that no call explains
         for k in L.kernels:
@@ -322,8 +319,8 @@ class Detector:
         (``aten::_scaled_dot_product_*_backward``) link to no call. Within a step the backward runs
         the layers in reverse: when the counts agree, pair them with the compiled forward calls."""
         L = self.L
-        orphans = [i for i, e in enumerate(L.ops)
-                   if L.node_of[i] >= 0 and self.call_of[i] < 0 and P.is_backward_attention_op(e.name)
+        orphans = [i for i in L.where_name(P.is_backward_attention_op)
+                   if L.node_of[i] >= 0 and self.call_of[i] < 0
                    and not (L.parent[i] >= 0 and P.is_backward_attention_op(L.ops[L.parent[i]].name))]
         if not orphans:
             return

@@ -12,6 +12,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
 
 #define MAX_DEPTH 256 /* deeper nesting: give up, the careful path reports it */
 
@@ -103,7 +106,8 @@ static inline int str_is(const Str *v, const char *lit, Py_ssize_t n) {
 
 /* One event object at s[p] == '{': reads its top-level "cat" and "name" strings. Returns the
  * index after the closing brace, or -1. *doubt is set when the keys cannot be read plainly. */
-static Py_ssize_t scan_event(const char *s, Py_ssize_t p, Py_ssize_t stop, Str *cat, Str *name, int *doubt) {
+static Py_ssize_t scan_event(const char *s, Py_ssize_t p, Py_ssize_t stop, Str *cat, Str *name, Str *ph, int *doubt,
+                             int *ph_doubt) {
     p = skip_ws(s, p + 1, stop);
     if (p < stop && s[p] == '}') return p + 1;
     while (p < stop) {
@@ -120,10 +124,15 @@ static Py_ssize_t scan_event(const char *s, Py_ssize_t p, Py_ssize_t stop, Str *
         p = skip_ws(s, p + 1, stop);
         if (p >= stop) return -1;
         Str *slot = NULL;
+        int *slot_doubt = doubt;
         if (k1 - k0 == 3 && memcmp(s + k0, "cat", 3) == 0) slot = cat;
         else if (k1 - k0 == 4 && memcmp(s + k0, "name", 4) == 0) slot = name;
+        else if (k1 - k0 == 2 && memcmp(s + k0, "ph", 2) == 0) {
+            slot = ph;
+            slot_doubt = ph_doubt;
+        }
         if (slot != NULL) {
-            if (slot->seen) *doubt = 1; /* a repeated key: let the decoder decide */
+            if (slot->seen) *slot_doubt = 1; /* a repeated key: let the decoder decide */
             slot->seen = 1;
             if (s[p] == '"') {
                 int vesc = 0;
@@ -134,7 +143,7 @@ static Py_ssize_t scan_event(const char *s, Py_ssize_t p, Py_ssize_t stop, Str *
                 slot->n = p - 1 - v0;
                 slot->escaped = vesc;
             } else {
-                *doubt = 1; /* not a string: the decoder reports it */
+                *slot_doubt = 1; /* not a string: the decoder reports it */
                 p = skip_value(s, p, stop);
                 if (p < 0) return -1;
             }
@@ -161,6 +170,222 @@ static int keep_event(const Rules *r, const Str *cat, const Str *name) {
     return name->seen && str_is(name, r->other_name, r->other_name_len);
 }
 
+/* ---- Routing: each kept event straight to its list, [memory] instants as fixed records ---------
+ *
+ * With a Route, the scanner applies the whole of events._Kept's rules instead of only the ones it
+ * can judge from cat and name: ops, GPU activities, launches and flows go to one JSON array each
+ * (so Python need not sort them into lists), events that fail the ph rule to a "rest" array (msgspec
+ * still checks their fields, then they are counted and dropped, as before), and each [memory]
+ * instant becomes one MemRec: no Python object is made for it. Anything the rules cannot be applied
+ * to from the raw text (an escape where it matters, a repeated key, a field of a type the decoder
+ * would refuse) makes the chunk "in doubt": it is scanned again the plain way and Python judges it. */
+
+enum { G_OPS, G_GPU, G_LAUNCH, G_FLOW, G_REST, G_JSON };
+
+typedef struct {
+    const char **cats[4];
+    Py_ssize_t *lens[4];
+    Py_ssize_t n[4];
+    double max_ts, max_dur;
+} Route;
+
+/* One [memory] instant: the fields profiler_events.timelines reads. nulls: a bit per field absent or null. */
+typedef struct {
+    double ts, dur;
+    int64_t pid, tid, dtype, did, addr, nbytes, talloc, tres, nulls;
+} MemRec;
+
+enum { N_DTYPE = 1, N_DID = 2, N_ADDR = 4, N_NBYTES = 8, N_TALLOC = 16, N_TRES = 32, N_ARGS = 64 };
+
+/* A JSON integer s[p..q) (no fraction, no exponent) within +-INT64_MAX into *v: 1, else 0. */
+static int json_int(const char *s, Py_ssize_t p, Py_ssize_t q, int64_t *v) {
+    int neg = 0;
+    if (p < q && s[p] == '-') {
+        neg = 1;
+        p++;
+    }
+    Py_ssize_t n = q - p;
+    if (n < 1 || n > 19 || (s[p] == '0' && n > 1)) return 0;
+    uint64_t x = 0;
+    for (; p < q; p++) {
+        if (s[p] < '0' || s[p] > '9') return 0;
+        x = x * 10 + (uint64_t)(s[p] - '0'); /* 19 digits fit in uint64 */
+    }
+    if (x > (uint64_t)INT64_MAX) return 0;
+    *v = neg ? -(int64_t)x : (int64_t)x;
+    return 1;
+}
+
+/* A JSON number s[p..q) (the grammar exactly, as msgspec reads it) into *v: 1, else 0. */
+static int json_number(const char *s, Py_ssize_t p, Py_ssize_t q, double *v) {
+    Py_ssize_t i = p;
+    char tmp[64];
+    if (i < q && s[i] == '-') i++;
+    if (i >= q) return 0;
+    if (s[i] == '0') i++;
+    else if (s[i] >= '1' && s[i] <= '9') while (i < q && s[i] >= '0' && s[i] <= '9') i++;
+    else return 0;
+    if (i < q && s[i] == '.') {
+        i++;
+        if (i >= q || s[i] < '0' || s[i] > '9') return 0;
+        while (i < q && s[i] >= '0' && s[i] <= '9') i++;
+    }
+    if (i < q && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < q && (s[i] == '+' || s[i] == '-')) i++;
+        if (i >= q || s[i] < '0' || s[i] > '9') return 0;
+        while (i < q && s[i] >= '0' && s[i] <= '9') i++;
+    }
+    if (i != q || q - p >= (Py_ssize_t)sizeof(tmp)) return 0;
+    memcpy(tmp, s + p, (size_t)(q - p));
+    tmp[q - p] = 0;
+    errno = 0;
+    *v = strtod(tmp, NULL);
+    return errno == 0 && isfinite(*v);
+}
+
+static inline int key_is(const char *s, Py_ssize_t k0, Py_ssize_t k1, const char *lit) {
+    size_t n = strlen(lit);
+    return (size_t)(k1 - k0) == n && memcmp(s + k0, lit, n) == 0;
+}
+
+/* The value s[p..q) as an int field of Args (int | None): 1 stored, 0 null, -1 the decoder's call. */
+static int int_field(const char *s, Py_ssize_t p, Py_ssize_t q, int64_t *v) {
+    if (q - p == 4 && memcmp(s + p, "null", 4) == 0) return 0;
+    return json_int(s, p, q, v) ? 1 : -1;
+}
+
+/* The args object at s[p] == '{' of a [memory] instant; returns the index after it, or -1 when in
+ * doubt. Every int field the decoder declares is checked for its type, as msgspec would. */
+static Py_ssize_t memory_args(const char *s, Py_ssize_t p, Py_ssize_t stop, MemRec *r) {
+    static const char *ints[] = {"Device Type", "Device Id", "Addr", "Bytes", "Total Allocated", "Total Reserved",
+                                 "External id", "correlation", "Sequence number", "Fwd thread id", "device", "stream"};
+    static const int64_t bits[] = {N_DTYPE, N_DID, N_ADDR, N_NBYTES, N_TALLOC, N_TRES, 0, 0, 0, 0, 0, 0};
+    int64_t *slots[] = {&r->dtype, &r->did, &r->addr, &r->nbytes, &r->talloc, &r->tres, NULL, NULL, NULL, NULL, NULL, NULL};
+    int seen = 0;
+    p = skip_ws(s, p + 1, stop);
+    if (p < stop && s[p] == '}') return p + 1;
+    while (p < stop) {
+        int kesc = 0;
+        if (s[p] != '"') return -1;
+        Py_ssize_t k0 = p + 1;
+        p = scan_string(s, p, stop, &kesc);
+        if (p < 0 || kesc) return -1;
+        Py_ssize_t k1 = p - 1;
+        p = skip_ws(s, p, stop);
+        if (p >= stop || s[p] != ':') return -1;
+        p = skip_ws(s, p + 1, stop);
+        Py_ssize_t v0 = p;
+        p = skip_value(s, p, stop);
+        if (p < 0) return -1;
+        for (int k = 0; k < 12; k++) {
+            if (!key_is(s, k0, k1, ints[k])) continue;
+            if (seen & (1 << k)) return -1; /* a repeated key */
+            seen |= 1 << k;
+            int64_t x = 0;
+            int got = int_field(s, v0, p, &x);
+            if (got < 0) return -1;
+            if (slots[k] != NULL) {
+                if (got) {
+                    *slots[k] = x;
+                    r->nulls &= ~bits[k];
+                }
+            }
+            break;
+        }
+        p = skip_ws(s, p, stop);
+        if (p >= stop) return -1;
+        if (s[p] == '}') return p + 1;
+        if (s[p] != ',') return -1;
+        p = skip_ws(s, p + 1, stop);
+    }
+    return -1;
+}
+
+/* The [memory] instant s[p..e1) (p at '{') as a MemRec: 1 kept, 0 insane times (left out and
+ * counted, as _Kept._sane does), -1 in doubt. */
+static int memory_record(const char *s, Py_ssize_t p, Py_ssize_t e1, const Route *rt, MemRec *r) {
+    int seen = 0;
+    memset(r, 0, sizeof(*r));
+    r->nulls = N_DTYPE | N_DID | N_ADDR | N_NBYTES | N_TALLOC | N_TRES | N_ARGS;
+    p = skip_ws(s, p + 1, e1);
+    if (p < e1 && s[p] == '}') return -1;
+    while (p < e1) {
+        int kesc = 0;
+        Py_ssize_t k0 = p + 1;
+        p = scan_string(s, p, e1, &kesc);
+        if (p < 0 || kesc) return -1;
+        Py_ssize_t k1 = p - 1;
+        p = skip_ws(s, p, e1);
+        if (p >= e1 || s[p] != ':') return -1;
+        p = skip_ws(s, p + 1, e1);
+        Py_ssize_t v0 = p, v1;
+        int bit = 0;
+        if (key_is(s, k0, k1, "args")) {
+            bit = 1;
+            if (s[p] == '{') {
+                r->nulls &= ~(int64_t)N_ARGS;
+                v1 = memory_args(s, p, e1, r);
+            } else {
+                v1 = skip_value(s, p, e1);
+                if (v1 < 0 || v1 - v0 != 4 || memcmp(s + v0, "null", 4) != 0) return -1;
+            }
+            if (v1 < 0) return -1;
+        } else {
+            v1 = skip_value(s, p, e1);
+            if (v1 < 0) return -1;
+            if (key_is(s, k0, k1, "ts")) {
+                bit = 2;
+                if (!json_number(s, v0, v1, &r->ts)) return -1;
+            } else if (key_is(s, k0, k1, "dur")) {
+                bit = 4;
+                if (!json_number(s, v0, v1, &r->dur)) return -1;
+            } else if (key_is(s, k0, k1, "pid")) {
+                bit = 8;
+                if (!json_int(s, v0, v1, &r->pid)) return -1; /* a string pid: Python's call */
+            } else if (key_is(s, k0, k1, "tid")) {
+                bit = 16;
+                if (!json_int(s, v0, v1, &r->tid)) return -1;
+            } else if (key_is(s, k0, k1, "id")) {
+                int64_t x;
+                bit = 32;
+                if (s[v0] != '"' && !json_int(s, v0, v1, &x) && !(v1 - v0 == 4 && memcmp(s + v0, "null", 4) == 0))
+                    return -1;
+            } else if (key_is(s, k0, k1, "ph") || key_is(s, k0, k1, "cat") || key_is(s, k0, k1, "name")) {
+                bit = key_is(s, k0, k1, "ph") ? 64 : key_is(s, k0, k1, "cat") ? 128 : 256;
+                if (s[v0] != '"') return -1;
+            }
+        }
+        if (bit) {
+            if (seen & bit) return -1; /* a repeated key */
+            seen |= bit;
+        }
+        p = skip_ws(s, v1, e1);
+        if (p >= e1) return -1;
+        if (s[p] == '}') break;
+        if (s[p] != ',') return -1;
+        p = skip_ws(s, p + 1, e1);
+    }
+    if (!(-rt->max_ts < r->ts && r->ts < rt->max_ts && 0.0 <= r->dur && r->dur < rt->max_dur)) return 0;
+    return 1;
+}
+
+static int cat_group(const Route *rt, const Str *cat) {
+    for (int g = 0; g < 4; g++)
+        for (Py_ssize_t i = 0; i < rt->n[g]; i++)
+            if (str_is(cat, rt->cats[g][i], rt->lens[g][i])) return g;
+    return -1;
+}
+
+/* The ph rule of each list (events._Kept.add). */
+static int ph_ok(int g, const Str *ph) {
+    if (!ph->seen || ph->n != 1) return 0;
+    char c = ph->p[0];
+    if (g == G_FLOW) return c == 's' || c == 'f';
+    if (g == G_JSON) return c == 'i' || c == 'I'; /* [memory] instants */
+    return c == 'X';
+}
+
 typedef struct {
     char *buf; /* raw memory: grown without the GIL */
     Py_ssize_t len, cap;
@@ -179,7 +404,7 @@ static int out_put(Out *o, const char *src, Py_ssize_t n) {
     return 0;
 }
 
-enum { SCAN_OK = 0, SCAN_NOT_PLAIN = -1, SCAN_NO_MEMORY = -2 };
+enum { SCAN_OK = 0, SCAN_NOT_PLAIN = -1, SCAN_NO_MEMORY = -2, SCAN_DOUBT = -3 };
 
 /* Reads the event array from s[pos] (just after its '[' or after a ',') until at least `budget`
  * bytes are consumed or the array's ']' is reached, and writes the kept events to out as one
@@ -199,9 +424,9 @@ static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t
         Py_ssize_t e0 = p, e1, mark = out->len, dropped0 = *dropped;
         int keep = 1, was_first = first;
         if (s[p] == '{') {
-            Str cat = {0}, name = {0};
-            int doubt = 0;
-            e1 = scan_event(s, p, stop, &cat, &name, &doubt);
+            Str cat = {0}, name = {0}, ph = {0};
+            int doubt = 0, ph_doubt = 0;
+            e1 = scan_event(s, p, stop, &cat, &name, &ph, &doubt, &ph_doubt);
             if (e1 < 0 && partial) goto more; /* the window may end inside this event */
             if (e1 < 0) return SCAN_NOT_PLAIN;
             keep = doubt || keep_event(r, &cat, &name);
@@ -249,6 +474,104 @@ static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t
     return out_put(out, "]", 1) < 0 ? SCAN_NO_MEMORY : SCAN_OK;
 }
 
+/* scan_chunk with a Route: the same walk and the same windows, with each kept event written to its
+ * list's array (outs[G_OPS..G_REST]) and each [memory] instant to outs[G_JSON] as a MemRec.
+ * SCAN_DOUBT: an event the rules cannot be applied to from its text; the caller scans the chunk
+ * again without the Route. */
+static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t budget, const Rules *r,
+                       const Route *rt, Out *outs, Py_ssize_t *dropped, Py_ssize_t *insane, Py_ssize_t *next,
+                       int *done, int partial) {
+    Py_ssize_t p = skip_ws(s, pos, stop);
+    int first[5] = {1, 1, 1, 1, 1};
+    for (int g = 0; g < 5; g++)
+        if (out_put(&outs[g], "[", 1) < 0) return SCAN_NO_MEMORY;
+    if (p < stop && s[p] == ']' && pos > 0 && s[skip_back(s, pos)] == '[') {
+        *done = 1;
+        *next = p;
+        goto close;
+    }
+    while (p < stop) {
+        Py_ssize_t e0 = p, e1, mark[6], dropped0 = *dropped, insane0 = *insane;
+        int first0[5];
+        for (int g = 0; g < 6; g++) mark[g] = outs[g].len;
+        memcpy(first0, first, sizeof(first));
+        if (s[p] != '{') {
+            e1 = skip_value(s, p, stop);
+            if (e1 < 0 && partial) goto more;
+            if (e1 < 0) return SCAN_NOT_PLAIN;
+            return SCAN_DOUBT; /* not an event object: the decoder words it */
+        }
+        Str cat = {0}, name = {0}, ph = {0};
+        int doubt = 0, ph_doubt = 0;
+        e1 = scan_event(s, p, stop, &cat, &name, &ph, &doubt, &ph_doubt);
+        if (e1 < 0 && partial) goto more;
+        if (e1 < 0) return SCAN_NOT_PLAIN;
+        if (doubt || ph_doubt || cat.escaped || (ph.seen && ph.escaped)) return SCAN_DOUBT;
+        int g = cat.seen ? cat_group(rt, &cat) : -1; /* no "cat": the decoder's default, "" */
+        if (g < 0) {
+            /* Python frames (ops when nn.Module scopes) and any other category ([memory] instants). */
+            int frame = cat.seen && str_is(&cat, r->frame_cat, r->frame_cat_len);
+            if (name.seen && name.escaped) return SCAN_DOUBT;
+            if (frame)
+                g = name.seen && name.n >= r->frame_prefix_len
+                    && memcmp(name.p, r->frame_prefix, (size_t)r->frame_prefix_len) == 0 ? G_OPS : -1;
+            else
+                g = name.seen && str_is(&name, r->other_name, r->other_name_len) ? G_JSON : -1;
+        }
+        if (g < 0 && cat.seen) {
+            (*dropped)++;
+        } else if (g < 0 || !ph_ok(g, &ph)) {
+            /* Fails a rule, but the plain scan would have kept it (no "cat"): decoded, then dropped. */
+            if ((!first[G_REST] && out_put(&outs[G_REST], ",", 1) < 0) || out_put(&outs[G_REST], s + e0, e1 - e0) < 0)
+                return SCAN_NO_MEMORY;
+            first[G_REST] = 0;
+        } else if (g == G_JSON) {
+            MemRec rec;
+            int got = memory_record(s, e0, e1, rt, &rec);
+            if (got < 0) return SCAN_DOUBT;
+            if (got == 0) (*insane)++;
+            else if (out_put(&outs[G_JSON], (const char *)&rec, sizeof(rec)) < 0) return SCAN_NO_MEMORY;
+        } else {
+            if ((!first[g] && out_put(&outs[g], ",", 1) < 0) || out_put(&outs[g], s + e0, e1 - e0) < 0)
+                return SCAN_NO_MEMORY;
+            first[g] = 0;
+        }
+        p = skip_ws(s, e1, stop);
+        if (p >= stop && partial) goto more;
+        if (p >= stop) return SCAN_NOT_PLAIN;
+        if (s[p] == ']') {
+            *done = 1;
+            *next = p;
+            goto close;
+        }
+        if (s[p] != ',') return SCAN_NOT_PLAIN;
+        p = skip_ws(s, p + 1, stop);
+        if (p < stop && s[p] == ']') return SCAN_NOT_PLAIN;
+        if (p - pos >= budget) {
+            *next = p;
+            goto close;
+        }
+        continue;
+    more:
+        /* As in scan_chunk: undo this event, and go on from its start in the next window. */
+        for (int g = 0; g < 6; g++) outs[g].len = mark[g];
+        memcpy(first, first0, sizeof(first));
+        *dropped = dropped0;
+        *insane = insane0;
+        *next = e0;
+        goto close;
+    }
+    if (p >= stop && partial) {
+        *next = p;
+        goto close;
+    }
+    return SCAN_NOT_PLAIN;
+close:
+    for (int g = 0; g < 5; g++)
+        if (out_put(&outs[g], "]", 1) < 0) return SCAN_NO_MEMORY;
+    return SCAN_OK;
+}
+
 static int as_bytes(PyObject *o, const char **p, Py_ssize_t *n, const char *what) {
     if (!PyBytes_Check(o)) {
         PyErr_Format(PyExc_TypeError, "%s must be bytes", what);
@@ -259,9 +582,26 @@ static int as_bytes(PyObject *o, const char **p, Py_ssize_t *n, const char *what
     return 0;
 }
 
+static int bytes_items(PyObject *t, const char ***items, Py_ssize_t **lens, Py_ssize_t *n, const char *what) {
+    if (!PyTuple_Check(t)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a tuple of bytes", what);
+        return -1;
+    }
+    *n = PyTuple_GET_SIZE(t);
+    *items = PyMem_Malloc(sizeof(char *) * (size_t)(*n + 1));
+    *lens = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(*n + 1));
+    if (*items == NULL || *lens == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++)
+        if (as_bytes(PyTuple_GET_ITEM(t, i), &(*items)[i], &(*lens)[i], what) < 0) return -1;
+    return 0;
+}
+
 PyDoc_STRVAR(scan_events_doc,
-"scan_events(text, pos, budget, cats, frame_cat, frame_prefix, other_name, partial=False)\n"
-"    -> (bytes | None, dropped, next, done)\n\n"
+"scan_events(text, pos, budget, cats, frame_cat, frame_prefix, other_name, partial=False, route=None)\n"
+"    -> (bytes | tuple | None, dropped, next, done)\n\n"
 "Reads the trace's event array from text[pos] (just after its '[' or after the ',' where the\n"
 "previous call stopped) for about `budget` bytes, and returns the events the analysis may use\n"
 "as one JSON array, how many it dropped, where to go on, and whether the array ended (then\n"
@@ -271,44 +611,68 @@ PyDoc_STRVAR(scan_events_doc,
 "plain array of values from pos (cut short, unbalanced, a stray character): the caller then\n"
 "decodes the file without this scanner. With partial, text is a window of a file being\n"
 "streamed: where the window ends inside an event, the call returns the events before it, done\n"
-"False and `next` at that event's start, to be called again on a window that starts there.");
+"False and `next` at that event's start, to be called again on a window that starts there.\n\n"
+"route=(ops_cats, gpu_cats, launch_cats, flow_cats, max_ts, max_dur) applies all of the keeping\n"
+"rules: the first item is then (ops, gpu, launches, flows, rest, memory, insane): a JSON array\n"
+"per list, the events that fail the ph rule (rest), the [memory] instants as MemRec records\n"
+"(memory_columns reads them) and how many of those had implausible times. When some event of\n"
+"the chunk cannot be judged from its text, the first item is the plain JSON array instead.");
 
 static PyObject *scan_events(PyObject *self, PyObject *args) {
     Py_buffer text;
-    Py_ssize_t pos, budget, dropped = 0, next = 0;
-    int done = 0, rc, partial = 0;
-    PyObject *cats, *frame_cat, *frame_prefix, *other_name, *result = NULL;
+    Py_ssize_t pos, budget, dropped = 0, next = 0, insane = 0;
+    int done = 0, rc, partial = 0, routed = 0;
+    PyObject *cats, *frame_cat, *frame_prefix, *other_name, *route = Py_None, *result = NULL;
     Rules r = {0};
-    Out out = {0};
+    Route rt = {0};
+    Out out = {0}, outs[6] = {{0}};
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*nnO!SSS|p", &text, &pos, &budget, &PyTuple_Type, &cats, &frame_cat,
-                          &frame_prefix, &other_name, &partial))
+    if (!PyArg_ParseTuple(args, "y*nnO!SSS|pO", &text, &pos, &budget, &PyTuple_Type, &cats, &frame_cat,
+                          &frame_prefix, &other_name, &partial, &route))
         return NULL;
     if (pos < 0 || pos > text.len) {
         PyErr_SetString(PyExc_ValueError, "pos must lie within text");
         goto done;
     }
-    r.n_cats = PyTuple_GET_SIZE(cats);
-    r.cats = PyMem_Malloc(sizeof(char *) * (size_t)(r.n_cats + 1));
-    r.cat_lens = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(r.n_cats + 1));
-    if (r.cats == NULL || r.cat_lens == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < r.n_cats; i++)
-        if (as_bytes(PyTuple_GET_ITEM(cats, i), &r.cats[i], &r.cat_lens[i], "cats") < 0) goto done;
+    if (bytes_items(cats, &r.cats, &r.cat_lens, &r.n_cats, "cats") < 0) goto done;
     if (as_bytes(frame_cat, &r.frame_cat, &r.frame_cat_len, "frame_cat") < 0
         || as_bytes(frame_prefix, &r.frame_prefix, &r.frame_prefix_len, "frame_prefix") < 0
         || as_bytes(other_name, &r.other_name, &r.other_name_len, "other_name") < 0)
         goto done;
+    if (route != Py_None) {
+        if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 6) {
+            PyErr_SetString(PyExc_TypeError, "route must be (ops_cats, gpu_cats, launch_cats, flow_cats, max_ts, max_dur)");
+            goto done;
+        }
+        for (int g = 0; g < 4; g++)
+            if (bytes_items(PyTuple_GET_ITEM(route, g), &rt.cats[g], &rt.lens[g], &rt.n[g], "route cats") < 0) goto done;
+        rt.max_ts = PyFloat_AsDouble(PyTuple_GET_ITEM(route, 4));
+        rt.max_dur = PyFloat_AsDouble(PyTuple_GET_ITEM(route, 5));
+        if (PyErr_Occurred()) goto done;
+        routed = 1;
+    }
     /* The scan touches only the caller's immutable bytes and raw memory of its own, so other
      * threads run meanwhile: the next chunk is scanned while Python decodes this one. */
     Py_BEGIN_ALLOW_THREADS
     /* Room for half of what this chunk reads (a trace keeps about that); grown when needed. */
-    out.cap = ((budget > 0 && budget < text.len - pos) ? budget : text.len - pos) / 2 + 4096;
-    out.buf = PyMem_RawMalloc((size_t)out.cap);
-    rc = out.buf == NULL ? SCAN_NO_MEMORY
-                         : scan_chunk((const char *)text.buf, pos, text.len, budget, &r, &out, &dropped, &next, &done, partial);
+    Py_ssize_t room = ((budget > 0 && budget < text.len - pos) ? budget : text.len - pos) / 2 + 4096;
+    rc = SCAN_DOUBT;
+    if (routed) {
+        rc = route_chunk((const char *)text.buf, pos, text.len, budget, &r, &rt, outs, &dropped, &insane, &next,
+                         &done, partial);
+        if (rc == SCAN_DOUBT) {
+            dropped = insane = next = 0;
+            done = 0;
+        }
+    }
+    if (rc == SCAN_DOUBT) {
+        routed = 0;
+        out.cap = room;
+        out.buf = PyMem_RawMalloc((size_t)out.cap);
+        rc = out.buf == NULL ? SCAN_NO_MEMORY
+                             : scan_chunk((const char *)text.buf, pos, text.len, budget, &r, &out, &dropped, &next,
+                                          &done, partial);
+    }
     Py_END_ALLOW_THREADS
     if (rc == SCAN_NO_MEMORY) {
         PyErr_NoMemory();
@@ -318,17 +682,171 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
         result = Py_BuildValue("(Onnn)", Py_None, (Py_ssize_t)0, (Py_ssize_t)0, (Py_ssize_t)0);
         goto done;
     }
-    result = Py_BuildValue("(y#nnO)", out.buf, out.len, dropped, next, done ? Py_True : Py_False);
+    if (routed)
+        result = Py_BuildValue("((y#y#y#y#y#y#n)nnO)", outs[0].buf, outs[0].len, outs[1].buf, outs[1].len, outs[2].buf,
+                               outs[2].len, outs[3].buf, outs[3].len, outs[4].buf, outs[4].len,
+                               outs[5].buf == NULL ? "" : outs[5].buf, outs[5].len, insane, dropped, next,
+                               done ? Py_True : Py_False);
+    else
+        result = Py_BuildValue("(y#nnO)", out.buf, out.len, dropped, next, done ? Py_True : Py_False);
 done:
     PyMem_RawFree(out.buf);
+    for (int g = 0; g < 6; g++) PyMem_RawFree(outs[g].buf);
+    for (int g = 0; g < 4; g++) {
+        PyMem_Free((void *)rt.cats[g]);
+        PyMem_Free(rt.lens[g]);
+    }
     PyMem_Free((void *)r.cats);
     PyMem_Free(r.cat_lens);
     PyBuffer_Release(&text);
     return result;
 }
 
+/* ---- [memory] records into one device's columns ---------------------------------------------- */
+
+typedef struct {
+    int64_t dtype, did;
+    int dtype_null, did_null;
+    Out t, delta, addr, thread, total, reserved;
+    int64_t *tpid, *ttid; /* the device's threads (pid, tid), first seen first */
+    Py_ssize_t nthreads, tcap;
+    int total_ok;
+} DevCols;
+
+static int put_i64(Out *o, int64_t v) { return out_put(o, (const char *)&v, sizeof(v)); }
+
+PyDoc_STRVAR(memory_columns_doc,
+"memory_columns(records, max_bytes, addr_mask) -> list\n\n"
+"The MemRec records of scan_events(route=...) as columns per device, as profiler_events.timelines\n"
+"reads [memory] events: records without args, or whose Bytes are null, 0 or not within\n"
+"(-max_bytes, max_bytes), are skipped. One item per (Device Type, Device Id), first seen first:\n"
+"(device_type | None, device_id | None, t, delta, addr, thread, threads, total, total_ok,\n"
+"reserved); t is float64 bytes, the other columns int64 bytes; thread indexes threads, a list of\n"
+"(pid, tid); addr is masked with addr_mask; total is 0 where Total Allocated is null or beyond\n"
+"max_bytes, and total_ok says whether none was; reserved is 0 where null or beyond max_bytes.");
+
+static PyObject *memory_columns(PyObject *self, PyObject *args) {
+    Py_buffer recs;
+    long long max_bytes, mask;
+    PyObject *result = NULL;
+    DevCols *devs = NULL;
+    Py_ssize_t ndev = 0, dcap = 0;
+    int failed = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*LL", &recs, &max_bytes, &mask)) return NULL;
+    if (recs.len % (Py_ssize_t)sizeof(MemRec) != 0) {
+        PyErr_SetString(PyExc_ValueError, "records must be whole MemRec records");
+        PyBuffer_Release(&recs);
+        return NULL;
+    }
+    Py_ssize_t n = recs.len / (Py_ssize_t)sizeof(MemRec);
+    const MemRec *rs = (const MemRec *)recs.buf;
+    Py_ssize_t last = -1;
+    for (Py_ssize_t i = 0; i < n && !failed; i++) {
+        MemRec r;
+        memcpy(&r, rs + i, sizeof(r));
+        if ((r.nulls & (N_ARGS | N_NBYTES)) || r.nbytes == 0 || !(-max_bytes < r.nbytes && r.nbytes < max_bytes)) continue;
+        int dn = (r.nulls & N_DTYPE) != 0, in = (r.nulls & N_DID) != 0;
+        Py_ssize_t d = -1;
+        if (last >= 0 && devs[last].dtype_null == dn && devs[last].did_null == in && (dn || devs[last].dtype == r.dtype)
+            && (in || devs[last].did == r.did))
+            d = last;
+        for (Py_ssize_t k = 0; d < 0 && k < ndev; k++)
+            if (devs[k].dtype_null == dn && devs[k].did_null == in && (dn || devs[k].dtype == r.dtype)
+                && (in || devs[k].did == r.did))
+                d = k;
+        if (d < 0) {
+            if (ndev == dcap) {
+                Py_ssize_t cap = dcap ? dcap * 2 : 4;
+                DevCols *nd = PyMem_Realloc(devs, sizeof(DevCols) * (size_t)cap);
+                if (nd == NULL) { failed = 1; break; }
+                devs = nd;
+                dcap = cap;
+            }
+            d = ndev++;
+            memset(&devs[d], 0, sizeof(DevCols));
+            devs[d].dtype = r.dtype;
+            devs[d].did = r.did;
+            devs[d].dtype_null = dn;
+            devs[d].did_null = in;
+            devs[d].total_ok = 1;
+        }
+        last = d;
+        DevCols *D = &devs[d];
+        Py_ssize_t th = -1;
+        for (Py_ssize_t k = D->nthreads - 1; k >= 0; k--)
+            if (D->tpid[k] == r.pid && D->ttid[k] == r.tid) { th = k; break; }
+        if (th < 0) {
+            if (D->nthreads == D->tcap) {
+                Py_ssize_t cap = D->tcap ? D->tcap * 2 : 8;
+                int64_t *a = PyMem_Realloc(D->tpid, sizeof(int64_t) * (size_t)cap);
+                if (a == NULL) { failed = 1; break; }
+                D->tpid = a;
+                a = PyMem_Realloc(D->ttid, sizeof(int64_t) * (size_t)cap);
+                if (a == NULL) { failed = 1; break; }
+                D->ttid = a;
+                D->tcap = cap;
+            }
+            th = D->nthreads++;
+            D->tpid[th] = r.pid;
+            D->ttid[th] = r.tid;
+        }
+        int64_t total = 0, res = (r.nulls & N_TRES) ? 0 : r.tres;
+        if ((r.nulls & N_TALLOC) || !(-max_bytes < r.talloc && r.talloc < max_bytes)) D->total_ok = 0;
+        else total = r.talloc;
+        if (!(-max_bytes < res && res < max_bytes)) res = 0;
+        if (out_put(&D->t, (const char *)&r.ts, sizeof(double)) < 0 || put_i64(&D->delta, r.nbytes) < 0
+            || put_i64(&D->addr, ((r.nulls & N_ADDR) ? 0 : r.addr) & (int64_t)mask) < 0
+            || put_i64(&D->thread, (int64_t)th) < 0 || put_i64(&D->total, total) < 0 || put_i64(&D->reserved, res) < 0)
+            failed = 1;
+    }
+    if (failed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = PyList_New(ndev);
+    for (Py_ssize_t d = 0; result != NULL && d < ndev; d++) {
+        DevCols *D = &devs[d];
+        PyObject *threads = PyList_New(D->nthreads);
+        for (Py_ssize_t k = 0; threads != NULL && k < D->nthreads; k++) {
+            PyObject *pair = Py_BuildValue("(LL)", (long long)D->tpid[k], (long long)D->ttid[k]);
+            if (pair == NULL) Py_CLEAR(threads);
+            else PyList_SET_ITEM(threads, k, pair);
+        }
+        PyObject *dt = D->dtype_null ? Py_NewRef(Py_None) : PyLong_FromLongLong(D->dtype);
+        PyObject *di = D->did_null ? Py_NewRef(Py_None) : PyLong_FromLongLong(D->did);
+        PyObject *item = (threads == NULL || dt == NULL || di == NULL) ? NULL
+            : Py_BuildValue("(NNy#y#y#y#Ny#Oy#)", dt, di, D->t.buf ? D->t.buf : "", D->t.len,
+                            D->delta.buf ? D->delta.buf : "", D->delta.len, D->addr.buf ? D->addr.buf : "", D->addr.len,
+                            D->thread.buf ? D->thread.buf : "", D->thread.len, threads,
+                            D->total.buf ? D->total.buf : "", D->total.len, D->total_ok ? Py_True : Py_False,
+                            D->reserved.buf ? D->reserved.buf : "", D->reserved.len);
+        if (item == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, d, item);
+    }
+done:
+    for (Py_ssize_t d = 0; d < ndev; d++) {
+        DevCols *D = &devs[d];
+        PyMem_RawFree(D->t.buf);
+        PyMem_RawFree(D->delta.buf);
+        PyMem_RawFree(D->addr.buf);
+        PyMem_RawFree(D->thread.buf);
+        PyMem_RawFree(D->total.buf);
+        PyMem_RawFree(D->reserved.buf);
+        PyMem_Free(D->tpid);
+        PyMem_Free(D->ttid);
+    }
+    PyMem_Free(devs);
+    PyBuffer_Release(&recs);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan_events", scan_events, METH_VARARGS, scan_events_doc},
+    {"memory_columns", memory_columns, METH_VARARGS, memory_columns_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -337,4 +855,8 @@ static struct PyModuleDef module = {
     "Drops trace events the analysis never reads, before they are decoded (see events.py).", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__prefilter(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__prefilter(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "MEMREC_SIZE", (long)sizeof(MemRec)) < 0) Py_CLEAR(m);
+    return m;
+}

@@ -4,6 +4,9 @@ Only the fields the analysis reads are declared; msgspec skips everything else w
 no dict is ever built per event. Event kinds the analysis never uses (Python stack frames other than
 ``nn.Module`` scopes, flow events other than fwd→bwd, metadata rows) are dropped before decoding by
 the C scanner when it is built (native.py), else right after decoding; the same rules hold either way.
+The scanner also sorts the kept events into their lists before msgspec sees them, and writes each
+``[memory]`` instant as a fixed-size record instead (memory_records.py): no Python object per
+allocation event.
 
 Paths, fastest first: the scanner's (_decode_native); chunks of the array decoded in Python
 (_decode_chunked); the whole document at once; event by event, skipping mistyped ones; and for a
@@ -19,6 +22,7 @@ import msgspec
 
 from ..errors import TraceError
 from . import native
+from .memory_records import MemoryEvents
 
 Id = Union[int, str]
 
@@ -119,7 +123,7 @@ class Events(msgspec.Struct, gc=False):
     launches: list[Event]
     gpu: list[Event]  # kernels, memcpy, memset
     flows: list[Event]  # fwdbwd flow starts and ends
-    memory: list[Event]  # [memory] instant events
+    memory: MemoryEvents  # [memory] instant events, as records or Events (memory_records.py)
     device_properties: list[dict[str, Any]]
     distributed: dict[str, Any]
     tb_attn: Any
@@ -299,7 +303,7 @@ class _Kept:
         self.ops: list[Event] = []
         self.launches: list[Event] = []
         self.gpu: list[Event] = []
-        self.memory: list[Event] = []
+        self.memory = MemoryEvents()
         self.flows: list[Event] = []
         self.total = 0
         self.insane = 0
@@ -327,8 +331,30 @@ class _Kept:
         self.gpu.extend(self._sane([e for e in groups["gpu"] if e.ph == "X"]))
         self.launches.extend(self._sane([e for e in groups["launches"] if e.ph == "X"]))
         self.flows.extend(self._sane([e for e in groups["flows"] if e.ph == "s" or e.ph == "f"]))
-        self.memory.extend(self._sane([e for e in groups["other"]
-                                       if (e.ph == "i" or e.ph == "I") and e.name == MEMORY_NAME]))
+        self.memory.add_events(self._sane([e for e in groups["other"]
+                                           if (e.ph == "i" or e.ph == "I") and e.name == MEMORY_NAME]))
+
+    def add_scanned(self, kept: bytes | tuple, dropped: int) -> None:
+        """One chunk from the C scanner: its kept events as one JSON array, or (scanned with
+        _ROUTE) already sorted into their lists, with the [memory] instants as records."""
+        if isinstance(kept, bytes):
+            self.add(_list_decoder.decode(kept), dropped)
+            return
+        ops_j, gpu_j, launch_j, flow_j, rest_j, records, insane = kept
+        dec = _list_decoder.decode
+        ops, gpu, launches, flows = dec(ops_j), dec(gpu_j), dec(launch_j), dec(flow_j)
+        rest = len(dec(rest_j)) if len(rest_j) > 2 else 0  # decoded for its checks, then dropped
+        n_records = len(records) // native.MEMREC_SIZE
+        self.total += len(ops) + len(gpu) + len(launches) + len(flows) + rest + n_records + insane + dropped
+        self.insane += insane
+        ops = self._sane(ops)
+        if self.keep_shapes is not None:
+            _detach_shapes(ops, self.keep_shapes, self._keeps)
+        self.ops.extend(ops)
+        self.gpu.extend(self._sane(gpu))
+        self.launches.extend(self._sane(launches))
+        self.flows.extend(self._sane(flows))
+        self.memory.add_records(records)
 
     def _sane(self, evs: list[Event]) -> list[Event]:
         """Only kept events are checked (dropped frames cannot poison a sum): NaN, infinities and
@@ -436,6 +462,11 @@ _PREFILTER_RULES = (
 )
 
 
+# The same rules in full (scanner.scan_events' route): the categories of each list, and the time
+# checks of _Kept._sane, applied by the scanner to the [memory] instants it writes as records.
+_ROUTE = tuple(tuple(c.encode() for c in sorted(cats)) for cats in (CPU_CATS, GPU_CATS, LAUNCH_CATS, {"fwdbwd"})) \
+    + (MAX_TS, MAX_DUR)
+
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
@@ -451,8 +482,7 @@ def _decode_native(text: bytes, head: bytes, keep_shapes: Callable[[str], bool] 
             return None
         start = m.end() - 1
     kept = _Kept(None, keep_shapes)
-    end = native.each_chunk(text, start, CHUNK_BYTES, _PREFILTER_RULES,
-                            lambda chunk, dropped: kept.add(_list_decoder.decode(chunk), dropped))
+    end = native.each_chunk(text, start, CHUNK_BYTES, _PREFILTER_RULES, kept.add_scanned, _ROUTE)
     if end is None:
         return None
     if head == b"[":

@@ -15,7 +15,9 @@ import re
 from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Sequence
+from itertools import compress
+from operator import attrgetter
+from typing import Callable, Sequence
 
 from .events import Event, Events, MODULE_PREFIX
 
@@ -55,9 +57,19 @@ class Linked:
     unlinked_kernels: int = 0
     graph_kernels: int = 0
     warnings: list[str] = field(default_factory=list)
+    _names: list[str] | None = field(default=None, repr=False)  # each op's name (where_name)
 
     def is_module(self, i: int) -> bool:
         return self.ops[i].cat == "python_function"
+
+    def where_name(self, test: Callable[[str], object]) -> list[int]:
+        """The ops (ascending) whose name passes ``test``, asked once per distinct name: a trace
+        repeats a few thousand names over millions of ops, so the per-op work runs at C speed."""
+        if self._names is None:
+            self._names = list(map(attrgetter("name"), self.ops))
+        names = self._names
+        table = {nm: bool(test(nm)) for nm in dict.fromkeys(names)}
+        return list(compress(range(len(names)), map(table.__getitem__, names)))
 
 
 def _sortable(key: tuple):

@@ -2,6 +2,9 @@
 
 The scanner finds the event array's chunks and drops the events the analysis never reads, without
 holding the GIL; so while the caller decodes one chunk with msgspec, the next one is being scanned.
+With a route (events._ROUTE) it also sorts the kept events into their lists and writes the [memory]
+instants as records (memory_columns turns those into per-device columns), work that then runs on
+the scanner's thread instead of the caller's.
 At most two scanned chunks wait in between, which bounds the memory this adds. The extension is
 optional (built by setup.py when a compiler is there); ``available`` says whether it was.
 """
@@ -14,9 +17,11 @@ from typing import Callable, Iterator
 from .pipeline import pipe
 
 try:
+    from ._prefilter import MEMREC_SIZE, memory_columns
     from ._prefilter import scan_events as _scan_events
-except ImportError:  # no compiler at install time: events.py decodes every event instead
-    _scan_events = None
+except ImportError:  # no compiler at install time (or an older build): events.py decodes every event instead
+    _scan_events = memory_columns = None
+    MEMREC_SIZE = 0
 
 available = _scan_events is not None
 
@@ -36,14 +41,15 @@ PIPELINE_MIN_BYTES = 8 << 20  # smaller arrays are scanned inline: a thread woul
 
 
 def each_chunk(text: bytes, start: int, budget: int, rules: tuple,
-               on_chunk: Callable[[bytes, int], None]) -> int | None:
-    """Scan the event array whose '[' is at ``text[start]``, calling ``on_chunk(kept_json, dropped)``
-    for each chunk of about ``budget`` bytes, in order. Returns the index of the array's ']', or
+               on_chunk: Callable[[bytes | tuple, int], None], route: tuple | None = None) -> int | None:
+    """Scan the event array whose '[' is at ``text[start]``, calling ``on_chunk(kept, dropped)``
+    for each chunk of about ``budget`` bytes, in order (``kept``: the JSON array of kept events, or
+    with ``route`` the scanner's routed lists, see _prefilter.scan_events). Returns the index of the array's ']', or
     None when the text is not a plain array (cut short, unbalanced, a stray character); chunks
     before that point may already have been passed on."""
     assert _scan_events is not None
     scan = _inline if len(text) - start < PIPELINE_MIN_BYTES else _pipelined
-    with contextlib.closing(scan(text, start, budget, rules)) as chunks:
+    with contextlib.closing(scan(text, start, budget, rules, route)) as chunks:
         for kept, dropped, nxt, done in chunks:
             if kept is None:
                 return None
@@ -53,23 +59,23 @@ def each_chunk(text: bytes, start: int, budget: int, rules: tuple,
     return None
 
 
-def scan_window(text: bytes, pos: int, budget: int, rules: tuple, partial: bool) -> tuple:
+def scan_window(text: bytes, pos: int, budget: int, rules: tuple, partial: bool, route: tuple | None = None) -> tuple:
     """One scanner call on a window of a streamed file (see stream.py): with ``partial``, an event
     cut by the window's end is left for the next window, which starts at the returned ``next``."""
-    return _scan_events(text, pos, budget, *rules, partial)
+    return _scan_events(text, pos, budget, *rules, partial, route)
 
 
-def _inline(text: bytes, start: int, budget: int, rules: tuple) -> Iterator[tuple]:
+def _inline(text: bytes, start: int, budget: int, rules: tuple, route: tuple | None) -> Iterator[tuple]:
     """The scanner's chunks in order, up to the one that ends the array or finds it not plain."""
     pos = start + 1
     while True:
-        item = _scan_events(text, pos, budget, *rules)
+        item = _scan_events(text, pos, budget, *rules, False, route)
         yield item
         if item[0] is None or item[3]:
             return
         pos = item[2]
 
 
-def _pipelined(text: bytes, start: int, budget: int, rules: tuple) -> Iterator[tuple]:
+def _pipelined(text: bytes, start: int, budget: int, rules: tuple, route: tuple | None) -> Iterator[tuple]:
     """The same chunks, scanned ahead on a second thread; closing the generator stops it."""
-    return pipe(_inline(text, start, budget, rules), name="tb-attn-scan")
+    return pipe(_inline(text, start, budget, rules, route), name="tb-attn-scan")

@@ -34,6 +34,7 @@ MAX_HEAD = 64 << 20  # text before "traceEvents": [ (kineto's is a few KB of dev
 MAX_EVENT = 64 << 20  # one event larger than this: not a plain trace, leave it to the careful path
 MAX_TAIL = 256 << 20  # text after the event array (kineto's: trace name, time unit, a few log lines)
 _SCAN_ALL = 1 << 62  # budget: a window is scanned to its end in one call
+_NOTHING_ROUTED = (b"[]", b"[]", b"[]", b"[]", b"[]", b"", 0)
 
 
 class _NotPlain(Exception):
@@ -172,6 +173,7 @@ class _Scan:
         self.tail = b""
         self.array = False  # the document is a bare array of events
         self.size = 0
+        self.route = ev_mod._ROUTE  # kept events sorted into their lists by the scanner
 
     def _more(self) -> bytes | None:
         b = next(self.pieces, None)
@@ -179,7 +181,7 @@ class _Scan:
             self.size += len(b)
         return b
 
-    def chunks(self) -> Iterator[tuple[bytes, int]]:
+    def chunks(self) -> Iterator[tuple[bytes | tuple, int]]:
         try:
             yield from self._chunks()
         finally:
@@ -187,7 +189,7 @@ class _Scan:
             if close is not None:
                 close()
 
-    def _chunks(self) -> Iterator[tuple[bytes, int]]:
+    def _chunks(self) -> Iterator[tuple[bytes | tuple, int]]:
         window = self._find_array()  # starts at the array's '['
         pos, final, stuck = 1, False, False
         rules = ev_mod._PREFILTER_RULES
@@ -200,10 +202,10 @@ class _Scan:
                 else:
                     window = (window[pos:] + b) if pos else (window + b)
                     pos, stuck = 0, False
-            kept, dropped, nxt, done = native.scan_window(window, pos, _SCAN_ALL, rules, partial=not final)
+            kept, dropped, nxt, done = native.scan_window(window, pos, _SCAN_ALL, rules, not final, self.route)
             if kept is None:
                 raise _NotPlain("not a plain event array")
-            if kept != b"[]" or dropped:
+            if (kept != b"[]" and kept != _NOTHING_ROUTED) or dropped:
                 yield kept, dropped
             if done:
                 self.tail = window[nxt + 1:]
@@ -259,11 +261,10 @@ def _decode(fh, keep_shapes, progress, too_big, limit) -> tuple[ev_mod.Events, i
     reader = _Reader(fh)
     scan = _Scan(pipe(_bounded(reader.pieces(), limit, too_big)))
     kept = ev_mod._Kept(None, keep_shapes)
-    decoder = ev_mod._list_decoder
     chunks = pipe(scan.chunks())
     try:
         for chunk, dropped in chunks:
-            kept.add(decoder.decode(chunk), dropped)
+            kept.add_scanned(chunk, dropped)
             if progress and reader.size:
                 progress(min(1.0, reader.raw_read / reader.size))
     finally:
