@@ -67,9 +67,16 @@ class Linked:
         repeats a few thousand names over millions of ops, so the per-op work runs at C speed."""
         if self._names is None:
             self._names = list(map(attrgetter("name"), self.ops))
-        names = self._names
-        table = {nm: bool(test(nm)) for nm in dict.fromkeys(names)}
-        return list(compress(range(len(names)), map(table.__getitem__, names)))
+        return _where(self._names, test)
+
+
+def _where(names: list[str], test: Callable[[str], object]) -> list[int]:
+    table = {nm: bool(test(nm)) for nm in dict.fromkeys(names)}
+    return list(compress(range(len(names)), map(table.__getitem__, names)))
+
+
+def _where_name(ops: list[Event], test: Callable[[str], object]) -> list[int]:
+    return _where(list(map(attrgetter("name"), ops)), test)
 
 
 def _sortable(key: tuple):
@@ -217,23 +224,21 @@ def link(ev: Events) -> Linked:
             launches_self[op] += 1
         kernels.append(Kernel(e, op, graph))
 
-    # Steps: the nearest enclosing ProfilerStep annotation.
+    # Steps: the nearest enclosing ProfilerStep annotation, filled over each one's subtree (an inner
+    # one, later in the order, overwrites its own range).
     step = [-1] * n
     steps: dict[int, tuple[float, float]] = {}
-    for i, e in enumerate(ops):
-        p = parent[i]
-        if e.name.startswith(STEP_PREFIX):
-            try:
-                s = int(e.name[len(STEP_PREFIX):])
-            except ValueError:
-                s = -1
-            step[i] = s
-            if s >= 0:
-                steps[s] = (e.ts, e.ts + e.dur)
-        elif p >= 0:
-            step[i] = step[p]
+    for i in _where_name(ops, lambda nm: nm.startswith(STEP_PREFIX)):
+        e = ops[i]
+        try:
+            s = int(e.name[len(STEP_PREFIX):])
+        except ValueError:
+            s = -1
+        step[i:subtree_end[i]] = [s] * (subtree_end[i] - i)
+        if s >= 0:
+            steps[s] = (e.ts, e.ts + e.dur)
 
-    fwd_of, node_of = _link_backward(ops, parent, ev.flows)
+    fwd_of, node_of = _link_backward(ops, parent, subtree_end, ev.flows)
     for node, f in fwd_of.items():
         # The autograd thread has no ProfilerStep: a backward node runs in its forward op's step.
         if step[node] < 0:
@@ -260,7 +265,7 @@ def link(ev: Events) -> Linked:
     )
 
 
-def _link_backward(ops: list[Event], parent: list[int], flows: list[Event]):
+def _link_backward(ops: list[Event], parent: Sequence[int], subtree_end: Sequence[int], flows: list[Event]):
     n = len(ops)
     is_node = [False] * n
     seq_ops: list[int] = []
@@ -308,18 +313,18 @@ def _link_backward(ops: list[Event], parent: list[int], flows: list[Event]):
                 if f is not None and ops[f].ts < ops[i].ts:
                     fwd_of[i] = f
 
-    node_of = [-1] * n
-    for i in range(n):
+    # Each node, and the wrapper op around it, marks itself; every other op takes the mark of its
+    # nearest marked ancestor: each mark filled over its subtree, inner ones (later) last.
+    marks: dict[int, int] = {}
+    for i in seq_ops:
         if is_node[i]:
-            node_of[i] = i
+            marks[i] = i
             p = parent[i]
             if p >= 0 and ops[p].name.startswith(WRAPPER_PREFIX):
-                node_of[p] = i
-    for i in range(n):
-        if node_of[i] < 0:
-            p = parent[i]
-            if p >= 0:
-                node_of[i] = node_of[p]
+                marks[p] = i
+    node_of = [-1] * n
+    for i in sorted(marks):
+        node_of[i:subtree_end[i]] = [marks[i]] * (subtree_end[i] - i)
     return fwd_of, node_of
 
 
