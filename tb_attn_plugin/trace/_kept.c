@@ -9,6 +9,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 static PyObject *s_ph, *s_cat, *s_name, *s_pid, *s_tid, *s_ts, *s_dur, *s_args;
 static PyObject *s_dims, *s_types, *s_concrete;
@@ -52,6 +53,59 @@ static int share_attr(PyObject *o, PyObject *attr, PyObject *shared) {
     return rc;
 }
 
+/* Where a type keeps its plain object fields (ph, cat, name, pid, tid, ts, dur): the offsets of
+ * their member descriptors, as __slots__ and msgspec Structs declare them. Found from the type's
+ * own descriptors (never assumed); a type without such fields takes the attribute protocol. The
+ * slots are what that protocol reads and writes for these types, only without its lookups. */
+typedef struct {
+    PyTypeObject *type;
+    Py_ssize_t off[7];
+} Layout;
+
+static int layout_of(PyTypeObject *t, PyObject **attrs, int n, Layout *L) {
+    L->type = NULL;
+    for (int k = 0; k < n; k++) {
+        PyObject *d = PyObject_GetAttr((PyObject *)t, attrs[k]);
+        if (d == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type);
+        if (ok) {
+            PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+            ok = m->type == T_OBJECT_EX && !(m->flags & READONLY);
+            L->off[k] = m->offset;
+        }
+        Py_DECREF(d);
+        if (!ok) return 0;
+    }
+    L->type = t;
+    return 1;
+}
+
+#define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
+
+/* keep_sane's work on one event through its slots: 1 kept, 0 insane, -1 error, 2 a slot is empty
+ * (the caller takes the attribute protocol, which raises as Python would). */
+static int sane_by_slots(PyObject *e, const Layout *L, PyObject *shared, double max_ts, double max_dur) {
+    for (int k = 0; k < 7; k++)
+        if (SLOT(e, L->off[k]) == NULL) return 2;
+    int ok = within(SLOT(e, L->off[5]), -max_ts, max_ts, 0);
+    if (ok == 1) ok = within(SLOT(e, L->off[6]), 0.0, max_dur, 1);
+    if (ok <= 0) return ok;
+    for (int k = 0; k < 5; k++) {
+        PyObject *v = SLOT(e, L->off[k]);
+        PyObject *s = PyDict_SetDefault(shared, v, v); /* borrowed */
+        if (s == NULL) return -1;
+        if (s != v) {
+            Py_INCREF(s);
+            SLOT(e, L->off[k]) = s;
+            Py_DECREF(v);
+        }
+    }
+    return 1;
+}
+
 PyDoc_STRVAR(keep_sane_doc,
 "keep_sane(events, shared, max_ts, max_dur) -> (kept, insane)\n\n"
 "The events whose ts lies in (-max_ts, max_ts) and whose dur lies in [0, max_dur) (NaN in\n"
@@ -66,10 +120,25 @@ static PyObject *keep_sane(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "O!O!dd", &PyList_Type, &events, &PyDict_Type, &shared, &max_ts, &max_dur))
         return NULL;
+    PyObject *slot_attrs[7] = {s_ph, s_cat, s_name, s_pid, s_tid, s_ts, s_dur};
+    Layout L = {0};
     kept = PyList_New(0);
     if (kept == NULL) return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
         PyObject *e = PyList_GET_ITEM(events, i);
+        if (Py_TYPE(e) != L.type && i == 0) layout_of(Py_TYPE(e), slot_attrs, 7, &L);
+        if (Py_TYPE(e) == L.type) {
+            int got = sane_by_slots(e, &L, shared, max_ts, max_dur);
+            if (got < 0) goto fail;
+            if (got == 0) {
+                insane++;
+                continue;
+            }
+            if (got == 1) {
+                if (PyList_Append(kept, e) < 0) goto fail;
+                continue;
+            }
+        }
         int ok = attr_within(e, s_ts, -max_ts, max_ts, 0);
         if (ok == 1) ok = attr_within(e, s_dur, 0.0, max_dur, 1);
         if (ok < 0) goto fail;
@@ -113,10 +182,37 @@ static PyObject *detach_shapes(PyObject *self, PyObject *args) {
     PyObject *ops, *keep, *cache, *null, *raw_type;
     PyObject *fields[3] = {s_dims, s_types, s_concrete};
     (void)self;
+    PyObject *ev_attrs[2] = {s_args, s_name};
+    Layout EL = {0}, AL = {0};
     if (!PyArg_ParseTuple(args, "O!OO!OO", &PyList_Type, &ops, &keep, &PyDict_Type, &cache, &null, &raw_type))
         return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ops); i++) {
         PyObject *e = PyList_GET_ITEM(ops, i);
+        if (i == 0) layout_of(Py_TYPE(e), ev_attrs, 2, &EL);
+        if (Py_TYPE(e) == EL.type) {
+            /* The common case through the slots: shapes on an op whose name the cache already
+             * judged not worth keeping are dropped in place; anything else takes the path below. */
+            PyObject *a = SLOT(e, EL.off[0]), *name = SLOT(e, EL.off[1]);
+            if (a != NULL && a != Py_None && AL.type == NULL) layout_of(Py_TYPE(a), fields, 3, &AL);
+            if (a == Py_None) continue;
+            if (a != NULL && name != NULL && Py_TYPE(a) == AL.type) {
+                PyObject **f[3] = {&SLOT(a, AL.off[0]), &SLOT(a, AL.off[1]), &SLOT(a, AL.off[2])};
+                if (*f[0] == NULL || *f[1] == NULL || *f[2] == NULL) goto generic;
+                if (*f[0] == null && *f[1] == null && *f[2] == null) continue;
+                PyObject *verdict = PyDict_GetItemWithError(cache, name); /* borrowed */
+                if (verdict == NULL && PyErr_Occurred()) return NULL;
+                if (verdict == Py_False) {
+                    for (int k = 0; k < 3; k++) {
+                        PyObject *old = *f[k];
+                        Py_INCREF(null);
+                        *f[k] = null;
+                        Py_DECREF(old);
+                    }
+                    continue;
+                }
+            }
+        }
+    generic:;
         PyObject *a = PyObject_GetAttr(e, s_args);
         if (a == NULL) return NULL;
         int any = 0, rc = 0;
