@@ -344,3 +344,19 @@ def test_absurd_sizes_are_refused_not_crashed(tmp_path, cpu_traces):
     t.write_text(json.dumps(doc))
     r = analyze_file(str(t))
     assert r["memory"] is None and any("beyond any real memory" in w for w in r["warnings"])
+
+
+def test_attribution_is_the_same_whether_threads_are_picked_at_c_speed_or_walked(monkeypatch, cpu_traces):
+    """attribute.py picks each thread's events and call ops at C speed when there are few threads,
+    and walks them one by one when there are many: both give the same memory section."""
+    from tb_attn_plugin.memory import attribute
+
+    def memory_section():
+        r = analyze_file(str(cpu_traces["eager"]))
+        return r["memory"]
+
+    picked = memory_section()
+    monkeypatch.setattr(attribute, "MAX_PICKED_THREADS", 0)
+    walked = memory_section()
+    assert picked == walked
+    assert any(s["bytes_allocated"] > 0 for s in picked["stages"])

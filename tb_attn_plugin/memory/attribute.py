@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from itertools import compress
+from functools import partial
+from itertools import compress, repeat
+from operator import add, attrgetter, itemgetter, lt
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,26 +43,10 @@ def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | 
     depth_at = array("q", [-1]) * n
     slots: list[Slot] = []
     slot_ix: dict[Slot, int] = {}
-    thread_of = {key: i for i, key in enumerate(tl.threads)}
-    per_thread = _by_thread(tl)
-    ops, depth, node_of = L.ops, L.depth, L.node_of
-    raw_thread: dict[tuple, int | None] = {}  # (pid, tid) as decoded -> thread: str() once per thread
+    depth, node_of = L.depth, L.node_of
     key_ix: dict[tuple, int] = {}  # (call, stage, pass) -> slot: a Slot is built once per slot
-    for j in in_calls:
-        c = call_of[j]
-        e = ops[j]
-        raw = (e.pid, e.tid)
-        th = raw_thread.get(raw, -1)
-        if th == -1:
-            th = raw_thread[raw] = thread_of.get((str(e.pid), str(e.tid)))
-        if th is None:
-            continue
-        times, idx = per_thread[th]
-        a = bisect.bisect_left(times, e.ts)
-        b = bisect.bisect_right(times, e.ts + e.dur)
-        if a == b:
-            continue
-        key = (c, stage_of[j] or "other", "bwd" if node_of[j] >= 0 else "fwd")
+    for j, idx, a, b in _windows(tl, L.ops, in_calls):
+        key = (call_of[j], stage_of[j] or "other", "bwd" if node_of[j] >= 0 else "fwd")
         k = key_ix.get(key)
         if k is None:
             s = Slot(*key)
@@ -75,6 +61,44 @@ def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | 
                 depth_at[i] = d
                 slot[i] = k
     return Attribution(slot, slots)
+
+
+_PID_TID, _TS, _DUR = attrgetter("pid", "tid"), attrgetter("ts"), attrgetter("dur")
+
+
+def _windows(tl: Timeline, ops, in_calls: list[int]) -> list[tuple[int, list[int], int, int]]:
+    """(op, its thread's event indices, first, end) for each call op whose time window holds some
+    of its thread's memory events (indices idx[first:end]), in op order. Most call ops hold none;
+    finding which (thread, both bisections) runs at C speed, thread by thread."""
+    per_thread = _by_thread(tl)
+    thread_of = {key: i for i, key in enumerate(tl.threads)}
+    sel = list(map(ops.__getitem__, in_calls))
+    raws = list(map(_PID_TID, sel))
+    th_of = {}  # (pid, tid) as decoded -> thread index, -1 for a thread without memory events
+    for raw in dict.fromkeys(raws):
+        got = thread_of.get((str(raw[0]), str(raw[1])))
+        th_of[raw] = -1 if got is None else got
+    ths = list(map(th_of.__getitem__, raws))
+    starts = list(map(_TS, sel))
+    ends = list(map(add, starts, map(_DUR, sel)))
+    found: list[tuple[int, list[int], int, int]] = []
+    if len(per_thread) > MAX_PICKED_THREADS:  # many threads: one pass over the ops is faster
+        for j, th, t0, t1 in zip(in_calls, ths, starts, ends):
+            if th >= 0:
+                times, idx = per_thread[th]
+                a, b = bisect.bisect_left(times, t0), bisect.bisect_right(times, t1)
+                if a < b:
+                    found.append((j, idx, a, b))
+        return found
+    for th, (times, idx) in per_thread.items():
+        mine = list(map(th.__eq__, ths))
+        firsts = list(map(partial(bisect.bisect_left, times), compress(starts, mine)))
+        stops = list(map(partial(bisect.bisect_right, times), compress(ends, mine)))
+        some = list(map(lt, firsts, stops))
+        found.extend(zip(compress(compress(in_calls, mine), some), repeat(idx), compress(firsts, some),
+                         compress(stops, some)))
+    found.sort(key=itemgetter(0))
+    return found
 
 
 def _by_thread(tl: Timeline) -> dict[int, tuple[list[float], list[int]]]:
