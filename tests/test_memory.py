@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tb_attn_plugin.errors import TraceError
 from tb_attn_plugin.memory import engine, safe_pickle
@@ -346,17 +348,55 @@ def test_absurd_sizes_are_refused_not_crashed(tmp_path, cpu_traces):
     assert r["memory"] is None and any("beyond any real memory" in w for w in r["warnings"])
 
 
-def test_attribution_is_the_same_whether_threads_are_picked_at_c_speed_or_walked(monkeypatch, cpu_traces):
-    """attribute.py picks each thread's events and call ops at C speed when there are few threads,
-    and walks them one by one when there are many: both give the same memory section."""
+@pytest.mark.parametrize("trace", ["eager", "sdpa", "tagged"])
+def test_attribution_is_the_same_in_c_and_in_either_python_loop(monkeypatch, cpu_traces, trace):
+    """attribute.py finds each event's innermost call op in C (_nest.innermost); without it, it picks
+    each thread's events and call ops at C speed when there are few threads, and walks them one by
+    one when there are many: all three give the same memory section."""
     from tb_attn_plugin.memory import attribute
 
     def memory_section():
-        r = analyze_file(str(cpu_traces["eager"]))
-        return r["memory"]
+        return analyze_file(str(cpu_traces[trace]))["memory"]
 
+    in_c = memory_section()
+    monkeypatch.setattr(attribute, "_c_innermost", None)
     picked = memory_section()
     monkeypatch.setattr(attribute, "MAX_PICKED_THREADS", 0)
     walked = memory_section()
-    assert picked == walked
-    assert any(s["bytes_allocated"] > 0 for s in picked["stages"])
+    assert in_c == picked == walked
+    assert any(s["bytes_allocated"] > 0 for s in in_c["stages"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 1.0, 2.0, 2.5, 4.0]), st.integers(0, 2)), max_size=30),
+       st.lists(st.tuples(st.sampled_from([0.0, 1.0, 2.0, 3.0]), st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+                          st.integers(0, 3), st.integers(0, 3), st.integers(-1, 2)), max_size=25))
+def test_innermost_in_c_is_the_python_loop(events, ops):
+    """Random events on three threads against random call ops (ties in time and depth, empty
+    windows, ops on a thread without events): the same slot per event and the same slots."""
+    from array import array
+    from types import SimpleNamespace
+
+    from tb_attn_plugin.memory import attribute
+    from tb_attn_plugin.memory.timeline import Timeline
+
+    if attribute._c_innermost is None:
+        pytest.skip("trace/_nest.c is not built")
+    events = sorted(events, key=lambda e: e[0])  # a finished timeline is in time order
+    tl = Timeline("cpu", t=array("d", [t for t, _ in events]), thread=array("q", [th for _, th in events]),
+                  threads=[("1", "10"), ("1", "11"), ("1", "12")])
+    blocks = [(1, 10), (1, 11), (1, 13)]  # the third link thread has no memory events
+    L = SimpleNamespace(ts=array("d", [o[0] for o in ops]), dur=array("d", [o[1] for o in ops]),
+                        thread=array("q", [o[2] % 3 for o in ops]), threads=blocks,
+                        depth=array("q", [o[3] for o in ops]), node_of=[-1 if o[4] < 1 else 0 for o in ops])
+    call_of = [max(o[4], 0) for o in ops]
+    stage_of = [("softmax", None, "qk_matmul")[o[3] % 3] for o in ops]
+    in_calls = list(range(len(ops)))
+    in_c = attribute.from_trace(tl, L, [], call_of, stage_of, in_calls)
+    saved = attribute._c_innermost
+    try:
+        attribute._c_innermost = None
+        in_python = attribute.from_trace(tl, L, [], call_of, stage_of, in_calls)
+    finally:
+        attribute._c_innermost = saved
+    assert list(in_c.slot) == list(in_python.slot) and in_c.slots == in_python.slots

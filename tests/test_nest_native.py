@@ -35,6 +35,8 @@ def _same(tops, tl, base):
     for a, b in zip(got[1:5], py[1:5]):
         assert list(a) == list(b)
     assert got[5] == py[5]
+    # the start and duration columns follow the order (Linked.ts and Linked.dur are made of them)
+    assert list(got[6]) == [e.ts for e in py[0]] and list(got[7]) == [e.dur for e in py[0]]
 
 
 @needs_nest

@@ -12,13 +12,17 @@ import bisect
 from array import array
 from functools import partial
 from itertools import compress, repeat
-from operator import add, attrgetter, itemgetter, lt
+from operator import add, itemgetter, lt
 from dataclasses import dataclass
 from typing import Any
 
 from ..collector import tags
+from ..trace import link as _link
 from .snapshot import Annotation
 from .timeline import Timeline
+
+
+_c_innermost = getattr(_link._c_nest, "innermost", None)  # trace/_nest.c, when built
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,8 @@ def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | 
     slot_ix: dict[Slot, int] = {}
     depth, node_of = L.depth, L.node_of
     key_ix: dict[tuple, int] = {}  # (call, stage, pass) -> slot: a Slot is built once per slot
-    for j, idx, a, b in _windows(tl, L.ops, in_calls):
+
+    def slot_of(j: int) -> int:
         key = (call_of[j], stage_of[j] or "other", "bwd" if node_of[j] >= 0 else "fwd")
         k = key_ix.get(key)
         if k is None:
@@ -55,6 +60,16 @@ def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | 
                 k = slot_ix[s] = len(slots)
                 slots.append(s)
             key_ix[key] = k
+        return k
+
+    fast = _innermost_c(tl, L, in_calls)
+    if fast is not None:
+        winner, touched = fast
+        op_slot = {j: slot_of(j) for j in touched}  # in op order: slots are numbered as below
+        op_slot[-1] = -1
+        return Attribution(array("q", map(op_slot.__getitem__, winner)), slots)
+    for j, idx, a, b in _windows(tl, L, in_calls):
+        k = slot_of(j)
         d = depth[j]
         for i in idx[a:b]:
             if d > depth_at[i]:
@@ -63,24 +78,31 @@ def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | 
     return Attribution(slot, slots)
 
 
-_PID_TID, _TS, _DUR = attrgetter("pid", "tid"), attrgetter("ts"), attrgetter("dur")
+def _innermost_c(tl: Timeline, L, in_calls: list[int]) -> tuple[array, array] | None:
+    """(winning op per event, the ops whose window held any event) from _nest.innermost: the loop of
+    from_trace at C speed. None without the helper, or when a column is not a float or int array
+    (ops built in Python may carry int times, which the Python loop keeps as they are)."""
+    cols = (tl.t, tl.thread, L.ts, L.dur, L.thread, L.depth)
+    if _c_innermost is None or [getattr(c, "typecode", None) for c in cols] != ["d", "q", "d", "d", "q", "q"]:
+        return None
+    thread_of = {key: i for i, key in enumerate(tl.threads)}
+    block_thread = array("q", [thread_of.get((str(pid), str(tid)), -1) for pid, tid in L.threads])
+    winner, touched = _c_innermost(tl.t, tl.thread, len(tl.threads), array("q", in_calls), L.ts, L.dur, L.thread,
+                                   block_thread, L.depth)
+    return array("q", winner), array("q", touched)
 
 
-def _windows(tl: Timeline, ops, in_calls: list[int]) -> list[tuple[int, list[int], int, int]]:
+def _windows(tl: Timeline, L, in_calls: list[int]) -> list[tuple[int, list[int], int, int]]:
     """(op, its thread's event indices, first, end) for each call op whose time window holds some
     of its thread's memory events (indices idx[first:end]), in op order. Most call ops hold none;
-    finding which (thread, both bisections) runs at C speed, thread by thread."""
+    finding which (thread, both bisections) runs at C speed over the op columns, thread by thread."""
     per_thread = _by_thread(tl)
     thread_of = {key: i for i, key in enumerate(tl.threads)}
-    sel = list(map(ops.__getitem__, in_calls))
-    raws = list(map(_PID_TID, sel))
-    th_of = {}  # (pid, tid) as decoded -> thread index, -1 for a thread without memory events
-    for raw in dict.fromkeys(raws):
-        got = thread_of.get((str(raw[0]), str(raw[1])))
-        th_of[raw] = -1 if got is None else got
-    ths = list(map(th_of.__getitem__, raws))
-    starts = list(map(_TS, sel))
-    ends = list(map(add, starts, map(_DUR, sel)))
+    # The link's threads, as the timeline numbers them (-1: a thread without memory events).
+    th_of = [thread_of.get((str(pid), str(tid)), -1) for pid, tid in L.threads]
+    ths = list(map(th_of.__getitem__, map(L.thread.__getitem__, in_calls)))
+    starts = list(map(L.ts.__getitem__, in_calls))
+    ends = list(map(add, starts, map(L.dur.__getitem__, in_calls)))
     found: list[tuple[int, list[int], int, int]] = []
     if len(per_thread) > MAX_PICKED_THREADS:  # many threads: one pass over the ops is faster
         for j, th, t0, t1 in zip(in_calls, ths, starts, ends):

@@ -146,8 +146,127 @@ done:
     return result;
 }
 
+/* ---- Which op holds each event ------------------------------------------------------------- */
+
+static Py_ssize_t lower_bound(const double *v, Py_ssize_t n, double x) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static Py_ssize_t upper_bound(const double *v, Py_ssize_t n, double x) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (x < v[mid]) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+PyDoc_STRVAR(innermost_doc,
+"innermost(ev_t, ev_thread, n_threads, ops, ts, dur, op_block, block_thread, depth) -> (winner, touched)\n\n"
+"Events (time-sorted times, float64, and their thread, int64 in [0, n_threads)) against ops (int64\n"
+"indices into the op columns ts and dur (float64), op_block and depth (int64); block_thread maps an\n"
+"op's block to an event thread, -1 for none). For each op in the given order, the events of its\n"
+"thread in [ts, ts + dur] (bisect_left / bisect_right) go to it when it is deeper than the op they\n"
+"have (the first such op on a tie). winner: per event, the op index it went to (-1: none); touched:\n"
+"the ops whose window held any event, in order. Both int64 bytes. memory/attribute.py's Python\n"
+"loop computes the same.");
+
+static PyObject *innermost(PyObject *self, PyObject *args) {
+    Py_buffer et, eth, ops, ts, dur, blk, bth, dep;
+    Py_ssize_t nth;
+    PyObject *result = NULL;
+    Py_ssize_t *start = NULL, *fill = NULL, *idx = NULL;
+    double *times = NULL;
+    int64_t *winner = NULL, *best = NULL, *touched = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*ny*y*y*y*y*y*", &et, &eth, &nth, &ops, &ts, &dur, &blk, &bth, &dep)) return NULL;
+    Py_ssize_t n = et.len / 8, m = ops.len / 8, nops = ts.len / 8, nblk = bth.len / 8;
+    if (et.len % 8 || eth.len != et.len || ops.len % 8 || ts.len % 8 || dur.len != ts.len || blk.len != ts.len
+        || dep.len != ts.len || bth.len % 8 || nth < 0) {
+        PyErr_SetString(PyExc_ValueError, "columns of mismatched lengths");
+        goto done;
+    }
+    const double *t = et.buf, *ot = ts.buf, *od = dur.buf;
+    const int64_t *th = eth.buf, *op = ops.buf, *ob = blk.buf, *bt = bth.buf, *dp = dep.buf;
+    start = PyMem_Calloc((size_t)nth + 1, sizeof(Py_ssize_t));
+    fill = PyMem_Calloc((size_t)nth + 1, sizeof(Py_ssize_t));
+    idx = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    times = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
+    winner = PyMem_Malloc(sizeof(int64_t) * (size_t)(n + 1));
+    best = PyMem_Malloc(sizeof(int64_t) * (size_t)(n + 1));
+    touched = PyMem_Malloc(sizeof(int64_t) * (size_t)(m + 1));
+    if (!start || !fill || !idx || !times || !winner || !best || !touched) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* Each thread's events, contiguous and in time order (a counting sort keeps their order). */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (th[i] < 0 || th[i] >= nth) {
+            PyErr_SetString(PyExc_ValueError, "an event thread outside [0, n_threads)");
+            goto done;
+        }
+        start[th[i] + 1]++;
+    }
+    for (Py_ssize_t k = 0; k < nth; k++) start[k + 1] += start[k];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t at = start[th[i]] + fill[th[i]]++;
+        idx[at] = i;
+        times[at] = t[i];
+        winner[i] = -1;
+        best[i] = -1;
+    }
+    Py_ssize_t nt = 0;
+    for (Py_ssize_t q = 0; q < m; q++) {
+        int64_t j = op[q];
+        if (j < 0 || j >= nops || ob[j] < 0 || ob[j] >= nblk) {
+            PyErr_SetString(PyExc_ValueError, "an op outside the columns");
+            goto done;
+        }
+        int64_t k = bt[ob[j]];
+        if (k < 0 || k >= nth) continue;
+        const double *tk = times + start[k];
+        Py_ssize_t len = start[k + 1] - start[k];
+        Py_ssize_t a = lower_bound(tk, len, ot[j]), b = upper_bound(tk, len, ot[j] + od[j]);
+        if (a >= b) continue;
+        touched[nt++] = j;
+        for (Py_ssize_t x = a; x < b; x++) {
+            Py_ssize_t i = idx[start[k] + x];
+            if (dp[j] > best[i]) {
+                best[i] = dp[j];
+                winner[i] = j;
+            }
+        }
+    }
+    result = Py_BuildValue("(y#y#)", (const char *)winner, n * 8, (const char *)touched, nt * 8);
+done:
+    PyMem_Free(start);
+    PyMem_Free(fill);
+    PyMem_Free(idx);
+    PyMem_Free(times);
+    PyMem_Free(winner);
+    PyMem_Free(best);
+    PyMem_Free(touched);
+    PyBuffer_Release(&et);
+    PyBuffer_Release(&eth);
+    PyBuffer_Release(&ops);
+    PyBuffer_Release(&ts);
+    PyBuffer_Release(&dur);
+    PyBuffer_Release(&blk);
+    PyBuffer_Release(&bth);
+    PyBuffer_Release(&dep);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"nest", nest, METH_VARARGS, nest_doc},
+    {"innermost", innermost, METH_VARARGS, innermost_doc},
     {NULL, NULL, 0, NULL},
 };
 

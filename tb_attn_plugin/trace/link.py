@@ -42,6 +42,12 @@ class Kernel:
 @dataclass
 class Linked:
     ops: list[Event]
+    # Each op's start, duration and thread as columns (arrays when the C helper built them): a pass
+    # over millions of ops reads these contiguous values, not each op's object scattered on the heap.
+    ts: Sequence[float]
+    dur: Sequence[float]
+    thread: Sequence[int]  # index into threads
+    threads: list[tuple]  # (pid, tid) as decoded, one per thread; a thread's ops are contiguous
     # Per op; arrays when the C helper built them, lists otherwise (both index the same way).
     parent: Sequence[int]
     depth: Sequence[int]
@@ -153,8 +159,10 @@ def _nest(tops: list[Event], tl: list[Event], base: int):
                 order, parent, subtree_end, depth, self_cpu, lop = (
                     array("d" if k == 4 else "q", b) for k, b in enumerate(got))
                 return ([tops[k] for k in order], parent, subtree_end, depth, self_cpu,
-                        dict(zip(map(id, tl), lop)))
-    return _nest_python(tops, tl, base)
+                        dict(zip(map(id, tl), lop)), array("d", map(ts.__getitem__, order)),
+                        array("d", map(dur.__getitem__, order)))
+    got = _nest_python(tops, tl, base)
+    return got + ([e.ts for e in got[0]], [e.dur for e in got[0]])
 
 
 def _joined(cols: list) -> list | array:
@@ -174,12 +182,16 @@ def link(ev: Events) -> Linked:
     ops: list[Event] = []
     parts = []
     launch_op: dict[int, int] = {}  # id(launch event) -> op index
+    threads: list[tuple] = []
+    thread = array("q")
     for key in sorted(set(by_thread) | set(launches_by_thread), key=_sortable):
         got = _nest(by_thread.get(key, []), launches_by_thread.get(key, []), len(ops))
         ops.extend(got[0])
-        parts.append(got[1:5])
+        parts.append(got[1:5] + got[6:8])
         launch_op.update(got[5])
-    parent, subtree_end, depth, self_cpu = (_joined([p[k] for p in parts]) for k in range(4))
+        thread.extend(array("q", [len(threads)]) * len(got[0]))
+        threads.append(key)
+    parent, subtree_end, depth, self_cpu, ts, dur = (_joined([p[k] for p in parts]) for k in range(6))
     n = len(ops)
 
     # Kernels -> launch -> op.
@@ -249,6 +261,10 @@ def link(ev: Events) -> Linked:
 
     return Linked(
         ops=ops,
+        ts=ts,
+        dur=dur,
+        thread=thread,
+        threads=threads,
         parent=parent,
         depth=depth,
         subtree_end=subtree_end,
