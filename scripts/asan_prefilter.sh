@@ -14,7 +14,7 @@ import gzip, random, sys
 sys.path.insert(0, sys.argv[1])
 import _prefilter
 from tb_attn_plugin.trace import events
-rules = events._PREFILTER_RULES
+rules, route = events._PREFILTER_RULES, events._ROUTE
 text = gzip.decompress(open("../shared/traces/tl_h100_owlv2_eager_bmm_softmax.json.gz", "rb").read())
 start = text.find(b"[", text.find(b'"traceEvents"'))
 pos, kept, dropped = start + 1, 0, 0
@@ -25,6 +25,14 @@ while True:  # the whole array, chunk by chunk as the engine reads it
     if done:
         break
 print(f"whole trace: kept {kept} of {pos - start} bytes, dropped {dropped} events")
+pos, records = start + 1, 0
+while True:  # again with the route: kept events sorted into their lists, [memory] instants as records
+    out, d, pos, done = _prefilter.scan_events(text, pos, 4 << 20, *rules, False, route)
+    assert isinstance(out, tuple), "the real trace's chunk was not routed"
+    records += len(_prefilter.memory_columns(out[5], 1 << 56, (1 << 63) - 1)) and len(out[5]) // _prefilter.MEMREC_SIZE
+    if done:
+        break
+print(f"whole trace routed: {records} [memory] records")
 rnd, base, plain = random.Random(1), text[start:start + 200_000], 0
 for i in range(int(sys.argv[2])):
     b = bytearray(base[:rnd.randint(0, len(base))] if i % 2 else base[rnd.randint(0, 5000):rnd.randint(5000, 20000)])
@@ -38,5 +46,10 @@ for i in range(int(sys.argv[2])):
     # The streamed reader's call: a window that may end inside an event (partial).
     got = _prefilter.scan_events(bytes(b), pos, 1 << 62, *rules, True)
     assert got[0] is None or pos <= got[2] <= len(b), got[1:]
+    for partial in (False, True):  # routed, and its records split into columns
+        got = _prefilter.scan_events(bytes(b), pos, rnd.choice([0, 100, 1 << 62]), *rules, partial, route)
+        assert got[0] is None or pos <= got[2] <= len(b), got[1:]
+        if isinstance(got[0], tuple):
+            _prefilter.memory_columns(got[0][5], 1 << 56, (1 << 63) - 1)
 print(f"{sys.argv[2]} mutated pieces: no memory error ({plain} read as plain events, the rest handed back)")
 PYEOF

@@ -70,3 +70,4 @@ def test_real_traces_give_the_same_report(monkeypatch, name):
     fast.pop("analysis_seconds")
     slow.pop("analysis_seconds")
     assert fast == slow
+

@@ -72,7 +72,7 @@ class Linked:
         """The ops (ascending) whose name passes ``test``, asked once per distinct name: a trace
         repeats a few thousand names over millions of ops, so the per-op work runs at C speed."""
         if self._names is None:
-            self._names = list(map(attrgetter("name"), self.ops))
+            self._names = list(map(_NAME, self.ops))
         return _where(self._names, test)
 
 
@@ -81,13 +81,12 @@ def _where(names: list[str], test: Callable[[str], object]) -> list[int]:
     return list(compress(range(len(names)), map(table.__getitem__, names)))
 
 
-def _where_name(ops: list[Event], test: Callable[[str], object]) -> list[int]:
-    return _where(list(map(attrgetter("name"), ops)), test)
-
-
 def _sortable(key: tuple):
     # pids/tids are ints in kineto but strings in some writers; never compare the two kinds
     return (str(key[0]), str(key[1]))
+
+
+_TS, _DUR, _NAME = attrgetter("ts"), attrgetter("dur"), attrgetter("name")
 
 
 def _by_thread(events: list[Event]) -> dict[tuple, list[Event]]:
@@ -150,7 +149,7 @@ def _nest_python(tops: list[Event], tl: list[Event], base: int):
 def _nest(tops: list[Event], tl: list[Event], base: int):
     """_nest_python's result, from the C helper when it is built and every time is a float."""
     if _c_nest is not None:
-        ts, dur, lts = [e.ts for e in tops], [e.dur for e in tops], [e.ts for e in tl]
+        ts, dur, lts = list(map(_TS, tops)), list(map(_DUR, tops)), list(map(_TS, tl))
         # Floats only: an int time (an Event built in Python) keeps its type in Python's sums.
         if set(map(type, ts)) | set(map(type, dur)) | set(map(type, lts)) <= {float}:
             got = _c_nest.nest(array("d", ts), array("d", dur), array("d", lts), base)
@@ -158,7 +157,7 @@ def _nest(tops: list[Event], tl: list[Event], base: int):
                 # Arrays, not lists: half a million ops would be as many int objects per column.
                 order, parent, subtree_end, depth, self_cpu, lop = (
                     array("d" if k == 4 else "q", b) for k, b in enumerate(got))
-                return ([tops[k] for k in order], parent, subtree_end, depth, self_cpu,
+                return (list(map(tops.__getitem__, order)), parent, subtree_end, depth, self_cpu,
                         dict(zip(map(id, tl), lop)), array("d", map(ts.__getitem__, order)),
                         array("d", map(dur.__getitem__, order)))
     got = _nest_python(tops, tl, base)
@@ -240,7 +239,8 @@ def link(ev: Events) -> Linked:
     # one, later in the order, overwrites its own range).
     step = [-1] * n
     steps: dict[int, tuple[float, float]] = {}
-    for i in _where_name(ops, lambda nm: nm.startswith(STEP_PREFIX)):
+    names = list(map(_NAME, ops))
+    for i in _where(names, lambda nm: nm.startswith(STEP_PREFIX)):
         e = ops[i]
         try:
             s = int(e.name[len(STEP_PREFIX):])
@@ -278,6 +278,7 @@ def link(ev: Events) -> Linked:
         steps=steps,
         unlinked_kernels=unlinked,
         graph_kernels=graph_kernels,
+        _names=names,
     )
 
 
