@@ -313,6 +313,7 @@ static int memory_record(const char *s, Py_ssize_t p, Py_ssize_t e1, const Route
     while (p < e1) {
         int kesc = 0;
         Py_ssize_t k0 = p + 1;
+        if (s[p] != '"') return -1;
         p = scan_string(s, p, e1, &kesc);
         if (p < 0 || kesc) return -1;
         Py_ssize_t k1 = p - 1;
