@@ -78,9 +78,9 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     for s, st in zip(compress(self_cpu, is_cpu), compress(step, is_cpu)):
         total_cpu += s
         step_cpu[st] = step_cpu.get(st, 0.0) + s
+    names = L.names
     for i in in_calls:
-        e = ops[i]
-        if e.cat != "cpu_op":
+        if not is_cpu[i]:
             continue
         s = self_cpu[i]
         c = call_of[i]
@@ -89,9 +89,10 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
         if cell is None:
             cell = cells[c][key] = Cell()
         cell.cpu_us += s
-        row = op_rows.get((e.name,) + key)
+        rk = (names[i],) + key
+        row = op_rows.get(rk)
         if row is None:
-            row = op_rows[(e.name,) + key] = [0, 0.0]
+            row = op_rows[rk] = [0, 0.0]
         row[0] += 1
         row[1] += s
 

@@ -68,12 +68,17 @@ class Linked:
     def is_module(self, i: int) -> bool:
         return self.ops[i].cat == "python_function"
 
+    @property
+    def names(self) -> list[str]:
+        """Each op's name, as a column."""
+        if self._names is None:
+            self._names = list(map(_NAME, self.ops))
+        return self._names
+
     def where_name(self, test: Callable[[str], object]) -> list[int]:
         """The ops (ascending) whose name passes ``test``, asked once per distinct name: a trace
         repeats a few thousand names over millions of ops, so the per-op work runs at C speed."""
-        if self._names is None:
-            self._names = list(map(_NAME, self.ops))
-        return _where(self._names, test)
+        return _where(self.names, test)
 
 
 def _where(names: list[str], test: Callable[[str], object]) -> list[int]:
