@@ -256,6 +256,10 @@ def test_routed_chunks_keep_exactly_what_the_analysis_keeps(evs, sep):
     for kind in ("ops", "launches", "gpu", "flows", "memory"):
         assert getattr(fast, kind) == getattr(plain, kind), kind
     assert (fast.total, fast.insane) == (plain.total, plain.insane) == (len(evs), plain.insane)
+    # and the timelines built from the records (memory_columns) are those of the decoded events
+    from tb_attn_plugin.memory import profiler_events
+
+    assert profiler_events.timelines(fast.memory) == profiler_events.timelines(plain.memory)
 
 
 @needs_native
@@ -300,7 +304,8 @@ def test_memory_columns_split_records_by_device_and_thread():
                      "Total Allocated": 10 * i if i != 5 else None, "Total Reserved": 2**60}} for i in range(6)]
     got, _ = _routed_kept(_chunk([json.dumps(e) for e in evs]))
     cols = native.memory_columns(got[5], 1 << 56, (1 << 63) - 1)
-    assert [(c[0], c[1], c[6], c[8]) for c in cols] == [(1, 0, [(9, 1), (9, 2)], True), (0, 0, [(9, 1), (9, 2)], False)]
+    # named as device_name names them: "cuda:0", and "cpu" (the CPU has no id: -1)
+    assert [(c[0], c[1], c[6], c[8]) for c in cols] == [(1, 0, [(9, 1), (9, 2)], True), (0, -1, [(9, 1), (9, 2)], False)]
     from array import array
     cuda = cols[0]
     assert list(array("d", cuda[2])) == [0.0, 1.0, 2.0, 3.0]
@@ -309,3 +314,20 @@ def test_memory_columns_split_records_by_device_and_thread():
     assert list(array("q", cuda[5])) == [0, 1, 0, 1]
     assert list(array("q", cuda[9])) == [0] * 4  # a reserved count beyond any real memory reads 0
     assert list(array("q", cols[1][7])) == [40, 0]  # null Total Allocated: 0, and total_ok False
+
+
+@needs_native
+def test_memory_columns_of_many_devices_and_threads_are_the_decoded_events_timelines():
+    """Devices and threads are looked up in a hash index (a file may name millions): with hundreds
+    of each, interleaved and repeated, the timelines equal those of the decoded Events."""
+    from tb_attn_plugin.memory import profiler_events
+
+    evs = [{"ph": "i", "cat": "c", "name": "[memory]", "ts": float(i // 3), "pid": i % 7, "tid": (i * 7919) % 1000,
+            "args": {"Bytes": 64 if i % 2 else -64, "Addr": i % 97, "Device Type": i % 3, "Device Id": (i * 31) % 300,
+                     "Total Allocated": i, "Total Reserved": 2 * i}} for i in range(6000)]
+    text = _chunk([json.dumps(e) for e in evs])
+    got, fast = _routed_kept(text)
+    assert isinstance(got, tuple) and len(got[5]) == 6000 * native.MEMREC_SIZE
+    plain = _plain_kept(text)
+    want = profiler_events.timelines(plain.memory)
+    assert len(want) > 200 and profiler_events.timelines(fast.memory) == want  # "cpu" joins its 100 ids

@@ -706,22 +706,70 @@ done:
 /* ---- [memory] records into one device's columns ---------------------------------------------- */
 
 typedef struct {
-    int64_t dtype, did;
-    int dtype_null, did_null;
+    int64_t dtype, did; /* the device's name as numbers: null type 0, no id -1 */
     Out t, delta, addr, thread, total, reserved;
     int64_t *tpid, *ttid; /* the device's threads (pid, tid), first seen first */
-    Py_ssize_t nthreads, tcap;
+    Py_ssize_t nthreads, tcap, last_thread;
     int total_ok;
 } DevCols;
 
 static int put_i64(Out *o, int64_t v) { return out_put(o, (const char *)&v, sizeof(v)); }
 
+/* (k0, k1, k2) -> index, open addressing: devices and threads are looked up once per record, and a
+ * file may name any number of them (a hostile one, millions), so the lookup must not be a scan. */
+typedef struct {
+    int64_t k0, k1, k2;
+    Py_ssize_t v; /* -1: empty */
+} Entry;
+
+typedef struct {
+    Entry *e;
+    size_t cap, n;
+} Index;
+
+static size_t index_hash(int64_t a, int64_t b, int64_t c) {
+    uint64_t h = (uint64_t)a * 0x9E3779B97F4A7C15ull;
+    h ^= (uint64_t)b + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+    h ^= (uint64_t)c + 0x94D049BB133111EBull + (h << 6) + (h >> 2);
+    return (size_t)(h ^ (h >> 31));
+}
+
+/* The index of (a, b, c), inserting `fresh` when absent (*added = 1); -2 when out of memory. */
+static Py_ssize_t index_get(Index *x, int64_t a, int64_t b, int64_t c, Py_ssize_t fresh, int *added) {
+    *added = 0;
+    if (2 * (x->n + 1) > x->cap) {
+        size_t cap = x->cap ? 2 * x->cap : 64;
+        Entry *e = PyMem_Malloc(sizeof(Entry) * cap);
+        if (e == NULL) return -2;
+        for (size_t i = 0; i < cap; i++) e[i].v = -1;
+        for (size_t i = 0; i < x->cap; i++)
+            if (x->e[i].v >= 0) {
+                size_t j = index_hash(x->e[i].k0, x->e[i].k1, x->e[i].k2) & (cap - 1);
+                while (e[j].v >= 0) j = (j + 1) & (cap - 1);
+                e[j] = x->e[i];
+            }
+        PyMem_Free(x->e);
+        x->e = e;
+        x->cap = cap;
+    }
+    size_t j = index_hash(a, b, c) & (x->cap - 1);
+    while (x->e[j].v >= 0) {
+        if (x->e[j].k0 == a && x->e[j].k1 == b && x->e[j].k2 == c) return x->e[j].v;
+        j = (j + 1) & (x->cap - 1);
+    }
+    x->e[j] = (Entry){a, b, c, fresh};
+    x->n++;
+    *added = 1;
+    return fresh;
+}
+
 PyDoc_STRVAR(memory_columns_doc,
 "memory_columns(records, max_bytes, addr_mask) -> list\n\n"
 "The MemRec records of scan_events(route=...) as columns per device, as profiler_events.timelines\n"
 "reads [memory] events: records without args, or whose Bytes are null, 0 or not within\n"
-"(-max_bytes, max_bytes), are skipped. One item per (Device Type, Device Id), first seen first:\n"
-"(device_type | None, device_id | None, t, delta, addr, thread, threads, total, total_ok,\n"
+"(-max_bytes, max_bytes), are skipped. One item per device name, first seen first, named as\n"
+"profiler_events.device_name names it (a null Device Type is 0; the CPU's Device Id, and a null\n"
+"or negative one, -1): (device_type, device_id, t, delta, addr, thread, threads, total, total_ok,\n"
 "reserved); t is float64 bytes, the other columns int64 bytes; thread indexes threads, a list of\n"
 "(pid, tid); addr is masked with addr_mask; total is 0 where Total Allocated is null or beyond\n"
 "max_bytes, and total_ok says whether none was; reserved is 0 where null or beyond max_bytes.");
@@ -733,6 +781,7 @@ static PyObject *memory_columns(PyObject *self, PyObject *args) {
     DevCols *devs = NULL;
     Py_ssize_t ndev = 0, dcap = 0;
     int failed = 0;
+    Index dev_ix = {0}, thread_ix = {0};
     (void)self;
     if (!PyArg_ParseTuple(args, "y*LL", &recs, &max_bytes, &mask)) return NULL;
     if (recs.len % (Py_ssize_t)sizeof(MemRec) != 0) {
@@ -747,16 +796,20 @@ static PyObject *memory_columns(PyObject *self, PyObject *args) {
         MemRec r;
         memcpy(&r, rs + i, sizeof(r));
         if ((r.nulls & (N_ARGS | N_NBYTES)) || r.nbytes == 0 || !(-max_bytes < r.nbytes && r.nbytes < max_bytes)) continue;
-        int dn = (r.nulls & N_DTYPE) != 0, in = (r.nulls & N_DID) != 0;
+        /* One group per device *name* (profiler_events.device_name): a null type is 0, the CPU's
+         * id and a null or negative id are none (-1). Records of one name must stay in file order
+         * in one group, as decoded events join their Timeline one by one. */
+        int64_t dte = (r.nulls & N_DTYPE) ? 0 : r.dtype;
+        int64_t die = (dte == 0 || (r.nulls & N_DID) || r.did < 0) ? -1 : r.did;
+        int added;
         Py_ssize_t d = -1;
-        if (last >= 0 && devs[last].dtype_null == dn && devs[last].did_null == in && (dn || devs[last].dtype == r.dtype)
-            && (in || devs[last].did == r.did))
-            d = last;
-        for (Py_ssize_t k = 0; d < 0 && k < ndev; k++)
-            if (devs[k].dtype_null == dn && devs[k].did_null == in && (dn || devs[k].dtype == r.dtype)
-                && (in || devs[k].did == r.did))
-                d = k;
+        if (last >= 0 && devs[last].dtype == dte && devs[last].did == die) d = last;
         if (d < 0) {
+            d = index_get(&dev_ix, 0, dte, die, ndev, &added);
+            if (d == -2) { failed = 1; break; }
+            if (!added) goto have_device;
+        }
+        if (d == ndev) {
             if (ndev == dcap) {
                 Py_ssize_t cap = dcap ? dcap * 2 : 4;
                 DevCols *nd = PyMem_Realloc(devs, sizeof(DevCols) * (size_t)cap);
@@ -766,18 +819,21 @@ static PyObject *memory_columns(PyObject *self, PyObject *args) {
             }
             d = ndev++;
             memset(&devs[d], 0, sizeof(DevCols));
-            devs[d].dtype = r.dtype;
-            devs[d].did = r.did;
-            devs[d].dtype_null = dn;
-            devs[d].did_null = in;
+            devs[d].dtype = dte;
+            devs[d].did = die;
             devs[d].total_ok = 1;
         }
+    have_device:
         last = d;
         DevCols *D = &devs[d];
         Py_ssize_t th = -1;
-        for (Py_ssize_t k = D->nthreads - 1; k >= 0; k--)
-            if (D->tpid[k] == r.pid && D->ttid[k] == r.tid) { th = k; break; }
+        if (D->nthreads > 0 && D->tpid[D->last_thread] == r.pid && D->ttid[D->last_thread] == r.tid) th = D->last_thread;
         if (th < 0) {
+            th = index_get(&thread_ix, (int64_t)d, r.pid, r.tid, D->nthreads, &added);
+            if (th == -2) { failed = 1; break; }
+        }
+        D->last_thread = th;
+        if (th == D->nthreads) {
             if (D->nthreads == D->tcap) {
                 Py_ssize_t cap = D->tcap ? D->tcap * 2 : 8;
                 int64_t *a = PyMem_Realloc(D->tpid, sizeof(int64_t) * (size_t)cap);
@@ -814,8 +870,8 @@ static PyObject *memory_columns(PyObject *self, PyObject *args) {
             if (pair == NULL) Py_CLEAR(threads);
             else PyList_SET_ITEM(threads, k, pair);
         }
-        PyObject *dt = D->dtype_null ? Py_NewRef(Py_None) : PyLong_FromLongLong(D->dtype);
-        PyObject *di = D->did_null ? Py_NewRef(Py_None) : PyLong_FromLongLong(D->did);
+        PyObject *dt = PyLong_FromLongLong(D->dtype);
+        PyObject *di = PyLong_FromLongLong(D->did);
         PyObject *item = (threads == NULL || dt == NULL || di == NULL) ? NULL
             : Py_BuildValue("(NNy#y#y#y#Ny#Oy#)", dt, di, D->t.buf ? D->t.buf : "", D->t.len,
                             D->delta.buf ? D->delta.buf : "", D->delta.len, D->addr.buf ? D->addr.buf : "", D->addr.len,
@@ -841,6 +897,8 @@ done:
         PyMem_Free(D->ttid);
     }
     PyMem_Free(devs);
+    PyMem_Free(dev_ix.e);
+    PyMem_Free(thread_ix.e);
     PyBuffer_Release(&recs);
     return result;
 }
