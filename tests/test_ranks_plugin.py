@@ -19,6 +19,9 @@ def ranks_logdir(cpu_traces, tmp_path_factory):
     s = cpu_traces["sdpa"]
     write_job(root / "job", {0: s, 1: s, 2: cpu_traces["math"], 3: s}, slow={1: 1.7}, world_size=4)
     write_job(root / "named", {0: s, 1: s}, by="worker name", slow={0: 1.2})
+    # Two traces that both say they are rank 0 (a copied file, a rerun in one directory).
+    got = write_job(root / "twice", {0: s}, world_size=2)
+    (root / "twice" / "node9_4999.1700000000009.pt.trace.json.gz").write_bytes(got[0].read_bytes())
     (root / "single").mkdir()
     (root / "single" / "host_1.1.pt.trace.json").write_bytes(s.read_bytes())
     for dirpath, _, names in os.walk(root):
@@ -64,5 +67,10 @@ def test_compare_rank_against_rank(tb_app, ranks_logdir):
     assert fused["values"][1] == pytest.approx(1.7 * fused["values"][0], rel=1e-3)
     code, err = _get(client, f"compare?run=job&worker={w0}&run=job")
     assert code == 400 and "one worker per run" in err["error"]
+    # Two traces claiming one rank: "twice rank 0" would name both sides, so they are run/worker.
+    twice = sorted(w["worker"] for r in doc["runs"] if r["run"] == "twice" for w in r["workers"])
+    assert len(twice) == 2
+    code, cmp_ = _get(client, f"compare?run=twice&worker={twice[0]}&run=twice&worker={twice[1]}")
+    assert code == 200 and cmp_["runs"] == [f"twice/{twice[0]}", f"twice/{twice[1]}"]
     code, err = _get(client, f"compare?run=job&worker={w0}&run=job&worker={w0}")
     assert code == 400
