@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 from ..attention import shapes
-from ..attention.detect import members
 from ..errors import TraceError
 from ..trace.read import is_url
 from ..version import ENGINE_VERSION, SCHEMA_VERSION
@@ -39,12 +38,10 @@ def _trace_spans(L, calls, call_of: list[int], stage_of: list[str | None], in_ca
     return out
 
 
-def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None],
-               warnings: list[str] | None = None, in_calls: list[int] | None = None) -> dict[str, Any] | None:
+def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None], warnings: list[str] | None,
+               in_calls: list[int]) -> dict[str, Any] | None:
     """The memory section from the profiler's [memory] events (None when the trace has none).
-    Call layers must already be named. ``in_calls``: detect.members(call_of), when known."""
-    if in_calls is None:
-        in_calls = members(call_of)
+    Call layers must already be named. ``in_calls``: the ops in some call (Measured.members)."""
     try:
         got = _attributed(ev, L, calls, call_of, stage_of, in_calls)
     except OverflowError:
@@ -78,12 +75,12 @@ def _attributed(ev, L, calls, call_of: list[int], stage_of: list[str | None], in
 
 
 def score_blocks(ev, L, calls, call_of: list[int], stage_of: list[str | None],
-                 in_calls: list[int] | None = None) -> list[tuple[float, float, int]]:
+                 in_calls: list[int]) -> list[tuple[float, float, int]]:
     """Score-matrix blocks seen in the profiler's [memory] events, as (alloc time, free time, bytes):
     an allocation inside an attention call whose size is that call's B·H·Lq·Lk·itemsize (the rule of
     the report's score_matrix numbers); one never freed lasts to the last event. [] without any."""
     try:
-        got = _attributed(ev, L, calls, call_of, stage_of, members(call_of) if in_calls is None else in_calls)
+        got = _attributed(ev, L, calls, call_of, stage_of, in_calls)
     except OverflowError:
         return []
     if got is None:

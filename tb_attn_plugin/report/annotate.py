@@ -171,7 +171,8 @@ def events(L: Linked, calls, call_of: list[int], m, pid: int, trace_events) -> I
                            "name": "tb-attn stage", "cat": CAT_FLOW}
 
     if trace_events.memory:
-        measured = [(_ns(a), _ns(b), n) for a, b, n in score_blocks(trace_events, L, calls, call_of, stage_of)]
+        blocks = score_blocks(trace_events, L, calls, call_of, stage_of, m.members)
+        measured = [(_ns(a), _ns(b), n) for a, b, n in blocks]
         if measured:
             yield from _score_counter(pid, measured, SCORE_MEASURED)
         elif score_spans:
