@@ -104,25 +104,48 @@ static inline int str_is(const Str *v, const char *lit, Py_ssize_t n) {
     return v->n == n && memcmp(v->p, lit, (size_t)n) == 0;
 }
 
+/* The walk over an object's members, shared by every reader below. member_key: the member whose
+ * key starts at s[p] (a '"'): the key's contents are s[*k0..*k1), *kesc says it holds an escape,
+ * and the index of its value is returned (whitespace skipped); -1 when it is not `"key": value`. */
+static Py_ssize_t member_key(const char *s, Py_ssize_t p, Py_ssize_t stop, Py_ssize_t *k0, Py_ssize_t *k1, int *kesc) {
+    if (p >= stop || s[p] != '"') return -1;
+    *k0 = p + 1;
+    p = scan_string(s, p, stop, kesc);
+    if (p < 0) return -1;
+    *k1 = p - 1;
+    p = skip_ws(s, p, stop);
+    if (p >= stop || s[p] != ':') return -1;
+    p = skip_ws(s, p + 1, stop);
+    return p < stop ? p : -1;
+}
+
+enum { OBJECT_ENDS = -2 };
+
+/* member_next: after a member's value (s[p] just past it), the index of the next member's key, or
+ * OBJECT_ENDS with *end just past the object's '}', or -1 when neither follows. */
+static Py_ssize_t member_next(const char *s, Py_ssize_t p, Py_ssize_t stop, Py_ssize_t *end) {
+    p = skip_ws(s, p, stop);
+    if (p >= stop) return -1;
+    if (s[p] == '}') {
+        *end = p + 1;
+        return OBJECT_ENDS;
+    }
+    if (s[p] != ',') return -1;
+    return skip_ws(s, p + 1, stop);
+}
+
 /* One event object at s[p] == '{': reads its top-level "cat" and "name" strings. Returns the
  * index after the closing brace, or -1. *doubt is set when the keys cannot be read plainly. */
 static Py_ssize_t scan_event(const char *s, Py_ssize_t p, Py_ssize_t stop, Str *cat, Str *name, Str *ph, int *doubt,
                              int *ph_doubt) {
     p = skip_ws(s, p + 1, stop);
     if (p < stop && s[p] == '}') return p + 1;
-    while (p < stop) {
+    for (;;) {
         int kesc = 0;
-        Py_ssize_t k0, k1;
-        if (s[p] != '"') return -1;
-        k0 = p + 1;
-        p = scan_string(s, p, stop, &kesc);
+        Py_ssize_t k0, k1, end;
+        p = member_key(s, p, stop, &k0, &k1, &kesc);
         if (p < 0) return -1;
-        k1 = p - 1;
         if (kesc) *doubt = 1;
-        p = skip_ws(s, p, stop);
-        if (p >= stop || s[p] != ':') return -1;
-        p = skip_ws(s, p + 1, stop);
-        if (p >= stop) return -1;
         Str *slot = NULL;
         int *slot_doubt = doubt;
         if (k1 - k0 == 3 && memcmp(s + k0, "cat", 3) == 0) slot = cat;
@@ -151,13 +174,10 @@ static Py_ssize_t scan_event(const char *s, Py_ssize_t p, Py_ssize_t stop, Str *
             p = skip_value(s, p, stop);
             if (p < 0) return -1;
         }
-        p = skip_ws(s, p, stop);
-        if (p >= stop) return -1;
-        if (s[p] == '}') return p + 1;
-        if (s[p] != ',') return -1;
-        p = skip_ws(s, p + 1, stop);
+        p = member_next(s, p, stop, &end);
+        if (p == OBJECT_ENDS) return end;
+        if (p < 0) return -1;
     }
-    return -1;
 }
 
 static int keep_event(const Rules *r, const Str *cat, const Str *name) {
@@ -249,9 +269,13 @@ static inline int key_is(const char *s, Py_ssize_t k0, Py_ssize_t k1, const char
     return (size_t)(k1 - k0) == n && memcmp(s + k0, lit, n) == 0;
 }
 
+static inline int is_null(const char *s, Py_ssize_t p, Py_ssize_t q) {
+    return q - p == 4 && memcmp(s + p, "null", 4) == 0;
+}
+
 /* The value s[p..q) as an int field of Args (int | None): 1 stored, 0 null, -1 the decoder's call. */
 static int int_field(const char *s, Py_ssize_t p, Py_ssize_t q, int64_t *v) {
-    if (q - p == 4 && memcmp(s + p, "null", 4) == 0) return 0;
+    if (is_null(s, p, q)) return 0;
     return json_int(s, p, q, v) ? 1 : -1;
 }
 
@@ -265,16 +289,11 @@ static Py_ssize_t memory_args(const char *s, Py_ssize_t p, Py_ssize_t stop, MemR
     int seen = 0;
     p = skip_ws(s, p + 1, stop);
     if (p < stop && s[p] == '}') return p + 1;
-    while (p < stop) {
+    for (;;) {
         int kesc = 0;
-        if (s[p] != '"') return -1;
-        Py_ssize_t k0 = p + 1;
-        p = scan_string(s, p, stop, &kesc);
+        Py_ssize_t k0, k1, end;
+        p = member_key(s, p, stop, &k0, &k1, &kesc);
         if (p < 0 || kesc) return -1;
-        Py_ssize_t k1 = p - 1;
-        p = skip_ws(s, p, stop);
-        if (p >= stop || s[p] != ':') return -1;
-        p = skip_ws(s, p + 1, stop);
         Py_ssize_t v0 = p;
         p = skip_value(s, p, stop);
         if (p < 0) return -1;
@@ -293,13 +312,10 @@ static Py_ssize_t memory_args(const char *s, Py_ssize_t p, Py_ssize_t stop, MemR
             }
             break;
         }
-        p = skip_ws(s, p, stop);
-        if (p >= stop) return -1;
-        if (s[p] == '}') return p + 1;
-        if (s[p] != ',') return -1;
-        p = skip_ws(s, p + 1, stop);
+        p = member_next(s, p, stop, &end);
+        if (p == OBJECT_ENDS) return end;
+        if (p < 0) return -1;
     }
-    return -1;
 }
 
 /* The [memory] instant s[p..e1) (p at '{') as a MemRec: 1 kept, 0 insane times (left out and
@@ -310,16 +326,11 @@ static int memory_record(const char *s, Py_ssize_t p, Py_ssize_t e1, const Route
     r->nulls = N_DTYPE | N_DID | N_ADDR | N_NBYTES | N_TALLOC | N_TRES | N_ARGS;
     p = skip_ws(s, p + 1, e1);
     if (p < e1 && s[p] == '}') return -1;
-    while (p < e1) {
+    for (;;) {
         int kesc = 0;
-        Py_ssize_t k0 = p + 1;
-        if (s[p] != '"') return -1;
-        p = scan_string(s, p, e1, &kesc);
+        Py_ssize_t k0, k1, end;
+        p = member_key(s, p, e1, &k0, &k1, &kesc);
         if (p < 0 || kesc) return -1;
-        Py_ssize_t k1 = p - 1;
-        p = skip_ws(s, p, e1);
-        if (p >= e1 || s[p] != ':') return -1;
-        p = skip_ws(s, p + 1, e1);
         Py_ssize_t v0 = p, v1;
         int bit = 0;
         if (key_is(s, k0, k1, "args")) {
@@ -329,7 +340,7 @@ static int memory_record(const char *s, Py_ssize_t p, Py_ssize_t e1, const Route
                 v1 = memory_args(s, p, e1, r);
             } else {
                 v1 = skip_value(s, p, e1);
-                if (v1 < 0 || v1 - v0 != 4 || memcmp(s + v0, "null", 4) != 0) return -1;
+                if (v1 < 0 || !is_null(s, v0, v1)) return -1;
             }
             if (v1 < 0) return -1;
         } else {
@@ -350,7 +361,7 @@ static int memory_record(const char *s, Py_ssize_t p, Py_ssize_t e1, const Route
             } else if (key_is(s, k0, k1, "id")) {
                 int64_t x;
                 bit = 32;
-                if (s[v0] != '"' && !json_int(s, v0, v1, &x) && !(v1 - v0 == 4 && memcmp(s + v0, "null", 4) == 0))
+                if (s[v0] != '"' && !json_int(s, v0, v1, &x) && !is_null(s, v0, v1))
                     return -1;
             } else if (key_is(s, k0, k1, "ph") || key_is(s, k0, k1, "cat") || key_is(s, k0, k1, "name")) {
                 bit = key_is(s, k0, k1, "ph") ? 64 : key_is(s, k0, k1, "cat") ? 128 : 256;
@@ -361,11 +372,9 @@ static int memory_record(const char *s, Py_ssize_t p, Py_ssize_t e1, const Route
             if (seen & bit) return -1; /* a repeated key */
             seen |= bit;
         }
-        p = skip_ws(s, v1, e1);
-        if (p >= e1) return -1;
-        if (s[p] == '}') break;
-        if (s[p] != ',') return -1;
-        p = skip_ws(s, p + 1, e1);
+        p = member_next(s, v1, e1, &end);
+        if (p == OBJECT_ENDS) break;
+        if (p < 0) return -1;
     }
     if (!(-rt->max_ts < r->ts && r->ts < rt->max_ts && 0.0 <= r->dur && r->dur < rt->max_dur)) return 0;
     return 1;
