@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.trace import link
-from tb_attn_plugin.trace.events import Event
+from tb_attn_plugin.trace.events import Args, Event, Events
+from tb_attn_plugin.trace.memory_records import MemoryEvents
 from tests.conftest import shared_trace
 
 needs_nest = pytest.mark.skipif(link._c_nest is None and not os.environ.get("TB_ATTN_REQUIRE_NATIVE"),
@@ -66,8 +67,59 @@ def test_real_traces_give_the_same_report(monkeypatch, name):
     path = str(shared_trace(name))
     fast = analyze_file(path)
     monkeypatch.setattr(link, "_c_nest", None)
+    monkeypatch.setattr(link, "_c_kept", None)
     slow = analyze_file(path)
     fast.pop("analysis_seconds")
     slow.pop("analysis_seconds")
     assert fast == slow
 
+
+
+def _events(ops, launches) -> Events:
+    return Events(ops=ops, launches=launches, gpu=[], flows=[], memory=MemoryEvents(), device_properties=[],
+                  distributed={}, tb_attn=None, total_events=len(ops) + len(launches), warnings=[])
+
+
+# Threads as decoders give them: int and string ids (never compared with each other), repeated.
+_thread = st.sampled_from([(1, 1), (1, 2), (2, 1), ("1", 1), (7, "gpu"), (1, 1)])
+
+
+def _tree_lists(got):
+    ops, *cols, threads, launch_op = got
+    return [id(e) for e in ops], [list(c) for c in cols], threads, list(launch_op)
+
+
+@needs_nest
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_thread, _t, _d), max_size=60), st.lists(st.tuples(_thread, _t), max_size=30))
+def test_all_threads_at_once_is_the_per_thread_loop(ops, launches):
+    # Fresh id objects per event, as a decoder without _Kept's sharing makes them.
+    ev = _events([Event(ph="X", cat="cpu_op", name=f"op{i}", pid=p, tid=t, ts=ts, dur=d)
+                  for i, ((p, t), ts, d) in enumerate(ops)],
+                 [Event(ph="X", cat="cuda_runtime", name=f"l{i}", pid=p, tid=t, ts=ts)
+                  for i, ((p, t), ts) in enumerate(launches)])
+    fast = link._tree_native(ev)
+    assert fast is not None
+    assert _tree_lists(fast) == _tree_lists(link._tree_by_thread(ev))
+
+
+@needs_nest
+def test_all_threads_at_once_leaves_int_and_nan_times_to_the_per_thread_loop():
+    for bad in (dict(ts=1), dict(dur=2), dict(ts=float("nan")), dict(dur=float("nan"))):
+        e = Event(ph="X", cat="cpu_op", name="a", **({"ts": 0.0, "dur": 1.0} | bad))
+        assert link._tree_native(_events([Event(ph="X", cat="cpu_op", name="b", ts=0.0, dur=3.0), e], [])) is None
+        assert link._tree_native(_events([], [e])) is None
+    ok = link._tree_by_thread(_events([Event(ph="X", cat="cpu_op", name="a", ts=0, dur=5)], []))
+    assert list(ok[4]) == [5] and type(ok[4][0]) is int
+
+
+@needs_nest
+def test_arg_values_is_the_python_loop(monkeypatch):
+    evs = [Event(name="a", args=Args(seq=3, correlation=0)), Event(name="b"), Event(name="c", args=Args()),
+           Event(name="d", args=Args(seq=0)), Event(name="e", args=Args(seq=-1, correlation=9))]
+    want = {"seq": ([0, 3, 4], [3, 0, -1]), "correlation": ([0, 4], [0, 9]), "external_id": ([], [])}
+    for attr, expected in want.items():
+        assert tuple(link._arg_values(evs, attr)) == expected
+        monkeypatch.setattr(link, "_c_kept", None)
+        assert tuple(link._arg_values(evs, attr)) == expected
+        monkeypatch.undo()

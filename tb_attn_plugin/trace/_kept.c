@@ -1,4 +1,5 @@
-/* The per-event work of keeping decoded events (events._Kept), at C speed.
+/* The per-event work over decoded events at C speed: keeping them (events._Kept) and, for link,
+ * reading their threads, times and args as columns.
  *
  * After msgspec decodes a chunk, every kept event is checked for plausible times, its repeated
  * strings and ids are replaced by one shared object each, and the shapes of ops nobody reads are
@@ -10,6 +11,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <stdint.h>
 
 static PyObject *s_ph, *s_cat, *s_name, *s_pid, *s_tid, *s_ts, *s_dur, *s_args;
 static PyObject *s_dims, *s_types, *s_concrete;
@@ -254,15 +256,155 @@ static PyObject *detach_shapes(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* e.attr through slot k of layout L when e's type has it, else the attribute protocol. New reference. */
+static PyObject *get_field(PyObject *e, const Layout *L, int k, PyObject *attr) {
+    if (Py_TYPE(e) == L->type) {
+        PyObject *v = SLOT(e, L->off[k]);
+        if (v != NULL) return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(e, attr);
+}
+
+PyDoc_STRVAR(columns_doc,
+"columns(events) -> (thread, keys, ts, dur) or None\n\n"
+"The events' threads and times as columns. keys: each distinct (pid, tid) in order of first\n"
+"appearance, as a dict keys those tuples; thread[i]: event i's index into keys (bytes of an\n"
+"array(\"q\")); ts, dur: its start and duration (bytes of an array(\"d\")). None when any ts or dur\n"
+"is not a float, or is NaN (link's Python loop then decides, as it does for such events).");
+
+static PyObject *columns(PyObject *self, PyObject *args) {
+    PyObject *list, *events = NULL, *index = NULL, *keys = NULL, *th = NULL, *tb = NULL, *db = NULL;
+    PyObject *last_pid = NULL, *last_tid = NULL, *result = NULL;
+    Py_ssize_t last = -1;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &list)) return NULL;
+    events = PySequence_Tuple(list); /* attribute hooks cannot change its length under us */
+    if (events == NULL) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(events);
+    index = PyDict_New();
+    keys = PyList_New(0);
+    th = PyBytes_FromStringAndSize(NULL, n * 8);
+    tb = PyBytes_FromStringAndSize(NULL, n * 8);
+    db = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (!index || !keys || !th || !tb || !db) goto done;
+    int64_t *thv = (int64_t *)PyBytes_AS_STRING(th);
+    double *tv = (double *)PyBytes_AS_STRING(tb), *dv = (double *)PyBytes_AS_STRING(db);
+    PyObject *attrs[4] = {s_pid, s_tid, s_ts, s_dur};
+    Layout L = {0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyTuple_GET_ITEM(events, i);
+        if (i == 0) layout_of(Py_TYPE(e), attrs, 4, &L);
+        PyObject *v[4] = {NULL, NULL, NULL, NULL};
+        int ok = 1;
+        for (int k = 0; k < 4 && ok; k++) ok = (v[k] = get_field(e, &L, k, attrs[k])) != NULL;
+        if (ok && (!PyFloat_CheckExact(v[2]) || !PyFloat_CheckExact(v[3])
+                   || PyFloat_AS_DOUBLE(v[2]) != PyFloat_AS_DOUBLE(v[2])
+                   || PyFloat_AS_DOUBLE(v[3]) != PyFloat_AS_DOUBLE(v[3]))) {
+            for (int k = 0; k < 4; k++) Py_XDECREF(v[k]);
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (ok) {
+            tv[i] = PyFloat_AS_DOUBLE(v[2]);
+            dv[i] = PyFloat_AS_DOUBLE(v[3]);
+            /* Consecutive events of one thread share their pid and tid objects (_Kept shares them). */
+            if (v[0] != last_pid || v[1] != last_tid) {
+                PyObject *key = PyTuple_Pack(2, v[0], v[1]);
+                PyObject *at = key == NULL ? NULL : PyDict_GetItemWithError(index, key); /* borrowed */
+                if (at != NULL) {
+                    last = PyLong_AsSsize_t(at);
+                } else if (key != NULL && !PyErr_Occurred()) {
+                    last = PyList_GET_SIZE(keys);
+                    PyObject *num = PyLong_FromSsize_t(last);
+                    ok = num != NULL && PyDict_SetItem(index, key, num) == 0 && PyList_Append(keys, key) == 0;
+                    Py_XDECREF(num);
+                } else {
+                    ok = 0;
+                }
+                Py_XDECREF(key);
+                Py_XSETREF(last_pid, Py_NewRef(v[0]));
+                Py_XSETREF(last_tid, Py_NewRef(v[1]));
+            }
+            thv[i] = last;
+        }
+        for (int k = 0; k < 4; k++) Py_XDECREF(v[k]);
+        if (!ok) goto done;
+    }
+    result = PyTuple_Pack(4, th, keys, tb, db);
+done:
+    Py_XDECREF(last_pid);
+    Py_XDECREF(last_tid);
+    Py_XDECREF(events);
+    Py_XDECREF(index);
+    Py_XDECREF(keys);
+    Py_XDECREF(th);
+    Py_XDECREF(tb);
+    Py_XDECREF(db);
+    return result;
+}
+
+PyDoc_STRVAR(arg_values_doc,
+"arg_values(events, attr) -> (indices, values)\n\n"
+"The events whose args is not None and whose args.<attr> is not None: their positions and those\n"
+"values, two lists in order.");
+
+static PyObject *arg_values(PyObject *self, PyObject *args) {
+    PyObject *list, *attr, *events, *idx = NULL, *vals = NULL, *result = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!U", &PyList_Type, &list, &attr)) return NULL;
+    events = PySequence_Tuple(list);
+    if (events == NULL) return NULL;
+    idx = PyList_New(0);
+    vals = PyList_New(0);
+    if (!idx || !vals) goto done;
+    PyObject *ev_attrs[1] = {s_args}, *a_attrs[1] = {attr};
+    Layout EL = {0}, AL = {0};
+    int args_tried = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(events); i++) {
+        PyObject *e = PyTuple_GET_ITEM(events, i);
+        if (i == 0) layout_of(Py_TYPE(e), ev_attrs, 1, &EL);
+        PyObject *a = get_field(e, &EL, 0, s_args);
+        if (a == NULL) goto done;
+        if (a == Py_None) {
+            Py_DECREF(a);
+            continue;
+        }
+        if (!args_tried) {
+            layout_of(Py_TYPE(a), a_attrs, 1, &AL);
+            args_tried = 1;
+        }
+        PyObject *v = get_field(a, &AL, 0, attr);
+        Py_DECREF(a);
+        if (v == NULL) goto done;
+        int ok = 1;
+        if (v != Py_None) {
+            PyObject *num = PyLong_FromSsize_t(i);
+            ok = num != NULL && PyList_Append(idx, num) == 0 && PyList_Append(vals, v) == 0;
+            Py_XDECREF(num);
+        }
+        Py_DECREF(v);
+        if (!ok) goto done;
+    }
+    result = PyTuple_Pack(2, idx, vals);
+done:
+    Py_DECREF(events);
+    Py_XDECREF(idx);
+    Py_XDECREF(vals);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"keep_sane", keep_sane, METH_VARARGS, keep_sane_doc},
     {"detach_shapes", detach_shapes, METH_VARARGS, detach_shapes_doc},
+    {"columns", columns, METH_VARARGS, columns_doc},
+    {"arg_values", arg_values, METH_VARARGS, arg_values_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_kept",
-    "The per-event work of keeping decoded trace events, at C speed (see events._Kept).", -1, methods,
+    "Per-event work over decoded trace events at C speed: keeping them (events._Kept), reading them as columns (link).",
+    -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__kept(void) {

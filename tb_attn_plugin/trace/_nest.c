@@ -1,4 +1,4 @@
-/* The op tree of one thread, at C speed: what link.py's Python loop computes, for a big trace.
+/* The op tree, at C speed: what link.py's Python loop computes per thread, for a big trace.
  *
  * Ops are ordered by (start, -duration), stably, and nest by time: each op's parent is the
  * innermost op still open when it starts, and its subtree is the contiguous range of the order up
@@ -10,6 +10,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     double key, dur;
@@ -31,6 +32,46 @@ static PyObject *q_bytes(const Py_ssize_t *v, Py_ssize_t n) {
     int64_t *out = (int64_t *)PyBytes_AS_STRING(b);
     for (Py_ssize_t k = 0; k < n; k++) out[k] = (int64_t)v[k];
     return b;
+}
+
+/* One thread's tree: ops[0..n) and ls[0..m) sorted by by_start. parent, send, depth, self_cpu
+ * are written by position in that order; parent and subtree ends are op indices of the whole
+ * list, where this thread's ops start at base; lop[ls[j].i] gets launch j's op (-1: none).
+ * stack and ends are scratch of n entries. */
+static void nest_core(const Item *ops, Py_ssize_t n, const Item *ls, Py_ssize_t m, Py_ssize_t base,
+                      Py_ssize_t *parent, Py_ssize_t *send, Py_ssize_t *depth, double *self_cpu,
+                      Py_ssize_t *stack, double *ends, Py_ssize_t *lop) {
+    Py_ssize_t sp = 0, li = 0, end_all = base + n;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t i = base + k;
+        double start = ops[k].key;
+        while (li < m && ls[li].key < start) {
+            double at = ls[li].key;
+            while (sp > 0 && ends[sp - 1] <= at) send[stack[--sp]] = i;
+            lop[ls[li].i] = sp > 0 ? base + stack[sp - 1] : -1;
+            li++;
+        }
+        while (sp > 0 && ends[sp - 1] <= start) send[stack[--sp]] = i;
+        parent[k] = sp > 0 ? base + stack[sp - 1] : -1;
+        depth[k] = sp; /* the stack holds exactly the op's ancestors */
+        stack[sp] = k;
+        ends[sp] = start + ops[k].dur;
+        sp++;
+    }
+    while (li < m) {
+        double at = ls[li].key;
+        while (sp > 0 && ends[sp - 1] <= at) send[stack[--sp]] = end_all;
+        lop[ls[li].i] = sp > 0 ? base + stack[sp - 1] : -1;
+        li++;
+    }
+    while (sp > 0) send[stack[--sp]] = end_all;
+
+    /* Self time: each op's duration less its children's, subtracted in the order link.py does. */
+    for (Py_ssize_t k = 0; k < n; k++) self_cpu[k] = ops[k].dur;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (parent[k] >= 0) self_cpu[parent[k] - base] -= ops[k].dur;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (!(self_cpu[k] > 0)) self_cpu[k] = 0.0;
 }
 
 PyDoc_STRVAR(nest_doc,
@@ -93,39 +134,8 @@ static PyObject *nest(PyObject *self, PyObject *args) {
     qsort(ops, (size_t)n, sizeof(Item), by_start);
     qsort(ls, (size_t)m, sizeof(Item), by_start);
 
-    Py_ssize_t sp = 0, li = 0, end_all = base + n;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        Py_ssize_t i = base + k;
-        double start = ops[k].key;
-        while (li < m && ls[li].key < start) {
-            double at = ls[li].key;
-            while (sp > 0 && ends[sp - 1] <= at) send[stack[--sp]] = i;
-            lop[ls[li].i] = sp > 0 ? base + stack[sp - 1] : -1;
-            li++;
-        }
-        while (sp > 0 && ends[sp - 1] <= start) send[stack[--sp]] = i;
-        parent[k] = sp > 0 ? base + stack[sp - 1] : -1;
-        depth[k] = sp; /* the stack holds exactly the op's ancestors */
-        stack[sp] = k;
-        ends[sp] = start + ops[k].dur;
-        sp++;
-    }
-    while (li < m) {
-        double at = ls[li].key;
-        while (sp > 0 && ends[sp - 1] <= at) send[stack[--sp]] = end_all;
-        lop[ls[li].i] = sp > 0 ? base + stack[sp - 1] : -1;
-        li++;
-    }
-    while (sp > 0) send[stack[--sp]] = end_all;
-
-    /* Self time: each op's duration less its children's, subtracted in the order link.py does. */
-    for (Py_ssize_t k = 0; k < n; k++) self_cpu[k] = ops[k].dur;
-    for (Py_ssize_t k = 0; k < n; k++)
-        if (parent[k] >= 0) self_cpu[parent[k] - base] -= ops[k].dur;
+    nest_core(ops, n, ls, m, base, parent, send, depth, self_cpu, stack, ends, lop);
     for (Py_ssize_t k = 0; k < n; k++) order[k] = ops[k].i;
-
-    for (Py_ssize_t k = 0; k < n; k++)
-        if (!(self_cpu[k] > 0)) self_cpu[k] = 0.0;
     result = Py_BuildValue("(NNNNNN)", q_bytes(order, n), q_bytes(parent, n), q_bytes(send, n), q_bytes(depth, n),
                            PyBytes_FromStringAndSize((const char *)self_cpu, n * (Py_ssize_t)sizeof(double)),
                            q_bytes(lop, m));
@@ -142,6 +152,125 @@ done:
     PyMem_Free(self_cpu);
     PyBuffer_Release(&ts);
     PyBuffer_Release(&dur);
+    PyBuffer_Release(&lts);
+    return result;
+}
+
+PyDoc_STRVAR(nest_all_doc,
+"nest_all(thread, ts, dur, n_threads, launch_thread, launch_ts)\n"
+"    -> (order, parent, subtree_end, depth, self_cpu, ts, dur, thread, launch_op)\n\n"
+"nest() for every thread at once. Ops: thread (int64, in [0, n_threads)), start and duration\n"
+"(float64) per op in list order; launches: thread and start. Threads come in their number's\n"
+"order, each one's ops contiguous and sorted by (start, -duration), stably. order: each position's\n"
+"op (its index in the given list); parent, subtree_end, depth, self_cpu, ts, dur and thread follow\n"
+"the order, parent and subtree_end as positions; launch_op[j]: the position of launch j's op (-1:\n"
+"none). Bytes of arrays: \"d\" for self_cpu, ts, dur, else \"q\". None when any time is NaN.");
+
+static PyObject *nest_all(PyObject *self, PyObject *args) {
+    Py_buffer th, ts, dur, lth, lts;
+    Py_ssize_t nth;
+    PyObject *result = NULL;
+    Item *ops = NULL, *ls = NULL;
+    Py_ssize_t *ostart = NULL, *lstart = NULL, *fill = NULL;
+    Py_ssize_t *parent = NULL, *send = NULL, *depth = NULL, *stack = NULL, *lop = NULL, *order = NULL, *thread = NULL;
+    double *ends = NULL, *self_cpu = NULL, *sts = NULL, *sdur = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*y*ny*y*", &th, &ts, &dur, &nth, &lth, &lts)) return NULL;
+    Py_ssize_t n = ts.len / 8, m = lts.len / 8;
+    if (ts.len % 8 || dur.len != ts.len || th.len != ts.len || lts.len % 8 || lth.len != lts.len || nth < 0) {
+        PyErr_SetString(PyExc_ValueError, "columns of mismatched lengths");
+        goto done;
+    }
+    const int64_t *ot = th.buf, *lt = lth.buf;
+    const double *t = ts.buf, *d = dur.buf, *l = lts.buf;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (t[k] != t[k] || d[k] != d[k]) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    for (Py_ssize_t j = 0; j < m; j++)
+        if (l[j] != l[j]) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    ostart = PyMem_Calloc((size_t)nth + 2, sizeof(Py_ssize_t));
+    lstart = PyMem_Calloc((size_t)nth + 2, sizeof(Py_ssize_t));
+    fill = PyMem_Calloc((size_t)nth + 2, sizeof(Py_ssize_t));
+    ops = PyMem_Malloc(sizeof(Item) * (size_t)(n + 1));
+    ls = PyMem_Malloc(sizeof(Item) * (size_t)(m + 1));
+    parent = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    send = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    depth = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    stack = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    order = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    thread = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    lop = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(m + 1));
+    ends = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
+    self_cpu = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
+    sts = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
+    sdur = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
+    if (!ostart || !lstart || !fill || !ops || !ls || !parent || !send || !depth || !stack || !order || !thread
+        || !lop || !ends || !self_cpu || !sts || !sdur) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* Each thread's ops (and launches) contiguous, in list order: a counting sort. */
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (ot[k] < 0 || ot[k] >= nth) goto bad_thread;
+        ostart[ot[k] + 1]++;
+    }
+    for (Py_ssize_t j = 0; j < m; j++) {
+        if (lt[j] < 0 || lt[j] >= nth) goto bad_thread;
+        lstart[lt[j] + 1]++;
+    }
+    for (Py_ssize_t q = 0; q < nth; q++) {
+        ostart[q + 1] += ostart[q];
+        lstart[q + 1] += lstart[q];
+    }
+    for (Py_ssize_t k = 0; k < n; k++) ops[ostart[ot[k]] + fill[ot[k]]++] = (Item){t[k], d[k], k};
+    memset(fill, 0, sizeof(Py_ssize_t) * ((size_t)nth + 2));
+    for (Py_ssize_t j = 0; j < m; j++) ls[lstart[lt[j]] + fill[lt[j]]++] = (Item){l[j], 0.0, j};
+    for (Py_ssize_t q = 0; q < nth; q++) {
+        Py_ssize_t b = ostart[q], c = ostart[q + 1] - b, lb = lstart[q], lc = lstart[q + 1] - lb;
+        /* the position in the list breaks ties, as the per-thread position does in nest() */
+        qsort(ops + b, (size_t)c, sizeof(Item), by_start);
+        qsort(ls + lb, (size_t)lc, sizeof(Item), by_start);
+        nest_core(ops + b, c, ls + lb, lc, b, parent + b, send + b, depth + b, self_cpu + b, stack, ends, lop);
+        for (Py_ssize_t k = b; k < b + c; k++) thread[k] = q;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        order[k] = ops[k].i;
+        sts[k] = ops[k].key;
+        sdur[k] = ops[k].dur;
+    }
+    result = Py_BuildValue("(NNNNNNNNN)", q_bytes(order, n), q_bytes(parent, n), q_bytes(send, n), q_bytes(depth, n),
+                           PyBytes_FromStringAndSize((const char *)self_cpu, n * 8),
+                           PyBytes_FromStringAndSize((const char *)sts, n * 8),
+                           PyBytes_FromStringAndSize((const char *)sdur, n * 8), q_bytes(thread, n), q_bytes(lop, m));
+    goto done;
+bad_thread:
+    PyErr_SetString(PyExc_ValueError, "a thread outside [0, n_threads)");
+done:
+    PyMem_Free(ostart);
+    PyMem_Free(lstart);
+    PyMem_Free(fill);
+    PyMem_Free(ops);
+    PyMem_Free(ls);
+    PyMem_Free(parent);
+    PyMem_Free(send);
+    PyMem_Free(depth);
+    PyMem_Free(stack);
+    PyMem_Free(order);
+    PyMem_Free(thread);
+    PyMem_Free(lop);
+    PyMem_Free(ends);
+    PyMem_Free(self_cpu);
+    PyMem_Free(sts);
+    PyMem_Free(sdur);
+    PyBuffer_Release(&th);
+    PyBuffer_Release(&ts);
+    PyBuffer_Release(&dur);
+    PyBuffer_Release(&lth);
     PyBuffer_Release(&lts);
     return result;
 }
@@ -266,12 +395,13 @@ done:
 
 static PyMethodDef methods[] = {
     {"nest", nest, METH_VARARGS, nest_doc},
+    {"nest_all", nest_all, METH_VARARGS, nest_all_doc},
     {"innermost", innermost, METH_VARARGS, innermost_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_nest", "The op tree of one thread, at C speed (see link.py).", -1, methods,
+    PyModuleDef_HEAD_INIT, "_nest", "The op tree, at C speed (see link.py).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

@@ -21,10 +21,14 @@ from typing import Callable, Sequence
 
 from .events import Event, Events, MODULE_PREFIX
 
-try:  # each thread's op tree at C speed (_nest.c); _nest_python computes the same without it
+try:  # the op tree at C speed (_nest.c); _nest_python computes the same without it
     from . import _nest as _c_nest
 except ImportError:
     _c_nest = None
+try:  # the events' threads, times and args as columns (_kept.c); the Python loops below without it
+    from . import _kept as _c_kept
+except ImportError:
+    _c_kept = None
 
 GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
 BWD_NODE = re.compile(r"Backward\d*$")
@@ -179,10 +183,12 @@ def _joined(cols: list) -> list | array:
     return [x for c in cols for x in c]
 
 
-def link(ev: Events) -> Linked:
+def _tree_by_thread(ev: Events):
+    """The op tree thread by thread (each through _nest): ops in tree order with their parent,
+    subtree end, depth, self time, start, duration and thread columns, the threads, and each
+    launch's op (by the launch's position in ev.launches)."""
     by_thread = _by_thread(ev.ops)
     launches_by_thread = _by_thread(ev.launches)
-
     ops: list[Event] = []
     parts = []
     launch_op: dict[int, int] = {}  # id(launch event) -> op index
@@ -196,14 +202,55 @@ def link(ev: Events) -> Linked:
         thread.extend(array("q", [len(threads)]) * len(got[0]))
         threads.append(key)
     parent, subtree_end, depth, self_cpu, ts, dur = (_joined([p[k] for p in parts]) for k in range(6))
+    return (ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads,
+            [launch_op.get(id(e), -1) for e in ev.launches])
+
+
+def _tree_native(ev: Events):
+    """_tree_by_thread's result from the C helpers in one pass over all threads; None when they
+    are not built or some time is not a float (then the per-thread path decides)."""
+    if _c_nest is None or _c_kept is None:
+        return None
+    oc, lc = _c_kept.columns(ev.ops), _c_kept.columns(ev.launches)
+    if oc is None or lc is None:
+        return None
+    (oth, okeys, ots, odur), (lth, lkeys, lts, _) = oc, lc
+    threads = sorted(set(okeys) | set(lkeys), key=_sortable)  # as _tree_by_thread orders them
+    rank = {k: r for r, k in enumerate(threads)}
+    omap, lmap = [rank[k] for k in okeys], [rank[k] for k in lkeys]
+    got = _c_nest.nest_all(array("q", map(omap.__getitem__, array("q", oth))), ots, odur, len(threads),
+                           array("q", map(lmap.__getitem__, array("q", lth))), lts)
+    if got is None:
+        return None
+    order, parent, subtree_end, depth, self_cpu, ts, dur, thread, launch_op = (
+        array("d" if k in (4, 5, 6) else "q", b) for k, b in enumerate(got))
+    return list(map(ev.ops.__getitem__, order)), parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op
+
+
+def _arg_values(events: list[Event], attr: str) -> tuple[list[int], list]:
+    """The positions of the events whose args hold ``attr`` (not None), and those values."""
+    if _c_kept is not None:
+        return _c_kept.arg_values(events, attr)
+    idx, vals = [], []
+    for i, e in enumerate(events):
+        a = e.args
+        if a is not None:
+            v = getattr(a, attr)
+            if v is not None:
+                idx.append(i)
+                vals.append(v)
+    return idx, vals
+
+
+def link(ev: Events) -> Linked:
+    ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op = \
+        _tree_native(ev) or _tree_by_thread(ev)
     n = len(ops)
 
     # Kernels -> launch -> op.
-    by_corr: dict[int, Event] = {}
-    for e in ev.launches:
-        a = e.args
-        if a is not None and a.correlation is not None:
-            by_corr[a.correlation] = e
+    idx, corr = _arg_values(ev.launches, "correlation")
+    by_corr = dict(zip(corr, idx))  # correlation -> launch position (a later launch wins)
+    launches = ev.launches
     by_ext: dict[int, int] | None = None
     graph_launch: dict[str, bool] = {}  # launch name -> is a graph launch (few names, many launches)
     gpu_self = [0.0] * n
@@ -212,9 +259,10 @@ def link(ev: Events) -> Linked:
     unlinked = graph_kernels = 0
     for e in ev.gpu:
         a = e.args
-        la = by_corr.get(a.correlation) if a is not None and a.correlation is not None else None
+        j = by_corr.get(a.correlation) if a is not None and a.correlation is not None else None
         graph = False
-        if la is not None:
+        if j is not None:
+            la = launches[j]
             is_graph = graph_launch.get(la.name)
             if is_graph is None:
                 is_graph = graph_launch[la.name] = GRAPH_LAUNCH.search(la.name) is not None
@@ -222,7 +270,7 @@ def link(ev: Events) -> Linked:
                 op, graph = -1, True
                 graph_kernels += 1
             else:
-                op = launch_op.get(id(la), -1)
+                op = launch_op[j]
         else:
             op = -1
             if a is not None and a.external_id is not None:
@@ -290,13 +338,15 @@ def link(ev: Events) -> Linked:
 def _link_backward(ops: list[Event], parent: Sequence[int], subtree_end: Sequence[int], flows: list[Event]):
     n = len(ops)
     is_node = [False] * n
-    seq_ops: list[int] = []
-    for i, e in enumerate(ops):
-        a = e.args
-        if a is not None and a.seq is not None:
-            seq_ops.append(i)
-            if BWD_NODE.search(e.name) and not e.name.startswith(WRAPPER_PREFIX):
-                is_node[i] = True
+    seq_ops = _arg_values(ops, "seq")[0]
+    node_name: dict[str, bool] = {}  # few distinct names
+    for i in seq_ops:
+        nm = ops[i].name
+        yes = node_name.get(nm)
+        if yes is None:
+            yes = node_name[nm] = BWD_NODE.search(nm) is not None and not nm.startswith(WRAPPER_PREFIX)
+        if yes:
+            is_node[i] = True
 
     fwd_of: dict[int, int] = {}
     if flows and seq_ops:
