@@ -331,3 +331,104 @@ def test_memory_columns_of_many_devices_and_threads_are_the_decoded_events_timel
     plain = _plain_kept(text)
     want = profiler_events.timelines(plain.memory)
     assert len(want) > 200 and profiler_events.timelines(fast.memory) == want  # "cpu" joins its 100 ids
+
+
+# -- slimming: kept events keep only the args members Args declares, ops keep_shapes refused no shapes --
+# Mostly inside the plain subset a left-out member must keep to (else the chunk goes back as JSON
+# and there is nothing slimmed to compare), sometimes outside it: escapes, non-ASCII, exponents.
+_ascii = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=6)
+_odd_value = st.one_of(
+    st.integers(-10**30, 10**30), st.integers(-1000, 1000).map(lambda i: i / 8), st.booleans(), st.none(), _ascii,
+    st.lists(st.lists(st.integers(0, 600), max_size=3), max_size=3), st.lists(_ascii, max_size=3),
+    st.dictionaries(_ascii, st.integers() | _ascii, max_size=2),
+    st.sampled_from([1e300, 2.5e-7, "\u00e9", 'a"b', "\n"]))
+_slim_args = st.fixed_dictionaries({}, optional={
+    "External id": _int_or_odd, "correlation": _int_or_odd, "Sequence number": _int_or_odd, "Ev Idx": _odd_value,
+    "Input Dims": _odd_value, "Input type": _odd_value, "Concrete Inputs": _odd_value, "Input Strides": _odd_value,
+    "Record function id": _odd_value, "grid": _odd_value, "device": _int_or_odd})
+_slim_event = st.fixed_dictionaries(
+    {"ph": st.sampled_from(["X", "X", "i"]), "cat": st.sampled_from(["cpu_op", "kernel", "cuda_runtime", "python_function",
+                                                                     "fwdbwd"]),
+     "name": st.sampled_from(["aten::bmm", "aten::add", "nn.Module: A", "aten::\\u0061dd"]),
+     "ts": st.integers(0, 10**6), "dur": st.integers(0, 10**3)},
+    optional={"args": st.one_of(_slim_args, st.none(), st.just(5))})
+_DROP = (b"aten::add", b"nn.Module: A")
+
+
+def _keep_shapes(name: str) -> bool:
+    return name.encode() not in _DROP
+
+
+def _slim_kept(text: bytes, slim: tuple):
+    got, dropped, nxt, done = scan(b"[" + text + b"]", 1, 1 << 40, *RULES, False, ROUTE, slim)
+    assert got is not None and done
+    fast = events._Kept(None, _keep_shapes)
+    fast.add_scanned(got, dropped)
+    return got, fast
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_slim_event, max_size=10), st.sampled_from([",", ",\n  "]), st.booleans())
+def test_slimmed_chunks_keep_exactly_what_the_analysis_keeps(evs, sep, ascii_only):
+    """Slimmed, every kept event decodes to the fields the routed chunk gives once _Kept has dropped
+    the shapes keep_shapes refused; where decoding that chunk fails, so does decoding the slimmed one
+    (a member left out that is not plainly valid JSON hands the chunk back)."""
+    text = _chunk([json.dumps(e, ensure_ascii=ascii_only).replace("\\\\u", "\\u") for e in evs], sep)
+    try:
+        _, plain = _slim_kept(text, None)
+    except events.msgspec.ValidationError:
+        with pytest.raises(events.msgspec.ValidationError):
+            _slim_kept(text, (events._ARG_KEYS, events._SHAPE_KEYS, _DROP))
+        return
+    for drop in ((), _DROP):
+        got, fast = _slim_kept(text, (events._ARG_KEYS, events._SHAPE_KEYS, drop))
+        for kind in ("ops", "launches", "gpu", "flows"):
+            assert getattr(fast, kind) == getattr(plain, kind), kind
+        assert (fast.total, fast.insane) == (plain.total, plain.insane)
+
+
+@needs_native
+def test_slimming_leaves_out_unread_members_and_refused_shapes():
+    args = {"External id": 3, "Input Dims": [[1, 2]], "Input Strides": [[2, 1]], "Ev Idx": 7, "Concrete Inputs": ["", "1.5"]}
+    evs = [{"ph": "X", "cat": "cpu_op", "name": n, "ts": 1.0, "dur": 1.0, "args": args} for n in ("aten::bmm", "aten::add")]
+    got, _ = _slim_kept(_chunk([json.dumps(e) for e in evs]), (events._ARG_KEYS, events._SHAPE_KEYS, _DROP))
+    assert isinstance(got, tuple)
+    assert [e["args"] for e in json.loads(got[0])] == [
+        {"External id": 3, "Input Dims": [[1, 2]], "Concrete Inputs": ["", "1.5"]}, {"External id": 3}]
+
+
+@needs_native
+@pytest.mark.parametrize("member", ['"Ev Idx": 1e3', '"Ev Idx": 01', '"Input Strides": [1,,2]', '"Input Strides": [1 2]',
+                                    '"Ev Idx": "a\\"b"', '"Ev Idx": "\u00e9"', '"Ev Idx": tru', '"Ev Idx": [1,]',
+                                    '"Ev Idx": {"a" 1}', '"Ev Idx": ' + "[" * 70 + "]" * 70, '"Ev Idx": -'])
+def test_a_member_left_out_must_be_plainly_valid_json(member):
+    # Outside the plain subset (valid or not), the chunk goes back as JSON and msgspec judges it.
+    text = ('{"ph": "X", "cat": "cpu_op", "name": "aten::bmm", "ts": 1.0, "dur": 1.0, "args": {"External id": 1, '
+            + member + '}}').encode()
+    got, dropped, nxt, done = scan(b"[" + text + b"]", 1, 1 << 40, *RULES, False, ROUTE,
+                                   (events._ARG_KEYS, events._SHAPE_KEYS, _DROP))
+    assert isinstance(got, bytes) and got == b"[" + text + b"]"
+
+
+@needs_native
+def test_a_streamed_trace_is_slimmed_once_names_are_judged(monkeypatch, tmp_path):
+    """The decoding thread tells the scanning thread which names' shapes nobody reads; the later
+    windows leave them out, and the events are those of the whole-text path."""
+    from tb_attn_plugin.attention.patterns import needs_shapes
+    from tb_attn_plugin.trace import stream
+
+    evs = [{"ph": "X", "cat": "cpu_op", "name": "aten::add" if i % 2 else "aten::bmm", "pid": 1, "tid": 1,
+            "ts": float(i), "dur": 0.5, "args": {"External id": i, "Input Dims": [[i, 2]], "Input Strides": [[2, 1]]}}
+           for i in range(40000)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": evs}))
+    seen = []
+    real = native.scan_window
+    monkeypatch.setattr(native, "scan_window", lambda *a: seen.append(a[6]) or real(*a))
+    monkeypatch.setattr(stream, "READ_BYTES", 64 << 10)  # windows of 64 KB
+    monkeypatch.setattr(events, "CHUNK_BYTES", 64 << 10)
+    ev, _ = stream.decode_file(str(path), needs_shapes)
+    assert len(seen) > 10 and seen[0] is None and b"aten::add" in seen[-1][2] and b"aten::bmm" not in seen[-1][2]
+    whole = events.decode(str(path), path.read_bytes(), keep_shapes=needs_shapes)
+    assert ev.ops == whole.ops and ev.ops[1].args.dims_raw is events._NULL and ev.ops[0].args.dims is not None

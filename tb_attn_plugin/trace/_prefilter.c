@@ -134,10 +134,16 @@ static Py_ssize_t member_next(const char *s, Py_ssize_t p, Py_ssize_t stop, Py_s
     return skip_ws(s, p + 1, stop);
 }
 
+/* Called by scan_event at the value of an "args" key (s[p]), with the cat and name read so far:
+ * returns the index after the value when it read it, or -1 to have it skipped as any value. */
+typedef Py_ssize_t (*ArgsFn)(void *ctx, const char *s, Py_ssize_t p, Py_ssize_t stop, const Str *cat,
+                             const Str *name);
+
 /* One event object at s[p] == '{': reads its top-level "cat" and "name" strings. Returns the
- * index after the closing brace, or -1. *doubt is set when the keys cannot be read plainly. */
+ * index after the closing brace, or -1. *doubt is set when the keys cannot be read plainly.
+ * on_args (NULL: none) sees the value of each "args" key. */
 static Py_ssize_t scan_event(const char *s, Py_ssize_t p, Py_ssize_t stop, Str *cat, Str *name, Str *ph, int *doubt,
-                             int *ph_doubt) {
+                             int *ph_doubt, ArgsFn on_args, void *ctx) {
     p = skip_ws(s, p + 1, stop);
     if (p < stop && s[p] == '}') return p + 1;
     for (;;) {
@@ -171,7 +177,9 @@ static Py_ssize_t scan_event(const char *s, Py_ssize_t p, Py_ssize_t stop, Str *
                 if (p < 0) return -1;
             }
         } else {
-            p = skip_value(s, p, stop);
+            Py_ssize_t v1 = on_args != NULL && k1 - k0 == 4 && memcmp(s + k0, "args", 4) == 0
+                                ? on_args(ctx, s, p, stop, cat, name) : -1;
+            p = v1 >= 0 ? v1 : skip_value(s, p, stop);
             if (p < 0) return -1;
         }
         p = member_next(s, p, stop, &end);
@@ -202,11 +210,46 @@ static int keep_event(const Rules *r, const Str *cat, const Str *name) {
 
 enum { G_OPS, G_GPU, G_LAUNCH, G_FLOW, G_REST, G_JSON };
 
+/* Names as an open-addressing set of (pointer, length) into bytes objects the caller holds. */
+typedef struct {
+    const char **p;
+    Py_ssize_t *n;
+    size_t cap; /* a power of two, or 0 for the empty set */
+} NameSet;
+
+static size_t name_hash(const char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static int nameset_has(const NameSet *set, const char *p, Py_ssize_t n) {
+    if (set->cap == 0) return 0;
+    for (size_t j = name_hash(p, n) & (set->cap - 1);; j = (j + 1) & (set->cap - 1)) {
+        if (set->p[j] == NULL) return 0;
+        if (set->n[j] == n && memcmp(set->p[j], p, (size_t)n) == 0) return 1;
+    }
+}
+
+/* Slimming (scan_events' slim): the members of a kept event's args the decoder declares are copied,
+ * the others are checked to be plain JSON and left out, and so are the shapes of ops whose name
+ * is in drop_shapes (the caller's keep_shapes said no to it): msgspec then parses only what the
+ * analysis reads. A left-out value that is not plainly valid JSON puts the chunk in doubt. */
+typedef struct {
+    int on;
+    const char **keys;
+    Py_ssize_t *key_lens, n_keys;
+    const char **shapes;
+    Py_ssize_t *shape_lens, n_shapes;
+    NameSet drop_shapes;
+} Slim;
+
 typedef struct {
     const char **cats[4];
     Py_ssize_t *lens[4];
     Py_ssize_t n[4];
     double max_ts, max_dur;
+    Slim slim;
 } Route;
 
 /* One [memory] instant: the fields profiler_events.timelines reads. nulls: a bit per field absent or null. */
@@ -436,7 +479,7 @@ static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t
         if (s[p] == '{') {
             Str cat = {0}, name = {0}, ph = {0};
             int doubt = 0, ph_doubt = 0;
-            e1 = scan_event(s, p, stop, &cat, &name, &ph, &doubt, &ph_doubt);
+            e1 = scan_event(s, p, stop, &cat, &name, &ph, &doubt, &ph_doubt, NULL, NULL);
             if (e1 < 0 && partial) goto more; /* the window may end inside this event */
             if (e1 < 0) return SCAN_NOT_PLAIN;
             keep = doubt || keep_event(r, &cat, &name);
@@ -484,13 +527,180 @@ static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t
     return out_put(out, "]", 1) < 0 ? SCAN_NO_MEMORY : SCAN_OK;
 }
 
+/* The JSON value at s[p] in a strict subset of the grammar: strings of printable ASCII without
+ * escapes, numbers as json_number reads them, true, false, null, and arrays and objects of those
+ * up to 64 deep. Returns the index after it, or -1 for anything else (valid JSON outside the
+ * subset included: the caller's doubt then lets msgspec judge it). */
+static Py_ssize_t strict_value(const char *s, Py_ssize_t p, Py_ssize_t q, int depth) {
+    if (p >= q) return -1;
+    char c = s[p];
+    if (c == '"') {
+        for (p++; p < q; p++) {
+            unsigned char ch = (unsigned char)s[p];
+            if (ch == '"') return p + 1;
+            if (ch < 0x20 || ch >= 0x7f || ch == '\\') return -1;
+        }
+        return -1;
+    }
+    if (c == '[' || c == '{') {
+        char close = c == '[' ? ']' : '}';
+        if (depth >= 64) return -1;
+        p = skip_ws(s, p + 1, q);
+        if (p < q && s[p] == close) return p + 1;
+        for (;;) {
+            if (c == '{') {
+                if (p >= q || s[p] != '"') return -1;
+                p = strict_value(s, p, q, depth + 1);
+                if (p < 0) return -1;
+                p = skip_ws(s, p, q);
+                if (p >= q || s[p] != ':') return -1;
+                p = skip_ws(s, p + 1, q);
+            }
+            p = strict_value(s, p, q, depth + 1);
+            if (p < 0) return -1;
+            p = skip_ws(s, p, q);
+            if (p >= q) return -1;
+            if (s[p] == close) return p + 1;
+            if (s[p] != ',') return -1;
+            p = skip_ws(s, p + 1, q);
+        }
+    }
+    if (c == 't') return q - p >= 4 && memcmp(s + p, "true", 4) == 0 ? p + 4 : -1;
+    if (c == 'f') return q - p >= 5 && memcmp(s + p, "false", 5) == 0 ? p + 5 : -1;
+    if (c == 'n') return q - p >= 4 && memcmp(s + p, "null", 4) == 0 ? p + 4 : -1;
+    /* A number: -?(0|[1-9][0-9]*)(.[0-9]+)?, at most 32 characters, so it is finite whatever it
+     * decodes to (no exponent: the subset leaves those to msgspec). */
+    Py_ssize_t i = p;
+    if (i < q && s[i] == '-') i++;
+    if (i < q && s[i] == '0') i++;
+    else if (i < q && s[i] >= '1' && s[i] <= '9') while (i < q && s[i] >= '0' && s[i] <= '9') i++;
+    else return -1;
+    if (i < q && s[i] == '.') {
+        i++;
+        if (i >= q || s[i] < '0' || s[i] > '9') return -1;
+        while (i < q && s[i] >= '0' && s[i] <= '9') i++;
+    }
+    if (i < q && (s[i] == 'e' || s[i] == 'E')) return -1;
+    return i - p <= 32 ? i : -1;
+}
+
+static int key_in(const char *s, Py_ssize_t k0, Py_ssize_t k1, const char **keys, const Py_ssize_t *lens, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (lens[i] == k1 - k0 && memcmp(s + k0, keys[i], (size_t)lens[i]) == 0) return 1;
+    return 0;
+}
+
+/* The args object at s[p] == '{' of a kept event, slimmed into o. Returns the index after it, -1
+ * in doubt, -2 out of memory. */
+static Py_ssize_t slim_args(const char *s, Py_ssize_t p, Py_ssize_t e1, const Slim *sl, int no_shapes, Out *o) {
+    int first = 1;
+    if (out_put(o, "{", 1) < 0) return -2;
+    p = skip_ws(s, p + 1, e1);
+    if (p < e1 && s[p] == '}') return out_put(o, "}", 1) < 0 ? -2 : p + 1;
+    for (;;) {
+        int kesc = 0;
+        Py_ssize_t k0, k1, end;
+        Py_ssize_t v0 = member_key(s, p, e1, &k0, &k1, &kesc);
+        if (v0 < 0 || kesc) return -1;
+        int keep = key_in(s, k0, k1, sl->keys, sl->key_lens, sl->n_keys)
+                   && !(no_shapes && key_in(s, k0, k1, sl->shapes, sl->shape_lens, sl->n_shapes));
+        /* a member left out is read once, by the strict check, which also finds its end */
+        Py_ssize_t v1 = keep ? skip_value(s, v0, e1) : strict_value(s, v0, e1, 0);
+        if (v1 < 0) return -1;
+        if (keep) {
+            /* from the key's opening quote to the value's end, as written */
+            if ((!first && out_put(o, ",", 1) < 0) || out_put(o, s + k0 - 1, v1 - (k0 - 1)) < 0) return -2;
+            first = 0;
+        }
+        p = member_next(s, v1, e1, &end);
+        if (p == OBJECT_ENDS) return out_put(o, "}", 1) < 0 ? -2 : end;
+        if (p < 0) return -1;
+    }
+}
+
+/* The kept event s[e0..e1) into o, its args slimmed (no_shapes: without the shape members too).
+ * SCAN_OK, SCAN_DOUBT or SCAN_NO_MEMORY. */
+static int put_slim(const char *s, Py_ssize_t e0, Py_ssize_t e1, const Slim *sl, int no_shapes, Out *o) {
+    Py_ssize_t p = skip_ws(s, e0 + 1, e1), copied = e0;
+    int seen_args = 0;
+    if (p < e1 && s[p] != '}') {
+        for (;;) {
+            int kesc = 0;
+            Py_ssize_t k0, k1, end;
+            Py_ssize_t v0 = member_key(s, p, e1, &k0, &k1, &kesc);
+            if (v0 < 0 || kesc) return SCAN_DOUBT;
+            Py_ssize_t v1;
+            if (key_is(s, k0, k1, "args") && s[v0] == '{') {
+                if (seen_args++) return SCAN_DOUBT; /* a repeated key: the decoder decides */
+                if (out_put(o, s + copied, v0 - copied) < 0) return SCAN_NO_MEMORY;
+                v1 = slim_args(s, v0, e1, sl, no_shapes, o);
+                if (v1 == -2) return SCAN_NO_MEMORY;
+                if (v1 < 0) return SCAN_DOUBT;
+                copied = v1;
+            } else {
+                if (key_is(s, k0, k1, "args")) seen_args++;
+                v1 = skip_value(s, v0, e1);
+                if (v1 < 0) return SCAN_DOUBT;
+            }
+            p = member_next(s, v1, e1, &end);
+            if (p == OBJECT_ENDS) break;
+            if (p < 0) return SCAN_DOUBT;
+        }
+    }
+    return out_put(o, s + copied, e1 - copied) < 0 ? SCAN_NO_MEMORY : SCAN_OK;
+}
+
+/* The list an event joins, from its cat and name: a G_* value, -1 for none (dropped, or decoded and
+ * dropped when it has no "cat"), or SCAN_DOUBT. */
+static int event_group(const Rules *r, const Route *rt, const Str *cat, const Str *name) {
+    int g = cat->seen ? cat_group(rt, cat) : -1; /* no "cat": the decoder's default, "" */
+    if (g >= 0) return g;
+    /* Python frames (ops when nn.Module scopes) and any other category ([memory] instants). */
+    int frame = cat->seen && str_is(cat, r->frame_cat, r->frame_cat_len);
+    if (name->seen && name->escaped) return SCAN_DOUBT;
+    if (frame)
+        return name->seen && name->n >= r->frame_prefix_len
+               && memcmp(name->p, r->frame_prefix, (size_t)r->frame_prefix_len) == 0 ? G_OPS : -1;
+    return name->seen && str_is(name, r->other_name, r->other_name_len) ? G_JSON : -1;
+}
+
+/* Whether an event of list g with this name leaves its shapes out (an op keep_shapes said no to). */
+static int no_shapes(const Route *rt, int g, const Str *name) {
+    return g == G_OPS && name->seen && !name->escaped && nameset_has(&rt->slim.drop_shapes, name->p, name->n);
+}
+
+/* Slimming in the same walk as the scan: when an event's cat and name come before its args (as
+ * kineto writes them) and put it in a slimmed list, its args are slimmed as they are read, instead
+ * of read twice. Anything else (and any failure, a window's end included) is left to put_slim. */
+typedef struct {
+    const Rules *r;
+    const Route *rt;
+    Out out; /* the slimmed args of the event being scanned */
+    Py_ssize_t a0, a1; /* where its args value lies in the text */
+    int slimmed, args_seen;
+} SlimHook;
+
+static Py_ssize_t slim_hook(void *ctx, const char *s, Py_ssize_t p, Py_ssize_t stop, const Str *cat, const Str *name) {
+    SlimHook *h = ctx;
+    if (h->args_seen++ || s[p] != '{' || !cat->seen || cat->escaped || !name->seen || name->escaped) return -1;
+    int g = event_group(h->r, h->rt, cat, name);
+    if (g != G_OPS && g != G_GPU && g != G_LAUNCH) return -1;
+    h->out.len = 0;
+    Py_ssize_t end = slim_args(s, p, stop, &h->rt->slim, no_shapes(h->rt, g, name), &h->out);
+    if (end < 0) return -1;
+    h->slimmed = 1;
+    h->a0 = p;
+    h->a1 = end;
+    return end;
+}
+
 /* scan_chunk with a Route: the same walk and the same windows, with each kept event written to its
  * list's array (outs[G_OPS..G_REST]) and each [memory] instant to outs[G_JSON] as a MemRec.
  * SCAN_DOUBT: an event the rules cannot be applied to from its text; the caller scans the chunk
  * again without the Route. */
 static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t budget, const Rules *r,
                        const Route *rt, Out *outs, Py_ssize_t *dropped, Py_ssize_t *insane, Py_ssize_t *next,
-                       int *done, int partial) {
+                       int *done, int partial, SlimHook *hook) {
     Py_ssize_t p = skip_ws(s, pos, stop);
     int first[5] = {1, 1, 1, 1, 1};
     for (int g = 0; g < 5; g++)
@@ -513,21 +723,13 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
         }
         Str cat = {0}, name = {0}, ph = {0};
         int doubt = 0, ph_doubt = 0;
-        e1 = scan_event(s, p, stop, &cat, &name, &ph, &doubt, &ph_doubt);
+        hook->slimmed = hook->args_seen = 0;
+        e1 = scan_event(s, p, stop, &cat, &name, &ph, &doubt, &ph_doubt, rt->slim.on ? slim_hook : NULL, hook);
         if (e1 < 0 && partial) goto more;
         if (e1 < 0) return SCAN_NOT_PLAIN;
-        if (doubt || ph_doubt || cat.escaped || (ph.seen && ph.escaped)) return SCAN_DOUBT;
-        int g = cat.seen ? cat_group(rt, &cat) : -1; /* no "cat": the decoder's default, "" */
-        if (g < 0) {
-            /* Python frames (ops when nn.Module scopes) and any other category ([memory] instants). */
-            int frame = cat.seen && str_is(&cat, r->frame_cat, r->frame_cat_len);
-            if (name.seen && name.escaped) return SCAN_DOUBT;
-            if (frame)
-                g = name.seen && name.n >= r->frame_prefix_len
-                    && memcmp(name.p, r->frame_prefix, (size_t)r->frame_prefix_len) == 0 ? G_OPS : -1;
-            else
-                g = name.seen && str_is(&name, r->other_name, r->other_name_len) ? G_JSON : -1;
-        }
+        if (doubt || ph_doubt || cat.escaped || (ph.seen && ph.escaped) || hook->args_seen > 1) return SCAN_DOUBT;
+        int g = event_group(r, rt, &cat, &name);
+        if (g == SCAN_DOUBT) return SCAN_DOUBT;
         if (g < 0 && cat.seen) {
             (*dropped)++;
         } else if (g < 0 || !ph_ok(g, &ph)) {
@@ -542,8 +744,18 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
             if (got == 0) (*insane)++;
             else if (out_put(&outs[G_JSON], (const char *)&rec, sizeof(rec)) < 0) return SCAN_NO_MEMORY;
         } else {
-            if ((!first[g] && out_put(&outs[g], ",", 1) < 0) || out_put(&outs[g], s + e0, e1 - e0) < 0)
+            if (!first[g] && out_put(&outs[g], ",", 1) < 0) return SCAN_NO_MEMORY;
+            if (rt->slim.on && g != G_FLOW && hook->slimmed) {
+                /* slimmed while scanned (slim_hook): the text around the args, and its slim copy */
+                if (out_put(&outs[g], s + e0, hook->a0 - e0) < 0 || out_put(&outs[g], hook->out.buf, hook->out.len) < 0
+                    || out_put(&outs[g], s + hook->a1, e1 - hook->a1) < 0)
+                    return SCAN_NO_MEMORY;
+            } else if (rt->slim.on && g != G_FLOW) {
+                int got = put_slim(s, e0, e1, &rt->slim, no_shapes(rt, g, &name), &outs[g]);
+                if (got != SCAN_OK) return got;
+            } else if (out_put(&outs[g], s + e0, e1 - e0) < 0) {
                 return SCAN_NO_MEMORY;
+            }
             first[g] = 0;
         }
         p = skip_ws(s, e1, stop);
@@ -609,8 +821,47 @@ static int bytes_items(PyObject *t, const char ***items, Py_ssize_t **lens, Py_s
     return 0;
 }
 
+/* scan_events' slim argument, (arg_keys, shape_keys, drop_shapes): three tuples of bytes, which the
+ * caller holds for the call (the set points into them). */
+static int slim_rules(PyObject *t, Slim *sl) {
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3) {
+        PyErr_SetString(PyExc_TypeError, "slim must be (arg_keys, shape_keys, drop_shapes)");
+        return -1;
+    }
+    const char **names = NULL;
+    Py_ssize_t *lens = NULL, n = 0;
+    if (bytes_items(PyTuple_GET_ITEM(t, 0), &sl->keys, &sl->key_lens, &sl->n_keys, "slim arg_keys") < 0
+        || bytes_items(PyTuple_GET_ITEM(t, 1), &sl->shapes, &sl->shape_lens, &sl->n_shapes, "slim shape_keys") < 0)
+        return -1;
+    int rc = bytes_items(PyTuple_GET_ITEM(t, 2), &names, &lens, &n, "slim drop_shapes");
+    if (rc == 0) {
+        size_t cap = 8;
+        while (cap < 2 * (size_t)n + 2) cap *= 2;
+        sl->drop_shapes.p = PyMem_Calloc(cap, sizeof(char *));
+        sl->drop_shapes.n = PyMem_Calloc(cap, sizeof(Py_ssize_t));
+        if (sl->drop_shapes.p == NULL || sl->drop_shapes.n == NULL) {
+            PyErr_NoMemory();
+            rc = -1;
+        } else {
+            sl->drop_shapes.cap = cap;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (nameset_has(&sl->drop_shapes, names[i], lens[i])) continue;
+                size_t j = name_hash(names[i], lens[i]) & (cap - 1);
+                while (sl->drop_shapes.p[j] != NULL) j = (j + 1) & (cap - 1);
+                sl->drop_shapes.p[j] = names[i];
+                sl->drop_shapes.n[j] = lens[i];
+            }
+            sl->on = 1;
+        }
+    }
+    PyMem_Free((void *)names);
+    PyMem_Free(lens);
+    return rc;
+}
+
 PyDoc_STRVAR(scan_events_doc,
-"scan_events(text, pos, budget, cats, frame_cat, frame_prefix, other_name, partial=False, route=None)\n"
+"scan_events(text, pos, budget, cats, frame_cat, frame_prefix, other_name, partial=False, route=None,\n"
+"            slim=None)\n"
 "    -> (bytes | tuple | None, dropped, next, done)\n\n"
 "Reads the trace's event array from text[pos] (just after its '[' or after the ',' where the\n"
 "previous call stopped) for about `budget` bytes, and returns the events the analysis may use\n"
@@ -626,19 +877,24 @@ PyDoc_STRVAR(scan_events_doc,
 "rules: the first item is then (ops, gpu, launches, flows, rest, memory, insane): a JSON array\n"
 "per list, the events that fail the ph rule (rest), the [memory] instants as MemRec records\n"
 "(memory_columns reads them) and how many of those had implausible times. When some event of\n"
-"the chunk cannot be judged from its text, the first item is the plain JSON array instead.");
+"the chunk cannot be judged from its text, the first item is the plain JSON array instead.\n\n"
+"slim=(arg_keys, shape_keys, drop_shapes), with a route: each kept op, GPU activity and launch keeps\n"
+"only the args members named in arg_keys, and an op whose name is in drop_shapes none of those in\n"
+"shape_keys; every member left out must be plain JSON (printable ASCII strings without escapes),\n"
+"else the chunk is handed back as plain JSON.");
 
 static PyObject *scan_events(PyObject *self, PyObject *args) {
     Py_buffer text;
     Py_ssize_t pos, budget, dropped = 0, next = 0, insane = 0;
     int done = 0, rc, partial = 0, routed = 0;
-    PyObject *cats, *frame_cat, *frame_prefix, *other_name, *route = Py_None, *result = NULL;
+    PyObject *cats, *frame_cat, *frame_prefix, *other_name, *route = Py_None, *slim = Py_None, *result = NULL;
     Rules r = {0};
     Route rt = {0};
     Out out = {0}, outs[6] = {{0}};
+    SlimHook hook = {&r, &rt, {0}, 0, 0, 0, 0};
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*nnO!SSS|pO", &text, &pos, &budget, &PyTuple_Type, &cats, &frame_cat,
-                          &frame_prefix, &other_name, &partial, &route))
+    if (!PyArg_ParseTuple(args, "y*nnO!SSS|pOO", &text, &pos, &budget, &PyTuple_Type, &cats, &frame_cat,
+                          &frame_prefix, &other_name, &partial, &route, &slim))
         return NULL;
     if (pos < 0 || pos > text.len) {
         PyErr_SetString(PyExc_ValueError, "pos must lie within text");
@@ -660,6 +916,7 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
         rt.max_dur = PyFloat_AsDouble(PyTuple_GET_ITEM(route, 5));
         if (PyErr_Occurred()) goto done;
         routed = 1;
+        if (slim != Py_None && slim_rules(slim, &rt.slim) < 0) goto done;
     }
     /* The scan touches only the caller's immutable bytes and raw memory of its own, so other
      * threads run meanwhile: the next chunk is scanned while Python decodes this one. */
@@ -669,7 +926,7 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
     rc = SCAN_DOUBT;
     if (routed) {
         rc = route_chunk((const char *)text.buf, pos, text.len, budget, &r, &rt, outs, &dropped, &insane, &next,
-                         &done, partial);
+                         &done, partial, &hook);
         if (rc == SCAN_DOUBT) {
             dropped = insane = next = 0;
             done = 0;
@@ -701,11 +958,18 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
         result = Py_BuildValue("(y#nnO)", out.buf, out.len, dropped, next, done ? Py_True : Py_False);
 done:
     PyMem_RawFree(out.buf);
+    PyMem_RawFree(hook.out.buf);
     for (int g = 0; g < 6; g++) PyMem_RawFree(outs[g].buf);
     for (int g = 0; g < 4; g++) {
         PyMem_Free((void *)rt.cats[g]);
         PyMem_Free(rt.lens[g]);
     }
+    PyMem_Free((void *)rt.slim.keys);
+    PyMem_Free(rt.slim.key_lens);
+    PyMem_Free((void *)rt.slim.shapes);
+    PyMem_Free(rt.slim.shape_lens);
+    PyMem_Free((void *)rt.slim.drop_shapes.p);
+    PyMem_Free(rt.slim.drop_shapes.n);
     PyMem_Free((void *)r.cats);
     PyMem_Free(r.cat_lens);
     PyBuffer_Release(&text);

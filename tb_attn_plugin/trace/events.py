@@ -6,7 +6,8 @@ no dict is ever built per event. Event kinds the analysis never uses (Python sta
 the C scanner when it is built (native.py), else right after decoding; the same rules hold either way.
 The scanner also sorts the kept events into their lists before msgspec sees them, and writes each
 ``[memory]`` instant as a fixed-size record instead (memory_records.py): no Python object per
-allocation event.
+allocation event. Streamed, it slims the kept events too (_Kept.slim): their args keep only the
+members Args declares, and ops keep no shapes once keep_shapes has said no to their name.
 
 Paths, fastest first: the scanner's (_decode_native); chunks of the array decoded in Python
 (_decode_chunked); the whole document at once; event by event, skipping mistyped ones; and for a
@@ -312,6 +313,17 @@ class _Kept:
         # third of the kept events' memory.
         self._shared: dict[Any, Any] = {}
         self._keeps: dict[str, bool] = {}  # op name -> keep_shapes(name), asked once per name
+        self._slim: tuple | None = None
+        self._slim_at = -1  # len(_keeps) when _slim was made
+
+    def slim(self) -> tuple:
+        """The scanner's slim rules (see _prefilter.scan_events): what is left out of the chunks
+        scanned from now on is what add_scanned would drop from them anyway."""
+        if self._slim_at != len(self._keeps):
+            self._slim_at = len(self._keeps)
+            drop = tuple(nm.encode("utf-8", "surrogatepass") for nm, k in self._keeps.items() if not k)
+            self._slim = (_ARG_KEYS, _SHAPE_KEYS, drop)
+        return self._slim
 
     def add(self, events: list[Event], dropped: int = 0) -> None:
         """Keep what the analysis uses of ``events``; ``dropped`` more were left out before decoding
@@ -466,6 +478,12 @@ _PREFILTER_RULES = (
 # checks of _Kept._sane, applied by the scanner to the [memory] instants it writes as records.
 _ROUTE = tuple(tuple(c.encode() for c in sorted(cats)) for cats in (CPU_CATS, GPU_CATS, LAUNCH_CATS, {"fwdbwd"})) \
     + (MAX_TS, MAX_DUR)
+
+# The scanner's slimming (scan_events' slim): the args members Args declares, and of those the shapes,
+# which an op keeps only when keep_shapes wants them (_Kept.slim adds the names it said no to).
+_ARG_KEYS = tuple(f.encode_name.encode() for f in msgspec.structs.fields(Args))
+_SHAPE_KEYS = tuple(f.encode_name.encode() for f in msgspec.structs.fields(Args)
+                    if f.name in ("dims_raw", "types_raw", "concrete_raw"))
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 

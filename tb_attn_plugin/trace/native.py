@@ -59,10 +59,11 @@ def each_chunk(text: bytes, start: int, budget: int, rules: tuple,
     return None
 
 
-def scan_window(text: bytes, pos: int, budget: int, rules: tuple, partial: bool, route: tuple | None = None) -> tuple:
+def scan_window(text: bytes, pos: int, budget: int, rules: tuple, partial: bool, route: tuple | None = None,
+                slim: tuple | None = None) -> tuple:
     """One scanner call on a window of a streamed file (see stream.py): with ``partial``, an event
     cut by the window's end is left for the next window, which starts at the returned ``next``."""
-    return _scan_events(text, pos, budget, *rules, partial, route)
+    return _scan_events(text, pos, budget, *rules, partial, route, slim)
 
 
 def _inline(text: bytes, start: int, budget: int, rules: tuple, route: tuple | None) -> Iterator[tuple]:

@@ -174,6 +174,7 @@ class _Scan:
         self.array = False  # the document is a bare array of events
         self.size = 0
         self.route = ev_mod._ROUTE  # kept events sorted into their lists by the scanner
+        self.slim: tuple | None = None  # and slimmed (_Kept.slim; set by the decoding thread as it learns)
 
     def _more(self) -> bytes | None:
         b = next(self.pieces, None)
@@ -202,7 +203,8 @@ class _Scan:
                 else:
                     window = (window[pos:] + b) if pos else (window + b)
                     pos, stuck = 0, False
-            kept, dropped, nxt, done = native.scan_window(window, pos, _SCAN_ALL, rules, not final, self.route)
+            kept, dropped, nxt, done = native.scan_window(window, pos, _SCAN_ALL, rules, not final, self.route,
+                                                          self.slim if self.route is not None else None)
             if kept is None:
                 raise _NotPlain("not a plain event array")
             if (kept != b"[]" and kept != _NOTHING_ROUTED) or dropped:
@@ -265,6 +267,7 @@ def _decode(fh, keep_shapes, progress, too_big, limit) -> tuple[ev_mod.Events, i
     try:
         for chunk, dropped in chunks:
             kept.add_scanned(chunk, dropped)
+            scan.slim = kept.slim()  # read by the scanning thread for the windows after this
             if progress and reader.size:
                 progress(min(1.0, reader.raw_read / reader.size))
     finally:
