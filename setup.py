@@ -24,14 +24,15 @@ setup(
     # A C scanner that drops unused events before decoding (about a third of the analysis time on
     # real traces). Optional: without a compiler the install still succeeds and the engine decodes
     # every event in Python, with the same results.
-    # Two more do per-event work at C speed: keeping decoded events (time checks, shared strings),
-    # and nesting each thread's ops by time (link.py). A fourth reads CUDA memory snapshot pickles
-    # into columns (a third of the memory the unpickler's objects take); without it snapshots load
-    # with the plain unpickler, same results.
+    # Three more do per-event work at C speed: keeping decoded events (time checks, shared strings),
+    # nesting the ops by time (link.py), and summing op columns per group (columns.py). A fifth reads
+    # CUDA memory snapshot pickles into columns (a third of the memory the unpickler's objects take);
+    # without it snapshots load with the plain unpickler, same results.
     ext_modules=[Extension("tb_attn_plugin.trace._prefilter", ["tb_attn_plugin/trace/_prefilter.c"],
                            optional=True),
                  Extension("tb_attn_plugin.trace._kept", ["tb_attn_plugin/trace/_kept.c"], optional=True),
                  Extension("tb_attn_plugin.trace._nest", ["tb_attn_plugin/trace/_nest.c"], optional=True),
+                 Extension("tb_attn_plugin.trace._columns", ["tb_attn_plugin/trace/_columns.c"], optional=True),
                  Extension("tb_attn_plugin.memory._snapshot_decode", ["tb_attn_plugin/memory/_snapshot_decode.c"],
                            optional=True)],
     extras_require={

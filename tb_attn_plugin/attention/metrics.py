@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import reduce
 from itertools import compress
-from operator import attrgetter
+from operator import add, attrgetter
 
+from ..trace import columns
 from ..trace.link import Linked
 from . import patterns as P
 from .detect import Call, members
@@ -46,6 +48,7 @@ class Measured:
     kernel_call: dict[int, int] = field(default_factory=dict)  # id(kernel) -> call for kernel-only calls
     call_kernels: list[dict[tuple[str, str, str], list[float]]] = field(default_factory=list)  # per call
     members: list[int] = field(default_factory=list)  # the ops in some call, in op order (detect.members)
+    cpu_members: list[int] = field(default_factory=list)  # those of them that are cpu ops
 
 
 def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
@@ -56,45 +59,30 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
         if c.hi > c.lo:
             classify_call(L, c, stage_of)
     # Backward ops take their forward op's stage.
-    node_of, fwd_of = L.node_of, L.fwd_of
+    node_of, fwd_of, bwd = L.node_of, L.fwd_of, L.bwd
     in_calls = members(call_of)
-    for i in in_calls:
-        node = node_of[i]
-        if node >= 0:
-            f = fwd_of.get(node)
-            stage_of[i] = stage_of[f] if f is not None and stage_of[f] is not None else "other"
+    for i in compress(in_calls, map(bwd.__getitem__, in_calls)):
+        f = fwd_of.get(node_of[i])
+        stage_of[i] = stage_of[f] if f is not None and stage_of[f] is not None else "other"
 
     for c in calls:
         for i in c.bwd_fused:
             for j in range(i, L.subtree_end[i]):
                 stage_of[j] = "fused"
 
+    # CPU self time: per step over all cpu ops, per cell and per op name over those in calls. Summed
+    # per group in op order (trace/columns.py), as one loop over the ops would.
     cells: list[dict[tuple[str, str], Cell]] = [dict() for _ in calls]
-    op_rows: dict[tuple[str, str, str], list[float]] = {}
-    total_cpu = 0.0
-    step_cpu: dict[int, float] = {}
     self_cpu, step = L.self_cpu, L.step
     is_cpu = list(map(_CPU_OP.__eq__, map(attrgetter("cat"), ops)))  # at C speed: most ops are cpu ops
-    for s, st in zip(compress(self_cpu, is_cpu), compress(step, is_cpu)):
-        total_cpu += s
-        step_cpu[st] = step_cpu.get(st, 0.0) + s
-    names = L.names
-    for i in in_calls:
-        if not is_cpu[i]:
-            continue
-        s = self_cpu[i]
-        c = call_of[i]
-        key = (stage_of[i] or "other", "bwd" if node_of[i] >= 0 else "fwd")
-        cell = cells[c].get(key)
-        if cell is None:
-            cell = cells[c][key] = Cell()
-        cell.cpu_us += s
-        rk = (names[i],) + key
-        row = op_rows.get(rk)
-        if row is None:
-            row = op_rows[rk] = [0, 0.0]
-        row[0] += 1
-        row[1] += s
+    total_cpu = reduce(add, compress(self_cpu, is_cpu), 0.0)
+    step_cpu = {st: got[1] for st, got in columns.sums(list(compress(range(n), is_cpu)), (step,), None, self_cpu).items()}
+    cpu_members = list(compress(in_calls, map(is_cpu.__getitem__, in_calls)))
+    for (c, st, b), (_, s) in columns.sums(cpu_members, (call_of, stage_of, bwd), "other", self_cpu).items():
+        cells[c][(st, "bwd" if b else "fwd")] = Cell(cpu_us=s)
+    op_rows: dict[tuple[str, str, str], list[float]] = {
+        (nm, st, "bwd" if b else "fwd"): got
+        for (nm, st, b), got in columns.sums(cpu_members, (L.names, stage_of, bwd), "other", self_cpu).items()}
 
     kernel_call: dict[int, int] = {}
     for c in calls:
@@ -154,7 +142,7 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     for c in calls:
         _settle_implementation(L, c, fused_seen[c.id])
     return Measured(cells, kernel_rows, op_rows, stage_of, total_gpu, total_cpu, step_gpu, step_cpu, kernel_call,
-                    call_kernels, in_calls)
+                    call_kernels, in_calls, cpu_members)
 
 
 def _settle_implementation(L: Linked, c: Call, fused: dict[str, float]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..attention import shapes
 from ..errors import TraceError
+from ..trace import columns
 from ..trace.read import is_url
 from ..version import ENGINE_VERSION, SCHEMA_VERSION
 from . import attribute, profiler_events, section
@@ -24,17 +25,8 @@ NO_MEMORY = ("no memory events in this trace: record them with torch.profiler.pr
 def _trace_spans(L, calls, call_of: list[int], stage_of: list[str | None], in_calls: list[int]) -> dict[int, dict]:
     """Per call: (stage, pass) -> [first start, last end] of its ops, for shading the curve."""
     out: dict[int, dict] = {c.id: {} for c in calls}
-    ts, dur, node_of = L.ts, L.dur, L.node_of  # columns: no op object is read
-    for j in in_calls:
-        c = call_of[j]
-        key = (stage_of[j] or "other", "bwd" if node_of[j] >= 0 else "fwd")
-        got = out[c].get(key)
-        t = ts[j]
-        if got is None:
-            out[c][key] = [t, t + dur[j]]
-        else:
-            got[0] = min(got[0], t)
-            got[1] = max(got[1], t + dur[j])
+    for (c, st, b), span in columns.spans(in_calls, (call_of, stage_of, L.bwd), "other", L.ts, L.dur).items():
+        out[c][(st, "bwd" if b else "fwd")] = span
     return out
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from itertools import compress
 
 from ..attention.metrics import Measured
+from ..trace import columns
 from ..trace.link import Linked
 
 VIEW_OPS = frozenset({"aten::view", "aten::transpose", "aten::permute", "aten::expand", "aten::as_strided",
@@ -64,21 +66,16 @@ def measure_timing(L: Linked, calls, call_of: list[int], m: Measured) -> Timing:
 
     wall = [0.0] * n_calls
     ops: list[dict[tuple[str, str], int]] = [dict() for _ in range(n_calls)]
-    views: list[float] = []
     for c in calls:
         if c.hi > c.lo:
             wall[c.id] += L.ops[c.lo].dur
         for nd in c.bwd_nodes:
             if 0 <= nd < len(L.ops):
                 wall[c.id] += L.ops[nd].dur
-    for i in m.members:
-        e = L.ops[i]
-        if e.cat != "cpu_op":
-            continue
-        c = call_of[i]
-        key = (m.stage_of[i] or "other", "bwd" if node_of[i] >= 0 else "fwd")
-        ops[c][key] = ops[c].get(key, 0) + 1
-        if e.name in VIEW_OPS:
-            views.append(L.self_cpu[i])
+    rows = m.cpu_members
+    for (c, st, b), (count, _) in columns.sums(rows, (call_of, m.stage_of, L.bwd), "other").items():
+        ops[c][(st, "bwd" if b else "fwd")] = count
+    names = L.names
+    views = list(map(L.self_cpu.__getitem__, compress(rows, map(VIEW_OPS.__contains__, map(names.__getitem__, rows)))))
     return Timing(idle, gaps_n, wall, ops, statistics.median(all_gaps) if all_gaps else None,
                   statistics.median(views) if views else None, all_gaps)

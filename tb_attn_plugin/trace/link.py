@@ -68,6 +68,14 @@ class Linked:
     graph_kernels: int = 0
     warnings: list[str] = field(default_factory=list)
     _names: list[str] | None = field(default=None, repr=False)  # each op's name (where_name)
+    _bwd: list[bool] | None = field(default=None, repr=False)
+
+    @property
+    def bwd(self) -> list[bool]:
+        """Whether each op runs in backward (has a backward node), as a column."""
+        if self._bwd is None:
+            self._bwd = list(map((-1).__lt__, self.node_of))
+        return self._bwd
 
     def is_module(self, i: int) -> bool:
         return self.ops[i].cat == "python_function"

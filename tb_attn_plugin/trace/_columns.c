@@ -1,0 +1,219 @@
+/* Grouped sums and spans over op columns, at C speed (see trace/columns.py, which holds the
+ * Python loops these equal, and the callers: metrics, roofline timing, the memory section).
+ *
+ * A big trace has millions of ops and a few hundred groups (call, stage, pass). Summing per group in
+ * Python was a loop over every op, several times over; here one pass builds each row's key from its
+ * columns and adds in row order, with the same float operations as the Python loop, so the results
+ * are identical.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* The key of row i: the item of the one column, or the tuple of the columns' items; an empty item
+ * (None or "") is none_as, as `stage or "other"` reads a stage. New reference. */
+static PyObject *row_key(PyObject *cols, Py_ssize_t i, PyObject *none_as) {
+    Py_ssize_t k = PyTuple_GET_SIZE(cols);
+    PyObject *key = k == 1 ? NULL : PyTuple_New(k);
+    if (k != 1 && key == NULL) return NULL;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        PyObject *v = PyList_GET_ITEM(PyTuple_GET_ITEM(cols, c), i); /* i checked by walk */
+        if (v == Py_None || (PyUnicode_Check(v) && PyUnicode_GET_LENGTH(v) == 0)) v = none_as;
+        if (k == 1) return Py_NewRef(v);
+        PyTuple_SET_ITEM(key, c, Py_NewRef(v));
+    }
+    return key;
+}
+
+/* Whether row i's key items are the very objects of row j's (then the key is the same). A key's
+ * hash or equality may run Python code that shortens a column, so both rows are checked again. */
+static int same_items(PyObject *cols, Py_ssize_t i, Py_ssize_t j) {
+    for (Py_ssize_t c = 0; c < PyTuple_GET_SIZE(cols); c++) {
+        PyObject *col = PyTuple_GET_ITEM(cols, c);
+        if (i >= PyList_GET_SIZE(col) || j >= PyList_GET_SIZE(col)) return 0;
+        if (PyList_GET_ITEM(col, i) != PyList_GET_ITEM(col, j)) return 0;
+    }
+    return 1;
+}
+
+static int check_args(PyObject *rows, PyObject *cols) {
+    if (!PyList_Check(rows) || !PyTuple_Check(cols) || PyTuple_GET_SIZE(cols) < 1) {
+        PyErr_SetString(PyExc_TypeError, "rows must be a list, cols a non-empty tuple of lists");
+        return -1;
+    }
+    for (Py_ssize_t c = 0; c < PyTuple_GET_SIZE(cols); c++)
+        if (!PyList_Check(PyTuple_GET_ITEM(cols, c))) {
+            PyErr_SetString(PyExc_TypeError, "cols must be lists");
+            return -1;
+        }
+    return 0;
+}
+
+/* The float64 column of a buffer. */
+static int doubles(PyObject *o, Py_buffer *b) {
+    if (PyObject_GetBuffer(o, b, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (b->itemsize != 8 || b->format == NULL || strcmp(b->format, "d") != 0) {
+        PyBuffer_Release(b);
+        PyErr_SetString(PyExc_TypeError, "value columns must be float64 buffers (array('d'))");
+        return -1;
+    }
+    return 0;
+}
+
+/* Walks rows, finding each row's entry (a list held by out, keyed by the row's key): the shared
+ * loop of sums and spans. visit(entry, row, ctx) updates it; fresh(row, ctx) makes a new one. */
+typedef int (*Visit)(PyObject *entry, Py_ssize_t row, void *ctx);
+typedef PyObject *(*Fresh)(Py_ssize_t row, void *ctx);
+
+static PyObject *walk(PyObject *rows, PyObject *cols, PyObject *none_as, Py_ssize_t n_values, Visit visit,
+                      Fresh fresh, void *ctx) {
+    PyObject *out = PyDict_New();
+    if (out == NULL) return NULL;
+    PyObject *entry = NULL; /* borrowed from out */
+    Py_ssize_t last = -1;
+    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(rows); r++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(rows, r));
+        if (i == -1 && PyErr_Occurred()) goto fail;
+        if (i < 0 || i >= n_values) {
+            PyErr_SetString(PyExc_IndexError, "a row outside the columns");
+            goto fail;
+        }
+        for (Py_ssize_t c = 0; c < PyTuple_GET_SIZE(cols); c++)
+            if (i >= PyList_GET_SIZE(PyTuple_GET_ITEM(cols, c))) {
+                PyErr_SetString(PyExc_IndexError, "a row beyond a key column");
+                goto fail;
+            }
+        if (last < 0 || !same_items(cols, i, last)) {
+            PyObject *key = row_key(cols, i, none_as);
+            if (key == NULL) goto fail;
+            entry = PyDict_GetItemWithError(out, key);
+            if (entry == NULL) {
+                if (PyErr_Occurred() || (entry = fresh(i, ctx)) == NULL) {
+                    Py_DECREF(key);
+                    goto fail;
+                }
+                int rc = PyDict_SetItem(out, key, entry);
+                Py_DECREF(entry); /* out holds it */
+                if (rc < 0) {
+                    Py_DECREF(key);
+                    goto fail;
+                }
+                Py_DECREF(key);
+                last = i;
+                continue;
+            }
+            Py_DECREF(key);
+        }
+        last = i;
+        if (visit(entry, i, ctx) < 0) goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+typedef struct {
+    const double *a, *b;
+} Cols;
+
+/* sums: [count, sum], the sum as Python's `total += v` from 0.0 */
+static PyObject *sum_fresh(Py_ssize_t i, void *ctx) {
+    const Cols *c = ctx;
+    return Py_BuildValue("[nd]", (Py_ssize_t)1, c->a == NULL ? 0.0 : 0.0 + c->a[i]);
+}
+
+static int sum_visit(PyObject *entry, Py_ssize_t i, void *ctx) {
+    const Cols *c = ctx;
+    Py_ssize_t n = PyLong_AsSsize_t(PyList_GET_ITEM(entry, 0));
+    PyObject *cnt = PyLong_FromSsize_t(n + 1);
+    if (cnt == NULL) return -1;
+    PyList_SetItem(entry, 0, cnt); /* steals */
+    if (c->a != NULL) {
+        PyObject *s = PyFloat_FromDouble(PyFloat_AS_DOUBLE(PyList_GET_ITEM(entry, 1)) + c->a[i]);
+        if (s == NULL) return -1;
+        PyList_SetItem(entry, 1, s);
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(sums_doc,
+"sums(rows, cols, none_as, values=None) -> dict\n\n"
+"For each row (an index) in order, its key: the item of the one key column in cols (a tuple of\n"
+"lists), or the tuple of their items, with None and \"\" read as none_as. Returns key -> [count, sum of\n"
+"values[row]] (values: array('d'); the sum from 0.0, in row order; 0.0 without values), keys in\n"
+"order of first appearance.");
+
+static PyObject *sums(PyObject *self, PyObject *args) {
+    PyObject *rows, *cols, *none_as, *values = Py_None, *out;
+    Py_buffer vb = {0};
+    Cols c = {NULL, NULL};
+    Py_ssize_t n = PY_SSIZE_T_MAX;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO|O", &rows, &cols, &none_as, &values) || check_args(rows, cols) < 0) return NULL;
+    if (values != Py_None) {
+        if (doubles(values, &vb) < 0) return NULL;
+        c.a = vb.buf;
+        n = vb.len / 8;
+    }
+    out = walk(rows, cols, none_as, n, sum_visit, sum_fresh, &c);
+    if (values != Py_None) PyBuffer_Release(&vb);
+    return out;
+}
+
+/* spans: [first start, last end], as Python's min(lo, t) and max(hi, t + d) */
+static PyObject *span_fresh(Py_ssize_t i, void *ctx) {
+    const Cols *c = ctx;
+    return Py_BuildValue("[dd]", c->a[i], c->a[i] + c->b[i]);
+}
+
+static int span_visit(PyObject *entry, Py_ssize_t i, void *ctx) {
+    const Cols *c = ctx;
+    double lo = PyFloat_AS_DOUBLE(PyList_GET_ITEM(entry, 0)), hi = PyFloat_AS_DOUBLE(PyList_GET_ITEM(entry, 1));
+    double t = c->a[i], e = c->a[i] + c->b[i];
+    if (t < lo) {
+        PyObject *v = PyFloat_FromDouble(t);
+        if (v == NULL) return -1;
+        PyList_SetItem(entry, 0, v);
+    }
+    if (e > hi) {
+        PyObject *v = PyFloat_FromDouble(e);
+        if (v == NULL) return -1;
+        PyList_SetItem(entry, 1, v);
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(spans_doc,
+"spans(rows, cols, none_as, ts, dur) -> dict\n\n"
+"Keys as in sums. Returns key -> [least ts[row], greatest ts[row] + dur[row]] (array('d') columns).");
+
+static PyObject *spans(PyObject *self, PyObject *args) {
+    PyObject *rows, *cols, *none_as, *ts, *dur, *out;
+    Py_buffer tb, db;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOO", &rows, &cols, &none_as, &ts, &dur) || check_args(rows, cols) < 0) return NULL;
+    if (doubles(ts, &tb) < 0) return NULL;
+    if (doubles(dur, &db) < 0) {
+        PyBuffer_Release(&tb);
+        return NULL;
+    }
+    Cols c = {tb.buf, db.buf};
+    Py_ssize_t n = tb.len < db.len ? tb.len / 8 : db.len / 8;
+    out = walk(rows, cols, none_as, n, span_visit, span_fresh, &c);
+    PyBuffer_Release(&tb);
+    PyBuffer_Release(&db);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"sums", sums, METH_VARARGS, sums_doc},
+    {"spans", spans, METH_VARARGS, spans_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_columns", "Grouped sums and spans over op columns, at C speed (see columns.py).", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__columns(void) { return PyModule_Create(&module); }

@@ -1,0 +1,63 @@
+"""Sums and spans of op columns per group (a call's stage and pass, a step, an op name): the loops
+the metrics, the roofline timing and the memory section share, at C speed when _columns.c is built."""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any, Sequence
+
+try:
+    from . import _columns as _c
+except ImportError:
+    _c = None
+
+
+def _empty(v) -> bool:
+    return v is None or (isinstance(v, str) and not v)
+
+
+def _key(cols: tuple, i: int, none_as: Any):
+    if len(cols) == 1:
+        v = cols[0][i]
+        return none_as if _empty(v) else v
+    return tuple(none_as if _empty(v := col[i]) else v for col in cols)
+
+
+def sums(rows: list[int], cols: tuple, none_as: Any = None, values: Sequence[float] | None = None) -> dict:
+    """For each row (an op index) in order, its key: the row's item of the one column in ``cols``,
+    or the tuple of their items, None and "" read as ``none_as`` (as ``stage or "other"``). Returns key -> [count, sum of
+    values[row]] (summed from 0.0 in row order), keys in order of first appearance."""
+    if _c is not None and all(type(c) is list for c in cols) and (values is None or _is_doubles(values)):
+        return _c.sums(rows, cols, none_as, values)
+    out: dict = {}
+    for i in rows:
+        k = _key(cols, i, none_as)
+        got = out.get(k)
+        v = values[i] if values is not None else 0.0
+        if got is None:
+            out[k] = [1, 0.0 + v]
+        else:
+            got[0] += 1
+            got[1] += v
+    return out
+
+
+def spans(rows: list[int], cols: tuple, none_as: Any, ts: Sequence[float], dur: Sequence[float]) -> dict:
+    """Keys as in sums; key -> [least ts[row], greatest ts[row] + dur[row]]."""
+    if _c is not None and all(type(c) is list for c in cols) and _is_doubles(ts) and _is_doubles(dur):
+        return _c.spans(rows, cols, none_as, ts, dur)
+    out: dict = {}
+    for i in rows:
+        k = _key(cols, i, none_as)
+        got = out.get(k)
+        t = ts[i]
+        if got is None:
+            out[k] = [t, t + dur[i]]
+        else:
+            got[0] = min(got[0], t)
+            got[1] = max(got[1], t + dur[i])
+    return out
+
+
+def _is_doubles(v) -> bool:
+    return isinstance(v, array) and v.typecode == "d"

@@ -1,0 +1,85 @@
+"""Grouped sums and spans over op columns (tb_attn_plugin/trace/columns.py): the C helper
+(_columns.c) gives exactly what the Python loops give, keys, order, counts and float sums."""
+
+from __future__ import annotations
+
+import os
+from array import array
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tb_attn_plugin.trace import columns
+
+needs_c = pytest.mark.skipif(columns._c is None and not os.environ.get("TB_ATTN_REQUIRE_NATIVE"),
+                             reason="trace/_columns.c is not built (no compiler at install time)")
+
+
+def test_the_helper_is_built_where_required():
+    if os.environ.get("TB_ATTN_REQUIRE_NATIVE"):
+        assert columns._c is not None, "tb_attn_plugin/trace/_columns.c was not compiled (pip install -e . needs gcc)"
+
+
+# Few distinct keys (so groups repeat, in runs and interleaved), stages that may be None or "".
+_stage = st.sampled_from([None, "", "other", "softmax", "qk_matmul"])
+_value = st.sampled_from([0.0, -0.0, 0.1, 0.2, 0.3, 1e16, -1e16, 2.5, 1e-300])
+_row = st.tuples(st.integers(0, 3), _stage, st.booleans(), _value, _value)
+
+
+def _cols(rows):
+    call = [r[0] for r in rows]
+    stage = [r[1] for r in rows]
+    bwd = [r[2] for r in rows]
+    return call, stage, bwd, array("d", [r[3] for r in rows]), array("d", [r[4] for r in rows])
+
+
+def _python(fn, *args):
+    c, columns._c = columns._c, None
+    try:
+        return fn(*args)
+    finally:
+        columns._c = c
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_row, max_size=40), st.data())
+def test_sums_and_spans_are_the_python_loops(rows, data):
+    call, stage, bwd, v, d = _cols(rows)
+    picked = data.draw(st.lists(st.integers(0, max(len(rows) - 1, 0)), max_size=60)) if rows else []
+    for cols in ((call, stage, bwd), (stage,), (call,)):
+        for values in (v, None):
+            got = columns.sums(picked, cols, "other", values)
+            want = _python(columns.sums, picked, cols, "other", values)
+            assert repr(list(got.items())) == repr(list(want.items()))  # -0.0 and 0.0 too
+            assert all(type(c) is int for c, _ in got.values())
+        got = columns.spans(picked, cols, "other", v, d)
+        assert repr(list(got.items())) == repr(list(_python(columns.spans, picked, cols, "other", v, d).items()))
+
+
+def test_sums_add_in_row_order_from_zero():
+    # 0.1 + 0.2 + 0.3 in that order, not sorted or compensated: what one loop over the ops gives.
+    rows = [0, 1, 2, 3]
+    got = columns.sums(rows, (["a", None, "a", ""],), "other", array("d", [0.1, 0.2, 0.3, -0.0]))
+    assert got == {"a": [2, 0.1 + 0.3], "other": [2, 0.0 + 0.2 + -0.0]}
+    assert list(got) == ["a", "other"]
+    spans = columns.spans([2, 0], (["x", "y", "x"],), None, array("d", [5.0, 0.0, 1.0]), array("d", [1.0, 0.0, 2.0]))
+    assert spans == {"x": [1.0, 6.0]}
+
+
+def test_lists_and_int_values_take_the_python_loop():
+    # Python-built ops may carry int times: summed as ints, as the loop always did.
+    got = columns.sums([0, 1], (["a", "a"],), None, [1, 2])
+    assert got == {"a": [2, 3]} and type(got["a"][1]) is float  # 0.0 + 1 + 2
+    assert columns.spans([0, 1], (["a", "a"],), None, [3, 1], [1, 1]) == {"a": [1, 4]}
+
+
+@needs_c
+def test_rows_outside_the_columns_are_an_error_not_a_crash():
+    with pytest.raises(IndexError):
+        columns.sums([5], (["a"],), None, array("d", [1.0]))
+    with pytest.raises(IndexError):
+        columns.sums([0], (["a"], []), None)
+    with pytest.raises(IndexError):
+        columns.spans([-1], (["a"],), None, array("d", [1.0]), array("d", [1.0]))
