@@ -100,6 +100,9 @@ def build(source: str, gb: float, out_dir: str) -> tuple[str, str, int]:
     with open(plain, "rb") as src, gz_mod.open(gz, "wb", compresslevel=1) as dst:
         shutil.copyfileobj(src, dst, 16 << 20)
     print(f"wrote {gz}: {os.path.getsize(gz) / 2**20:.0f} MiB, {time.time() - t:.0f} s", flush=True)
+    # Written back before anything is timed: the kernel flushing GBs of dirty pages meanwhile would
+    # take CPU from whichever run it overlaps (the first tb-attn run came out ~40% slower).
+    os.sync()
     return plain, gz, copies
 
 

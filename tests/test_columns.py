@@ -83,3 +83,18 @@ def test_rows_outside_the_columns_are_an_error_not_a_crash():
         columns.sums([0], (["a"], []), None)
     with pytest.raises(IndexError):
         columns.spans([-1], (["a"],), None, array("d", [1.0]), array("d", [1.0]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["aten::bmm", "aten::add", "ProfilerStep#1", "", "nn.Module: A"]), max_size=50),
+       st.sets(st.sampled_from(["aten::bmm", "aten::add", "ProfilerStep#1", "", "nn.Module: A"])))
+def test_where_name_is_the_scan_over_every_op(names, wanted):
+    from tb_attn_plugin.trace import link
+
+    L = link.Linked(ops=[], ts=[], dur=[], thread=[], threads=[], parent=[], depth=[], subtree_end=[], self_cpu=[],
+                    gpu_self=[], launches_self=[], step=[], node_of=[], fwd_of={}, kernels=[], steps={},
+                    _names=list(names))
+    want = [i for i, nm in enumerate(names) if nm in wanted]
+    assert L.where_name(wanted.__contains__) == want == link._where(names, wanted.__contains__)
+    assert L.where_name(wanted.__contains__) == want  # asked again: the cached positions are not changed
+    assert columns.positions(names) == _python(columns.positions, names)

@@ -123,3 +123,16 @@ def test_arg_values_is_the_python_loop(monkeypatch):
         monkeypatch.setattr(link, "_c_kept", None)
         assert tuple(link._arg_values(evs, attr)) == expected
         monkeypatch.undo()
+
+
+@needs_nest
+def test_nest_all_refuses_threads_outside_its_tables():
+    from array import array
+
+    one = array("d", [0.0])
+    for th, rank in ((array("q", [1]), None), (array("q", [0]), array("q", [5])), (array("q", [2]), array("q", [0]))):
+        extra = () if rank is None else (rank, array("q"))
+        with pytest.raises(ValueError):
+            link._c_nest.nest_all(th, one, one, 1, array("q"), array("d"), *extra)
+    with pytest.raises(ValueError):  # a rank table for one list only
+        link._c_nest.nest_all(array("q", [0]), one, one, 1, array("q"), array("d"), array("q", [0]))

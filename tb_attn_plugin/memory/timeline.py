@@ -5,7 +5,8 @@ from __future__ import annotations
 import bisect
 from array import array
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, islice
+from operator import gt
 
 ADDR_MASK = (1 << 63) - 1  # addresses are stored signed; a pointer never uses the top bit
 
@@ -37,7 +38,7 @@ class Timeline:
     def finish(self) -> "Timeline":
         """Sort by time (stably: events at one time stamp keep their order), pair, compute live."""
         n = len(self.t)
-        if any(self.t[i] > self.t[i + 1] for i in range(n - 1)):
+        if any(map(gt, self.t, islice(self.t, 1, None))):  # out of order anywhere (at C speed)
             order = sorted(range(n), key=self.t.__getitem__)
             for name in ("t", "delta", "addr", "stream", "thread", "total", "reserved"):
                 col = getattr(self, name)
@@ -53,11 +54,10 @@ class Timeline:
         pair = array("q", [-1]) * n
         open_: dict[tuple[int, int], int] = {}
         delta, addr, stream = self.delta, self.addr, self.stream
-        for i in range(n):
-            key = (addr[i], stream[i])
-            if delta[i] > 0:
+        for i, d, key in zip(range(n), delta, zip(addr, stream)):
+            if d > 0:
                 open_[key] = i
-            elif delta[i] < 0:
+            elif d < 0:
                 j = open_.pop(key, -1)
                 if j >= 0:
                     pair[i] = j

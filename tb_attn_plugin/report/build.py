@@ -8,8 +8,12 @@ from __future__ import annotations
 import gc
 import os
 import time
+from bisect import bisect_left
 from collections import Counter
+from functools import lru_cache
 from typing import Any, Callable
+
+import msgspec
 
 from ..attention import patterns as kernel_table
 from ..attention import safety, shapes
@@ -22,7 +26,7 @@ from ..collector import tags
 from ..memory import engine as memory
 from ..roofline.section import build as build_roofline
 from ..trace import discover, stream
-from ..trace.events import decode
+from ..trace.events import Args, decode
 from ..trace.link import Linked, link
 from ..trace.read import file_size, read_trace_text
 from ..version import ENGINE_VERSION, SCHEMA_VERSION
@@ -145,21 +149,36 @@ def _stage_rows(cells: dict[tuple[str, str], Cell]) -> list[dict[str, Any]]:
     return rows
 
 
-def _shape_info(L: Linked, c: Call) -> None:
+def _shape_info(L: Linked, calls: list[Call]) -> None:
     """Fill shape/dtype/causal from the outermost attention op when tags or matmuls gave none."""
-    if "shape" in c.info and "causal" in c.info:
-        return
-    for j in range(c.lo, c.hi):
-        e = L.ops[j]
-        if e.name in shapes.SIGNATURES or (is_vendor_op(e.name) and e.args is not None and e.args.dims):
+    # The ops that may carry a shape, found once by name; each call looks at those inside it.
+    cand = L.where_name(_may_carry_shape)
+    for c in calls:
+        if "shape" in c.info and "causal" in c.info:
+            continue
+        k = bisect_left(cand, c.lo)
+        while k < len(cand) and cand[k] < c.hi:
+            e = L.ops[cand[k]]
+            k += 1
             a = e.args
-            if a is None:
-                continue
-            got = shapes.from_attention_op(e.name, a.dims, a.types, a.concrete)
-            for k, v in got.items():
-                c.info.setdefault(k, v)
+            if a is None or (e.name not in shapes.SIGNATURES and not a.dims):
+                continue  # a vendor op says nothing without its dims
+            for key, v in _op_shape(e.name, bytes(a.dims_raw), bytes(a.types_raw), bytes(a.concrete_raw)):
+                c.info.setdefault(key, dict(v) if isinstance(v, dict) else v)  # a call's own copy
             if "shape" in c.info:
-                return
+                break
+
+
+def _may_carry_shape(name: str) -> bool:
+    return name in shapes.SIGNATURES or is_vendor_op(name)
+
+
+@lru_cache(maxsize=4096)
+def _op_shape(name: str, dims: bytes, types: bytes, concrete: bytes) -> tuple:
+    """shapes.from_attention_op of one op's raw shapes, as items; decided once per distinct op: a
+    layer's op carries the same shapes in every step."""
+    a = Args(dims_raw=msgspec.Raw(dims), types_raw=msgspec.Raw(types), concrete_raw=msgspec.Raw(concrete))
+    return tuple(shapes.from_attention_op(name, a.dims, a.types, a.concrete).items())
 
 
 def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None) -> dict[str, Any]:
@@ -168,8 +187,7 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
     device = describe(ev.device_properties, has_gpu or bool(ev.launches))
     basis = "gpu" if has_gpu else "cpu"
     _name_calls(calls)
-    for c in calls:
-        _shape_info(L, c)
+    _shape_info(L, calls)
 
     # Per call totals, then per layer.
     layers: dict[str, dict[str, Any]] = {}

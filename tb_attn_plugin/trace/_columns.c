@@ -1,4 +1,4 @@
-/* Grouped sums and spans over op columns, at C speed (see trace/columns.py, which holds the
+/* Grouped sums, spans and positions over op columns, at C speed (see trace/columns.py, which holds the
  * Python loops these equal, and the callers: metrics, roofline timing, the memory section).
  *
  * A big trace has millions of ops and a few hundred groups (call, stage, pass). Summing per group in
@@ -205,14 +205,55 @@ static PyObject *spans(PyObject *self, PyObject *args) {
     return out;
 }
 
+PyDoc_STRVAR(positions_doc,
+"positions(keys) -> dict\n\n"
+"Each distinct item of the list keys -> the ascending list of its positions, in order of first\n"
+"appearance.");
+
+static PyObject *positions(PyObject *self, PyObject *args) {
+    PyObject *keys, *out, *last_key = NULL, *last = NULL; /* last: borrowed from out */
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &keys)) return NULL;
+    out = PyDict_New();
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++) {
+        PyObject *k = PyList_GET_ITEM(keys, i);
+        PyObject *at = NULL;
+        if (k == last_key) {
+            at = last; /* the same object as the row before: the same key */
+        } else {
+            Py_INCREF(k); /* held while its hash or equality may run Python code */
+            at = PyDict_GetItemWithError(out, k);
+            if (at == NULL && !PyErr_Occurred()) {
+                at = PyList_New(0);
+                if (at != NULL && PyDict_SetItem(out, k, at) < 0) Py_CLEAR(at);
+                Py_XDECREF(at); /* out holds it */
+            }
+            Py_XSETREF(last_key, k);
+            last = at;
+        }
+        PyObject *num = at == NULL ? NULL : PyLong_FromSsize_t(i);
+        if (num == NULL || PyList_Append(at, num) < 0) {
+            Py_XDECREF(num);
+            Py_XDECREF(last_key);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(num);
+    }
+    Py_XDECREF(last_key);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"positions", positions, METH_VARARGS, positions_doc},
     {"sums", sums, METH_VARARGS, sums_doc},
     {"spans", spans, METH_VARARGS, spans_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_columns", "Grouped sums and spans over op columns, at C speed (see columns.py).", -1,
+    PyModuleDef_HEAD_INIT, "_columns", "Grouped sums, spans and positions over op columns, at C speed (see columns.py).", -1,
     methods, NULL, NULL, NULL, NULL,
 };
 

@@ -157,31 +157,56 @@ done:
 }
 
 PyDoc_STRVAR(nest_all_doc,
-"nest_all(thread, ts, dur, n_threads, launch_thread, launch_ts)\n"
+"nest_all(thread, ts, dur, n_threads, launch_thread, launch_ts[, op_rank, launch_rank])\n"
 "    -> (order, parent, subtree_end, depth, self_cpu, ts, dur, thread, launch_op)\n\n"
 "nest() for every thread at once. Ops: thread (int64, in [0, n_threads)), start and duration\n"
 "(float64) per op in list order; launches: thread and start. Threads come in their number's\n"
 "order, each one's ops contiguous and sorted by (start, -duration), stably. order: each position's\n"
 "op (its index in the given list); parent, subtree_end, depth, self_cpu, ts, dur and thread follow\n"
 "the order, parent and subtree_end as positions; launch_op[j]: the position of launch j's op (-1:\n"
-"none). Bytes of arrays: \"d\" for self_cpu, ts, dur, else \"q\". None when any time is NaN.");
+"none). Bytes of arrays: \"d\" for self_cpu, ts, dur, else \"q\". None when any time is NaN.\n"
+"op_rank, launch_rank (int64): when given, an op's thread is op_rank[thread[i]] (a launch's\n"
+"launch_rank[launch_thread[j]]), as _kept.columns numbers threads per list.");
 
 static PyObject *nest_all(PyObject *self, PyObject *args) {
-    Py_buffer th, ts, dur, lth, lts;
+    Py_buffer th, ts, dur, lth, lts, orank = {0}, lrank = {0};
     Py_ssize_t nth;
     PyObject *result = NULL;
     Item *ops = NULL, *ls = NULL;
     Py_ssize_t *ostart = NULL, *lstart = NULL, *fill = NULL;
+    int64_t *oth = NULL, *lthr = NULL;
     Py_ssize_t *parent = NULL, *send = NULL, *depth = NULL, *stack = NULL, *lop = NULL, *order = NULL, *thread = NULL;
     double *ends = NULL, *self_cpu = NULL, *sts = NULL, *sdur = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*y*y*ny*y*", &th, &ts, &dur, &nth, &lth, &lts)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*ny*y*|y*y*", &th, &ts, &dur, &nth, &lth, &lts, &orank, &lrank)) return NULL;
     Py_ssize_t n = ts.len / 8, m = lts.len / 8;
-    if (ts.len % 8 || dur.len != ts.len || th.len != ts.len || lts.len % 8 || lth.len != lts.len || nth < 0) {
+    if (ts.len % 8 || dur.len != ts.len || th.len != ts.len || lts.len % 8 || lth.len != lts.len || nth < 0
+        || orank.len % 8 || lrank.len % 8 || (orank.buf == NULL) != (lrank.buf == NULL)) {
         PyErr_SetString(PyExc_ValueError, "columns of mismatched lengths");
         goto done;
     }
     const int64_t *ot = th.buf, *lt = lth.buf;
+    if (orank.buf != NULL) {
+        /* each list's own thread numbers, through its rank table, to the common ones */
+        const int64_t *ro = orank.buf, *rl = lrank.buf;
+        Py_ssize_t no = orank.len / 8, nl = lrank.len / 8;
+        oth = PyMem_Malloc(sizeof(int64_t) * (size_t)(n + 1));
+        lthr = PyMem_Malloc(sizeof(int64_t) * (size_t)(m + 1));
+        if (oth == NULL || lthr == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t k = 0; k < n; k++) {
+            if (ot[k] < 0 || ot[k] >= no) goto bad_thread;
+            oth[k] = ro[ot[k]];
+        }
+        for (Py_ssize_t j = 0; j < m; j++) {
+            if (lt[j] < 0 || lt[j] >= nl) goto bad_thread;
+            lthr[j] = rl[lt[j]];
+        }
+        ot = oth;
+        lt = lthr;
+    }
     const double *t = ts.buf, *d = dur.buf, *l = lts.buf;
     for (Py_ssize_t k = 0; k < n; k++)
         if (t[k] != t[k] || d[k] != d[k]) {
@@ -251,6 +276,10 @@ static PyObject *nest_all(PyObject *self, PyObject *args) {
 bad_thread:
     PyErr_SetString(PyExc_ValueError, "a thread outside [0, n_threads)");
 done:
+    PyMem_Free(oth);
+    PyMem_Free(lthr);
+    if (orank.buf != NULL) PyBuffer_Release(&orank);
+    if (lrank.buf != NULL) PyBuffer_Release(&lrank);
     PyMem_Free(ostart);
     PyMem_Free(lstart);
     PyMem_Free(fill);

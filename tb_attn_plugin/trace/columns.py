@@ -1,5 +1,6 @@
-"""Sums and spans of op columns per group (a call's stage and pass, a step, an op name): the loops
-the metrics, the roofline timing and the memory section share, at C speed when _columns.c is built."""
+"""Sums and spans of op columns per group (a call's stage and pass, a step, an op name), and where
+each op name occurs: the loops the metrics, the roofline timing, the memory section and
+Linked.where_name share, at C speed when _columns.c is built."""
 
 from __future__ import annotations
 
@@ -56,6 +57,17 @@ def spans(rows: list[int], cols: tuple, none_as: Any, ts: Sequence[float], dur: 
         else:
             got[0] = min(got[0], t)
             got[1] = max(got[1], t + dur[i])
+    return out
+
+
+def positions(keys: list) -> dict:
+    """Each distinct key -> the ascending list of its positions in ``keys``, keys in order of first
+    appearance."""
+    if _c is not None and type(keys) is list:
+        return _c.positions(keys)
+    out: dict = {}
+    for i, k in enumerate(keys):
+        out.setdefault(k, []).append(i)
     return out
 
 

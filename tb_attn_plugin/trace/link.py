@@ -15,10 +15,11 @@ import re
 from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import chain, compress
 from operator import attrgetter
 from typing import Callable, Sequence
 
+from . import columns
 from .events import Event, Events, MODULE_PREFIX
 
 try:  # the op tree at C speed (_nest.c); _nest_python computes the same without it
@@ -36,7 +37,7 @@ WRAPPER_PREFIX = "autograd::engine::evaluate_function: "
 STEP_PREFIX = "ProfilerStep#"
 
 
-@dataclass
+@dataclass(slots=True)  # one per kernel: no per-instance dict
 class Kernel:
     ev: Event
     op: int  # index into Linked.ops, -1 when no op is known
@@ -69,6 +70,7 @@ class Linked:
     warnings: list[str] = field(default_factory=list)
     _names: list[str] | None = field(default=None, repr=False)  # each op's name (where_name)
     _bwd: list[bool] | None = field(default=None, repr=False)
+    _positions: dict[str, list[int]] | None = field(default=None, repr=False)  # name -> its ops (where_name)
 
     @property
     def bwd(self) -> list[bool]:
@@ -89,8 +91,12 @@ class Linked:
 
     def where_name(self, test: Callable[[str], object]) -> list[int]:
         """The ops (ascending) whose name passes ``test``, asked once per distinct name: a trace
-        repeats a few thousand names over millions of ops, so the per-op work runs at C speed."""
-        return _where(self.names, test)
+        repeats a few thousand names over millions of ops, so where each name occurs is found once
+        (at C speed) and each question only joins the positions of the names that pass."""
+        if self._positions is None:
+            self._positions = columns.positions(self.names)
+        hits = [at for nm, at in self._positions.items() if test(nm)]
+        return list(hits[0]) if len(hits) == 1 else sorted(chain.from_iterable(hits))
 
 
 def _where(names: list[str], test: Callable[[str], object]) -> list[int]:
@@ -225,9 +231,8 @@ def _tree_native(ev: Events):
     (oth, okeys, ots, odur), (lth, lkeys, lts, _) = oc, lc
     threads = sorted(set(okeys) | set(lkeys), key=_sortable)  # as _tree_by_thread orders them
     rank = {k: r for r, k in enumerate(threads)}
-    omap, lmap = [rank[k] for k in okeys], [rank[k] for k in lkeys]
-    got = _c_nest.nest_all(array("q", map(omap.__getitem__, array("q", oth))), ots, odur, len(threads),
-                           array("q", map(lmap.__getitem__, array("q", lth))), lts)
+    got = _c_nest.nest_all(oth, ots, odur, len(threads), lth, lts, array("q", [rank[k] for k in okeys]),
+                           array("q", [rank[k] for k in lkeys]))
     if got is None:
         return None
     order, parent, subtree_end, depth, self_cpu, ts, dur, thread, launch_op = (
