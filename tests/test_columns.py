@@ -98,3 +98,15 @@ def test_where_name_is_the_scan_over_every_op(names, wanted):
     assert L.where_name(wanted.__contains__) == want == link._where(names, wanted.__contains__)
     assert L.where_name(wanted.__contains__) == want  # asked again: the cached positions are not changed
     assert columns.positions(names) == _python(columns.positions, names)
+
+
+@needs_c
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_row, max_size=40), st.data())
+def test_factorize_is_the_python_loop(rows, data):
+    call, stage, bwd, _, _ = _cols(rows)
+    picked = data.draw(st.lists(st.integers(0, max(len(rows) - 1, 0)), max_size=60)) if rows else []
+    ids, keys = columns.factorize(picked, (call, stage, bwd), "other")
+    want_ids, want_keys = _python(columns.factorize, picked, (call, stage, bwd), "other")
+    assert (list(ids), keys) == (list(want_ids), want_keys)
+    assert [keys[k] for k in ids] == [(call[i], stage[i] or "other", bwd[i]) for i in picked]

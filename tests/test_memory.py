@@ -386,6 +386,7 @@ def test_innermost_in_c_is_the_python_loop(events, ops):
     L = SimpleNamespace(ts=array("d", [o[0] for o in ops]), dur=array("d", [o[1] for o in ops]),
                         thread=array("q", [o[2] % 3 for o in ops]), threads=blocks,
                         depth=array("q", [o[3] for o in ops]), node_of=[-1 if o[4] < 1 else 0 for o in ops])
+    L.bwd = [n >= 0 for n in L.node_of]  # as Linked.bwd reads node_of
     call_of = [max(o[4], 0) for o in ops]
     stage_of = [("softmax", None, "qk_matmul")[o[3] % 3] for o in ops]
     in_calls = list(range(len(ops)))

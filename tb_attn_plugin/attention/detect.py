@@ -16,10 +16,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import compress
+from itertools import chain, compress
+from operator import attrgetter
 from typing import Any
 
 from ..collector import tags
+from ..trace import columns
 from ..trace.events import MODULE_PREFIX
 from ..trace.link import Kernel, Linked, module_name
 from . import groups
@@ -123,10 +125,9 @@ class Detector:
             lo, hi = m, self.L.subtree_end[m]
             if source != "tag":
                 root = m
-        for j in range(lo, hi):
-            if self.call_of[j] >= 0 and self.L.node_of[j] < 0:
-                # overlaps an earlier call (e.g. two SDPA ops in one module): join it
-                return None
+        mine = self.call_of[lo:hi]
+        if mine and max(mine) >= 0 and any(c >= 0 and nd < 0 for c, nd in zip(mine, self.L.node_of[lo:hi])):
+            return None  # overlaps an earlier call (e.g. two SDPA ops in one module): join it
         if layer is None:
             layer = module_name(self.L.ops[m]) if m >= 0 else ""
         layer_type = _class_of(self.L.ops[m].name) if m >= 0 else ""
@@ -135,10 +136,8 @@ class Detector:
         c.compiled = self._compiled(lo)
         self.calls.append(c)
         cid = c.id
-        call_of = self.call_of
-        for j in range(lo, hi):
-            if call_of[j] < 0:
-                call_of[j] = cid
+        # Its ops join it, but those of an earlier call (its backward ops) stay there.
+        self.call_of[lo:hi] = [cid] * (hi - lo) if not mine or max(mine) < 0 else [x if x >= 0 else cid for x in mine]
         return c
 
     # -- the sources, in order of trust ---------------------------------------------------------
@@ -170,11 +169,10 @@ class Detector:
                 continue
             if not self._is_softmax(ops[L.parent[i]].name if L.parent[i] >= 0 else ""):
                 self._motif(i)
-        # 5. fused kernels that no call explains
-        for k in L.kernels:
-            fam = P.fused_family(k.ev.name)
-            if fam is None:
-                continue
+        # 5. fused kernels that no call explains (only the kernels of fused names are visited)
+        at = columns.positions(list(map(attrgetter("ev.name"), L.kernels)))
+        for ki in sorted(chain.from_iterable(rows for nm, rows in at.items() if P.fused_family(nm) is not None)):
+            k = L.kernels[ki]
             op = k.op
             if op >= 0:
                 if self.call_of[op] >= 0:

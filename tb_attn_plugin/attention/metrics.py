@@ -93,6 +93,7 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     step_gpu: dict[int, float] = {}
     fused_seen: list[dict[str, float]] = [dict() for _ in calls]
     call_kernels: list[dict[tuple[str, str, str], list[float]]] = [dict() for _ in calls]
+    stage_by: dict[tuple[str, str], str] = {}
     for k in L.kernels:
         e = k.ev
         d = e.dur
@@ -102,7 +103,10 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
         step_gpu[st_n] = step_gpu.get(st_n, 0.0) + d
         if op >= 0 and call_of[op] >= 0:
             c = call_of[op]
-            stage = kernel_stage(stage_of[op] or "other", e.name)
+            sk = (stage_of[op] or "other", e.name)
+            stage = stage_by.get(sk)
+            if stage is None:
+                stage = stage_by[sk] = kernel_stage(*sk)  # few (stage, kernel name) pairs, many kernels
             ps = "bwd" if node_of[op] >= 0 else "fwd"
         else:
             # kernel-only calls, and helper kernels whose own op is in no call (groups.py)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..collector import tags
+from ..trace import columns
 from .snapshot import Annotation
 from .timeline import Timeline
 
@@ -64,7 +65,10 @@ def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | 
     fast = _innermost_c(tl, L, in_calls, block_thread)
     if fast is not None:
         winner, touched = fast
-        op_slot = {j: slot_of(j) for j in touched}  # in op order: slots are numbered as below
+        # Slots numbered in op order, as slot_of numbers them below: one per (call, stage, pass).
+        ids, keys = columns.factorize(list(touched), (call_of, stage_of, L.bwd), "other")
+        slots.extend(Slot(c, st, "bwd" if b else "fwd") for c, st, b in keys)
+        op_slot = dict(zip(touched, ids))
         op_slot[-1] = -1
         return Attribution(array("q", map(op_slot.__getitem__, winner)), slots)
     # The same in Python (the C helper is tested against it): each call op, in order, takes the

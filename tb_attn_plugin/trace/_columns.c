@@ -8,6 +8,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 
 /* The key of row i: the item of the one column, or the tuple of the columns' items; an empty item
  * (None or "") is none_as, as `stage or "other"` reads a stage. New reference. */
@@ -205,6 +206,49 @@ static PyObject *spans(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* factorize: each row's key number, keys numbered in order of first appearance */
+typedef struct {
+    int64_t *ids;
+    Py_ssize_t row, n_keys;
+} Ids;
+
+static PyObject *id_fresh(Py_ssize_t i, void *ctx) {
+    Ids *x = ctx;
+    (void)i;
+    x->ids[x->row++] = x->n_keys;
+    return PyLong_FromSsize_t(x->n_keys++);
+}
+
+static int id_visit(PyObject *entry, Py_ssize_t i, void *ctx) {
+    Ids *x = ctx;
+    (void)i;
+    x->ids[x->row++] = PyLong_AsSsize_t(entry);
+    return 0;
+}
+
+PyDoc_STRVAR(factorize_doc,
+"factorize(rows, cols, none_as) -> (ids, keys)\n\n"
+"Keys as in sums. ids: each row's key as its number (bytes of an array(\"q\")); keys: the keys\n"
+"by number, in order of first appearance.");
+
+static PyObject *factorize(PyObject *self, PyObject *args) {
+    PyObject *rows, *cols, *none_as, *out, *ids, *result = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO", &rows, &cols, &none_as) || check_args(rows, cols) < 0) return NULL;
+    ids = PyBytes_FromStringAndSize(NULL, PyList_GET_SIZE(rows) * 8);
+    if (ids == NULL) return NULL;
+    Ids x = {(int64_t *)PyBytes_AS_STRING(ids), 0, 0};
+    out = walk(rows, cols, none_as, PY_SSIZE_T_MAX, id_visit, id_fresh, &x);
+    if (out != NULL) {
+        PyObject *keys = PyDict_Keys(out);
+        if (keys != NULL) result = PyTuple_Pack(2, ids, keys);
+        Py_XDECREF(keys);
+        Py_DECREF(out);
+    }
+    Py_DECREF(ids);
+    return result;
+}
+
 PyDoc_STRVAR(positions_doc,
 "positions(keys) -> dict\n\n"
 "Each distinct item of the list keys -> the ascending list of its positions, in order of first\n"
@@ -247,6 +291,7 @@ static PyObject *positions(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"positions", positions, METH_VARARGS, positions_doc},
+    {"factorize", factorize, METH_VARARGS, factorize_doc},
     {"sums", sums, METH_VARARGS, sums_doc},
     {"spans", spans, METH_VARARGS, spans_doc},
     {NULL, NULL, 0, NULL},

@@ -60,6 +60,16 @@ def spans(rows: list[int], cols: tuple, none_as: Any, ts: Sequence[float], dur: 
     return out
 
 
+def factorize(rows: list[int], cols: tuple, none_as: Any = None) -> tuple[Sequence[int], list]:
+    """Keys as in sums: each row's key as a number, and the keys by number (first appearance first)."""
+    if _c is not None and all(type(c) is list for c in cols):
+        ids, keys = _c.factorize(rows, cols, none_as)
+        return array("q", ids), keys
+    number: dict = {}
+    ids = [number.setdefault(_key(cols, i, none_as), len(number)) for i in rows]
+    return ids, list(number)
+
+
 def positions(keys: list) -> dict:
     """Each distinct key -> the ascending list of its positions in ``keys``, keys in order of first
     appearance."""
