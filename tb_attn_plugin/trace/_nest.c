@@ -74,6 +74,55 @@ static void nest_core(const Item *ops, Py_ssize_t n, const Item *ls, Py_ssize_t 
         if (!(self_cpu[k] > 0)) self_cpu[k] = 0.0;
 }
 
+/* NaN has no place in the order (qsort needs a total one): the caller's Python loop decides. */
+static int any_nan(const double *t, const double *d, Py_ssize_t n, const double *l, Py_ssize_t m) {
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (t[k] != t[k] || d[k] != d[k]) return 1;
+    for (Py_ssize_t j = 0; j < m; j++)
+        if (l[j] != l[j]) return 1;
+    return 0;
+}
+
+/* The working arrays of a tree of n ops and m launches: nest_core's items, scratch and results. */
+typedef struct {
+    Item *ops, *ls;
+    Py_ssize_t *parent, *send, *depth, *stack, *order, *lop;
+    double *ends, *self_cpu;
+} Tree;
+
+static int tree_alloc(Tree *T, Py_ssize_t n, Py_ssize_t m) {
+    size_t nn = (size_t)(n + 1), mm = (size_t)(m + 1);
+    T->ops = PyMem_Malloc(sizeof(Item) * nn);
+    T->ls = PyMem_Malloc(sizeof(Item) * mm);
+    T->parent = PyMem_Malloc(sizeof(Py_ssize_t) * nn);
+    T->send = PyMem_Malloc(sizeof(Py_ssize_t) * nn);
+    T->depth = PyMem_Malloc(sizeof(Py_ssize_t) * nn);
+    T->stack = PyMem_Malloc(sizeof(Py_ssize_t) * nn);
+    T->order = PyMem_Malloc(sizeof(Py_ssize_t) * nn);
+    T->lop = PyMem_Malloc(sizeof(Py_ssize_t) * mm);
+    T->ends = PyMem_Malloc(sizeof(double) * nn);
+    T->self_cpu = PyMem_Malloc(sizeof(double) * nn);
+    if (!T->ops || !T->ls || !T->parent || !T->send || !T->depth || !T->stack || !T->order || !T->lop || !T->ends
+        || !T->self_cpu) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void tree_free(Tree *T) {
+    PyMem_Free(T->ops);
+    PyMem_Free(T->ls);
+    PyMem_Free(T->parent);
+    PyMem_Free(T->send);
+    PyMem_Free(T->depth);
+    PyMem_Free(T->stack);
+    PyMem_Free(T->order);
+    PyMem_Free(T->lop);
+    PyMem_Free(T->ends);
+    PyMem_Free(T->self_cpu);
+}
+
 PyDoc_STRVAR(nest_doc,
 "nest(ts, dur, launch_ts, base) -> (order, parent, subtree_end, depth, self_cpu, launch_op)\n\n"
 "Each result is the bytes of an array: \"q\" (int64), self_cpu \"d\".\n"
@@ -87,9 +136,7 @@ static PyObject *nest(PyObject *self, PyObject *args) {
     Py_buffer ts, dur, lts;
     Py_ssize_t base, n, m;
     PyObject *result = NULL;
-    Item *ops = NULL, *ls = NULL;
-    Py_ssize_t *parent = NULL, *send = NULL, *depth = NULL, *stack = NULL, *lop = NULL, *order = NULL;
-    double *ends = NULL, *self_cpu = NULL;
+    Tree T = {0};
     (void)self;
     if (!PyArg_ParseTuple(args, "y*y*y*n", &ts, &dur, &lts, &base)) return NULL;
     if (ts.len != dur.len || ts.len % sizeof(double) || lts.len % sizeof(double) || base < 0) {
@@ -102,54 +149,26 @@ static PyObject *nest(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_OverflowError, "too many ops");
         goto done;
     }
-    ops = PyMem_Malloc(sizeof(Item) * (size_t)(n + 1));
-    ls = PyMem_Malloc(sizeof(Item) * (size_t)(m + 1));
-    parent = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    send = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    depth = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    stack = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    order = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    lop = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(m + 1));
-    ends = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
-    self_cpu = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
-    if (!ops || !ls || !parent || !send || !depth || !stack || !order || !lop || !ends || !self_cpu) {
-        PyErr_NoMemory();
+    if (tree_alloc(&T, n, m) < 0) goto done;
+    const double *t = ts.buf, *d = dur.buf, *lt = lts.buf;
+    if (any_nan(t, d, n, lt, m)) {
+        result = Py_NewRef(Py_None);
         goto done;
     }
-    const double *t = ts.buf, *d = dur.buf, *lt = lts.buf;
-    /* NaN has no place in the order (qsort needs a total one): the caller's Python loop decides. */
-    for (Py_ssize_t k = 0; k < n; k++)
-        if (t[k] != t[k] || d[k] != d[k]) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-    for (Py_ssize_t j = 0; j < m; j++)
-        if (lt[j] != lt[j]) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-    for (Py_ssize_t k = 0; k < n; k++) ops[k] = (Item){t[k], d[k], k};
+    for (Py_ssize_t k = 0; k < n; k++) T.ops[k] = (Item){t[k], d[k], k};
     /* Launches by start time only: equal starts keep their order (the duration field is unused). */
-    for (Py_ssize_t j = 0; j < m; j++) ls[j] = (Item){lt[j], 0.0, j};
-    qsort(ops, (size_t)n, sizeof(Item), by_start);
-    qsort(ls, (size_t)m, sizeof(Item), by_start);
+    for (Py_ssize_t j = 0; j < m; j++) T.ls[j] = (Item){lt[j], 0.0, j};
+    qsort(T.ops, (size_t)n, sizeof(Item), by_start);
+    qsort(T.ls, (size_t)m, sizeof(Item), by_start);
 
-    nest_core(ops, n, ls, m, base, parent, send, depth, self_cpu, stack, ends, lop);
-    for (Py_ssize_t k = 0; k < n; k++) order[k] = ops[k].i;
-    result = Py_BuildValue("(NNNNNN)", q_bytes(order, n), q_bytes(parent, n), q_bytes(send, n), q_bytes(depth, n),
-                           PyBytes_FromStringAndSize((const char *)self_cpu, n * (Py_ssize_t)sizeof(double)),
-                           q_bytes(lop, m));
+    nest_core(T.ops, n, T.ls, m, base, T.parent, T.send, T.depth, T.self_cpu, T.stack, T.ends, T.lop);
+    for (Py_ssize_t k = 0; k < n; k++) T.order[k] = T.ops[k].i;
+    result = Py_BuildValue("(NNNNNN)", q_bytes(T.order, n), q_bytes(T.parent, n), q_bytes(T.send, n),
+                           q_bytes(T.depth, n),
+                           PyBytes_FromStringAndSize((const char *)T.self_cpu, n * (Py_ssize_t)sizeof(double)),
+                           q_bytes(T.lop, m));
 done:
-    PyMem_Free(ops);
-    PyMem_Free(ls);
-    PyMem_Free(parent);
-    PyMem_Free(send);
-    PyMem_Free(depth);
-    PyMem_Free(stack);
-    PyMem_Free(order);
-    PyMem_Free(lop);
-    PyMem_Free(ends);
-    PyMem_Free(self_cpu);
+    tree_free(&T);
     PyBuffer_Release(&ts);
     PyBuffer_Release(&dur);
     PyBuffer_Release(&lts);
@@ -172,11 +191,10 @@ static PyObject *nest_all(PyObject *self, PyObject *args) {
     Py_buffer th, ts, dur, lth, lts, orank = {0}, lrank = {0};
     Py_ssize_t nth;
     PyObject *result = NULL;
-    Item *ops = NULL, *ls = NULL;
-    Py_ssize_t *ostart = NULL, *lstart = NULL, *fill = NULL;
+    Tree T = {0};
+    Py_ssize_t *ostart = NULL, *lstart = NULL, *fill = NULL, *thread = NULL;
     int64_t *oth = NULL, *lthr = NULL;
-    Py_ssize_t *parent = NULL, *send = NULL, *depth = NULL, *stack = NULL, *lop = NULL, *order = NULL, *thread = NULL;
-    double *ends = NULL, *self_cpu = NULL, *sts = NULL, *sdur = NULL;
+    double *sts = NULL, *sdur = NULL;
     (void)self;
     if (!PyArg_ParseTuple(args, "y*y*y*ny*y*|y*y*", &th, &ts, &dur, &nth, &lth, &lts, &orank, &lrank)) return NULL;
     Py_ssize_t n = ts.len / 8, m = lts.len / 8;
@@ -208,34 +226,18 @@ static PyObject *nest_all(PyObject *self, PyObject *args) {
         lt = lthr;
     }
     const double *t = ts.buf, *d = dur.buf, *l = lts.buf;
-    for (Py_ssize_t k = 0; k < n; k++)
-        if (t[k] != t[k] || d[k] != d[k]) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-    for (Py_ssize_t j = 0; j < m; j++)
-        if (l[j] != l[j]) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
+    if (any_nan(t, d, n, l, m)) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (tree_alloc(&T, n, m) < 0) goto done;
     ostart = PyMem_Calloc((size_t)nth + 2, sizeof(Py_ssize_t));
     lstart = PyMem_Calloc((size_t)nth + 2, sizeof(Py_ssize_t));
     fill = PyMem_Calloc((size_t)nth + 2, sizeof(Py_ssize_t));
-    ops = PyMem_Malloc(sizeof(Item) * (size_t)(n + 1));
-    ls = PyMem_Malloc(sizeof(Item) * (size_t)(m + 1));
-    parent = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    send = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    depth = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    stack = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    order = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
     thread = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    lop = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(m + 1));
-    ends = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
-    self_cpu = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
     sts = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
     sdur = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
-    if (!ostart || !lstart || !fill || !ops || !ls || !parent || !send || !depth || !stack || !order || !thread
-        || !lop || !ends || !self_cpu || !sts || !sdur) {
+    if (!ostart || !lstart || !fill || !thread || !sts || !sdur) {
         PyErr_NoMemory();
         goto done;
     }
@@ -252,30 +254,33 @@ static PyObject *nest_all(PyObject *self, PyObject *args) {
         ostart[q + 1] += ostart[q];
         lstart[q + 1] += lstart[q];
     }
-    for (Py_ssize_t k = 0; k < n; k++) ops[ostart[ot[k]] + fill[ot[k]]++] = (Item){t[k], d[k], k};
+    for (Py_ssize_t k = 0; k < n; k++) T.ops[ostart[ot[k]] + fill[ot[k]]++] = (Item){t[k], d[k], k};
     memset(fill, 0, sizeof(Py_ssize_t) * ((size_t)nth + 2));
-    for (Py_ssize_t j = 0; j < m; j++) ls[lstart[lt[j]] + fill[lt[j]]++] = (Item){l[j], 0.0, j};
+    for (Py_ssize_t j = 0; j < m; j++) T.ls[lstart[lt[j]] + fill[lt[j]]++] = (Item){l[j], 0.0, j};
     for (Py_ssize_t q = 0; q < nth; q++) {
         Py_ssize_t b = ostart[q], c = ostart[q + 1] - b, lb = lstart[q], lc = lstart[q + 1] - lb;
         /* the position in the list breaks ties, as the per-thread position does in nest() */
-        qsort(ops + b, (size_t)c, sizeof(Item), by_start);
-        qsort(ls + lb, (size_t)lc, sizeof(Item), by_start);
-        nest_core(ops + b, c, ls + lb, lc, b, parent + b, send + b, depth + b, self_cpu + b, stack, ends, lop);
+        qsort(T.ops + b, (size_t)c, sizeof(Item), by_start);
+        qsort(T.ls + lb, (size_t)lc, sizeof(Item), by_start);
+        nest_core(T.ops + b, c, T.ls + lb, lc, b, T.parent + b, T.send + b, T.depth + b, T.self_cpu + b, T.stack,
+                  T.ends, T.lop);
         for (Py_ssize_t k = b; k < b + c; k++) thread[k] = q;
     }
     for (Py_ssize_t k = 0; k < n; k++) {
-        order[k] = ops[k].i;
-        sts[k] = ops[k].key;
-        sdur[k] = ops[k].dur;
+        T.order[k] = T.ops[k].i;
+        sts[k] = T.ops[k].key;
+        sdur[k] = T.ops[k].dur;
     }
-    result = Py_BuildValue("(NNNNNNNNN)", q_bytes(order, n), q_bytes(parent, n), q_bytes(send, n), q_bytes(depth, n),
-                           PyBytes_FromStringAndSize((const char *)self_cpu, n * 8),
+    result = Py_BuildValue("(NNNNNNNNN)", q_bytes(T.order, n), q_bytes(T.parent, n), q_bytes(T.send, n),
+                           q_bytes(T.depth, n), PyBytes_FromStringAndSize((const char *)T.self_cpu, n * 8),
                            PyBytes_FromStringAndSize((const char *)sts, n * 8),
-                           PyBytes_FromStringAndSize((const char *)sdur, n * 8), q_bytes(thread, n), q_bytes(lop, m));
+                           PyBytes_FromStringAndSize((const char *)sdur, n * 8), q_bytes(thread, n),
+                           q_bytes(T.lop, m));
     goto done;
 bad_thread:
     PyErr_SetString(PyExc_ValueError, "a thread outside [0, n_threads)");
 done:
+    tree_free(&T);
     PyMem_Free(oth);
     PyMem_Free(lthr);
     if (orank.buf != NULL) PyBuffer_Release(&orank);
@@ -283,17 +288,7 @@ done:
     PyMem_Free(ostart);
     PyMem_Free(lstart);
     PyMem_Free(fill);
-    PyMem_Free(ops);
-    PyMem_Free(ls);
-    PyMem_Free(parent);
-    PyMem_Free(send);
-    PyMem_Free(depth);
-    PyMem_Free(stack);
-    PyMem_Free(order);
     PyMem_Free(thread);
-    PyMem_Free(lop);
-    PyMem_Free(ends);
-    PyMem_Free(self_cpu);
     PyMem_Free(sts);
     PyMem_Free(sdur);
     PyBuffer_Release(&th);
