@@ -15,7 +15,7 @@ import re
 from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
-from itertools import chain, compress
+from itertools import chain
 from operator import attrgetter
 from typing import Callable, Sequence
 
@@ -95,13 +95,13 @@ class Linked:
         (at C speed) and each question only joins the positions of the names that pass."""
         if self._positions is None:
             self._positions = columns.positions(self.names)
-        hits = [at for nm, at in self._positions.items() if test(nm)]
-        return list(hits[0]) if len(hits) == 1 else sorted(chain.from_iterable(hits))
+        return _where(self._positions, test)
 
 
-def _where(names: list[str], test: Callable[[str], object]) -> list[int]:
-    table = {nm: bool(test(nm)) for nm in dict.fromkeys(names)}
-    return list(compress(range(len(names)), map(table.__getitem__, names)))
+def _where(positions: dict[str, list[int]], test: Callable[[str], object]) -> list[int]:
+    """The positions (ascending) of the names that pass ``test``, from columns.positions."""
+    hits = [at for nm, at in positions.items() if test(nm)]
+    return list(hits[0]) if len(hits) == 1 else sorted(chain.from_iterable(hits))
 
 
 def _sortable(key: tuple):
@@ -306,7 +306,8 @@ def link(ev: Events) -> Linked:
     step = [-1] * n
     steps: dict[int, tuple[float, float]] = {}
     names = list(map(_NAME, ops))
-    for i in _where(names, lambda nm: nm.startswith(STEP_PREFIX)):
+    positions = columns.positions(names)  # kept in Linked for where_name
+    for i in _where(positions, lambda nm: nm.startswith(STEP_PREFIX)):
         e = ops[i]
         try:
             s = int(e.name[len(STEP_PREFIX):])
@@ -345,6 +346,7 @@ def link(ev: Events) -> Linked:
         unlinked_kernels=unlinked,
         graph_kernels=graph_kernels,
         _names=names,
+        _positions=positions,
     )
 
 
