@@ -42,42 +42,28 @@ def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | 
                in_calls: list[int]) -> Attribution:
     """Attribute a profiler Timeline to the calls found in the trace it came from (``in_calls``: the
     ops in some call, detect.members)."""
-    slots: list[Slot] = []
-    slot_ix: dict[Slot, int] = {}
-    depth, node_of = L.depth, L.node_of
-    key_ix: dict[tuple, int] = {}  # (call, stage, pass) -> slot: a Slot is built once per slot
-
-    def slot_of(j: int) -> int:
-        key = (call_of[j], stage_of[j] or "other", "bwd" if node_of[j] >= 0 else "fwd")
-        k = key_ix.get(key)
-        if k is None:
-            s = Slot(*key)
-            k = slot_ix.get(s)
-            if k is None:
-                k = slot_ix[s] = len(slots)
-                slots.append(s)
-            key_ix[key] = k
-        return k
-
     # The link's threads as the timeline numbers them (-1: a thread without memory events).
     thread_of = {key: i for i, key in enumerate(tl.threads)}
     block_thread = array("q", [thread_of.get((str(pid), str(tid)), -1) for pid, tid in L.threads])
-    fast = _innermost_c(tl, L, in_calls, block_thread)
-    if fast is not None:
-        winner, touched = fast
-        # Slots numbered in op order, as slot_of numbers them below: one per (call, stage, pass).
-        ids, keys = columns.factorize(list(touched), (call_of, stage_of, L.bwd), "other")
-        slots.extend(Slot(c, st, "bwd" if b else "fwd") for c, st, b in keys)
-        op_slot = dict(zip(touched, ids))
-        op_slot[-1] = -1
-        return Attribution(array("q", map(op_slot.__getitem__, winner)), slots)
-    # The same in Python (the C helper is tested against it): each call op, in order, takes the
-    # events of its thread inside its window when it is deeper than the op they have.
+    got = _innermost_c(tl, L, in_calls, block_thread)
+    winner, touched = got if got is not None else _innermost_python(tl, L, in_calls, block_thread)
+    # One slot per (call, stage, pass), numbered in the order of the ops that hold events.
+    ids, keys = columns.factorize(list(touched), (call_of, stage_of, L.bwd), "other")
+    slots = [Slot(c, st, "bwd" if b else "fwd") for c, st, b in keys]
+    op_slot = dict(zip(touched, ids))
+    op_slot[-1] = -1
+    return Attribution(array("q", map(op_slot.__getitem__, winner)), slots)
+
+
+def _innermost_python(tl: Timeline, L, in_calls: list[int], block_thread: array) -> tuple[list[int], list[int]]:
+    """_innermost_c's result in Python (the C helper is tested against it): each call op, in order,
+    takes the events of its thread inside its window when it is deeper than the op they have."""
     n = len(tl)
-    slot = array("q", [-1]) * n
-    depth_at = array("q", [-1]) * n
+    winner = [-1] * n
+    depth_at = [-1] * n
+    touched: list[int] = []
     per_thread = _by_thread(tl)
-    ts, dur, op_block = L.ts, L.dur, L.thread
+    ts, dur, op_block, depth = L.ts, L.dur, L.thread, L.depth
     for j in in_calls:
         got = per_thread.get(block_thread[op_block[j]])
         if got is None:  # a thread without memory events
@@ -87,13 +73,13 @@ def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | 
         b = bisect.bisect_right(times, ts[j] + dur[j])
         if a == b:
             continue
-        k = slot_of(j)
+        touched.append(j)
         d = depth[j]
         for i in idx[a:b]:
             if d > depth_at[i]:
                 depth_at[i] = d
-                slot[i] = k
-    return Attribution(slot, slots)
+                winner[i] = j
+    return winner, touched
 
 
 def _innermost_c(tl: Timeline, L, in_calls: list[int], block_thread: array) -> tuple[array, array] | None:
