@@ -30,12 +30,30 @@ def _trace_spans(L, calls, call_of: list[int], stage_of: list[str | None], in_ca
     return out
 
 
+class Timelines:
+    """The profiler's [memory] events as one Timeline per device, made once: they need no other part
+    of the trace, so analyze_file makes them while the op tree is built on another thread."""
+
+    def __init__(self, ev):
+        try:
+            self._tls, self._overflow = profiler_events.timelines(ev.memory), False
+        except OverflowError:
+            self._tls, self._overflow = None, True
+
+    def get(self) -> dict:
+        """Every device's Timeline; raises OverflowError as timelines did, for byte counts beyond any real memory."""
+        if self._overflow:
+            raise OverflowError("memory byte counts beyond any real memory")
+        return self._tls
+
+
 def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None], warnings: list[str] | None,
-               in_calls: list[int]) -> dict[str, Any] | None:
+               in_calls: list[int], timelines: Timelines | None = None) -> dict[str, Any] | None:
     """The memory section from the profiler's [memory] events (None when the trace has none).
-    Call layers must already be named. ``in_calls``: the ops in some call (Measured.members)."""
+    Call layers must already be named. ``in_calls``: the ops in some call (Measured.members);
+    ``timelines``: Timelines(ev) when the caller made them already."""
     try:
-        got = _attributed(ev, L, calls, call_of, stage_of, in_calls)
+        got = _attributed(ev, L, calls, call_of, stage_of, in_calls, timelines)
     except OverflowError:
         if warnings is not None:
             warnings.append("memory events left out: their byte counts add up beyond any real memory")
@@ -55,10 +73,11 @@ def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None], war
     return section.build(tl, att, infos, source="profiler", devices=devices)
 
 
-def _attributed(ev, L, calls, call_of: list[int], stage_of: list[str | None], in_calls: list[int]):
+def _attributed(ev, L, calls, call_of: list[int], stage_of: list[str | None], in_calls: list[int],
+                timelines: Timelines | None = None):
     """(every device's timeline, the main device's, its events' calls and stages) from the profiler's
     [memory] events; None without any. Raises OverflowError for byte counts beyond any real memory."""
-    tls = profiler_events.timelines(ev.memory)
+    tls = (timelines or Timelines(ev)).get()
     dev = profiler_events.main_device(tls)
     if dev is None:
         return None

@@ -27,7 +27,8 @@ from ..memory import engine as memory
 from ..roofline.section import build as build_roofline
 from ..trace import discover, stream
 from ..trace.events import Args, decode
-from ..trace.link import Linked, link
+from ..trace.link import Linked, link, op_tree
+from ..trace.pipeline import together
 from ..trace.read import file_size, read_trace_text
 from ..version import ENGINE_VERSION, SCHEMA_VERSION
 from .verdicts import verdicts
@@ -69,14 +70,18 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
             ev = decode(path, text, warnings, keep_shapes=needs_shapes)
             del text
         say("linking", 0.6)
-        L = link(ev)
+        # The op tree's nesting runs in C without the GIL; the memory timelines need nothing else
+        # of the trace, so they are made meanwhile, on this thread.
+        tree, timelines = together(lambda: op_tree(ev), lambda: memory.Timelines(ev))
+        L = link(ev, tree)
+        del tree
         say("finding attention", 0.75)
         calls, call_of = detect(L)
         say("measuring", 0.85)
         m = measure(L, calls, call_of)
         report = _assemble(path, size, ev, L, calls, m, {}, call_of)
         say("memory", 0.95)
-        _add_memory(report, ev, L, calls, call_of, m, path, snapshots)
+        _add_memory(report, ev, L, calls, call_of, m, path, snapshots, timelines)
         _safety_net(report, L, call_of, m)
         if keep is not None:
             keep.update(L=L, calls=calls, call_of=call_of, measured=m, events=ev)
@@ -89,10 +94,11 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
             gc.enable()
 
 
-def _add_memory(report, ev, L, calls, call_of, m, path: str, snapshots: list[str] | None) -> None:
+def _add_memory(report, ev, L, calls, call_of, m, path: str, snapshots: list[str] | None,
+                timelines: memory.Timelines | None = None) -> None:
     """The memory section (profiler events, and a snapshot beside the trace); each layer's
     memory_bytes is its largest peak growth there."""
-    report["memory"] = memory.from_trace(ev, L, calls, call_of, m.stage_of, report["warnings"], m.members)
+    report["memory"] = memory.from_trace(ev, L, calls, call_of, m.stage_of, report["warnings"], m.members, timelines)
     if snapshots is not None:
         memory.join(report, path, snapshots)
     elif not memory.is_url(path):

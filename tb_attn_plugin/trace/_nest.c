@@ -175,6 +175,45 @@ done:
     return result;
 }
 
+/* nest_all's work once its arrays exist: counting-sort the ops and launches by thread, sort and
+ * nest each thread, and lay out the order's columns. Needs no GIL. -1 when a thread number is
+ * outside [0, nth). */
+static int nest_threads(Tree *T, const int64_t *ot, const double *t, const double *d, Py_ssize_t n,
+                        const int64_t *lt, const double *l, Py_ssize_t m, Py_ssize_t nth, Py_ssize_t *ostart,
+                        Py_ssize_t *lstart, Py_ssize_t *fill, Py_ssize_t *thread, double *sts, double *sdur) {
+    /* Each thread's ops (and launches) contiguous, in list order: a counting sort. */
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (ot[k] < 0 || ot[k] >= nth) return -1;
+        ostart[ot[k] + 1]++;
+    }
+    for (Py_ssize_t j = 0; j < m; j++) {
+        if (lt[j] < 0 || lt[j] >= nth) return -1;
+        lstart[lt[j] + 1]++;
+    }
+    for (Py_ssize_t q = 0; q < nth; q++) {
+        ostart[q + 1] += ostart[q];
+        lstart[q + 1] += lstart[q];
+    }
+    for (Py_ssize_t k = 0; k < n; k++) T->ops[ostart[ot[k]] + fill[ot[k]]++] = (Item){t[k], d[k], k};
+    memset(fill, 0, sizeof(Py_ssize_t) * ((size_t)nth + 2));
+    for (Py_ssize_t j = 0; j < m; j++) T->ls[lstart[lt[j]] + fill[lt[j]]++] = (Item){l[j], 0.0, j};
+    for (Py_ssize_t q = 0; q < nth; q++) {
+        Py_ssize_t b = ostart[q], c = ostart[q + 1] - b, lb = lstart[q], lc = lstart[q + 1] - lb;
+        /* the position in the list breaks ties, as the per-thread position does in nest() */
+        qsort(T->ops + b, (size_t)c, sizeof(Item), by_start);
+        qsort(T->ls + lb, (size_t)lc, sizeof(Item), by_start);
+        nest_core(T->ops + b, c, T->ls + lb, lc, b, T->parent + b, T->send + b, T->depth + b, T->self_cpu + b,
+                  T->stack, T->ends, T->lop);
+        for (Py_ssize_t k = b; k < b + c; k++) thread[k] = q;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        T->order[k] = T->ops[k].i;
+        sts[k] = T->ops[k].key;
+        sdur[k] = T->ops[k].dur;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(nest_all_doc,
 "nest_all(thread, ts, dur, n_threads, launch_thread, launch_ts[, op_rank, launch_rank])\n"
 "    -> (order, parent, subtree_end, depth, self_cpu, ts, dur, thread, launch_op)\n\n"
@@ -241,36 +280,13 @@ static PyObject *nest_all(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    /* Each thread's ops (and launches) contiguous, in list order: a counting sort. */
-    for (Py_ssize_t k = 0; k < n; k++) {
-        if (ot[k] < 0 || ot[k] >= nth) goto bad_thread;
-        ostart[ot[k] + 1]++;
-    }
-    for (Py_ssize_t j = 0; j < m; j++) {
-        if (lt[j] < 0 || lt[j] >= nth) goto bad_thread;
-        lstart[lt[j] + 1]++;
-    }
-    for (Py_ssize_t q = 0; q < nth; q++) {
-        ostart[q + 1] += ostart[q];
-        lstart[q + 1] += lstart[q];
-    }
-    for (Py_ssize_t k = 0; k < n; k++) T.ops[ostart[ot[k]] + fill[ot[k]]++] = (Item){t[k], d[k], k};
-    memset(fill, 0, sizeof(Py_ssize_t) * ((size_t)nth + 2));
-    for (Py_ssize_t j = 0; j < m; j++) T.ls[lstart[lt[j]] + fill[lt[j]]++] = (Item){l[j], 0.0, j};
-    for (Py_ssize_t q = 0; q < nth; q++) {
-        Py_ssize_t b = ostart[q], c = ostart[q + 1] - b, lb = lstart[q], lc = lstart[q + 1] - lb;
-        /* the position in the list breaks ties, as the per-thread position does in nest() */
-        qsort(T.ops + b, (size_t)c, sizeof(Item), by_start);
-        qsort(T.ls + lb, (size_t)lc, sizeof(Item), by_start);
-        nest_core(T.ops + b, c, T.ls + lb, lc, b, T.parent + b, T.send + b, T.depth + b, T.self_cpu + b, T.stack,
-                  T.ends, T.lop);
-        for (Py_ssize_t k = b; k < b + c; k++) thread[k] = q;
-    }
-    for (Py_ssize_t k = 0; k < n; k++) {
-        T.order[k] = T.ops[k].i;
-        sts[k] = T.ops[k].key;
-        sdur[k] = T.ops[k].dur;
-    }
+    /* The sort and the nesting touch no Python object: other threads (the caller's overlapped
+     * Python work, link.py) run meanwhile. */
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    bad = nest_threads(&T, ot, t, d, n, lt, l, m, nth, ostart, lstart, fill, thread, sts, sdur);
+    Py_END_ALLOW_THREADS
+    if (bad) goto bad_thread;
     result = Py_BuildValue("(NNNNNNNNN)", q_bytes(T.order, n), q_bytes(T.parent, n), q_bytes(T.send, n),
                            q_bytes(T.depth, n), PyBytes_FromStringAndSize((const char *)T.self_cpu, n * 8),
                            PyBytes_FromStringAndSize((const char *)sts, n * 8),

@@ -255,9 +255,16 @@ def _arg_values(events: list[Event], attr: str) -> tuple[list[int], list]:
     return idx, vals
 
 
-def link(ev: Events) -> Linked:
-    ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op = \
-        _tree_native(ev) or _tree_by_thread(ev)
+def op_tree(ev: Events) -> tuple:
+    """The op tree (what link starts from): ops in tree order with their parent, subtree end, depth,
+    self time, start, duration and thread columns, the threads, and each launch's op. Mostly C that
+    releases the GIL, so a caller may build it on another thread (pipeline.together)."""
+    return _tree_native(ev) or _tree_by_thread(ev)
+
+
+def link(ev: Events, tree: tuple | None = None) -> Linked:
+    """The linked trace; ``tree``: op_tree(ev) when the caller built it already."""
+    ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op = tree or op_tree(ev)
     n = len(ops)
 
     # Kernels -> launch -> op.
