@@ -4,6 +4,8 @@ per call, layer and stage, score-matrix blocks, churn and a downsampled curve.""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import and_
 from typing import Any, Callable
 
 from .attribute import Attribution
@@ -15,6 +17,7 @@ MAX_CALL_ROWS = 2000
 MAX_SPANS = 3000
 MAX_LIVE_ROWS = 12
 CUDA_BLOCK = 512  # the caching allocator rounds every block up to a multiple of 512 bytes
+_ZERO, _NONE = 0, -1  # (0).__lt__(d): d > 0; (-1).__lt__(k): k >= 0, an event in some call's slot
 
 
 @dataclass
@@ -50,11 +53,14 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
                  "bwd_bytes_allocated": 0, "first": -1, "last": -1} for _ in calls]
     per_stage: dict[tuple[str, str], list[int]] = {}
     is_score = bytearray(n)
-    allocs = sum(1 for d in delta if d > 0)
-    frees = n - allocs - sum(1 for d in delta if d == 0)
-    allocated_total = sum(d for d in delta if d > 0)
+    # Passes over every event at iterator speed (a big trace has millions); byte counts are ints,
+    # so their sums are exact in any order.
+    is_alloc = list(map(_ZERO.__lt__, delta))
+    allocs = sum(is_alloc)
+    frees = n - allocs - delta.count(0)
+    allocated_total = sum(compress(delta, is_alloc))
     # Only the events inside attention calls need the per-call and per-stage sums.
-    for i in [i for i, k in enumerate(slot) if k >= 0]:
+    for i in compress(range(len(slot)), map(_NONE.__lt__, slot)):
         d = delta[i]
         if d <= 0:
             continue
@@ -127,8 +133,8 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
         "score_matrix": {"blocks": sum(r["score_matrix_blocks"] for r in call_rows), "bytes_total": total_score,
                          "bytes_per_call_max": max((r["score_matrix_bytes"] for r in call_rows), default=0)},
         "churn": {"allocs": allocs, "frees": frees, "bytes_allocated": allocated_total,
-                  "unpaired_frees": sum(1 for d, q in zip(delta, tl.pair) if d < 0 and q < 0),
-                  "live_at_end": sum(1 for d, q in zip(delta, tl.pair) if d > 0 and q < 0),
+                  "unpaired_frees": sum(map(and_, map(_ZERO.__gt__, delta), map(_ZERO.__gt__, tl.pair))),
+                  "live_at_end": sum(map(and_, is_alloc, map(_ZERO.__gt__, tl.pair))),
                   **(churn or {})},
         "curve": {"start_us": round(t0, 3), "t_us": [round(x - t0, 3) for x in times], "bytes": values,
                   "reserved": reserved, "points_total": n},
