@@ -17,6 +17,7 @@ from tb_attn_plugin.attention.patterns import needs_shapes
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.trace import events, native, stream
 from tb_attn_plugin.trace.read import read_trace_text
+from tb_attn_plugin.trace.event_columns import EventColumns
 from tb_attn_plugin.trace.memory_records import MemoryEvents
 from tests.conftest import shared_trace
 
@@ -41,8 +42,15 @@ def _whole_report(monkeypatch, path):
 
 
 def _enc(ev):
-    # [memory] instants compare as rows: records from the scanner, Events from the whole-text path
-    return msgspec.json.encode(ev, enc_hook=lambda o: o.rows() if isinstance(o, MemoryEvents) else o)
+    # [memory] instants compare as rows: records from the scanner, Events from the whole-text path;
+    # the columns gathered while decoding, as lists (both paths gather the same)
+    def hook(o):
+        if isinstance(o, MemoryEvents):
+            return o.rows()
+        if isinstance(o, EventColumns):
+            return [o.attr, list(o.thread), o.keys, list(o.ts), list(o.dur), o.arg_at, o.arg_values]
+        return o
+    return msgspec.json.encode(ev, enc_hook=hook)
 
 
 def _no_stream_threads():

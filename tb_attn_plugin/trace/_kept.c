@@ -266,9 +266,11 @@ static PyObject *get_field(PyObject *e, const Layout *L, int k, PyObject *attr) 
 }
 
 PyDoc_STRVAR(columns_doc,
-"columns(events) -> (thread, keys, ts, dur) or None\n\n"
+"columns(events[, index, keys]) -> (thread, keys, ts, dur) or None\n\n"
 "The events' threads and times as columns. keys: each distinct (pid, tid) in order of first\n"
-"appearance, as a dict keys those tuples; thread[i]: event i's index into keys (bytes of an\n"
+"appearance, as a dict keys those tuples (index, a dict, and keys, a list, when given, number the\n"
+"threads on from an earlier call's and are extended in place: columns gathered chunk by chunk);\n"
+"thread[i]: event i's index into keys (bytes of an\n"
 "array(\"q\")); ts, dur: its start and duration (bytes of an array(\"d\")). None when any ts or dur\n"
 "is not a float, or is NaN (link's Python loop then decides, as it does for such events).");
 
@@ -277,12 +279,18 @@ static PyObject *columns(PyObject *self, PyObject *args) {
     PyObject *last_pid = NULL, *last_tid = NULL, *result = NULL;
     Py_ssize_t last = -1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &list)) return NULL;
+    PyObject *given_index = NULL, *given_keys = NULL;
+    if (!PyArg_ParseTuple(args, "O!|O!O!", &PyList_Type, &list, &PyDict_Type, &given_index, &PyList_Type, &given_keys))
+        return NULL;
+    if ((given_index == NULL) != (given_keys == NULL) || (given_index && PyDict_GET_SIZE(given_index) != PyList_GET_SIZE(given_keys))) {
+        PyErr_SetString(PyExc_ValueError, "index and keys go together, one entry per key");
+        return NULL;
+    }
     events = PySequence_Tuple(list); /* attribute hooks cannot change its length under us */
     if (events == NULL) return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(events);
-    index = PyDict_New();
-    keys = PyList_New(0);
+    index = given_index ? Py_NewRef(given_index) : PyDict_New();
+    keys = given_keys ? Py_NewRef(given_keys) : PyList_New(0);
     th = PyBytes_FromStringAndSize(NULL, n * 8);
     tb = PyBytes_FromStringAndSize(NULL, n * 8);
     db = PyBytes_FromStringAndSize(NULL, n * 8);
@@ -344,14 +352,15 @@ done:
 }
 
 PyDoc_STRVAR(arg_values_doc,
-"arg_values(events, attr) -> (indices, values)\n\n"
-"The events whose args is not None and whose args.<attr> is not None: their positions and those\n"
-"values, two lists in order.");
+"arg_values(events, attr[, base]) -> (indices, values)\n\n"
+"The events whose args is not None and whose args.<attr> is not None: their positions (plus base)\n"
+"and those values, two lists in order.");
 
 static PyObject *arg_values(PyObject *self, PyObject *args) {
     PyObject *list, *attr, *events, *idx = NULL, *vals = NULL, *result = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!U", &PyList_Type, &list, &attr)) return NULL;
+    Py_ssize_t base = 0;
+    if (!PyArg_ParseTuple(args, "O!U|n", &PyList_Type, &list, &attr, &base)) return NULL;
     events = PySequence_Tuple(list);
     if (events == NULL) return NULL;
     idx = PyList_New(0);
@@ -378,7 +387,7 @@ static PyObject *arg_values(PyObject *self, PyObject *args) {
         if (v == NULL) goto done;
         int ok = 1;
         if (v != Py_None) {
-            PyObject *num = PyLong_FromSsize_t(i);
+            PyObject *num = PyLong_FromSsize_t(base + i);
             ok = num != NULL && PyList_Append(idx, num) == 0 && PyList_Append(vals, v) == 0;
             Py_XDECREF(num);
         }

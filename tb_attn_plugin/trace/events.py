@@ -23,6 +23,7 @@ import msgspec
 
 from ..errors import TraceError
 from . import native
+from .event_columns import EventColumns
 from .memory_records import MemoryEvents
 
 Id = Union[int, str]
@@ -131,6 +132,9 @@ class Events(msgspec.Struct, gc=False):
     total_events: int
     warnings: list[str]
     truncated: bool = False  # the JSON ended early: only the events before the cut were analysed
+    # ops' and launches' columns, gathered while decoding (event_columns.py); None: link reads the events
+    op_columns: EventColumns | None = None
+    launch_columns: EventColumns | None = None
 
 
 _doc_decoder = msgspec.json.Decoder(_Doc)
@@ -315,6 +319,8 @@ class _Kept:
         self._keeps: dict[str, bool] = {}  # op name -> keep_shapes(name), asked once per name
         self._slim: tuple | None = None
         self._slim_at = -1  # len(_keeps) when _slim was made
+        self.op_columns = EventColumns("seq")  # the ops' sequence numbers: backward linking
+        self.launch_columns = EventColumns("correlation")  # the launches' correlation ids: kernels
 
     def slim(self) -> tuple:
         """The scanner's slim rules (see _prefilter.scan_events): what is left out of the chunks
@@ -339,9 +345,9 @@ class _Kept:
                           if e.ph == "X" and (e.cat in CPU_CATS or e.name.startswith(MODULE_PREFIX))])
         if self.keep_shapes is not None:
             _detach_shapes(ops, self.keep_shapes, self._keeps)
-        self.ops.extend(ops)
+        self._add_ops(ops)
         self.gpu.extend(self._sane([e for e in groups["gpu"] if e.ph == "X"]))
-        self.launches.extend(self._sane([e for e in groups["launches"] if e.ph == "X"]))
+        self._add_launches(self._sane([e for e in groups["launches"] if e.ph == "X"]))
         self.flows.extend(self._sane([e for e in groups["flows"] if e.ph == "s" or e.ph == "f"]))
         self.memory.add_events(self._sane([e for e in groups["other"]
                                            if (e.ph == "i" or e.ph == "I") and e.name == MEMORY_NAME]))
@@ -362,11 +368,19 @@ class _Kept:
         ops = self._sane(ops)
         if self.keep_shapes is not None:
             _detach_shapes(ops, self.keep_shapes, self._keeps)
-        self.ops.extend(ops)
+        self._add_ops(ops)
         self.gpu.extend(self._sane(gpu))
-        self.launches.extend(self._sane(launches))
+        self._add_launches(self._sane(launches))
         self.flows.extend(self._sane(flows))
         self.memory.add_records(records)
+
+    def _add_ops(self, ops: list[Event]) -> None:
+        self.ops.extend(ops)
+        self.op_columns.add(ops)
+
+    def _add_launches(self, launches: list[Event]) -> None:
+        self.launches.extend(launches)
+        self.launch_columns.add(launches)
 
     def _sane(self, evs: list[Event]) -> list[Event]:
         """Only kept events are checked (dropped frames cannot poison a sum): NaN, infinities and
@@ -400,6 +414,8 @@ class _Kept:
             total_events=self.total,
             warnings=warnings,
             truncated=truncated,
+            op_columns=self.op_columns.of(self.ops),
+            launch_columns=self.launch_columns.of(self.launches),
         )
 
 

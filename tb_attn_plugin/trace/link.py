@@ -15,11 +15,12 @@ import re
 from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, compress
 from operator import attrgetter
 from typing import Callable, Sequence
 
 from . import columns
+from .event_columns import EventColumns
 from .events import Event, Events, MODULE_PREFIX
 
 try:  # the op tree at C speed (_nest.c); _nest_python computes the same without it
@@ -217,7 +218,7 @@ def _tree_by_thread(ev: Events):
         threads.append(key)
     parent, subtree_end, depth, self_cpu, ts, dur = (_joined([p[k] for p in parts]) for k in range(6))
     return (ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads,
-            [launch_op.get(id(e), -1) for e in ev.launches])
+            [launch_op.get(id(e), -1) for e in ev.launches], None)
 
 
 def _tree_native(ev: Events):
@@ -225,7 +226,7 @@ def _tree_native(ev: Events):
     are not built or some time is not a float (then the per-thread path decides)."""
     if _c_nest is None or _c_kept is None:
         return None
-    oc, lc = _c_kept.columns(ev.ops), _c_kept.columns(ev.launches)
+    oc, lc = _columns(ev.op_columns, ev.ops), _columns(ev.launch_columns, ev.launches)
     if oc is None or lc is None:
         return None
     (oth, okeys, ots, odur), (lth, lkeys, lts, _) = oc, lc
@@ -237,7 +238,37 @@ def _tree_native(ev: Events):
         return None
     order, parent, subtree_end, depth, self_cpu, ts, dur, thread, launch_op = (
         array("d" if k in (4, 5, 6) else "q", b) for k, b in enumerate(got))
-    return list(map(ev.ops.__getitem__, order)), parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op
+    return (list(map(ev.ops.__getitem__, order)), parent, subtree_end, depth, self_cpu, ts, dur, thread, threads,
+            launch_op, order)
+
+
+def _columns(gathered: EventColumns | None, events: list[Event]):
+    """(thread, keys, ts, dur) of the events: as gathered while decoding, else read from them now."""
+    cols = gathered.of(events) if gathered is not None else None
+    if cols is not None:
+        return cols.thread, cols.keys, cols.ts, cols.dur
+    return _c_kept.columns(events)
+
+
+def _gathered_args(gathered: EventColumns | None, events: list[Event], attr: str) -> tuple[list[int], list]:
+    """_arg_values(events, attr), from the columns gathered while decoding when they hold it."""
+    cols = gathered.of(events) if gathered is not None else None
+    if cols is not None and cols.attr == attr:
+        return cols.arg_at, cols.arg_values
+    return _arg_values(events, attr)
+
+
+def _seq_ops(ev: Events, ops: list[Event], order) -> list[int]:
+    """The positions (ascending) of the ops, in tree order, whose args hold a sequence number."""
+    cols = ev.op_columns.of(ev.ops) if ev.op_columns is not None and order is not None else None
+    if cols is None or cols.attr != "seq":
+        return _arg_values(ops, "seq")[0]
+    if not cols.arg_at:
+        return []  # inference: no autograd op anywhere
+    has = bytearray(len(ev.ops))
+    for i in cols.arg_at:
+        has[i] = 1
+    return list(compress(range(len(order)), map(has.__getitem__, order)))
 
 
 def _arg_values(events: list[Event], attr: str) -> tuple[list[int], list]:
@@ -264,11 +295,11 @@ def op_tree(ev: Events) -> tuple:
 
 def link(ev: Events, tree: tuple | None = None) -> Linked:
     """The linked trace; ``tree``: op_tree(ev) when the caller built it already."""
-    ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op = tree or op_tree(ev)
+    ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, order = tree or op_tree(ev)
     n = len(ops)
 
     # Kernels -> launch -> op.
-    idx, corr = _arg_values(ev.launches, "correlation")
+    idx, corr = _gathered_args(ev.launch_columns, ev.launches, "correlation")
     by_corr = dict(zip(corr, idx))  # correlation -> launch position (a later launch wins)
     launches = ev.launches
     by_ext: dict[int, int] | None = None
@@ -324,7 +355,7 @@ def link(ev: Events, tree: tuple | None = None) -> Linked:
         if s >= 0:
             steps[s] = (e.ts, e.ts + e.dur)
 
-    fwd_of, node_of = _link_backward(ops, parent, subtree_end, ev.flows)
+    fwd_of, node_of = _link_backward(ops, parent, subtree_end, ev.flows, _seq_ops(ev, ops, order))
     for node, f in fwd_of.items():
         # The autograd thread has no ProfilerStep: a backward node runs in its forward op's step.
         if step[node] < 0:
@@ -357,10 +388,11 @@ def link(ev: Events, tree: tuple | None = None) -> Linked:
     )
 
 
-def _link_backward(ops: list[Event], parent: Sequence[int], subtree_end: Sequence[int], flows: list[Event]):
+def _link_backward(ops: list[Event], parent: Sequence[int], subtree_end: Sequence[int], flows: list[Event],
+                   seq_ops: list[int]):
+    """(backward node -> forward op, each op's backward node); ``seq_ops``: the ops with a sequence number."""
     n = len(ops)
     is_node = [False] * n
-    seq_ops = _arg_values(ops, "seq")[0]
     node_name: dict[str, bool] = {}  # few distinct names
     for i in seq_ops:
         nm = ops[i].name
