@@ -50,6 +50,28 @@ def test_nest_is_the_python_loop(ops, launches, base):
 
 
 @needs_nest
+@pytest.mark.parametrize("layout", ["nested", "shuffled", "sorted", "reversed"])
+def test_many_ops_sort_and_nest_as_the_python_loop(layout):
+    # Thousands of ops: the C sort's insertion runs and several merge levels (and their "already in
+    # order" shortcut), in the orders files come in: ops after their children (kineto), random,
+    # already sorted, backwards; with ties of start and duration everywhere.
+    import random
+
+    rnd = random.Random(layout)
+    spans = sorted(((rnd.choice([0.0, 1.0, 2.5]) + rnd.randrange(2000) / 4, rnd.choice([0.0, 0.25, 1.0, 8.0, 40.0]))
+                    for _ in range(5000)), key=lambda td: td[0] + td[1])  # by end: children first
+    if layout == "shuffled":
+        rnd.shuffle(spans)
+    elif layout == "sorted":
+        spans.sort(key=lambda td: (td[0], -td[1]))
+    elif layout == "reversed":
+        spans.sort(key=lambda td: (td[0], -td[1]), reverse=True)
+    tops = [Event(ph="X", cat="cpu_op", name=f"op{i}", ts=t, dur=d) for i, (t, d) in enumerate(spans)]
+    tl = [Event(ph="X", cat="cuda_runtime", name=f"l{i}", ts=rnd.randrange(2000) / 4) for i in range(700)]
+    _same(tops, tl, 17)
+
+
+@needs_nest
 def test_int_and_nan_times_take_the_python_loop():
     # Python-built events may carry ints (kept as ints in the sums) or NaN (no order): both go to
     # the Python loop, which gives what it always gave.
