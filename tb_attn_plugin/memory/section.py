@@ -4,10 +4,9 @@ per call, layer and stage, score-matrix blocks, churn and a downsampled curve.""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import and_
 from typing import Any, Callable
 
+from ..trace import columns
 from .attribute import Attribution
 from .timeline import Timeline, downsample
 
@@ -17,7 +16,6 @@ MAX_CALL_ROWS = 2000
 MAX_SPANS = 3000
 MAX_LIVE_ROWS = 12
 CUDA_BLOCK = 512  # the caching allocator rounds every block up to a multiple of 512 bytes
-_ZERO, _NONE = 0, -1  # (0).__lt__(d): d > 0; (-1).__lt__(k): k >= 0, an event in some call's slot
 
 
 @dataclass
@@ -48,22 +46,16 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
     delta, live, slot, slots = tl.delta, tl.live, att.slot, att.slots
     score_of = [c.score_bytes for c in calls]
 
-    # Per call / per (stage, pass) sums in one pass over the events.
+    # Per call / per (stage, pass) sums over the allocations inside attention calls; the counts over
+    # every event in one pass (trace/columns.py: at C speed, a big trace has millions).
     per_call = [{"bytes_allocated": 0, "allocs": 0, "score_matrix_bytes": 0, "score_matrix_blocks": 0,
                  "bwd_bytes_allocated": 0, "first": -1, "last": -1} for _ in calls]
     per_stage: dict[tuple[str, str], list[int]] = {}
     is_score = bytearray(n)
-    # Passes over every event at iterator speed (a big trace has millions); byte counts are ints,
-    # so their sums are exact in any order.
-    is_alloc = list(map(_ZERO.__lt__, delta))
-    allocs = sum(is_alloc)
-    frees = n - allocs - delta.count(0)
-    allocated_total = sum(compress(delta, is_alloc))
-    # Only the events inside attention calls need the per-call and per-stage sums.
-    for i in compress(range(len(slot)), map(_NONE.__lt__, slot)):
+    allocs, zeros, allocated_total, unpaired_frees, live_at_end, inside = columns.byte_counts(delta, tl.pair, slot)
+    frees = n - allocs - zeros
+    for i in inside:
         d = delta[i]
-        if d <= 0:
-            continue
         s = slots[slot[i]]
         row = per_call[s.call]
         row["bytes_allocated"] += d
@@ -133,8 +125,8 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
         "score_matrix": {"blocks": sum(r["score_matrix_blocks"] for r in call_rows), "bytes_total": total_score,
                          "bytes_per_call_max": max((r["score_matrix_bytes"] for r in call_rows), default=0)},
         "churn": {"allocs": allocs, "frees": frees, "bytes_allocated": allocated_total,
-                  "unpaired_frees": sum(map(and_, map(_ZERO.__gt__, delta), map(_ZERO.__gt__, tl.pair))),
-                  "live_at_end": sum(map(and_, is_alloc, map(_ZERO.__gt__, tl.pair))),
+                  "unpaired_frees": unpaired_frees,
+                  "live_at_end": live_at_end,
                   **(churn or {})},
         "curve": {"start_us": round(t0, 3), "t_us": [round(x - t0, 3) for x in times], "bytes": values,
                   "reserved": reserved, "points_total": n},
@@ -157,12 +149,13 @@ def _peak(tl: Timeline, att: Attribution, calls: list[CallInfo], p: int, is_scor
     for j in live_ix:
         kk = att.slot[j]
         size = tl.delta[j]
+        score = bool(is_score[j])
         if kk >= 0:
             att_bytes += size
-            if is_score[j]:
+            if score:
                 score_bytes += size
         s = att.slots[kk] if kk >= 0 else None
-        key = (calls[s.call].layer if s else None, s.stage if s else None, s.pass_ if s else None, bool(is_score[j]))
+        key = (calls[s.call].layer if s else None, s.stage if s else None, s.pass_ if s else None, score)
         g = groups.setdefault(key, [0, 0, j])
         g[0] += size
         g[1] += 1

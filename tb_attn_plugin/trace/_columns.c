@@ -289,7 +289,73 @@ static PyObject *positions(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* An int64 column of a buffer. */
+static int int64s(PyObject *o, Py_buffer *b) {
+    if (PyObject_GetBuffer(o, b, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (b->itemsize != 8 || b->format == NULL || (strcmp(b->format, "q") != 0 && strcmp(b->format, "l") != 0)) {
+        PyBuffer_Release(b);
+        PyErr_SetString(PyExc_TypeError, "columns must be int64 buffers (array('q'))");
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(byte_counts_doc,
+"byte_counts(delta, pair, slot) -> (allocs, zeros, allocated, unpaired_frees, live_at_end, inside) or None\n\n"
+"One pass over a memory timeline's int64 columns (array('q'), of one length): the allocations\n"
+"(delta > 0), the events of no size, the bytes allocated, the frees of no allocation (delta < 0,\n"
+"pair < 0), the allocations never freed (delta > 0, pair < 0), and the allocations inside some call\n"
+"(slot >= 0) as the bytes of an array('q') of their indices. None when the bytes allocated do\n"
+"not fit in int64 (columns.byte_counts then adds them as Python ints).");
+
+static PyObject *byte_counts(PyObject *self, PyObject *args) {
+    PyObject *od, *op, *os, *result = NULL, *inside = NULL;
+    Py_buffer bd = {0}, bp = {0}, bs = {0};
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO", &od, &op, &os)) return NULL;
+    if (int64s(od, &bd) < 0) return NULL;
+    if (int64s(op, &bp) < 0) goto done;
+    if (int64s(os, &bs) < 0) goto done;
+    if (bp.len != bd.len || bs.len != bd.len) {
+        PyErr_SetString(PyExc_ValueError, "columns of mismatched lengths");
+        goto done;
+    }
+    Py_ssize_t n = bd.len / 8, allocs = 0, zeros = 0, unpaired = 0, live_end = 0, m = 0;
+    const int64_t *d = bd.buf, *pr = bp.buf, *sl = bs.buf;
+    int64_t allocated = 0;
+    int overflow = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (d[i] > 0) {
+            allocs++;
+            overflow |= __builtin_add_overflow(allocated, d[i], &allocated);
+            live_end += pr[i] < 0;
+            m += sl[i] >= 0;
+        } else if (d[i] == 0) {
+            zeros++;
+        } else {
+            unpaired += pr[i] < 0;
+        }
+    }
+    if (overflow) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    inside = PyBytes_FromStringAndSize(NULL, m * 8);
+    if (inside == NULL) goto done;
+    int64_t *at = (int64_t *)PyBytes_AS_STRING(inside);
+    for (Py_ssize_t i = 0, k = 0; i < n; i++)
+        if (d[i] > 0 && sl[i] >= 0) at[k++] = i;
+    result = Py_BuildValue("(nnLnnO)", allocs, zeros, (long long)allocated, unpaired, live_end, inside);
+done:
+    Py_XDECREF(inside);
+    if (bd.buf != NULL) PyBuffer_Release(&bd);
+    if (bp.buf != NULL) PyBuffer_Release(&bp);
+    if (bs.buf != NULL) PyBuffer_Release(&bs);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"byte_counts", byte_counts, METH_VARARGS, byte_counts_doc},
     {"positions", positions, METH_VARARGS, positions_doc},
     {"factorize", factorize, METH_VARARGS, factorize_doc},
     {"sums", sums, METH_VARARGS, sums_doc},

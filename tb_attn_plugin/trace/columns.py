@@ -1,6 +1,6 @@
-"""Sums and spans of op columns per group (a call's stage and pass, a step, an op name), and where
-each op name occurs: the loops the metrics, the roofline timing, the memory section and
-Linked.where_name share, at C speed when _columns.c is built."""
+"""Sums and spans of op columns per group (a call's stage and pass, a step, an op name), where each
+op name occurs, and a memory timeline's byte counts: the loops the metrics, the roofline timing,
+the memory section and Linked.where_name share, at C speed when _columns.c is built."""
 
 from __future__ import annotations
 
@@ -83,3 +83,24 @@ def positions(keys: list) -> dict:
 
 def _is_doubles(v) -> bool:
     return isinstance(v, array) and v.typecode == "d"
+
+
+def byte_counts(delta: Sequence[int], pair: Sequence[int], slot: Sequence[int]) -> tuple[int, int, int, int, int, list[int]]:
+    """A memory timeline's (allocations, events of no size, bytes allocated, frees of no allocation,
+    allocations never freed, the indices of the allocations inside some call: slot >= 0)."""
+    if _c is not None and all(_is_int64s(c) for c in (delta, pair, slot)) and len(delta) == len(pair) == len(slot):
+        got = _c.byte_counts(delta, pair, slot)
+        if got is not None:
+            allocs, zeros, allocated, unpaired, live_end, inside = got
+            return allocs, zeros, allocated, unpaired, live_end, array("q", inside).tolist()
+    allocs = sum(1 for d in delta if d > 0)
+    zeros = sum(1 for d in delta if d == 0)
+    allocated = sum(d for d in delta if d > 0)
+    unpaired = sum(1 for d, p in zip(delta, pair) if d < 0 and p < 0)
+    live_end = sum(1 for d, p in zip(delta, pair) if d > 0 and p < 0)
+    inside = [i for i, (d, k) in enumerate(zip(delta, slot)) if d > 0 and k >= 0]
+    return allocs, zeros, allocated, unpaired, live_end, inside
+
+
+def _is_int64s(v) -> bool:
+    return isinstance(v, array) and v.typecode == "q"
