@@ -146,3 +146,26 @@ def test_byte_counts_refuse_mismatched_or_mistyped_columns():
         columns._c.byte_counts(array("d", [1.0]), array("q", [1]), array("q", [0]))
     # the wrapper takes the Python loop for anything but three int64 arrays of one length
     assert columns.byte_counts([5, -5], [1, 0], [0, -1]) == (1, 0, 5, 0, 0, [0])
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from([-1, 0, 1, 2, 3547]), _value), max_size=80))
+def test_masked_sums_are_the_python_loop(rows):
+    mask, keys, values = bytes(r[0] for r in rows), [r[1] for r in rows], array("d", [r[2] for r in rows])
+    c = columns.masked_sums(mask, keys, values)
+    saved, columns._c = columns._c, None
+    try:
+        python = columns.masked_sums(mask, keys, values)
+    finally:
+        columns._c = saved
+    assert repr(c) == repr(python)  # the same floats to the bit (-0.0 included), keys in the same order
+    assert list(c[1]) == list(dict.fromkeys(k for on, k, _ in rows if on))
+
+
+@needs_c
+def test_masked_sums_refuse_mismatched_columns():
+    with pytest.raises(ValueError):
+        columns._c.masked_sums(b"\x01\x01", [0], array("d", [1.0, 2.0]))
+    with pytest.raises(TypeError):
+        columns._c.masked_sums(b"\x01", [0], array("q", [1]))

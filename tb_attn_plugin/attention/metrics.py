@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import reduce
 from itertools import compress
-from operator import add, attrgetter
 
 from ..trace import columns
 from ..trace.link import Linked
@@ -74,9 +72,8 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     # per group in op order (trace/columns.py), as one loop over the ops would.
     cells: list[dict[tuple[str, str], Cell]] = [dict() for _ in calls]
     self_cpu, step = L.self_cpu, L.step
-    is_cpu = list(map(_CPU_OP.__eq__, map(attrgetter("cat"), ops)))  # at C speed: most ops are cpu ops
-    total_cpu = reduce(add, compress(self_cpu, is_cpu), 0.0)
-    step_cpu = {st: got[1] for st, got in columns.sums(list(compress(range(n), is_cpu)), (step,), None, self_cpu).items()}
+    is_cpu = L.cpu
+    total_cpu, step_cpu = columns.masked_sums(is_cpu, step, self_cpu)
     cpu_members = list(compress(in_calls, map(is_cpu.__getitem__, in_calls)))
     for (c, st, b), (_, s) in columns.sums(cpu_members, (call_of, stage_of, bwd), "other", self_cpu).items():
         cells[c][(st, "bwd" if b else "fwd")] = Cell(cpu_us=s)
@@ -177,7 +174,6 @@ def _settle_implementation(L: Linked, c: Call, fused: dict[str, float]) -> None:
     c.backend = backend
 
 
-_CPU_OP = "cpu_op"
 LAYER_INDEX = re.compile(r"\.\d+(?=\.|$)")
 
 

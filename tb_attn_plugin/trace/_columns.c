@@ -354,7 +354,86 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(masked_sums_doc,
+"masked_sums(mask, keys, values) -> (total, sums)\n\n"
+"Over the rows whose mask byte is not 0, in row order: the sum of values[row] from 0.0, and key\n"
+"-> the sum of values[row] from 0.0 over the rows of that key (keys[row], a list), keys in order\n"
+"of first appearance. mask: bytes of one length with keys and values (float64).");
+
+static PyObject *masked_sums(PyObject *self, PyObject *args) {
+    PyObject *omask, *keys, *ovals, *index = NULL, *order = NULL, *out = NULL, *result = NULL, *last_key = NULL;
+    Py_buffer bm = {0}, bv = {0};
+    double *acc = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO!O", &omask, &PyList_Type, &keys, &ovals)) return NULL;
+    if (PyObject_GetBuffer(omask, &bm, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (doubles(ovals, &bv) < 0) goto done;
+    Py_ssize_t n = bm.len;
+    if (bv.len != n * 8 || PyList_GET_SIZE(keys) != n) {
+        PyErr_SetString(PyExc_ValueError, "mask, keys and values of mismatched lengths");
+        goto done;
+    }
+    index = PyDict_New(); /* key -> its number */
+    order = PyList_New(0); /* the keys by number */
+    acc = PyMem_Malloc(sizeof(double) * 16);
+    Py_ssize_t cap = 16, last = -1; /* last: last_key's number; last_key a reference of our own, as a key's
+                                      * hash or equality may change the list */
+    if (index == NULL || order == NULL || acc == NULL) goto done;
+    const unsigned char *m = bm.buf;
+    const double *v = bv.buf;
+    double total = 0.0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!m[i]) continue;
+        total += v[i];
+        if (i >= PyList_GET_SIZE(keys)) {
+            PyErr_SetString(PyExc_ValueError, "keys changed length");
+            goto done;
+        }
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        if (key != last_key) { /* a step's ops are runs: most rows reuse the last key */
+            PyObject *at = PyDict_GetItemWithError(index, key);
+            if (at != NULL) {
+                last = PyLong_AsSsize_t(at);
+            } else {
+                if (PyErr_Occurred()) goto done;
+                last = PyList_GET_SIZE(order);
+                if (last == cap) {
+                    double *grown = PyMem_Realloc(acc, sizeof(double) * (size_t)(cap *= 2));
+                    if (grown == NULL) goto done;
+                    acc = grown;
+                }
+                acc[last] = 0.0;
+                PyObject *num = PyLong_FromSsize_t(last);
+                int bad = num == NULL || PyDict_SetItem(index, key, num) < 0 || PyList_Append(order, key) < 0;
+                Py_XDECREF(num);
+                if (bad) goto done;
+            }
+            Py_XSETREF(last_key, Py_NewRef(key));
+        }
+        acc[last] += v[i];
+    }
+    out = PyDict_New();
+    if (out == NULL) goto done;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(order); k++) {
+        PyObject *f = PyFloat_FromDouble(acc[k]);
+        int bad = f == NULL || PyDict_SetItem(out, PyList_GET_ITEM(order, k), f) < 0;
+        Py_XDECREF(f);
+        if (bad) goto done;
+    }
+    result = Py_BuildValue("(dO)", total, out);
+done:
+    Py_XDECREF(last_key);
+    Py_XDECREF(out);
+    Py_XDECREF(index);
+    Py_XDECREF(order);
+    PyMem_Free(acc);
+    PyBuffer_Release(&bm);
+    if (bv.buf != NULL) PyBuffer_Release(&bv);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"masked_sums", masked_sums, METH_VARARGS, masked_sums_doc},
     {"byte_counts", byte_counts, METH_VARARGS, byte_counts_doc},
     {"positions", positions, METH_VARARGS, positions_doc},
     {"factorize", factorize, METH_VARARGS, factorize_doc},

@@ -85,6 +85,19 @@ def _is_doubles(v) -> bool:
     return isinstance(v, array) and v.typecode == "d"
 
 
+def masked_sums(mask: Sequence[int], keys: list, values: Sequence[float]) -> tuple[float, dict]:
+    """Over the rows whose mask is true, in row order: (the sum of their values from 0.0, key ->
+    the sum of its rows' values from 0.0, keys in order of first appearance)."""
+    if _c is not None and isinstance(mask, (bytes, bytearray)) and type(keys) is list and _is_doubles(values):
+        return _c.masked_sums(mask, keys, values)
+    total, out = 0.0, {}
+    for on, k, v in zip(mask, keys, values):
+        if on:
+            total += v
+            out[k] = out.get(k, 0.0) + v
+    return total, out
+
+
 def byte_counts(delta: Sequence[int], pair: Sequence[int], slot: Sequence[int]) -> tuple[int, int, int, int, int, list[int]]:
     """A memory timeline's (allocations, events of no size, bytes allocated, frees of no allocation,
     allocations never freed, the indices of the allocations inside some call: slot >= 0)."""

@@ -71,6 +71,7 @@ class Linked:
     warnings: list[str] = field(default_factory=list)
     _names: list[str] | None = field(default=None, repr=False)  # each op's name (where_name)
     _bwd: list[bool] | None = field(default=None, repr=False)
+    _cpu: bytes | None = field(default=None, repr=False)
     _positions: dict[str, list[int]] | None = field(default=None, repr=False)  # name -> its ops (where_name)
 
     @property
@@ -82,6 +83,13 @@ class Linked:
 
     def is_module(self, i: int) -> bool:
         return self.ops[i].cat == "python_function"
+
+    @property
+    def cpu(self) -> bytes:
+        """1 for each cpu op (cat "cpu_op"; not annotations or module scopes), else 0, as a column."""
+        if self._cpu is None:
+            self._cpu = bytes(map(CPU_OP.__eq__, map(_CAT, self.ops)))
+        return self._cpu
 
     @property
     def names(self) -> list[str]:
@@ -110,7 +118,8 @@ def _sortable(key: tuple):
     return (str(key[0]), str(key[1]))
 
 
-_TS, _DUR, _NAME = attrgetter("ts"), attrgetter("dur"), attrgetter("name")
+_TS, _DUR, _NAME, _CAT = attrgetter("ts"), attrgetter("dur"), attrgetter("name"), attrgetter("cat")
+CPU_OP = "cpu_op"
 
 
 def _by_thread(events: list[Event]) -> dict[tuple, list[Event]]:
@@ -355,7 +364,7 @@ def link(ev: Events, tree: tuple | None = None) -> Linked:
         if s >= 0:
             steps[s] = (e.ts, e.ts + e.dur)
 
-    fwd_of, node_of = _link_backward(ops, parent, subtree_end, ev.flows, _seq_ops(ev, ops, order))
+    fwd_of, node_of, any_backward = _link_backward(ops, parent, subtree_end, ev.flows, _seq_ops(ev, ops, order))
     for node, f in fwd_of.items():
         # The autograd thread has no ProfilerStep: a backward node runs in its forward op's step.
         if step[node] < 0:
@@ -385,6 +394,7 @@ def link(ev: Events, tree: tuple | None = None) -> Linked:
         graph_kernels=graph_kernels,
         _names=names,
         _positions=positions,
+        _bwd=None if any_backward else [False] * n,  # inference: no op runs in backward
     )
 
 
@@ -451,7 +461,7 @@ def _link_backward(ops: list[Event], parent: Sequence[int], subtree_end: Sequenc
     node_of = [-1] * n
     for i in sorted(marks):
         node_of[i:subtree_end[i]] = [marks[i]] * (subtree_end[i] - i)
-    return fwd_of, node_of
+    return fwd_of, node_of, bool(marks)
 
 
 def _depth(parent: list[int], i: int) -> int:
