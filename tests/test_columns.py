@@ -169,3 +169,17 @@ def test_masked_sums_refuse_mismatched_columns():
         columns._c.masked_sums(b"\x01\x01", [0], array("d", [1.0, 2.0]))
     with pytest.raises(TypeError):
         columns._c.masked_sums(b"\x01", [0], array("q", [1]))
+
+
+@needs_c
+@given(st.lists(st.integers(-3, 3) | st.sampled_from([1 << 70, -(1 << 70)]), max_size=60))
+def test_nonnegative_is_the_python_loop(values):
+    want = [i for i, v in enumerate(values) if v >= 0]
+    assert columns.nonnegative(values) == want == columns._c.nonnegative(values)
+
+
+def test_nonnegative_leaves_what_is_not_an_int_to_the_python_loop():
+    assert columns.nonnegative([0, 1.5, -2.0, True, -1]) == [0, 1, 3]
+    if columns._c is not None:
+        with pytest.raises(TypeError):
+            columns._c.nonnegative([0, 1.5])

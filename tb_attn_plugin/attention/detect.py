@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import chain, compress
+from itertools import chain
 from operator import attrgetter
 from typing import Any
 
@@ -349,5 +349,5 @@ def detect(L: Linked) -> tuple[list[Call], list[int]]:
 def members(call_of: list[int]) -> list[int]:
     """The ops that belong to some call, in op order (found at C speed). The passes that only look
     at call ops walk this list, not every op: a part of a trace's ops (under half in BERT-small's)."""
-    return list(compress(range(len(call_of)), map((-1).__lt__, call_of)))
+    return columns.nonnegative(call_of)
 

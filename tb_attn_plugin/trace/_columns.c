@@ -432,7 +432,39 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(nonnegative_doc,
+"nonnegative(values) -> list\n\n"
+"The positions, ascending, of the items of the list values (ints) that are >= 0.");
+
+static PyObject *nonnegative(PyObject *self, PyObject *args) {
+    PyObject *values, *out;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &values)) return NULL;
+    out = PyList_New(0);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(values); i++) {
+        PyObject *v = PyList_GET_ITEM(values, i);
+        if (!PyLong_CheckExact(v)) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_TypeError, "values must be ints");
+            return NULL;
+        }
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow < 0 || (overflow == 0 && x < 0)) continue;
+        PyObject *num = PyLong_FromSsize_t(i);
+        if (num == NULL || PyList_Append(out, num) < 0) {
+            Py_XDECREF(num);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(num);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"nonnegative", nonnegative, METH_VARARGS, nonnegative_doc},
     {"masked_sums", masked_sums, METH_VARARGS, masked_sums_doc},
     {"byte_counts", byte_counts, METH_VARARGS, byte_counts_doc},
     {"positions", positions, METH_VARARGS, positions_doc},

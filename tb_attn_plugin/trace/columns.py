@@ -5,6 +5,8 @@ the memory section and Linked.where_name share, at C speed when _columns.c is bu
 from __future__ import annotations
 
 from array import array
+from itertools import compress, repeat
+from operator import ge
 from typing import Any, Sequence
 
 try:
@@ -83,6 +85,16 @@ def positions(keys: list) -> dict:
 
 def _is_doubles(v) -> bool:
     return isinstance(v, array) and v.typecode == "d"
+
+
+def nonnegative(values: list[int]) -> list[int]:
+    """The positions (ascending) of the values >= 0."""
+    if _c is not None and type(values) is list and set(map(type, values[:1])) <= {int}:
+        try:
+            return _c.nonnegative(values)
+        except TypeError:  # an item that is not an int: the loop below compares as Python does
+            pass
+    return list(compress(range(len(values)), map(ge, values, repeat(0))))
 
 
 def masked_sums(mask: Sequence[int], keys: list, values: Sequence[float]) -> tuple[float, dict]:
