@@ -27,7 +27,7 @@ from ..memory import engine as memory
 from ..roofline.section import build as build_roofline
 from ..trace import discover, stream
 from ..trace.events import Args, decode
-from ..trace.link import Linked, link, op_tree
+from ..trace.link import Linked, launches_by_correlation, link, op_tree
 from ..trace.pipeline import together
 from ..trace.read import file_size, read_trace_text
 from ..version import ENGINE_VERSION, SCHEMA_VERSION
@@ -70,11 +70,12 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
             ev = decode(path, text, warnings, keep_shapes=needs_shapes)
             del text
         say("linking", 0.6)
-        # The op tree's nesting runs in C without the GIL; the memory timelines need nothing else
-        # of the trace, so they are made meanwhile, on this thread.
-        tree, timelines = together(lambda: op_tree(ev), lambda: memory.Timelines(ev))
-        L = link(ev, tree)
-        del tree
+        # The op tree's nesting runs in C without the GIL; the memory timelines and the launches by
+        # correlation id need nothing of the tree, so they are made meanwhile, on this thread.
+        tree, (timelines, by_corr) = together(lambda: op_tree(ev),
+                                              lambda: (memory.Timelines(ev), launches_by_correlation(ev)))
+        L = link(ev, tree, by_corr)
+        del tree, by_corr
         say("finding attention", 0.75)
         calls, call_of = detect(L)
         say("measuring", 0.85)

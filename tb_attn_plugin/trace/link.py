@@ -302,14 +302,22 @@ def op_tree(ev: Events) -> tuple:
     return _tree_native(ev) or _tree_by_thread(ev)
 
 
-def link(ev: Events, tree: tuple | None = None) -> Linked:
-    """The linked trace; ``tree``: op_tree(ev) when the caller built it already."""
+def launches_by_correlation(ev: Events) -> dict[int, int]:
+    """Correlation id -> the position of its launch in ev.launches (a later launch wins). Needs no
+    op tree, so a caller may find it while the tree is built (pipeline.together)."""
+    idx, corr = _gathered_args(ev.launch_columns, ev.launches, "correlation")
+    return dict(zip(corr, idx))
+
+
+def link(ev: Events, tree: tuple | None = None, by_corr: dict[int, int] | None = None) -> Linked:
+    """The linked trace; ``tree``: op_tree(ev), ``by_corr``: launches_by_correlation(ev), when the
+    caller found them already."""
     ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, order = tree or op_tree(ev)
     n = len(ops)
 
     # Kernels -> launch -> op.
-    idx, corr = _gathered_args(ev.launch_columns, ev.launches, "correlation")
-    by_corr = dict(zip(corr, idx))  # correlation -> launch position (a later launch wins)
+    if by_corr is None:
+        by_corr = launches_by_correlation(ev)
     launches = ev.launches
     by_ext: dict[int, int] | None = None
     graph_launch: dict[str, bool] = {}  # launch name -> is a graph launch (few names, many launches)
