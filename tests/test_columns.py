@@ -183,3 +183,23 @@ def test_nonnegative_leaves_what_is_not_an_int_to_the_python_loop():
     if columns._c is not None:
         with pytest.raises(TypeError):
             columns._c.nonnegative([0, 1.5])
+
+
+@needs_c
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["aten::view", "aten::mm", "", "aten::t"]), _value), max_size=60),
+       st.data())
+def test_picked_is_the_python_loop(rows, data):
+    keys, values = [r[0] for r in rows], array("d", [r[1] for r in rows])
+    visit = _picked(data, rows)
+    wanted = frozenset({"aten::view", "aten::t"})
+    c = columns.picked(visit, keys, wanted, values)
+    assert repr(c) == repr([values[i] for i in visit if keys[i] in wanted])
+
+
+@needs_c
+def test_picked_refuses_rows_outside_the_columns():
+    with pytest.raises(IndexError):
+        columns._c.picked([3], ["a"], {"a"}, array("d", [1.0]))
+    with pytest.raises(TypeError):
+        columns._c.picked([0], ["a"], ["a"], array("d", [1.0]))

@@ -7,6 +7,7 @@ op and its inner op never count one kernel twice.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import compress
 
@@ -140,20 +141,26 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
         row[0] += 1
         row[1] += d
 
+    attention_ops = L.where_name(_is_attention_op)  # few per call: each call bisects its own
     for c in calls:
-        _settle_implementation(L, c, fused_seen[c.id])
+        _settle_implementation(L, c, fused_seen[c.id], attention_ops)
     return Measured(cells, kernel_rows, op_rows, stage_of, total_gpu, total_cpu, step_gpu, step_cpu, kernel_call,
                     call_kernels, in_calls, cpu_members)
 
 
-def _settle_implementation(L: Linked, c: Call, fused: dict[str, float]) -> None:
-    """What ran: the fused kernel's family first, then the innermost attention op, then the tag."""
+def _is_attention_op(name: str) -> bool:
+    return P.attention_op(name) is not None
+
+
+def _settle_implementation(L: Linked, c: Call, fused: dict[str, float], attention_ops: list[int]) -> None:
+    """What ran: the fused kernel's family first, then the innermost attention op, then the tag.
+    ``attention_ops``: the positions (ascending) of the ops that are attention ops."""
     tag = c.info.get("tag") or {}
     deepest, depth = None, -1
-    for j in range(c.lo, c.hi):
-        hit = P.attention_op(L.ops[j].name)
-        if hit is not None and L.depth[j] > depth:
-            deepest, depth = hit, L.depth[j]
+    for k in range(bisect_left(attention_ops, c.lo), bisect_left(attention_ops, c.hi)):
+        j = attention_ops[k]
+        if L.depth[j] > depth:
+            deepest, depth = P.attention_op(L.ops[j].name), L.depth[j]
     backend = (deepest[1] if deepest else "") or str(tag.get("backend") or "")
     if fused:
         impl = max(fused, key=fused.get)

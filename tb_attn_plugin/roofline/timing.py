@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from itertools import compress
 
 from ..attention.metrics import Measured
 from ..trace import columns
@@ -75,7 +74,6 @@ def measure_timing(L: Linked, calls, call_of: list[int], m: Measured) -> Timing:
     rows = m.cpu_members
     for (c, st, b), (count, _) in columns.sums(rows, (call_of, m.stage_of, L.bwd), "other").items():
         ops[c][(st, "bwd" if b else "fwd")] = count
-    names = L.names
-    views = list(map(L.self_cpu.__getitem__, compress(rows, map(VIEW_OPS.__contains__, map(names.__getitem__, rows)))))
+    views = columns.picked(rows, L.names, VIEW_OPS, L.self_cpu)
     return Timing(idle, gaps_n, wall, ops, statistics.median(all_gaps) if all_gaps else None,
                   statistics.median(views) if views else None, all_gaps)

@@ -463,7 +463,54 @@ static PyObject *nonnegative(PyObject *self, PyObject *args) {
     return out;
 }
 
+PyDoc_STRVAR(picked_doc,
+"picked(rows, keys, wanted, values) -> list\n\n"
+"values[row] (float64) for each row (a list of indices into keys, a list) whose key is in the\n"
+"set or frozenset wanted, in row order.");
+
+static PyObject *picked(PyObject *self, PyObject *args) {
+    PyObject *rows, *keys, *wanted, *ovals, *out = NULL;
+    Py_buffer bv = {0};
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!O!OO", &PyList_Type, &rows, &PyList_Type, &keys, &wanted, &ovals)) return NULL;
+    if (!PyAnySet_Check(wanted)) {
+        PyErr_SetString(PyExc_TypeError, "wanted must be a set or frozenset");
+        return NULL;
+    }
+    if (doubles(ovals, &bv) < 0) return NULL;
+    const double *v = bv.buf;
+    Py_ssize_t nv = bv.len / 8;
+    out = PyList_New(0);
+    if (out == NULL) goto done;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(rows); k++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(rows, k));
+        if (i == -1 && PyErr_Occurred()) goto fail;
+        if (i < 0 || i >= PyList_GET_SIZE(keys) || i >= nv) {
+            PyErr_SetString(PyExc_IndexError, "a row outside the columns");
+            goto fail;
+        }
+        PyObject *key = Py_NewRef(PyList_GET_ITEM(keys, i)); /* its hash may run code that changes keys */
+        int in = PySet_Contains(wanted, key);
+        Py_DECREF(key);
+        if (in < 0) goto fail;
+        if (!in) continue;
+        PyObject *f = PyFloat_FromDouble(v[i]);
+        if (f == NULL || PyList_Append(out, f) < 0) {
+            Py_XDECREF(f);
+            goto fail;
+        }
+        Py_DECREF(f);
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&bv);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"picked", picked, METH_VARARGS, picked_doc},
     {"nonnegative", nonnegative, METH_VARARGS, nonnegative_doc},
     {"masked_sums", masked_sums, METH_VARARGS, masked_sums_doc},
     {"byte_counts", byte_counts, METH_VARARGS, byte_counts_doc},

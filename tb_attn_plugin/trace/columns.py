@@ -87,6 +87,13 @@ def _is_doubles(v) -> bool:
     return isinstance(v, array) and v.typecode == "d"
 
 
+def picked(rows: list[int], keys: list, wanted: frozenset | set, values: Sequence[float]) -> list[float]:
+    """values[row] for the rows (in order) whose key is in ``wanted``."""
+    if _c is not None and type(rows) is list and type(keys) is list and _is_doubles(values):
+        return _c.picked(rows, keys, wanted, values)
+    return list(map(values.__getitem__, compress(rows, map(wanted.__contains__, map(keys.__getitem__, rows)))))
+
+
 def nonnegative(values: list[int]) -> list[int]:
     """The positions (ascending) of the values >= 0."""
     if _c is not None and type(values) is list and set(map(type, values[:1])) <= {int}:
