@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The C op-column helpers (tb_attn_plugin/trace/_nest.c, _kept.c, _columns.c) under AddressSanitizer
+# The C op-column helpers (tb_attn_plugin/trace/_nest.c, _kept.c, _columns.c; memory timeline counts too) under AddressSanitizer
 # and UBSan: instrumented copies built in a temporary directory get the op columns of a real trace,
 # then random columns, rows and thread tables, in range and out of it (those must raise, not read
 # out of bounds). Not part of CI (it needs a debug build); run by hand after changing them:
@@ -30,10 +30,25 @@ pos = _columns.positions(names)
 ids, ks = _columns.factorize(list(range(len(names))), (names,), "other")
 sums = _columns.sums(list(range(len(names))), (names,), None, array("d", odur))
 spans = _columns.spans(list(range(len(names))), (names,), None, array("d", ots), array("d", odur))
-print(f"real trace: {len(ev.ops)} ops on {len(keys)} threads, {len(seq[0])} with a seq, {len(pos)} names")
+# the columns gathered chunk by chunk (events._Kept) and the memory section's helpers, on the same trace
+index, kk, th = {}, [], array("q")
+for a in range(0, len(ev.ops), 997):
+    th.frombytes(_kept.columns(ev.ops[a:a + 997], index, kk)[0])
+    assert _kept.arg_values(ev.ops[a:a + 997], "seq", a)[0] == [i for i in seq[0] if a <= i < a + 997]
+assert kk == okeys and th == array("q", oth)
+cpu = bytes(e.cat == "cpu_op" for e in ev.ops)
+steps = [i // 1000 for i in range(len(ev.ops))]
+total, per_step = _columns.masked_sums(cpu, steps, array("d", odur))
+members = _columns.nonnegative([i % 3 - 1 for i in range(len(ev.ops))])
+views = _columns.picked(list(range(len(names))), names, frozenset({"aten::view"}), array("d", odur))
+from tb_attn_plugin.memory import profiler_events
+tl = max(profiler_events.timelines(ev.memory).values(), key=len)
+counts = _columns.byte_counts(tl.delta, tl.pair, array("q", [i % 5 - 1 for i in range(len(tl))]))
+print(f"real trace: {len(ev.ops)} ops on {len(keys)} threads, {len(seq[0])} with a seq, {len(pos)} names, "
+      f"{len(members)} members, {len(views)} views, {len(per_step)} steps, {len(tl)} memory events ({counts[0]} allocs)")
 rnd, raised = random.Random(5), 0
 for i in range(int(sys.argv[2])):
-    n, m, nth = rnd.randint(0, 40), rnd.randint(0, 20), rnd.randint(0, 4)
+    n, m, nth = rnd.randint(0, 40 if i % 7 else 300), rnd.randint(0, 20), rnd.randint(0, 4)  # 300: merged runs
     th = array("q", [rnd.randint(-1, nth) for _ in range(n)])
     lt = array("q", [rnd.randint(-1, nth) for _ in range(m)])
     ts = array("d", [rnd.choice([0.0, 1.0, 2.5, float("nan")]) for _ in range(n)])
@@ -48,11 +63,17 @@ for i in range(int(sys.argv[2])):
     col = [rnd.choice(["a", None, "", 1]) for _ in range(rnd.randint(0, 30))]
     rows = [rnd.randint(-2, 32) for _ in range(rnd.randint(0, 30))]
     vals = array("d", [rnd.random() for _ in range(rnd.randint(0, 30))])
+    ints = [rnd.choice([-1, 0, 7, 1 << 70, -(1 << 70)]) for _ in range(rnd.randint(0, 30))]
+    q = [array("q", [rnd.choice([-5, 0, 5, 1 << 62]) for _ in range(rnd.randint(0, 30))]) for _ in range(3)]
+    mask = bytes(rnd.randint(0, 1) for _ in range(rnd.randint(0, 30)))
     for call in (lambda: _columns.sums(rows, (col, col), "x", vals), lambda: _columns.spans(rows, (col,), "x", vals, vals),
-                 lambda: _columns.factorize(rows, (col,), "x"), lambda: _columns.positions(col)):
+                 lambda: _columns.factorize(rows, (col,), "x"), lambda: _columns.positions(col),
+                 lambda: _columns.nonnegative(ints), lambda: _columns.byte_counts(*q),
+                 lambda: _columns.masked_sums(mask, ints, vals), lambda: _columns.picked(rows, col, {"a", 1}, vals),
+                 lambda: _kept.columns(ev.ops[:n], {}, []), lambda: _kept.arg_values(ev.ops[:n], "seq", m)):
         try:
             call()
-        except IndexError:
+        except (IndexError, ValueError, TypeError):
             raised += 1
-print(f"{sys.argv[2]} random cases: no memory error ({raised} refused as out of range)")
+print(f"{sys.argv[2]} random cases: no memory error ({raised} refused: out of range, mismatched or mistyped)")
 PYEOF
