@@ -17,6 +17,7 @@ VmHWM, the whole process included; CPU seconds are user + system over all its th
     .venv/bin/python bench/big_trace.py --gb 2            # BERT-small replicated to 2 GB, ~5 min
     .venv/bin/python bench/big_trace.py --gb 2 --repeat 3 # each arm 3 times, interleaved: the best of each
     .venv/bin/python bench/big_trace.py --gb 0.2 --whole  # quick, with the whole-text path too
+    .venv/bin/python bench/big_trace.py --gb 2 --repeat 3 --engine /tmp/old  # and an earlier engine, in turn
 
 With --repeat, the arms take turns (floor, scan, tb-attn, floor, ...), so a slow minute of a shared
 VM falls on all of them alike; each row keeps its fastest run and lists the others.
@@ -43,12 +44,13 @@ from make_trace import replicate  # noqa: E402
 
 DEFAULT_SOURCE = os.path.join(REPO, "..", "shared", "traces", "tl_h100_bert_small_sdpa_flash.json.gz")
 
-_SETUP = f"""
+_SETUP_OF = """
 import os, sys
-sys.path.insert(0, {REPO!r})
+sys.path.insert(0, {repo!r})
 from tb_attn_plugin.trace import stream, native, events
 from tb_attn_plugin.report.build import analyze_file
 """
+_SETUP = _SETUP_OF.format(repo=REPO)
 
 FLOOR = """
 c0 = os.times()
@@ -124,6 +126,7 @@ def main() -> int:
     ap.add_argument("--whole", action="store_true", help="also measure the whole-text path (needs ~2x the size in RAM)")
     ap.add_argument("--keep", action="store_true", help="keep the big files")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each arm, interleaved; the fastest is kept")
+    ap.add_argument("--engine", help="also time the engine of this checkout (e.g. a worktree of an earlier commit)")
     args = ap.parse_args()
     plain, gz, copies = build(args.source, args.gb, args.out)
     python = sys.executable
@@ -137,6 +140,9 @@ def main() -> int:
                     ("tb_attn", child_code(_SETUP, ANALYZE), ())]
             if args.whole:
                 arms.append(("whole", child_code(_SETUP, ANALYZE), ("whole",)))
+            if args.engine:
+                # another checkout's engine (a worktree of an earlier commit, built in place), in turn with this one
+                arms.append(("engine", child_code(_SETUP_OF.format(repo=os.path.abspath(args.engine)), ANALYZE), ()))
             for turn in range(max(1, args.repeat)):
                 for name, code, extra_args in arms:
                     r = run_once(python, code, path, *extra_args, timeout=3600)
@@ -159,20 +165,27 @@ def main() -> int:
                 if os.path.exists(p):
                     os.remove(p)
     print()
-    print("| file | on disk | JSON | floor: read + count | read + C scan | tb-attn | tb-attn / floor | tb-attn CPU s "
-          "| peak RSS | peak RSS / JSON size |" + (" whole text: s, peak RSS |" if args.whole else ""))
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if args.whole else ""))
+    print("| file | on disk | JSON | floor: read + count | read + C scan | tb-attn | tb-attn / floor "
+          "| tb-attn / read + C scan | tb-attn CPU s | peak RSS | peak RSS / JSON size |"
+          + (" whole text: s, peak RSS |" if args.whole else "") + (" engine of --engine: s, / read + C scan |"
+                                                                    if args.engine else ""))
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if args.whole else "")
+          + ("---:|" if args.engine else ""))
     for row in results:
         f, s, a = row.get("floor", {}), row.get("scan", {}), row.get("tb_attn", {})
         if "seconds" not in a or "seconds" not in f:
             continue
+        scan_s = s.get("seconds", float("nan"))
         line = (f"| {row['file']} | {row['on_disk'] / 2**20:,.0f} MiB | {row['json_bytes'] / 2**30:.2f} GiB "
-                f"| {f['seconds']:.1f} s | {s.get('seconds', float('nan')):.1f} s | {a['seconds']:.1f} s{_others(a)} "
-                f"| **{a['seconds'] / f['seconds']:.1f}x** | {a['cpu_s']:.1f} | {a['peak_rss_mb']:,} MB "
-                f"| **{a['peak_rss_mb'] * 2**20 / row['json_bytes']:.2f}** |")
+                f"| {f['seconds']:.1f} s | {scan_s:.1f} s | {a['seconds']:.1f} s{_others(a)} "
+                f"| {a['seconds'] / f['seconds']:.1f}x | **{a['seconds'] / scan_s:.1f}x** | {a['cpu_s']:.1f} "
+                f"| {a['peak_rss_mb']:,} MB | **{a['peak_rss_mb'] * 2**20 / row['json_bytes']:.2f}** |")
         if args.whole and "seconds" in row.get("whole", {}):
             w = row["whole"]
             line += f" {w['seconds']:.1f} s, {w['peak_rss_mb']:,} MB |"
+        if args.engine and "seconds" in row.get("engine", {}):
+            e = row["engine"]
+            line += f" {e['seconds']:.1f} s{_others(e)}, {e['seconds'] / scan_s:.1f}x |"
         print(line)
     os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
     with open(os.path.join(HERE, "out", "big_trace.json"), "w") as fh:
