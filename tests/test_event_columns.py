@@ -43,6 +43,8 @@ def test_gathered_columns_are_the_events_columns(monkeypatch, cpu_traces, window
             assert gathered.keys == keys
             assert gathered.thread == array("q", th) and gathered.ts == array("d", ts) and gathered.dur == array("d", dur)
             assert (gathered.arg_at, gathered.arg_values) == tuple(link._arg_values(evs, attr))
+            if gathered.cat is not None:
+                assert gathered.is_cat == bytes(e.cat == gathered.cat for e in evs)
     assert max(adds) > 3  # gathered over many chunks, not one
 
 
@@ -50,7 +52,7 @@ def _linked_lists(L):
     cols = ("parent", "depth", "subtree_end", "self_cpu", "gpu_self", "launches_self", "step", "node_of", "ts", "dur",
             "thread")
     return ([id(e) for e in L.ops], {c: list(getattr(L, c)) for c in cols}, L.fwd_of, L.threads,
-            [(id(k.ev), k.op, k.graph) for k in L.kernels], L.steps, L.unlinked_kernels)
+            [(id(k.ev), k.op, k.graph) for k in L.kernels], L.steps, L.unlinked_kernels, bytes(L.cpu))
 
 
 @needs_kept
@@ -60,6 +62,8 @@ def test_link_is_the_same_with_or_without_the_gathered_columns(monkeypatch, cpu_
         ev = _streamed(monkeypatch, path, 8192)
         with_cols = link.link(ev)
         saw_backward |= bool(with_cols.fwd_of)
+        assert with_cols._cpu is not None  # the cpu-op column came permuted from the C pass
+        assert with_cols.cpu == bytes(e.cat == "cpu_op" for e in with_cols.ops)
         bare = msgspec.structs.replace(ev, op_columns=None, launch_columns=None)
         assert _linked_lists(link.link(bare)) == _linked_lists(with_cols)
     assert saw_backward  # the sequence numbers were read from the columns for real

@@ -107,7 +107,7 @@ _thread = st.sampled_from([(1, 1), (1, 2), (2, 1), ("1", 1), (7, "gpu"), (1, 1)]
 
 
 def _tree_lists(got):
-    ops, *cols, threads, launch_op, _order = got  # order: the C path's alone
+    ops, *cols, threads, launch_op, _order, _cpu = got  # order, cpu: the C path's alone
     return [id(e) for e in ops], [list(c) for c in cols], threads, list(launch_op)
 
 

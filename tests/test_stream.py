@@ -48,7 +48,8 @@ def _enc(ev):
         if isinstance(o, MemoryEvents):
             return o.rows()
         if isinstance(o, EventColumns):
-            return [o.attr, list(o.thread), o.keys, list(o.ts), list(o.dur), o.arg_at, o.arg_values]
+            return [o.attr, list(o.thread), o.keys, list(o.ts), list(o.dur), o.arg_at, o.arg_values, o.cat,
+                    bytes(o.is_cat)]
         return o
     return msgspec.json.encode(ev, enc_hook=hook)
 

@@ -270,21 +270,25 @@ PyDoc_STRVAR(nest_all_doc,
 "the order, parent and subtree_end as positions; launch_op[j]: the position of launch j's op (-1:\n"
 "none). Bytes of arrays: \"d\" for self_cpu, ts, dur, else \"q\". None when any time is NaN.\n"
 "op_rank, launch_rank (int64): when given, an op's thread is op_rank[thread[i]] (a launch's\n"
-"launch_rank[launch_thread[j]]), as _kept.columns numbers threads per list.");
+"launch_rank[launch_thread[j]]), as _kept.columns numbers threads per list. flags (bytes, one per\n"
+"op in list order; None: none): when given, a tenth result holds them in the order's order.");
 
 static PyObject *nest_all(PyObject *self, PyObject *args) {
-    Py_buffer th, ts, dur, lth, lts, orank = {0}, lrank = {0};
+    Py_buffer th, ts, dur, lth, lts, orank = {0}, lrank = {0}, flags = {0};
     Py_ssize_t nth;
-    PyObject *result = NULL;
+    PyObject *result = NULL, *oflags = Py_None, *ordered = NULL;
     Tree T = {0};
     Py_ssize_t *ostart = NULL, *lstart = NULL, *fill = NULL, *thread = NULL;
     int64_t *oth = NULL, *lthr = NULL;
     double *sts = NULL, *sdur = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*y*y*ny*y*|y*y*", &th, &ts, &dur, &nth, &lth, &lts, &orank, &lrank)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*ny*y*|y*y*O", &th, &ts, &dur, &nth, &lth, &lts, &orank, &lrank, &oflags))
+        return NULL;
     Py_ssize_t n = ts.len / 8, m = lts.len / 8;
+    if (oflags != Py_None && PyObject_GetBuffer(oflags, &flags, PyBUF_SIMPLE) < 0) goto done;
     if (ts.len % 8 || dur.len != ts.len || th.len != ts.len || lts.len % 8 || lth.len != lts.len || nth < 0
-        || orank.len % 8 || lrank.len % 8 || (orank.buf == NULL) != (lrank.buf == NULL)) {
+        || orank.len % 8 || lrank.len % 8 || (orank.buf == NULL) != (lrank.buf == NULL)
+        || (flags.buf != NULL && flags.len != n)) {
         PyErr_SetString(PyExc_ValueError, "columns of mismatched lengths");
         goto done;
     }
@@ -333,11 +337,20 @@ static PyObject *nest_all(PyObject *self, PyObject *args) {
     bad = nest_threads(&T, ot, t, d, n, lt, l, m, nth, ostart, lstart, fill, thread, sts, sdur);
     Py_END_ALLOW_THREADS
     if (bad) goto bad_thread;
-    result = Py_BuildValue("(NNNNNNNNN)", q_bytes(T.order, n), q_bytes(T.parent, n), q_bytes(T.send, n),
-                           q_bytes(T.depth, n), PyBytes_FromStringAndSize((const char *)T.self_cpu, n * 8),
+    if (flags.buf != NULL) {
+        ordered = PyBytes_FromStringAndSize(NULL, n);
+        if (ordered == NULL) goto done;
+        char *o = PyBytes_AS_STRING(ordered);
+        const char *f = flags.buf;
+        for (Py_ssize_t k = 0; k < n; k++) o[k] = f[T.order[k]];
+    }
+    result = Py_BuildValue(ordered ? "(NNNNNNNNNN)" : "(NNNNNNNNN)", q_bytes(T.order, n), q_bytes(T.parent, n),
+                           q_bytes(T.send, n), q_bytes(T.depth, n),
+                           PyBytes_FromStringAndSize((const char *)T.self_cpu, n * 8),
                            PyBytes_FromStringAndSize((const char *)sts, n * 8),
                            PyBytes_FromStringAndSize((const char *)sdur, n * 8), q_bytes(thread, n),
-                           q_bytes(T.lop, m));
+                           q_bytes(T.lop, m), ordered);
+    ordered = NULL; /* Py_BuildValue's N took it */
     goto done;
 bad_thread:
     PyErr_SetString(PyExc_ValueError, "a thread outside [0, n_threads)");
@@ -347,6 +360,8 @@ done:
     PyMem_Free(lthr);
     if (orank.buf != NULL) PyBuffer_Release(&orank);
     if (lrank.buf != NULL) PyBuffer_Release(&lrank);
+    if (flags.buf != NULL) PyBuffer_Release(&flags);
+    Py_XDECREF(ordered);
     PyMem_Free(ostart);
     PyMem_Free(lstart);
     PyMem_Free(fill);

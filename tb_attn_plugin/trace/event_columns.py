@@ -9,6 +9,7 @@ gives the same result (tests compare the two)."""
 from __future__ import annotations
 
 from array import array
+from operator import attrgetter
 
 try:
     from . import _kept as _c_kept
@@ -16,15 +17,21 @@ except ImportError:
     _c_kept = None
 
 
+_CAT = attrgetter("cat")
+
+
 class EventColumns:
     """The columns of one list of events, in its order: ``thread`` (index into ``keys``, each
-    distinct (pid, tid) in order of first appearance), ``ts``, ``dur``, and the positions and
-    values of the events whose args hold ``attr`` (as _kept.arg_values gives them)."""
+    distinct (pid, tid) in order of first appearance), ``ts``, ``dur``, the positions and values of
+    the events whose args hold ``attr`` (as _kept.arg_values gives them), and with ``cat``, which
+    events are of that category."""
 
-    __slots__ = ("attr", "n", "thread", "keys", "_index", "ts", "dur", "arg_at", "arg_values", "ok")
+    __slots__ = ("attr", "cat", "n", "thread", "keys", "_index", "ts", "dur", "arg_at", "arg_values", "is_cat", "ok")
 
-    def __init__(self, attr: str):
+    def __init__(self, attr: str, cat: str | None = None):
         self.attr = attr
+        self.cat = cat  # is_cat[i]: 1 when event i's category is this one (the ops': "cpu_op")
+        self.is_cat = bytearray()
         self.n = 0
         self.thread, self.ts, self.dur = array("q"), array("d"), array("d")
         self.keys: list[tuple] = []
@@ -48,12 +55,14 @@ class EventColumns:
         at, values = _c_kept.arg_values(events, self.attr, self.n)
         self.arg_at += at
         self.arg_values += values
+        if self.cat is not None:
+            self.is_cat += bytes(map(self.cat.__eq__, map(_CAT, events)))
         self.n += len(events)
 
     def drop(self) -> None:
         self.ok = False
         self.thread, self.ts, self.dur, self.keys, self._index = array("q"), array("d"), array("d"), [], {}
-        self.arg_at, self.arg_values = [], []
+        self.arg_at, self.arg_values, self.is_cat = [], [], bytearray()
 
     def of(self, events: list) -> "EventColumns | None":
         """These columns when they are those of ``events`` (every event added, none since), else None."""

@@ -319,7 +319,7 @@ class _Kept:
         self._keeps: dict[str, bool] = {}  # op name -> keep_shapes(name), asked once per name
         self._slim: tuple | None = None
         self._slim_at = -1  # len(_keeps) when _slim was made
-        self.op_columns = EventColumns("seq")  # the ops' sequence numbers: backward linking
+        self.op_columns = EventColumns("seq", "cpu_op")  # ops' sequence numbers (backward links), cpu ops (Linked.cpu)
         self.launch_columns = EventColumns("correlation")  # the launches' correlation ids: kernels
 
     def slim(self) -> tuple:

@@ -119,7 +119,7 @@ def _sortable(key: tuple):
 
 
 _TS, _DUR, _NAME, _CAT = attrgetter("ts"), attrgetter("dur"), attrgetter("name"), attrgetter("cat")
-CPU_OP = "cpu_op"
+CPU_OP = "cpu_op"  # Linked.cpu's category (events._Kept gathers its flags while decoding)
 
 
 def _by_thread(events: list[Event]) -> dict[tuple, list[Event]]:
@@ -227,7 +227,7 @@ def _tree_by_thread(ev: Events):
         threads.append(key)
     parent, subtree_end, depth, self_cpu, ts, dur = (_joined([p[k] for p in parts]) for k in range(6))
     return (ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads,
-            [launch_op.get(id(e), -1) for e in ev.launches], None)
+            [launch_op.get(id(e), -1) for e in ev.launches], None, None)
 
 
 def _tree_native(ev: Events):
@@ -241,14 +241,16 @@ def _tree_native(ev: Events):
     (oth, okeys, ots, odur), (lth, lkeys, lts, _) = oc, lc
     threads = sorted(set(okeys) | set(lkeys), key=_sortable)  # as _tree_by_thread orders them
     rank = {k: r for r, k in enumerate(threads)}
+    gathered = ev.op_columns.of(ev.ops) if ev.op_columns is not None else None
+    cpu = gathered.is_cat if gathered is not None and gathered.cat == CPU_OP else None  # permuted by the C pass
     got = _c_nest.nest_all(oth, ots, odur, len(threads), lth, lts, array("q", [rank[k] for k in okeys]),
-                           array("q", [rank[k] for k in lkeys]))
+                           array("q", [rank[k] for k in lkeys]), cpu)
     if got is None:
         return None
     order, parent, subtree_end, depth, self_cpu, ts, dur, thread, launch_op = (
-        array("d" if k in (4, 5, 6) else "q", b) for k, b in enumerate(got))
+        array("d" if k in (4, 5, 6) else "q", b) for k, b in enumerate(got[:9]))
     return (list(map(ev.ops.__getitem__, order)), parent, subtree_end, depth, self_cpu, ts, dur, thread, threads,
-            launch_op, order)
+            launch_op, order, got[9] if cpu is not None else None)
 
 
 def _columns(gathered: EventColumns | None, events: list[Event]):
@@ -312,7 +314,7 @@ def launches_by_correlation(ev: Events) -> dict[int, int]:
 def link(ev: Events, tree: tuple | None = None, by_corr: dict[int, int] | None = None) -> Linked:
     """The linked trace; ``tree``: op_tree(ev), ``by_corr``: launches_by_correlation(ev), when the
     caller found them already."""
-    ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, order = tree or op_tree(ev)
+    ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, order, cpu = tree or op_tree(ev)
     n = len(ops)
 
     # Kernels -> launch -> op.
@@ -403,6 +405,7 @@ def link(ev: Events, tree: tuple | None = None, by_corr: dict[int, int] | None =
         _names=names,
         _positions=positions,
         _bwd=None if any_backward else [False] * n,  # inference: no op runs in backward
+        _cpu=cpu,
     )
 
 
