@@ -44,6 +44,7 @@ views = _columns.picked(list(range(len(names))), names, frozenset({"aten::view"}
 from tb_attn_plugin.memory import profiler_events
 tl = max(profiler_events.timelines(ev.memory).values(), key=len)
 counts = _columns.byte_counts(tl.delta, tl.pair, array("q", [i % 5 - 1 for i in range(len(tl))]))
+assert array("q", _columns.pairs(tl.delta, tl.addr, tl.stream)) == tl.pair
 print(f"real trace: {len(ev.ops)} ops on {len(keys)} threads, {len(seq[0])} with a seq, {len(pos)} names, "
       f"{len(members)} members, {len(views)} views, {len(per_step)} steps, {len(tl)} memory events ({counts[0]} allocs)")
 rnd, raised = random.Random(5), 0
@@ -69,7 +70,7 @@ for i in range(int(sys.argv[2])):
     mask = bytes(rnd.randint(0, 1) for _ in range(rnd.randint(0, 30)))
     for call in (lambda: _columns.sums(rows, (col, col), "x", vals), lambda: _columns.spans(rows, (col,), "x", vals, vals),
                  lambda: _columns.factorize(rows, (col,), "x"), lambda: _columns.positions(col),
-                 lambda: _columns.nonnegative(ints), lambda: _columns.byte_counts(*q),
+                 lambda: _columns.nonnegative(ints), lambda: _columns.byte_counts(*q), lambda: _columns.pairs(*q),
                  lambda: _columns.masked_sums(mask, ints, vals), lambda: _columns.picked(rows, col, {"a", 1}, vals),
                  lambda: _kept.columns(ev.ops[:n], {}, []), lambda: _kept.arg_values(ev.ops[:n], "seq", m)):
         try:

@@ -203,3 +203,26 @@ def test_picked_refuses_rows_outside_the_columns():
         columns._c.picked([3], ["a"], {"a"}, array("d", [1.0]))
     with pytest.raises(TypeError):
         columns._c.picked([0], ["a"], ["a"], array("d", [1.0]))
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([512, -512, 0, 7, -7]), st.integers(0, 3), st.integers(0, 1)), max_size=80))
+def test_pairs_are_the_python_loop(events):
+    # few addresses and streams: allocations of an open address, frees of nothing, zero sizes abound
+    delta, addr, stream = (array("q", [e[k] for e in events]) for k in range(3))
+    c = columns.pairs(delta, addr, stream)
+    saved, columns._c = columns._c, None
+    try:
+        python = columns.pairs(delta, addr, stream)
+    finally:
+        columns._c = saved
+    assert c == python
+    for i, j in enumerate(c):  # a pair is an allocation and a later free of its address, both ways
+        assert j < 0 or (c[j] == i and delta[min(i, j)] > 0 > delta[max(i, j)] and addr[i] == addr[j])
+
+
+@needs_c
+def test_pairs_refuse_mismatched_columns():
+    with pytest.raises(ValueError):
+        columns._c.pairs(array("q", [1, -1]), array("q", [0]), array("q", [0, 0]))

@@ -9,6 +9,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 /* The key of row i: the item of the one column, or the tuple of the columns' items; an empty item
  * (None or "") is none_as, as `stage or "other"` reads a stage. New reference. */
@@ -509,7 +510,111 @@ done:
     return out;
 }
 
+/* (address, stream, position) of one allocation event, sorted by a merge sort with the comparison
+ * inlined: events of one address and stream end up together, in file order. */
+typedef struct {
+    int64_t addr, stream;
+    Py_ssize_t i;
+} AddrItem;
+
+static inline int addr_before(const AddrItem *a, const AddrItem *b) {
+    if (a->addr != b->addr) return a->addr < b->addr;
+    if (a->stream != b->stream) return a->stream < b->stream;
+    return a->i < b->i;
+}
+
+static void sort_addr_items(AddrItem *v, Py_ssize_t n, AddrItem *tmp) {
+    const Py_ssize_t RUN = 32;
+    for (Py_ssize_t lo = 0; lo < n; lo += RUN) {
+        Py_ssize_t hi = lo + RUN < n ? lo + RUN : n;
+        for (Py_ssize_t k = lo + 1; k < hi; k++) {
+            AddrItem x = v[k];
+            Py_ssize_t j = k;
+            while (j > lo && addr_before(&x, &v[j - 1])) {
+                v[j] = v[j - 1];
+                j--;
+            }
+            v[j] = x;
+        }
+    }
+    AddrItem *src = v, *dst = tmp;
+    for (Py_ssize_t width = RUN; width < n; width *= 2) {
+        for (Py_ssize_t lo = 0; lo < n; lo += 2 * width) {
+            Py_ssize_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            Py_ssize_t a = lo, b = mid, o = lo;
+            while (a < mid && b < hi) dst[o++] = addr_before(&src[b], &src[a]) ? src[b++] : src[a++];
+            while (a < mid) dst[o++] = src[a++];
+            while (b < hi) dst[o++] = src[b++];
+        }
+        AddrItem *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v) memcpy(v, src, sizeof(AddrItem) * (size_t)n);
+}
+
+PyDoc_STRVAR(pairs_doc,
+"pairs(delta, addr, stream) -> bytes\n\n"
+"Each allocation (delta > 0) paired with the next free (delta < 0) of its address on its stream,\n"
+"as memory.timeline.Timeline._pair's loop pairs them (a later allocation of an address still open\n"
+"takes its place): the bytes of an array('q'), the pair's index or -1, over int64 columns of one\n"
+"length. Sorting, not hashing, brings an address's events together, so no file can make it slow.");
+
+static PyObject *pairs(PyObject *self, PyObject *args) {
+    PyObject *od, *oa, *os, *result = NULL;
+    Py_buffer bd = {0}, ba = {0}, bs = {0};
+    AddrItem *items = NULL, *tmp = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO", &od, &oa, &os)) return NULL;
+    if (int64s(od, &bd) < 0) return NULL;
+    if (int64s(oa, &ba) < 0) goto done;
+    if (int64s(os, &bs) < 0) goto done;
+    if (ba.len != bd.len || bs.len != bd.len) {
+        PyErr_SetString(PyExc_ValueError, "columns of mismatched lengths");
+        goto done;
+    }
+    Py_ssize_t n = bd.len / 8, m = 0;
+    const int64_t *d = bd.buf, *ad = ba.buf, *st = bs.buf;
+    result = PyBytes_FromStringAndSize(NULL, n * 8);
+    items = PyMem_Malloc(sizeof(AddrItem) * (size_t)(n + 1));
+    tmp = PyMem_Malloc(sizeof(AddrItem) * (size_t)(n + 1));
+    if (result == NULL || items == NULL || tmp == NULL) {
+        if (result != NULL) PyErr_NoMemory();
+        Py_CLEAR(result);
+        goto done;
+    }
+    int64_t *pair = (int64_t *)PyBytes_AS_STRING(result);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        pair[i] = -1;
+        if (d[i] != 0) items[m++] = (AddrItem){ad[i], st[i], i};
+    }
+    sort_addr_items(items, m, tmp);
+    /* Per address and stream, in file order: the open allocation, if any, pairs with the next free. */
+    Py_ssize_t open = -1;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        if (k > 0 && (items[k].addr != items[k - 1].addr || items[k].stream != items[k - 1].stream)) open = -1;
+        Py_ssize_t i = items[k].i;
+        if (d[i] > 0) {
+            open = i;
+        } else if (open >= 0) {
+            pair[i] = open;
+            pair[open] = i;
+            open = -1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+done:
+    PyMem_Free(items);
+    PyMem_Free(tmp);
+    if (bd.buf != NULL) PyBuffer_Release(&bd);
+    if (ba.buf != NULL) PyBuffer_Release(&ba);
+    if (bs.buf != NULL) PyBuffer_Release(&bs);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"pairs", pairs, METH_VARARGS, pairs_doc},
     {"picked", picked, METH_VARARGS, picked_doc},
     {"nonnegative", nonnegative, METH_VARARGS, nonnegative_doc},
     {"masked_sums", masked_sums, METH_VARARGS, masked_sums_doc},

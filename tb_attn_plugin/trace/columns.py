@@ -87,6 +87,25 @@ def _is_doubles(v) -> bool:
     return isinstance(v, array) and v.typecode == "d"
 
 
+def pairs(delta: Sequence[int], addr: Sequence[int], stream: Sequence[int]) -> array:
+    """Each allocation (delta > 0) paired with the next free (delta < 0) of its address on its stream
+    (an allocation of an address still open replaces it): per event, its pair's index or -1."""
+    if _c is not None and all(_is_int64s(c) for c in (delta, addr, stream)) and len(delta) == len(addr) == len(stream):
+        return array("q", _c.pairs(delta, addr, stream))
+    n = len(delta)
+    pair = array("q", [-1]) * n
+    open_: dict[tuple[int, int], int] = {}
+    for i, d, key in zip(range(n), delta, zip(addr, stream)):
+        if d > 0:
+            open_[key] = i
+        elif d < 0:
+            j = open_.pop(key, -1)
+            if j >= 0:
+                pair[i] = j
+                pair[j] = i
+    return pair
+
+
 def picked(rows: list[int], keys: list, wanted: frozenset | set, values: Sequence[float]) -> list[float]:
     """values[row] for the rows (in order) whose key is in ``wanted``."""
     if _c is not None and type(rows) is list and type(keys) is list and _is_doubles(values):
