@@ -57,7 +57,8 @@ for i in range(int(sys.argv[2])):
     lts = array("d", [rnd.choice([0.0, 1.5]) for _ in range(m)])
     rank = () if i % 2 else (array("q", [rnd.randint(-1, nth) for _ in range(rnd.randint(0, 3))]),
                              array("q", [rnd.randint(-1, nth) for _ in range(rnd.randint(0, 3))]))
-    flags = (bytes(rnd.randint(0, 1) for _ in range(max(0, n + rnd.choice([0, 0, 1, -1])))),) if rank else ()
+    flags = (bytes(rnd.randint(0, 1) for _ in range(max(0, n + rnd.choice([0, 0, 1, -1])))),
+             (list(range(max(0, n + rnd.choice([0, 0, -1])))),)) if rank else ()
     try:
         _nest.nest_all(th, ts, du, nth, lt, lts, *rank, *flags)
     except (ValueError, TypeError):

@@ -52,7 +52,7 @@ def _linked_lists(L):
     cols = ("parent", "depth", "subtree_end", "self_cpu", "gpu_self", "launches_self", "step", "node_of", "ts", "dur",
             "thread")
     return ([id(e) for e in L.ops], {c: list(getattr(L, c)) for c in cols}, L.fwd_of, L.threads,
-            [(id(k.ev), k.op, k.graph) for k in L.kernels], L.steps, L.unlinked_kernels, bytes(L.cpu))
+            [(id(k.ev), k.op, k.graph) for k in L.kernels], L.steps, L.unlinked_kernels, bytes(L.cpu), L.names)
 
 
 @needs_kept
@@ -64,6 +64,7 @@ def test_link_is_the_same_with_or_without_the_gathered_columns(monkeypatch, cpu_
         saw_backward |= bool(with_cols.fwd_of)
         assert with_cols._cpu is not None  # the cpu-op column came permuted from the C pass
         assert with_cols.cpu == bytes(e.cat == "cpu_op" for e in with_cols.ops)
+        assert with_cols.names == [e.name for e in with_cols.ops]
         bare = msgspec.structs.replace(ev, op_columns=None, launch_columns=None)
         assert _linked_lists(link.link(bare)) == _linked_lists(with_cols)
     assert saw_backward  # the sequence numbers were read from the columns for real

@@ -107,7 +107,7 @@ _thread = st.sampled_from([(1, 1), (1, 2), (2, 1), ("1", 1), (7, "gpu"), (1, 1)]
 
 
 def _tree_lists(got):
-    ops, *cols, threads, launch_op, _order, _cpu = got  # order, cpu: the C path's alone
+    ops, *cols, threads, launch_op = got[:10]  # order and cpu: the C path's alone
     return [id(e) for e in ops], [list(c) for c in cols], threads, list(launch_op)
 
 
@@ -158,3 +158,20 @@ def test_nest_all_refuses_threads_outside_its_tables():
             link._c_nest.nest_all(th, one, one, 1, array("q"), array("d"), *extra)
     with pytest.raises(ValueError):  # a rank table for one list only
         link._c_nest.nest_all(array("q", [0]), one, one, 1, array("q"), array("d"), array("q", [0]))
+
+
+@needs_nest
+def test_nest_all_puts_flags_and_lists_in_tree_order_and_refuses_other_lengths():
+    from array import array
+
+    ts, dur = array("d", [5.0, 0.0, 2.0]), array("d", [1.0, 10.0, 1.0])  # tree order: 1, 2, 0
+    th, none = array("q", [0, 0, 0]), array("d")
+    got = link._c_nest.nest_all(th, ts, dur, 1, array("q"), none, array("q", [0]), array("q"), b"abc",
+                                (["x", "y", "z"], [10, 11, 12]))
+    assert list(array("q", got[0])) == [1, 2, 0]
+    assert got[9] == b"bca" and got[10] == (["y", "z", "x"], [11, 12, 10])
+    only_lists = link._c_nest.nest_all(th, ts, dur, 1, array("q"), none, array("q", [0]), array("q"), None, (["x", "y", "z"],))
+    assert len(only_lists) == 10 and only_lists[9] == (["y", "z", "x"],)
+    for flags, lists in ((b"ab", ()), (None, (["x"],)), (None, ("xyz",))):
+        with pytest.raises(ValueError):
+            link._c_nest.nest_all(th, ts, dur, 1, array("q"), none, array("q", [0]), array("q"), flags, lists)

@@ -59,8 +59,8 @@ def test_op_tree_built_beside_the_timelines_equals_the_tree_built_alone(cpu_trac
         ev = events.decode(path, text, warnings)
         alone = link.op_tree(ev)
         tree, tls = together(lambda: link.op_tree(ev), lambda: engine.Timelines(ev))
-        assert [list(c) if not isinstance(c, list) else c for c in tree] == \
-            [list(c) if not isinstance(c, list) else c for c in alone]
+        assert [c if c is None or isinstance(c, list) else list(c) for c in tree] == \
+            [c if c is None or isinstance(c, list) else list(c) for c in alone]
         assert set(tls.get()) == set(engine.Timelines(ev).get())
 
 

@@ -271,18 +271,21 @@ PyDoc_STRVAR(nest_all_doc,
 "none). Bytes of arrays: \"d\" for self_cpu, ts, dur, else \"q\". None when any time is NaN.\n"
 "op_rank, launch_rank (int64): when given, an op's thread is op_rank[thread[i]] (a launch's\n"
 "launch_rank[launch_thread[j]]), as _kept.columns numbers threads per list. flags (bytes, one per\n"
-"op in list order; None: none): when given, a tenth result holds them in the order's order.");
+"op in list order; None: none): when given, a tenth result holds them in the order's order.\n"
+"lists (a tuple of lists of one item per op, in list order): when given, the last result is a\n"
+"tuple of new lists of the same items in the order's order.");
 
 static PyObject *nest_all(PyObject *self, PyObject *args) {
     Py_buffer th, ts, dur, lth, lts, orank = {0}, lrank = {0}, flags = {0};
     Py_ssize_t nth;
-    PyObject *result = NULL, *oflags = Py_None, *ordered = NULL;
+    PyObject *result = NULL, *oflags = Py_None, *ordered = NULL, *lists = NULL, *permuted = NULL;
     Tree T = {0};
     Py_ssize_t *ostart = NULL, *lstart = NULL, *fill = NULL, *thread = NULL;
     int64_t *oth = NULL, *lthr = NULL;
     double *sts = NULL, *sdur = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*y*y*ny*y*|y*y*O", &th, &ts, &dur, &nth, &lth, &lts, &orank, &lrank, &oflags))
+    if (!PyArg_ParseTuple(args, "y*y*y*ny*y*|y*y*OO!", &th, &ts, &dur, &nth, &lth, &lts, &orank, &lrank, &oflags,
+                          &PyTuple_Type, &lists))
         return NULL;
     Py_ssize_t n = ts.len / 8, m = lts.len / 8;
     if (oflags != Py_None && PyObject_GetBuffer(oflags, &flags, PyBUF_SIMPLE) < 0) goto done;
@@ -291,6 +294,13 @@ static PyObject *nest_all(PyObject *self, PyObject *args) {
         || (flags.buf != NULL && flags.len != n)) {
         PyErr_SetString(PyExc_ValueError, "columns of mismatched lengths");
         goto done;
+    }
+    for (Py_ssize_t q = 0; lists != NULL && q < PyTuple_GET_SIZE(lists); q++) {
+        PyObject *l = PyTuple_GET_ITEM(lists, q);
+        if (!PyList_Check(l) || PyList_GET_SIZE(l) != n) {
+            PyErr_SetString(PyExc_ValueError, "lists must be lists of one item per op");
+            goto done;
+        }
     }
     const int64_t *ot = th.buf, *lt = lth.buf;
     if (orank.buf != NULL) {
@@ -344,13 +354,41 @@ static PyObject *nest_all(PyObject *self, PyObject *args) {
         const char *f = flags.buf;
         for (Py_ssize_t k = 0; k < n; k++) o[k] = f[T.order[k]];
     }
-    result = Py_BuildValue(ordered ? "(NNNNNNNNNN)" : "(NNNNNNNNN)", q_bytes(T.order, n), q_bytes(T.parent, n),
-                           q_bytes(T.send, n), q_bytes(T.depth, n),
-                           PyBytes_FromStringAndSize((const char *)T.self_cpu, n * 8),
-                           PyBytes_FromStringAndSize((const char *)sts, n * 8),
-                           PyBytes_FromStringAndSize((const char *)sdur, n * 8), q_bytes(thread, n),
-                           q_bytes(T.lop, m), ordered);
-    ordered = NULL; /* Py_BuildValue's N took it */
+    if (lists != NULL) {
+        /* The same items in the order's order (each list checked above; nothing ran since). */
+        permuted = PyTuple_New(PyTuple_GET_SIZE(lists));
+        if (permuted == NULL) goto done;
+        for (Py_ssize_t q = 0; q < PyTuple_GET_SIZE(lists); q++) {
+            PyObject *src = PyTuple_GET_ITEM(lists, q), *dst = PyList_New(n);
+            if (dst == NULL || PyList_GET_SIZE(src) != n) {
+                Py_XDECREF(dst);
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a list changed length");
+                goto done;
+            }
+            for (Py_ssize_t k = 0; k < n; k++) PyList_SET_ITEM(dst, k, Py_NewRef(PyList_GET_ITEM(src, T.order[k])));
+            PyTuple_SET_ITEM(permuted, q, dst);
+        }
+    }
+    PyObject *cols = Py_BuildValue("(NNNNNNNNN)", q_bytes(T.order, n), q_bytes(T.parent, n), q_bytes(T.send, n),
+                                   q_bytes(T.depth, n), PyBytes_FromStringAndSize((const char *)T.self_cpu, n * 8),
+                                   PyBytes_FromStringAndSize((const char *)sts, n * 8),
+                                   PyBytes_FromStringAndSize((const char *)sdur, n * 8), q_bytes(thread, n),
+                                   q_bytes(T.lop, m));
+    if (cols == NULL) goto done;
+    if (ordered == NULL && permuted == NULL) {
+        result = cols;
+    } else {
+        /* the nine columns, then the flags and the lists that were asked for, in that order */
+        Py_ssize_t extra = (ordered != NULL) + (permuted != NULL);
+        result = PyTuple_New(9 + extra);
+        if (result != NULL) {
+            for (Py_ssize_t k = 0; k < 9; k++) PyTuple_SET_ITEM(result, k, Py_NewRef(PyTuple_GET_ITEM(cols, k)));
+            Py_ssize_t at = 9;
+            if (ordered != NULL) PyTuple_SET_ITEM(result, at++, Py_NewRef(ordered));
+            if (permuted != NULL) PyTuple_SET_ITEM(result, at++, Py_NewRef(permuted));
+        }
+        Py_DECREF(cols);
+    }
     goto done;
 bad_thread:
     PyErr_SetString(PyExc_ValueError, "a thread outside [0, n_threads)");
@@ -362,6 +400,7 @@ done:
     if (lrank.buf != NULL) PyBuffer_Release(&lrank);
     if (flags.buf != NULL) PyBuffer_Release(&flags);
     Py_XDECREF(ordered);
+    Py_XDECREF(permuted);
     PyMem_Free(ostart);
     PyMem_Free(lstart);
     PyMem_Free(fill);

@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import chain, compress
 from operator import attrgetter
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from . import columns
 from .event_columns import EventColumns
@@ -207,6 +207,26 @@ def _joined(cols: list) -> list | array:
     return [x for c in cols for x in c]
 
 
+class OpTree(NamedTuple):
+    """The op tree (op_tree): ops in tree order with their parent, subtree end, depth, self time,
+    start, duration and thread columns, the threads, and each launch's op (by position in
+    ev.launches); from the C pass, also each position's op (order) and the cpu-op flags in tree
+    order (Linked.cpu)."""
+
+    ops: list[Event]
+    parent: Sequence[int]
+    subtree_end: Sequence[int]
+    depth: Sequence[int]
+    self_cpu: Sequence[float]
+    ts: Sequence[float]
+    dur: Sequence[float]
+    thread: Sequence[int]
+    threads: list[tuple]
+    launch_op: Sequence[int]
+    order: Sequence[int] | None = None
+    cpu: bytes | None = None
+
+
 def _tree_by_thread(ev: Events):
     """The op tree thread by thread (each through _nest): ops in tree order with their parent,
     subtree end, depth, self time, start, duration and thread columns, the threads, and each
@@ -226,8 +246,8 @@ def _tree_by_thread(ev: Events):
         thread.extend(array("q", [len(threads)]) * len(got[0]))
         threads.append(key)
     parent, subtree_end, depth, self_cpu, ts, dur = (_joined([p[k] for p in parts]) for k in range(6))
-    return (ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads,
-            [launch_op.get(id(e), -1) for e in ev.launches], None, None)
+    return OpTree(ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads,
+                  [launch_op.get(id(e), -1) for e in ev.launches])
 
 
 def _tree_native(ev: Events):
@@ -241,16 +261,18 @@ def _tree_native(ev: Events):
     (oth, okeys, ots, odur), (lth, lkeys, lts, _) = oc, lc
     threads = sorted(set(okeys) | set(lkeys), key=_sortable)  # as _tree_by_thread orders them
     rank = {k: r for r, k in enumerate(threads)}
+    # The ops, and their cpu-op flags as gathered while decoding, put in tree order by the C pass
+    # too (not by a Python pass over millions of them).
     gathered = ev.op_columns.of(ev.ops) if ev.op_columns is not None else None
-    cpu = gathered.is_cat if gathered is not None and gathered.cat == CPU_OP else None  # permuted by the C pass
+    cpu = gathered.is_cat if gathered is not None and gathered.cat == CPU_OP else None
     got = _c_nest.nest_all(oth, ots, odur, len(threads), lth, lts, array("q", [rank[k] for k in okeys]),
-                           array("q", [rank[k] for k in lkeys]), cpu)
+                           array("q", [rank[k] for k in lkeys]), cpu, (ev.ops,))
     if got is None:
         return None
     order, parent, subtree_end, depth, self_cpu, ts, dur, thread, launch_op = (
         array("d" if k in (4, 5, 6) else "q", b) for k, b in enumerate(got[:9]))
-    return (list(map(ev.ops.__getitem__, order)), parent, subtree_end, depth, self_cpu, ts, dur, thread, threads,
-            launch_op, order, got[9] if cpu is not None else None)
+    return OpTree(got[-1][0], parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, order,
+                  got[9] if cpu is not None else None)
 
 
 def _columns(gathered: EventColumns | None, events: list[Event]):
@@ -297,10 +319,9 @@ def _arg_values(events: list[Event], attr: str) -> tuple[list[int], list]:
     return idx, vals
 
 
-def op_tree(ev: Events) -> tuple:
-    """The op tree (what link starts from): ops in tree order with their parent, subtree end, depth,
-    self time, start, duration and thread columns, the threads, and each launch's op. Mostly C that
-    releases the GIL, so a caller may build it on another thread (pipeline.together)."""
+def op_tree(ev: Events) -> OpTree:
+    """The op tree, what link starts from. Mostly C that releases the GIL, so a caller may build it
+    on another thread (pipeline.together)."""
     return _tree_native(ev) or _tree_by_thread(ev)
 
 
@@ -311,10 +332,11 @@ def launches_by_correlation(ev: Events) -> dict[int, int]:
     return dict(zip(corr, idx))
 
 
-def link(ev: Events, tree: tuple | None = None, by_corr: dict[int, int] | None = None) -> Linked:
+def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None = None) -> Linked:
     """The linked trace; ``tree``: op_tree(ev), ``by_corr``: launches_by_correlation(ev), when the
     caller found them already."""
-    ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, order, cpu = tree or op_tree(ev)
+    tree = tree or op_tree(ev)
+    ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, order, cpu = tree
     n = len(ops)
 
     # Kernels -> launch -> op.
