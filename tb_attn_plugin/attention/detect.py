@@ -304,9 +304,12 @@ class Detector:
             if c < 0:
                 continue
             self.calls[c].bwd_nodes.append(node)
-        for i, node in enumerate(L.node_of):
-            if node >= 0 and call_of[i] < 0:
-                f = L.fwd_of.get(node)
+        if not L.fwd_of:
+            return  # no backward node has a forward op (inference): nothing to propagate
+        node_of = L.node_of
+        for i in columns.nonnegative(node_of):  # the ops in backward, found at C speed
+            if call_of[i] < 0:
+                f = L.fwd_of.get(node_of[i])
                 if f is not None:
                     call_of[i] = call_of[f]
 
