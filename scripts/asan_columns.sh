@@ -59,6 +59,9 @@ for i in range(int(sys.argv[2])):
                              array("q", [rnd.randint(-1, nth) for _ in range(rnd.randint(0, 3))]))
     flags = (bytes(rnd.randint(0, 1) for _ in range(max(0, n + rnd.choice([0, 0, 1, -1])))),
              (list(range(max(0, n + rnd.choice([0, 0, -1])))),)) if rank else ()
+    if flags and i % 5 == 0:  # the columns written into arrays of the caller's (some of the wrong length)
+        k = max(0, n + rnd.choice([0, 0, 0, -1]))
+        flags += ((array("q", [0]) * k,) * 4 + (array("d", [0.0]) * k,) * 3 + (array("q", [0]) * k, array("q", [0]) * m),)
     try:
         _nest.nest_all(th, ts, du, nth, lt, lts, *rank, *flags)
     except (ValueError, TypeError):

@@ -175,3 +175,21 @@ def test_nest_all_puts_flags_and_lists_in_tree_order_and_refuses_other_lengths()
     for flags, lists in ((b"ab", ()), (None, (["x"],)), (None, ("xyz",))):
         with pytest.raises(ValueError):
             link._c_nest.nest_all(th, ts, dur, 1, array("q"), none, array("q", [0]), array("q"), flags, lists)
+
+
+@needs_nest
+def test_nest_all_writes_into_out_arrays_as_it_returns_bytes_and_refuses_wrong_ones():
+    from array import array
+
+    ts, dur = array("d", [5.0, 0.0, 2.0, 2.0]), array("d", [1.0, 10.0, 1.0, 0.5])
+    th, lth, lts = array("q", [0, 0, 0, 0]), array("q", [0]), array("d", [2.2])
+    rank = (array("q", [0]), array("q", [0]))
+    plain = link._c_nest.nest_all(th, ts, dur, 1, lth, lts, *rank)
+    q, d = array("q", [0]), array("d", [0.0])
+    out = (q * 4, q * 4, q * 4, q * 4, d * 4, d * 4, d * 4, q * 4, q * 1)
+    got = link._c_nest.nest_all(th, ts, dur, 1, lth, lts, *rank, None, (), out)
+    assert all(a is b for a, b in zip(got, out))
+    assert [bytes(a) for a in out] == list(plain)
+    for bad in (out[:8], out[:4] + (q * 4,) + out[5:], out[:8] + (q * 2,), out[:1] + (bytes(32),) + out[2:]):
+        with pytest.raises((ValueError, TypeError, BufferError)):
+            link._c_nest.nest_all(th, ts, dur, 1, lth, lts, *rank, None, (), bad)

@@ -132,21 +132,25 @@ typedef struct {
     Item *ops, *ls, *tmp; /* tmp: the sort's scratch, as many items as ops or launches */
     Py_ssize_t *parent, *send, *depth, *stack, *order, *lop;
     double *ends, *self_cpu;
+    int borrowed; /* parent, send, depth, order, lop and self_cpu are the caller's (nest_all's out) */
 } Tree;
 
+/* The arrays of T not already set (borrowed ones are). */
 static int tree_alloc(Tree *T, Py_ssize_t n, Py_ssize_t m) {
     size_t nn = (size_t)(n + 1), mm = (size_t)(m + 1);
     T->ops = PyMem_Malloc(sizeof(Item) * nn);
     T->ls = PyMem_Malloc(sizeof(Item) * mm);
     T->tmp = PyMem_Malloc(sizeof(Item) * (nn > mm ? nn : mm));
-    T->parent = PyMem_Malloc(sizeof(Py_ssize_t) * nn);
-    T->send = PyMem_Malloc(sizeof(Py_ssize_t) * nn);
-    T->depth = PyMem_Malloc(sizeof(Py_ssize_t) * nn);
     T->stack = PyMem_Malloc(sizeof(Py_ssize_t) * nn);
-    T->order = PyMem_Malloc(sizeof(Py_ssize_t) * nn);
-    T->lop = PyMem_Malloc(sizeof(Py_ssize_t) * mm);
     T->ends = PyMem_Malloc(sizeof(double) * nn);
-    T->self_cpu = PyMem_Malloc(sizeof(double) * nn);
+    if (!T->borrowed) {
+        T->parent = PyMem_Malloc(sizeof(Py_ssize_t) * nn);
+        T->send = PyMem_Malloc(sizeof(Py_ssize_t) * nn);
+        T->depth = PyMem_Malloc(sizeof(Py_ssize_t) * nn);
+        T->order = PyMem_Malloc(sizeof(Py_ssize_t) * nn);
+        T->lop = PyMem_Malloc(sizeof(Py_ssize_t) * mm);
+        T->self_cpu = PyMem_Malloc(sizeof(double) * nn);
+    }
     if (!T->ops || !T->ls || !T->tmp || !T->parent || !T->send || !T->depth || !T->stack || !T->order || !T->lop || !T->ends
         || !T->self_cpu) {
         PyErr_NoMemory();
@@ -159,14 +163,16 @@ static void tree_free(Tree *T) {
     PyMem_Free(T->ops);
     PyMem_Free(T->ls);
     PyMem_Free(T->tmp);
-    PyMem_Free(T->parent);
-    PyMem_Free(T->send);
-    PyMem_Free(T->depth);
     PyMem_Free(T->stack);
-    PyMem_Free(T->order);
-    PyMem_Free(T->lop);
     PyMem_Free(T->ends);
-    PyMem_Free(T->self_cpu);
+    if (!T->borrowed) {
+        PyMem_Free(T->parent);
+        PyMem_Free(T->send);
+        PyMem_Free(T->depth);
+        PyMem_Free(T->order);
+        PyMem_Free(T->lop);
+        PyMem_Free(T->self_cpu);
+    }
 }
 
 PyDoc_STRVAR(nest_doc,
@@ -273,19 +279,23 @@ PyDoc_STRVAR(nest_all_doc,
 "launch_rank[launch_thread[j]]), as _kept.columns numbers threads per list. flags (bytes, one per\n"
 "op in list order; None: none): when given, a tenth result holds them in the order's order.\n"
 "lists (a tuple of lists of one item per op, in list order): when given, the last result is a\n"
-"tuple of new lists of the same items in the order's order.");
+"tuple of new lists of the same items in the order's order. out (a tuple of nine writable int64 /\n"
+"float64 buffers, array('q') and array('d'), of the columns' lengths): the nine columns are written\n"
+"there, and the results are those objects, not bytes.");
 
 static PyObject *nest_all(PyObject *self, PyObject *args) {
     Py_buffer th, ts, dur, lth, lts, orank = {0}, lrank = {0}, flags = {0};
     Py_ssize_t nth;
-    PyObject *result = NULL, *oflags = Py_None, *ordered = NULL, *lists = NULL, *permuted = NULL;
+    PyObject *result = NULL, *oflags = Py_None, *ordered = NULL, *lists = NULL, *permuted = NULL, *out = NULL;
+    Py_buffer ob[9];
+    int n_ob = 0;
     Tree T = {0};
     Py_ssize_t *ostart = NULL, *lstart = NULL, *fill = NULL, *thread = NULL;
     int64_t *oth = NULL, *lthr = NULL;
     double *sts = NULL, *sdur = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*y*y*ny*y*|y*y*OO!", &th, &ts, &dur, &nth, &lth, &lts, &orank, &lrank, &oflags,
-                          &PyTuple_Type, &lists))
+    if (!PyArg_ParseTuple(args, "y*y*y*ny*y*|y*y*OO!O!", &th, &ts, &dur, &nth, &lth, &lts, &orank, &lrank, &oflags,
+                          &PyTuple_Type, &lists, &PyTuple_Type, &out))
         return NULL;
     Py_ssize_t n = ts.len / 8, m = lts.len / 8;
     if (oflags != Py_None && PyObject_GetBuffer(oflags, &flags, PyBUF_SIMPLE) < 0) goto done;
@@ -294,6 +304,33 @@ static PyObject *nest_all(PyObject *self, PyObject *args) {
         || (flags.buf != NULL && flags.len != n)) {
         PyErr_SetString(PyExc_ValueError, "columns of mismatched lengths");
         goto done;
+    }
+    if (out != NULL) {
+        /* order, parent, subtree_end, depth: int64 of n; self_cpu, ts, dur: float64 of n; thread: int64
+         * of n; launch_op: int64 of m. Written in place (Py_ssize_t is int64 where this is built). */
+        static const char kinds[9] = {'q', 'q', 'q', 'q', 'd', 'd', 'd', 'q', 'q'};
+        if (PyTuple_GET_SIZE(out) != 9 || sizeof(Py_ssize_t) != sizeof(int64_t)) {
+            PyErr_SetString(PyExc_ValueError, "out must be nine buffers (and Py_ssize_t int64)");
+            goto done;
+        }
+        for (; n_ob < 9; n_ob++) {
+            Py_buffer *b = &ob[n_ob];
+            if (PyObject_GetBuffer(PyTuple_GET_ITEM(out, n_ob), b, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+                goto done;
+            if (b->itemsize != 8 || b->format == NULL || b->format[0] != kinds[n_ob] || b->format[1] != 0
+                || b->len != 8 * (n_ob == 8 ? m : n)) {
+                PyBuffer_Release(b);
+                PyErr_SetString(PyExc_ValueError, "out buffers of the wrong kind or length");
+                goto done;
+            }
+        }
+        T.order = ob[0].buf;
+        T.parent = ob[1].buf;
+        T.send = ob[2].buf;
+        T.depth = ob[3].buf;
+        T.self_cpu = ob[4].buf;
+        T.lop = ob[8].buf;
+        T.borrowed = 1;
     }
     for (Py_ssize_t q = 0; lists != NULL && q < PyTuple_GET_SIZE(lists); q++) {
         PyObject *l = PyTuple_GET_ITEM(lists, q);
@@ -333,9 +370,15 @@ static PyObject *nest_all(PyObject *self, PyObject *args) {
     ostart = PyMem_Calloc((size_t)nth + 2, sizeof(Py_ssize_t));
     lstart = PyMem_Calloc((size_t)nth + 2, sizeof(Py_ssize_t));
     fill = PyMem_Calloc((size_t)nth + 2, sizeof(Py_ssize_t));
-    thread = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    sts = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
-    sdur = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
+    if (out != NULL) { /* written in place, freed by their owners */
+        sts = ob[5].buf;
+        sdur = ob[6].buf;
+        thread = ob[7].buf;
+    } else {
+        thread = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+        sts = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
+        sdur = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
+    }
     if (!ostart || !lstart || !fill || !thread || !sts || !sdur) {
         PyErr_NoMemory();
         goto done;
@@ -369,11 +412,13 @@ static PyObject *nest_all(PyObject *self, PyObject *args) {
             PyTuple_SET_ITEM(permuted, q, dst);
         }
     }
-    PyObject *cols = Py_BuildValue("(NNNNNNNNN)", q_bytes(T.order, n), q_bytes(T.parent, n), q_bytes(T.send, n),
-                                   q_bytes(T.depth, n), PyBytes_FromStringAndSize((const char *)T.self_cpu, n * 8),
-                                   PyBytes_FromStringAndSize((const char *)sts, n * 8),
-                                   PyBytes_FromStringAndSize((const char *)sdur, n * 8), q_bytes(thread, n),
-                                   q_bytes(T.lop, m));
+    PyObject *cols = out != NULL ? Py_NewRef(out)
+                                 : Py_BuildValue("(NNNNNNNNN)", q_bytes(T.order, n), q_bytes(T.parent, n),
+                                                 q_bytes(T.send, n), q_bytes(T.depth, n),
+                                                 PyBytes_FromStringAndSize((const char *)T.self_cpu, n * 8),
+                                                 PyBytes_FromStringAndSize((const char *)sts, n * 8),
+                                                 PyBytes_FromStringAndSize((const char *)sdur, n * 8), q_bytes(thread, n),
+                                                 q_bytes(T.lop, m));
     if (cols == NULL) goto done;
     if (ordered == NULL && permuted == NULL) {
         result = cols;
@@ -404,9 +449,12 @@ done:
     PyMem_Free(ostart);
     PyMem_Free(lstart);
     PyMem_Free(fill);
-    PyMem_Free(thread);
-    PyMem_Free(sts);
-    PyMem_Free(sdur);
+    if (out == NULL) {
+        PyMem_Free(thread);
+        PyMem_Free(sts);
+        PyMem_Free(sdur);
+    }
+    for (int k = 0; k < n_ob; k++) PyBuffer_Release(&ob[k]);
     PyBuffer_Release(&th);
     PyBuffer_Release(&ts);
     PyBuffer_Release(&dur);

@@ -265,12 +265,14 @@ def _tree_native(ev: Events):
     # too (not by a Python pass over millions of them).
     gathered = ev.op_columns.of(ev.ops) if ev.op_columns is not None else None
     cpu = gathered.is_cat if gathered is not None and gathered.cat == CPU_OP else None
+    # The columns are written straight into these arrays (no bytes to copy from).
+    n, q, d = len(ev.ops), array("q", [0]), array("d", [0.0])
+    out = (q * n, q * n, q * n, q * n, d * n, d * n, d * n, q * n, q * len(ev.launches))
     got = _c_nest.nest_all(oth, ots, odur, len(threads), lth, lts, array("q", [rank[k] for k in okeys]),
-                           array("q", [rank[k] for k in lkeys]), cpu, (ev.ops,))
+                           array("q", [rank[k] for k in lkeys]), cpu, (ev.ops,), out)
     if got is None:
         return None
-    order, parent, subtree_end, depth, self_cpu, ts, dur, thread, launch_op = (
-        array("d" if k in (4, 5, 6) else "q", b) for k, b in enumerate(got[:9]))
+    order, parent, subtree_end, depth, self_cpu, ts, dur, thread, launch_op = out
     return OpTree(got[-1][0], parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, order,
                   got[9] if cpu is not None else None)
 
