@@ -31,8 +31,10 @@ setup(
     ext_modules=[Extension("tb_attn_plugin.trace._prefilter", ["tb_attn_plugin/trace/_prefilter.c"],
                            optional=True),
                  Extension("tb_attn_plugin.trace._kept", ["tb_attn_plugin/trace/_kept.c"], optional=True),
-                 Extension("tb_attn_plugin.trace._nest", ["tb_attn_plugin/trace/_nest.c"], optional=True),
-                 Extension("tb_attn_plugin.trace._columns", ["tb_attn_plugin/trace/_columns.c"], optional=True),
+                 Extension("tb_attn_plugin.trace._nest", ["tb_attn_plugin/trace/_nest.c"],
+                           depends=["tb_attn_plugin/trace/merge_sort.h"], optional=True),
+                 Extension("tb_attn_plugin.trace._columns", ["tb_attn_plugin/trace/_columns.c"],
+                           depends=["tb_attn_plugin/trace/merge_sort.h"], optional=True),
                  Extension("tb_attn_plugin.memory._snapshot_decode", ["tb_attn_plugin/memory/_snapshot_decode.c"],
                            optional=True)],
     extras_require={

@@ -117,6 +117,15 @@ def test_factorize_is_the_python_loop(rows, data):
     assert [keys[k] for k in ids] == [(call[i], stage[i] or "other", bwd[i]) for i in picked]
 
 
+def _without_c(call):
+    """call() with the Python loops of columns.py, not the C helper."""
+    saved, columns._c = columns._c, None
+    try:
+        return call()
+    finally:
+        columns._c = saved
+
+
 # A memory timeline's columns: sizes of every sign (and sizes whose sum passes int64), pairs, slots.
 _size = st.sampled_from([0, 1, 512, -512, 7, -7, 1 << 40, -(1 << 40), (1 << 62) + 1])
 _event = st.tuples(_size, st.integers(-1, 5), st.integers(-1, 3))
@@ -128,11 +137,7 @@ _event = st.tuples(_size, st.integers(-1, 5), st.integers(-1, 3))
 def test_byte_counts_are_the_python_loop(events):
     delta, pair, slot = (array("q", [e[k] for e in events]) for k in range(3))
     c = columns.byte_counts(delta, pair, slot)
-    saved, columns._c = columns._c, None
-    try:
-        python = columns.byte_counts(list(delta), list(pair), list(slot))
-    finally:
-        columns._c = saved
+    python = _without_c(lambda: columns.byte_counts(list(delta), list(pair), list(slot)))
     assert c == python
     # the bytes allocated are an exact int, past int64 too (the C helper hands those to Python)
     assert c[2] == sum(d for d, _, _ in events if d > 0) and type(c[2]) is int
@@ -154,11 +159,7 @@ def test_byte_counts_refuse_mismatched_or_mistyped_columns():
 def test_masked_sums_are_the_python_loop(rows):
     mask, keys, values = bytes(r[0] for r in rows), [r[1] for r in rows], array("d", [r[2] for r in rows])
     c = columns.masked_sums(mask, keys, values)
-    saved, columns._c = columns._c, None
-    try:
-        python = columns.masked_sums(mask, keys, values)
-    finally:
-        columns._c = saved
+    python = _without_c(lambda: columns.masked_sums(mask, keys, values))
     assert repr(c) == repr(python)  # the same floats to the bit (-0.0 included), keys in the same order
     assert list(c[1]) == list(dict.fromkeys(k for on, k, _ in rows if on))
 
@@ -212,11 +213,7 @@ def test_pairs_are_the_python_loop(events):
     # few addresses and streams: allocations of an open address, frees of nothing, zero sizes abound
     delta, addr, stream = (array("q", [e[k] for e in events]) for k in range(3))
     c = columns.pairs(delta, addr, stream)
-    saved, columns._c = columns._c, None
-    try:
-        python = columns.pairs(delta, addr, stream)
-    finally:
-        columns._c = saved
+    python = _without_c(lambda: columns.pairs(delta, addr, stream))
     assert c == python
     for i, j in enumerate(c):  # a pair is an allocation and a later free of its address, both ways
         assert j < 0 or (c[j] == i and delta[min(i, j)] > 0 > delta[max(i, j)] and addr[i] == addr[j])

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "merge_sort.h"
+
 /* The key of row i: the item of the one column, or the tuple of the columns' items; an empty item
  * (None or "") is none_as, as `stage or "other"` reads a stage. New reference. */
 static PyObject *row_key(PyObject *cols, Py_ssize_t i, PyObject *none_as) {
@@ -510,8 +512,8 @@ done:
     return out;
 }
 
-/* (address, stream, position) of one allocation event, sorted by a merge sort with the comparison
- * inlined: events of one address and stream end up together, in file order. */
+/* (address, stream, position) of one allocation event, sorted (merge_sort.h) so that the events of
+ * one address and stream come together, in file order. */
 typedef struct {
     int64_t addr, stream;
     Py_ssize_t i;
@@ -523,35 +525,7 @@ static inline int addr_before(const AddrItem *a, const AddrItem *b) {
     return a->i < b->i;
 }
 
-static void sort_addr_items(AddrItem *v, Py_ssize_t n, AddrItem *tmp) {
-    const Py_ssize_t RUN = 32;
-    for (Py_ssize_t lo = 0; lo < n; lo += RUN) {
-        Py_ssize_t hi = lo + RUN < n ? lo + RUN : n;
-        for (Py_ssize_t k = lo + 1; k < hi; k++) {
-            AddrItem x = v[k];
-            Py_ssize_t j = k;
-            while (j > lo && addr_before(&x, &v[j - 1])) {
-                v[j] = v[j - 1];
-                j--;
-            }
-            v[j] = x;
-        }
-    }
-    AddrItem *src = v, *dst = tmp;
-    for (Py_ssize_t width = RUN; width < n; width *= 2) {
-        for (Py_ssize_t lo = 0; lo < n; lo += 2 * width) {
-            Py_ssize_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
-            Py_ssize_t a = lo, b = mid, o = lo;
-            while (a < mid && b < hi) dst[o++] = addr_before(&src[b], &src[a]) ? src[b++] : src[a++];
-            while (a < mid) dst[o++] = src[a++];
-            while (b < hi) dst[o++] = src[b++];
-        }
-        AddrItem *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != v) memcpy(v, src, sizeof(AddrItem) * (size_t)n);
-}
+MERGE_SORT(sort_addr_items, AddrItem, addr_before)
 
 PyDoc_STRVAR(pairs_doc,
 "pairs(delta, addr, stream) -> bytes\n\n"
