@@ -77,7 +77,7 @@ static void nest_core(const Item *ops, Py_ssize_t n, const Item *ls, Py_ssize_t 
         if (!(self_cpu[k] > 0)) self_cpu[k] = 0.0;
 }
 
-/* NaN has no place in the order (qsort needs a total one): the caller's Python loop decides. */
+/* NaN has no place in the order (the sort needs a total one): the caller's Python loop decides. */
 static int any_nan(const double *t, const double *d, Py_ssize_t n, const double *l, Py_ssize_t m) {
     for (Py_ssize_t k = 0; k < n; k++)
         if (t[k] != t[k] || d[k] != d[k]) return 1;

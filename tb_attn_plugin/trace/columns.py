@@ -115,7 +115,7 @@ def picked(rows: list[int], keys: list, wanted: frozenset | set, values: Sequenc
 
 def nonnegative(values: list[int]) -> list[int]:
     """The positions (ascending) of the values >= 0."""
-    if _c is not None and type(values) is list and set(map(type, values[:1])) <= {int}:
+    if _c is not None and type(values) is list:
         try:
             return _c.nonnegative(values)
         except TypeError:  # an item that is not an int: the loop below compares as Python does

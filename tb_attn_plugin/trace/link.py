@@ -263,7 +263,7 @@ def _tree_native(ev: Events):
     rank = {k: r for r, k in enumerate(threads)}
     # The ops, and their cpu-op flags as gathered while decoding, put in tree order by the C pass
     # too (not by a Python pass over millions of them).
-    gathered = ev.op_columns.of(ev.ops) if ev.op_columns is not None else None
+    gathered = _gathered(ev.op_columns, ev.ops)
     cpu = gathered.is_cat if gathered is not None and gathered.cat == CPU_OP else None
     # The columns are written straight into these arrays (no bytes to copy from).
     n, q, d = len(ev.ops), array("q", [0]), array("d", [0.0])
@@ -277,9 +277,14 @@ def _tree_native(ev: Events):
                   got[9] if cpu is not None else None)
 
 
+def _gathered(gathered: EventColumns | None, events: list[Event]) -> EventColumns | None:
+    """The columns gathered while decoding, when they are those of ``events``."""
+    return gathered.of(events) if gathered is not None else None
+
+
 def _columns(gathered: EventColumns | None, events: list[Event]):
     """(thread, keys, ts, dur) of the events: as gathered while decoding, else read from them now."""
-    cols = gathered.of(events) if gathered is not None else None
+    cols = _gathered(gathered, events)
     if cols is not None:
         return cols.thread, cols.keys, cols.ts, cols.dur
     return _c_kept.columns(events)
@@ -287,7 +292,7 @@ def _columns(gathered: EventColumns | None, events: list[Event]):
 
 def _gathered_args(gathered: EventColumns | None, events: list[Event], attr: str) -> tuple[list[int], list]:
     """_arg_values(events, attr), from the columns gathered while decoding when they hold it."""
-    cols = gathered.of(events) if gathered is not None else None
+    cols = _gathered(gathered, events)
     if cols is not None and cols.attr == attr:
         return cols.arg_at, cols.arg_values
     return _arg_values(events, attr)
@@ -295,7 +300,7 @@ def _gathered_args(gathered: EventColumns | None, events: list[Event], attr: str
 
 def _seq_ops(ev: Events, ops: list[Event], order) -> list[int]:
     """The positions (ascending) of the ops, in tree order, whose args hold a sequence number."""
-    cols = ev.op_columns.of(ev.ops) if ev.op_columns is not None and order is not None else None
+    cols = _gathered(ev.op_columns, ev.ops) if order is not None else None
     if cols is None or cols.attr != "seq":
         return _arg_values(ops, "seq")[0]
     if not cols.arg_at:
