@@ -3,7 +3,7 @@ import os
 from setuptools import Extension, find_packages, setup
 
 version = {}
-with open("tb_attn_plugin/version.py") as fh:
+with open("tb_attn_plugin/format/version.py") as fh:
     exec(fh.read(), version)
 
 setup(

@@ -419,7 +419,7 @@ def main() -> None:
             versions.append(f"{dist} {tool_version(tools[tool], dist)}")
     import orjson
 
-    from tb_attn_plugin.version import ENGINE_VERSION, __version__
+    from tb_attn_plugin.format.version import ENGINE_VERSION, __version__
     versions += [f"tb-attn {__version__} (engine {ENGINE_VERSION})", f"orjson {orjson.__version__}"]
     load = os.getloadavg()
     meta = {"command": " ".join(["python", "bench/compare_tools.py"] + [shlex.quote(a) for a in sys.argv[1:]]),

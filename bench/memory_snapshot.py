@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _measure import child_code, measure  # noqa: E402
 
-from tb_attn_plugin.collector import tags  # noqa: E402
+from tb_attn_plugin.format import tags  # noqa: E402
 
 
 def make(n: int, seed: int = 0) -> dict:

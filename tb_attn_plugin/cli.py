@@ -25,7 +25,7 @@ import os
 import sys
 import time
 
-from .errors import TraceError
+from .format.errors import TraceError
 from .report.words import cut
 
 
@@ -242,7 +242,7 @@ def _compare(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from . import cli_kernels
-    from .version import ENGINE_VERSION, SCHEMA_VERSION, __version__
+    from .format.version import ENGINE_VERSION, SCHEMA_VERSION, __version__
 
     parser = argparse.ArgumentParser(prog="tb-attn", description="Attention in PyTorch profiler traces.")
     parser.add_argument("--version", action="version",

@@ -75,7 +75,7 @@ def _patterns(args) -> int:
 
 def _annotate(args) -> int:
     from .cli import ProgressBar
-    from .errors import TraceError
+    from .format.errors import TraceError
     from .report.annotate import annotate
 
     try:

@@ -142,7 +142,7 @@ for mode in sys.argv[3:]:
                  on_trace_ready=tensorboard_trace_handler(f"{sys.argv[1]}/cpu_{mode}", worker_name="trainer0",
                                                           use_gzip=True)) as p:
         for _ in range(4):
-            # Run metadata in the collector's format (collector/tags.py); /runs shows it.
+            # Run metadata in the collector's format (format/tags.py); /runs shows it.
             p.add_metadata_json("tb_attn", json.dumps({"format": 1, "variant": mode, "seq_len": 32}))
             m(x).sum().backward()
             p.step()

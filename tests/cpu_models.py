@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from tb_attn_plugin.collector import tags
+from tb_attn_plugin.format import tags
 
 STEPS = 2  # active profiler steps per trace
 LAYERS = 2

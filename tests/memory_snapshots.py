@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import pickle
 
-from tb_attn_plugin.collector import tags
+from tb_attn_plugin.format import tags
 
 B, H, L = 2, 4, 256
 SCORE = B * H * L * L * 2  # bf16 score matrix: 1 MiB

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tb_attn_plugin.errors import TraceError
+from tb_attn_plugin.format.errors import TraceError
 from tb_attn_plugin.report.annotate import CAT_CALL, CAT_FLOW, CAT_STAGE, SCORE_ESTIMATED, SCORE_MEASURED, TRACK_NAME, annotate
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.trace.splice import write_spliced

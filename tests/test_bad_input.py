@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tb_attn_plugin.errors import TraceError
+from tb_attn_plugin.format.errors import TraceError
 from tb_attn_plugin.report.build import analyze_file
-from tb_attn_plugin.version import SCHEMA_VERSION
+from tb_attn_plugin.format.version import SCHEMA_VERSION
 from tests.conftest import recorded_trace, shared_trace
 
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from tb_attn_plugin.report.words import cut, plural
-from tb_attn_plugin.version import ENGINE_VERSION, SCHEMA_VERSION, __version__
+from tb_attn_plugin.format.version import ENGINE_VERSION, SCHEMA_VERSION, __version__
 from tests.conftest import REPO, recorded_trace
 
 

@@ -13,7 +13,8 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import tb_attn_plugin  # noqa: E402
-from tb_attn_plugin.collector import attention_region, stage, tags  # noqa: E402
+from tb_attn_plugin.collector import attention_region, stage  # noqa: E402
+from tb_attn_plugin.format import tags  # noqa: E402
 from tb_attn_plugin.report.build import analyze_file  # noqa: E402
 from tests.cpu_models import B, D, HEADS, L, LAYERS, model  # noqa: E402
 
@@ -201,7 +202,7 @@ def test_compiled_model_no_graph_break_no_recompile(tmp_path):
 
 
 def test_call_tags_round_trip_and_the_name_cache_keeps_types_apart():
-    from tb_attn_plugin.collector import tags
+    from tb_attn_plugin.format import tags
 
     fields = dict(layer="blocks.0.attn", cls="Attn&Co=1", impl="sdpa", backend="flash", b=2, hq=8, hkv=2, lq=128, lk=128,
                   d=64, dtype="bfloat16", causal=True, mask="causal", dropout=0.0, scale=None, gqa=True, compiled=False)

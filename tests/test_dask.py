@@ -17,7 +17,7 @@ import dask  # noqa: E402  (installed with distributed)
 
 from tb_attn_plugin import cli  # noqa: E402
 from tb_attn_plugin.cluster import dask_jobs  # noqa: E402
-from tb_attn_plugin.errors import TraceError  # noqa: E402
+from tb_attn_plugin.format.errors import TraceError  # noqa: E402
 from tb_attn_plugin.report.build import analyze_file  # noqa: E402
 from tests.conftest import all_settled, wait_runs  # noqa: E402
 from tests.rank_jobs import write_job  # noqa: E402

@@ -39,7 +39,7 @@ def main(argv: list[str]) -> None:
     import atheris
 
     with atheris.instrument_imports():
-        from tb_attn_plugin.errors import TraceError
+        from tb_attn_plugin.format.errors import TraceError
         from tb_attn_plugin.report.build import analyze_file
 
     workdir = tempfile.mkdtemp(prefix="tb-attn-atheris-")

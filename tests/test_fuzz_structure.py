@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tb_attn_plugin.errors import TraceError
+from tb_attn_plugin.format.errors import TraceError
 from tb_attn_plugin.report.build import analyze_file
 from tests.conftest import recorded_trace
 

@@ -107,7 +107,7 @@ def test_a_gzip_bomb_stops_at_the_limit(tmp_path):
 
 @pytest.mark.parametrize("inflater", ["isal", "stdlib"])
 def test_the_bound_holds_whichever_inflates(tmp_path, monkeypatch, inflater):
-    from tb_attn_plugin.errors import TraceError
+    from tb_attn_plugin.format.errors import TraceError
     from tb_attn_plugin.trace import read
 
     if inflater == "isal" and read._fast_gzip is None:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tb_attn_plugin.errors import TraceError
+from tb_attn_plugin.format.errors import TraceError
 from tb_attn_plugin.memory import engine, safe_pickle
 from tb_attn_plugin.memory.timeline import downsample
 from tb_attn_plugin.report.build import analyze_file

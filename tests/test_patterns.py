@@ -69,7 +69,7 @@ def test_exclusions_come_first_then_sub_stages():
 
 
 def test_every_family_has_a_known_stage_and_pass():
-    from tb_attn_plugin.collector.tags import STAGES
+    from tb_attn_plugin.format.tags import STAGES
 
     for f in P.KERNEL_FAMILIES:
         assert f.stage is None or f.stage in STAGES or f.stage in P.CONTEXT_STAGES, f.family

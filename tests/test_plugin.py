@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from tb_attn_plugin.report.build import analyze_file
-from tb_attn_plugin.version import SCHEMA_VERSION
+from tb_attn_plugin.format.version import SCHEMA_VERSION
 from tests.conftest import (PLUGIN_BAD_RUNS, PLUGIN_GPU_RUNS, PLUGIN_RUNS, all_settled, gpu_runs_present,
                             make_tb_app, shared_trace, wait_runs)
 

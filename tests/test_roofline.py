@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from tb_attn_plugin.attention import devices
-from tb_attn_plugin.attention.device_table import DEVICES, GFX_COMPUTE, PRECISIONS
+from tb_attn_plugin.roofline import devices
+from tb_attn_plugin.roofline.device_table import DEVICES, GFX_COMPUTE, PRECISIONS
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.report.compare import compare_reports
 from tb_attn_plugin.report.text import render, render_compare

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tb_attn_plugin.errors import TraceError
+from tb_attn_plugin.format.errors import TraceError
 from tb_attn_plugin.memory import engine, fast_pickle
 from tests.memory_snapshots import known_snapshot, malicious_pickle
 

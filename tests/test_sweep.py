@@ -332,7 +332,7 @@ def test_an_exponent_fitted_to_noisy_cells_says_so():
 
 
 def test_percent_of_peak_only_for_16_bit_on_a_known_gpu():
-    from tb_attn_plugin.attention.devices import peak_tflops
+    from tb_attn_plugin.roofline.devices import peak_tflops
     from tb_attn_plugin.sweeps.measure import peak_tflops_for
 
     assert peak_tflops_for("cpu", "bfloat16") is None

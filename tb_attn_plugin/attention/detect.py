@@ -20,7 +20,7 @@ from itertools import chain
 from operator import attrgetter
 from typing import Any
 
-from ..collector import tags
+from ..format import tags
 from ..trace import columns
 from ..trace.events import MODULE_PREFIX
 from ..trace.link import Kernel, Linked, module_name

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..collector import tags
+from ..format import tags
 from ..trace.link import Linked
 from . import patterns as P
 from .detect import Call, _is_batched

@@ -24,7 +24,7 @@ import re
 import sys
 from typing import Any
 
-from ..collector.tags import STAGES
+from ..format.tags import STAGES
 from . import patterns as P
 
 if sys.version_info >= (3, 11):

@@ -6,7 +6,7 @@ import os
 import sys
 from typing import Any, Iterator
 
-from ..errors import TraceError
+from ..format.errors import TraceError
 from ..trace import discover
 from ..trace.url_logdir import is_url_logdir, url_logdir
 from . import dask_jobs

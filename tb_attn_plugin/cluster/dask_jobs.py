@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Iterable, Iterator
 
-from ..errors import TraceError
+from ..format.errors import TraceError
 
 INSTALL_HINT = "pip install 'tb-attn[dask]'"
 LOCAL = "local"

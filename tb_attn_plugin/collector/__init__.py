@@ -1,6 +1,6 @@
 """The collector: ``tb_attn_plugin.collector.profile`` wraps torch.profiler and tags attention.
 
-Only ``tags`` is imported eagerly: the analysis engine reads the tag format without torch.
+The tag format it writes lives in ``tb_attn_plugin.format.tags``, which the engine reads without torch.
 """
 
 

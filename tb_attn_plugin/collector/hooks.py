@@ -23,7 +23,8 @@ from typing import Any, Callable
 import torch
 from torch.autograd.profiler import record_function
 
-from . import describe, locate, state, tags
+from ..format import tags
+from . import describe, locate, state
 
 HF_ATTENTION_CLASS = re.compile(r"Attention\d*$")
 # Implementations whose attention runs through F.scaled_dot_product_attention or flex_attention,

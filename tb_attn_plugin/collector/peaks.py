@@ -141,7 +141,7 @@ def needs_measurement(device: torch.device | str) -> bool:
     device = torch.device(device)
     if device.type != "cuda":
         return True
-    from ..attention.devices import by_name
+    from ..roofline.devices import by_name
 
     try:
         return by_name(torch.cuda.get_device_name(device)) is None

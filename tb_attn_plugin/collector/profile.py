@@ -23,7 +23,8 @@ import torch
 from torch.profiler import ProfilerAction, ProfilerActivity
 
 from . import peaks as peak_meter
-from . import run_info, tags
+from ..format import tags
+from . import run_info
 from .hooks import Tagger
 from .memory import MemoryRecorder
 from .region import attention_region, stage

@@ -13,7 +13,8 @@ from typing import Any
 import torch
 from torch.autograd.profiler import record_function
 
-from . import describe, state, tags
+from ..format import tags
+from . import describe, state
 
 _USER_FIELDS = frozenset(tags.CALL_FIELDS) - {"layer"}
 

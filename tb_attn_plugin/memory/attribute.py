@@ -13,7 +13,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Any
 
-from ..collector import tags
+from ..format import tags
 from ..trace import columns
 from .snapshot import Annotation
 from .timeline import Timeline

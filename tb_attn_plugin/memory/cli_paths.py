@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import TraceError
+from ..format.errors import TraceError
 from ..trace import discover
 from .engine import is_snapshot_path, snapshot_report
 

@@ -10,10 +10,10 @@ import time
 from typing import Any
 
 from ..attention import shapes
-from ..errors import TraceError
+from ..format.errors import TraceError
 from ..trace import columns
 from ..trace.read import is_url
-from ..version import ENGINE_VERSION, SCHEMA_VERSION
+from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
 from . import attribute, profiler_events, section
 from . import snapshot as snap
 from .joining import is_snapshot_path, joining_names  # noqa: F401  (is_snapshot_path: cli_paths, plugin/work)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import TraceError
+from ..format.errors import TraceError
 from ..trace.stream import open_pieces
 from . import rows as rows_mod
 from .safe_pickle import check_size, max_snapshot_bytes

@@ -12,7 +12,7 @@ import io
 import os
 import pickle
 
-from ..errors import TraceError
+from ..format.errors import TraceError
 from ..trace import read
 
 ENV = "TB_ATTN_MAX_SNAPSHOT_MB"

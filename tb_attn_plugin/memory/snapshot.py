@@ -11,7 +11,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import TraceError
+from ..format.errors import TraceError
 from . import fast_pickle
 from .rows import NOT_DICT, NOT_STR, EntryRows, from_dicts
 from .safe_pickle import load_plain

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..version import ENGINE_VERSION
+from ..format.version import ENGINE_VERSION
 
 logger = logging.getLogger(__name__)
 

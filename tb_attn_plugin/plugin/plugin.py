@@ -21,7 +21,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 from werkzeug.security import safe_join
 
-from ..collector.tags import STAGES
+from ..format.tags import STAGES
 from ..report.compare import compare_reports
 from . import cache as cache_mod
 from . import memory_route

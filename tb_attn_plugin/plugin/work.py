@@ -46,7 +46,7 @@ def analyze(path: str, display_name: str, env: dict[str, str] | None = None, sna
 
     _apply(env)
 
-    from ..errors import TraceError
+    from ..format.errors import TraceError
     from ..memory.engine import is_snapshot_path, snapshot_report
     from ..report.build import analyze_file
 
@@ -100,7 +100,7 @@ def _use_patterns() -> str | None:
 def annotate(path: str, out: str, env: dict[str, str] | None = None) -> tuple[str, str | None]:
     """Write the annotated copy of ``path`` to ``out`` (a temporary file of the plugin's); (status, message)."""
     _apply(env)
-    from ..errors import TraceError
+    from ..format.errors import TraceError
     from ..report.annotate import annotate as run
 
     bad = _use_patterns()

@@ -14,7 +14,7 @@ import statistics
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..collector.tags import STAGES
+from ..format.tags import STAGES
 from ..report.compare import time_basis
 from ..report.words import duration
 from .identify import rank_of, worker_of

@@ -27,7 +27,7 @@ from ..attention.stages import kernel_stage
 from ..memory.engine import score_blocks
 from ..trace.link import Kernel, Linked
 from ..trace.splice import write_spliced
-from ..version import ENGINE_VERSION
+from ..format.version import ENGINE_VERSION
 from .build import UNFUSED, analyze_file
 
 TRACK_NAME = "tb-attn: attention calls"
@@ -258,7 +258,7 @@ def _free_pid(L: Linked) -> int:
 
 def annotate(src: str, dst: str, progress=None) -> dict[str, Any]:
     """Analyse ``src`` and write the annotated copy to ``dst``; returns a summary. Raises TraceError."""
-    from ..errors import TraceError
+    from ..format.errors import TraceError
 
     keep: dict[str, Any] = {}
     say = progress or (lambda phase, frac: None)

@@ -18,11 +18,11 @@ import msgspec
 from ..attention import patterns as kernel_table
 from ..attention import safety, shapes
 from ..attention.detect import Call, detect
-from ..attention.devices import describe
+from ..roofline.devices import describe
 from ..attention.patterns import is_vendor_op, needs_shapes
 from ..attention.metrics import PASSES, Cell, layer_type_of_path, measure
 from ..attention.stages import kernel_stage
-from ..collector import tags
+from ..format import tags
 from ..memory import engine as memory
 from ..roofline.section import build as build_roofline
 from ..trace import discover, stream
@@ -30,7 +30,7 @@ from ..trace.events import Args, decode
 from ..trace.link import Linked, launches_by_correlation, link, op_tree
 from ..trace.pipeline import together
 from ..trace.read import file_size, read_trace_text
-from ..version import ENGINE_VERSION, SCHEMA_VERSION
+from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
 from .verdicts import verdicts
 
 Progress = Callable[[str, float], None]
@@ -391,7 +391,7 @@ def _safety_net(report: dict[str, Any], L: Linked, call_of: list[int], m) -> Non
 def analyze_path(path: str, progress_for: Callable[[discover.TraceFile], Progress] | None = None, loose: bool = True):
     """Yield (TraceFile, report or TraceError) for a file, a run directory or a logdir.
     ``progress_for(trace_file)`` gives each file its own progress callback."""
-    from ..errors import TraceError
+    from ..format.errors import TraceError
 
     from ..trace.url_logdir import is_url_logdir, url_logdir
 

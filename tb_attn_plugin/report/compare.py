@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..collector.tags import STAGES
+from ..format.tags import STAGES
 from ..memory import compare as memory_compare
 from ..roofline.decompose import decompose
 from .words import duration

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ..collector.tags import STAGES
+from ..format.tags import STAGES
 from ..memory import text as memory_text
 from ..roofline.text import decomposition_lines, roofline_lines
 from .words import cut, duration, plural

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..attention.devices import peak_for
+from .devices import peak_for
 
 LAUNCH_US = 10.0
 SHORT_US = 50.0

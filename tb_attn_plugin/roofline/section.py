@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..attention.devices import precision_of
+from .devices import precision_of
 from ..attention.metrics import Measured
 from ..trace.link import Linked
 from . import model, roof

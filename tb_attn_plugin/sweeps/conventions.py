@@ -9,7 +9,7 @@ PEAK_MEMORY = {
            "[memory] events (bytes allocated during the call and not yet freed)",
 }
 TIMING = "median and IQR of torch.utils.benchmark.Timer.blocked_autorange after warm-up calls"
-PCT_OF_PEAK = ("TFLOP/s over the GPU's data-sheet dense 16-bit peak (attention/devices.py); "
+PCT_OF_PEAK = ("TFLOP/s over the GPU's data-sheet dense 16-bit peak (roofline/devices.py); "
                "none on the CPU or for float32")
 
 __all__ = ["FLOPS", "PEAK_MEMORY", "TIMING", "PCT_OF_PEAK"]

@@ -92,11 +92,11 @@ def device_name(device: str) -> str:
 
 
 def peak_tflops_for(device: str, dtype: str, name: str | None = None) -> float | None:
-    """The data-sheet dense 16-bit peak of the GPU (attention/devices.py's table); None on the CPU,
+    """The data-sheet dense 16-bit peak of the GPU (roofline/devices.py's table); None on the CPU,
     for float32 (the table holds 16-bit tensor-core peaks) and for GPUs the table lacks."""
     if device != "cuda" or dtype not in ("bfloat16", "float16"):
         return None
-    from ..attention.devices import peak_tflops
+    from ..roofline.devices import peak_tflops
 
     return peak_tflops(name if name is not None else device_name(device))
 

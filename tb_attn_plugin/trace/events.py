@@ -21,7 +21,7 @@ from typing import Any, Callable, Union
 
 import msgspec
 
-from ..errors import TraceError
+from ..format.errors import TraceError
 from . import native
 from .event_columns import EventColumns
 from .memory_records import MemoryEvents
@@ -92,7 +92,7 @@ class _Doc(msgspec.Struct, gc=False):
     traceEvents: list[Event] | None = None
     deviceProperties: list[dict[str, Any]] | None = None
     distributedInfo: dict[str, Any] | None = None
-    tb_attn: Any = None  # run metadata written by the collector (tb_attn_plugin.collector.tags)
+    tb_attn: Any = None  # run metadata written by the collector (tb_attn_plugin.format.tags)
 
 
 class _RawDoc(msgspec.Struct, gc=False):

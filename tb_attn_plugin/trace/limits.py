@@ -12,7 +12,7 @@ import os
 import re
 import stat
 
-from ..errors import TraceError
+from ..format.errors import TraceError
 
 ENV = "TB_ATTN_MAX_TRACE_BYTES"
 MIN_DEFAULT = 64 << 20

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import zlib
 
-from ..errors import TraceError
+from ..format.errors import TraceError
 from . import limits
 
 try:  # optional (pip install 'tb-attn[fast]'): ISA-L inflates gzip in about 60% of zlib's time

@@ -16,7 +16,7 @@ import re
 import tempfile
 from typing import Iterable, Iterator
 
-from ..errors import TraceError
+from ..format.errors import TraceError
 from .read import _open_url, is_url
 
 CHUNK = 1 << 20

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import posixpath
 
-from ..errors import TraceError
+from ..format.errors import TraceError
 from . import discover
 
 
