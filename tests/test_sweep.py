@@ -296,8 +296,9 @@ def test_causal_grouped_query_attention_agrees_with_math(tmp_path):
         assert r["max_abs_error"] < 1e-4, r
 
 
-def _rec(backend, batch, L, median, status="ok", peak=None):
-    return {"backend": backend, "batch": batch, "seq_len": L, "status": status, "median_s": median, "peak_bytes": peak}
+def _rec(backend, batch, L, median, status="ok", peak=None, samples=3):
+    return {"backend": backend, "batch": batch, "seq_len": L, "status": status, "median_s": median, "peak_bytes": peak,
+            "times_s": [median] * samples if status == "ok" else []}
 
 
 def test_analysis_fits_crossovers_best_and_oom_boundary_by_hand():
@@ -329,6 +330,35 @@ def test_an_exponent_fitted_to_noisy_cells_says_so():
     assert math.isclose(fits["a"]["max_iqr_fraction"], 0.02) and math.isclose(fits["b"]["max_iqr_fraction"], 0.3)
     lines = {ln.split()[0]: ln for ln in analysis.render(quiet + noisy).splitlines()[1:]}
     assert "noisy" not in lines["a"] and "noisy: a cell's IQR is 30% of its median" in lines["b"]
+
+
+def test_a_cell_timed_once_is_shown_but_never_ranked_and_its_fit_says_noise_unknown():
+    # b's cell at L=50 was timed once (an old sweep.jsonl, before every cell got three blocks): its IQR of 0
+    # says nothing about noise, so b is not named best there, and b's exponent says its noise is unknown.
+    recs = [_rec("a", 1, L, 1e-6 * L * L) for L in (25, 50, 200)]
+    recs += [_rec("b", 1, L, 1e-5 * L, samples=1 if L == 50 else 3) for L in (25, 50, 200)]
+    best = {b["seq_len"]: b for b in analysis.best(recs)}
+    assert 1e-5 * 50 < 1e-6 * 50 * 50  # b is faster at 50, on its one sample
+    assert best[50]["backend"] == "a" and best[50]["unranked"] == ["b"]
+    fits = {f["backend"]: f for f in analysis.fits(recs)}
+    assert fits["b"]["few_sample_cells"] == 1 and fits["a"]["few_sample_cells"] == 0
+    lines = {ln.split()[0]: ln for ln in analysis.render(recs).splitlines()[1:] if not ln.startswith("  best")}
+    assert "noise unknown: 1 cell(s) timed fewer than 3 times" in lines["b"] and "noise" not in lines["a"]
+
+
+def test_best_from_a_noisy_cell_says_so():
+    quiet = _rec("a", 1, 64, 2e-3)
+    noisy = dict(_rec("b", 1, 64, 1e-3), iqr_s=16.05e-3)  # spread 1605% of its median, as seen on a loaded CPU
+    (row,) = analysis.best([quiet, noisy])
+    assert row["backend"] == "b" and math.isclose(row["noisy_fraction"], 16.05)
+    assert "best B=1 L=64: b, but noisy (IQR 1605% of the median)" in analysis.render([quiet, noisy])
+
+
+def test_a_cell_longer_than_min_run_time_still_gets_three_samples(tmp_path):
+    # One call outlasts a 0.1 ms --min-run-time, so blocked_autorange alone keeps one block (IQR 0).
+    sweep(tmp_path, backends="math", seq_len="512", batch="1", min_run_time=1e-4)
+    (rec,), _ = store.read(str(tmp_path))
+    assert rec["status"] == "ok" and len(rec["times_s"]) >= 3 and rec["iqr_s"] > 0
 
 
 def test_percent_of_peak_only_for_16_bit_on_a_known_gpu():

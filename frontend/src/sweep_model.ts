@@ -60,6 +60,10 @@ export interface SweepBest {
   runner_up: string | null;
   speedup: number | null;
   statuses: Record<string, CellStatus>;
+  /** Backends timed fewer than three times here: shown, never ranked. */
+  unranked?: string[];
+  /** IQR / median of the noisier of the two fastest cells, when above the noise mark. */
+  noisy_fraction?: number | null;
 }
 
 export interface SweepOom {

@@ -41,10 +41,21 @@ def _by_series(records: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict
 
 # torch.utils.benchmark's own mark of a noisy measurement ("(! 12%)" in the Compare table).
 NOISY_IQR = 0.1
+# Fewer timed blocks than this give no spread to judge (measure.py takes at least this many; cells
+# recorded by older versions may have one).
+MIN_SAMPLES = 3
+
+
+def samples(r: dict[str, Any]) -> int:
+    t = r.get("times_s")
+    return len(t) if isinstance(t, list) else 0
 
 
 def _spread(r: dict[str, Any]) -> float | None:
+    """IQR / median, or None where it is unknown (fewer than MIN_SAMPLES timed blocks)."""
     med, iqr = _num(r.get("median_s")), r.get("iqr_s")
+    if samples(r) < MIN_SAMPLES:
+        return None
     return iqr / med if med and isinstance(iqr, (int, float)) and math.isfinite(iqr) else None
 
 
@@ -60,7 +71,8 @@ def fits(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "time_exponent": fit_exponent((x, y) for x, y in t if y),
                     "memory_exponent": fit_exponent((x, y) for x, y in m if y),
                     "seq_lens": [r["seq_len"] for r in ok],
-                    "max_iqr_fraction": max((x for r in ok if (x := _spread(r)) is not None), default=None)})
+                    "max_iqr_fraction": max((x for r in ok if (x := _spread(r)) is not None), default=None),
+                    "few_sample_cells": sum(1 for r in ok if samples(r) < MIN_SAMPLES)})
     return out
 
 
@@ -95,13 +107,21 @@ def best(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         cells[(r["batch"], r["seq_len"])].append(r)
     out = []
     for (batch, L), rs in sorted(cells.items()):
-        ok = sorted((r for r in rs if r["status"] == "ok" and _num(r.get("median_s"))), key=lambda r: r["median_s"])
+        timed = [r for r in rs if r["status"] == "ok" and _num(r.get("median_s"))]
+        # A cell with too few samples has no known spread: it is shown, never ranked.
+        ok = sorted((r for r in timed if samples(r) >= MIN_SAMPLES), key=lambda r: r["median_s"])
         row: dict[str, Any] = {"batch": batch, "seq_len": L, "backend": None, "median_s": None, "runner_up": None,
-                               "speedup": None, "statuses": {series_name(r): r["status"] for r in rs}}
+                               "speedup": None, "statuses": {series_name(r): r["status"] for r in rs},
+                               "unranked": sorted(series_name(r) for r in timed if samples(r) < MIN_SAMPLES),
+                               "noisy_fraction": None}
         if ok:
             row.update(backend=series_name(ok[0]), median_s=ok[0]["median_s"])
+            pair = ok[:2]
             if len(ok) > 1:
                 row.update(runner_up=series_name(ok[1]), speedup=ok[1]["median_s"] / ok[0]["median_s"])
+            noise = max((x for r in pair if (x := _spread(r)) is not None), default=None)
+            if noise is not None and noise > NOISY_IQR:
+                row["noisy_fraction"] = noise
         out.append(row)
     return out
 
@@ -141,8 +161,15 @@ def render(records: list[dict[str, Any]]) -> str:
         if f["time_exponent"] is not None and noise is not None and noise > NOISY_IQR:
             parts.append(f"(noisy: a cell's IQR is {100 * noise:.0f}% of its median; the time exponent "
                          "is unreliable, rerun on a quieter machine or with a longer --min-run-time)")
+        elif f["time_exponent"] is not None and f["few_sample_cells"]:
+            parts.append(f"(noise unknown: {f['few_sample_cells']} cell(s) timed fewer than {MIN_SAMPLES} times; "
+                         "the time exponent is unreliable)")
         if parts:
             lines.append(f"  {f['backend']:<10} B={f['batch']:<4} " + ", ".join(parts))
+    for b in s["best"]:
+        if b["backend"] and b["noisy_fraction"] is not None:
+            lines.append(f"  best B={b['batch']} L={b['seq_len']}: {b['backend']}, but noisy (IQR "
+                         f"{100 * b['noisy_fraction']:.0f}% of the median): not a ranking to rely on")
     for c in s["crossovers"]:
         lines.append(f"  crossover B={c['batch']}: {c['faster_below']} faster below L~{c['seq_len']:.0f}, "
                      f"{c['faster_above']} above (between {c['between'][0]} and {c['between'][1]})")

@@ -15,6 +15,7 @@ import torch
 from torch.utils.benchmark import Timer
 
 from . import refusal
+from .analysis import MIN_SAMPLES
 from .backends import SDPA_BACKENDS, Unsupported, prepare
 from .conventions import PEAK_MEMORY
 from .flops import attention_flops
@@ -164,7 +165,7 @@ def run_cell(cell: Cell, *, min_run_time: float = 0.2, warmup: int = WARMUP_CALL
         timer = Timer(stmt=stmt, globals=glb, label=label, sub_label=sub, description=desc,
                       num_threads=torch.get_num_threads())
         with ctx():
-            m = timer.blocked_autorange(min_run_time=min_run_time)
+            m = _at_least(timer, timer.blocked_autorange(min_run_time=min_run_time), MIN_SAMPLES)
         rec.update(median_s=m.median, iqr_s=m.iqr, mean_s=m.mean, times_s=list(m.times),
                    number_per_run=m.number_per_run, num_threads=torch.get_num_threads(), stmt=stmt)
         rec["tflops"] = rec["flops"] / m.median / 1e12
@@ -206,6 +207,16 @@ def run_cell(cell: Cell, *, min_run_time: float = 0.2, warmup: int = WARMUP_CALL
             rec[k] = None
         rec["times_s"] = []
     return rec
+
+
+def _at_least(timer: Timer, m, samples: int):
+    """``m`` with at least ``samples`` timed blocks: more blocks of the same size where it has fewer
+    (blocked_autorange keeps a single block when one call outlasts --min-run-time, and the IQR of one
+    sample is 0: no spread to judge noise by)."""
+    if len(m.raw_times) >= samples:
+        return m
+    more = [timer.timeit(m.number_per_run) for _ in range(samples - len(m.raw_times))]
+    return type(m)(m.number_per_run, list(m.raw_times) + [x.raw_times[0] for x in more], m.task_spec, m.metadata)
 
 
 def _profile(cell: Cell, call, profile_dir: str) -> str:

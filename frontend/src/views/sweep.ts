@@ -103,7 +103,14 @@ function drawSweep(ctx: Ctx, el: HTMLElement, doc: SweepDoc): void {
       return h("td", { "data-best": g.best.backend, "data-batch": b, "data-seq-len": l, style: `border-left: 4px solid ${c}` },
         h("div", { class: "best-name" }, g.best.backend),
         h("div", { class: "hint" }, fmtSeconds(g.best.median_s)
-          + (g.best.speedup && g.best.runner_up ? ` · ${g.best.speedup.toFixed(2)}× vs ${g.best.runner_up}` : "")));
+          + (g.best.speedup && g.best.runner_up ? ` · ${g.best.speedup.toFixed(2)}× vs ${g.best.runner_up}` : "")),
+        typeof g.best.noisy_fraction === "number"
+          ? h("div", { class: "hint err", "data-testid": "sweep-best-noisy" },
+            `noisy: IQR ${Math.round(100 * g.best.noisy_fraction)}% of the median, not a ranking to rely on`)
+          : null,
+        g.best.unranked?.length
+          ? h("div", { class: "hint" }, `not ranked (timed fewer than 3 times): ${g.best.unranked.join(", ")}`)
+          : null);
     }))))));
 
   el.appendChild(h("h3", null, "Crossovers"));
