@@ -62,7 +62,7 @@ def swept(backends, lens, batches, heads, head_dim, min_run_time, cap, hparams, 
         t0 = time.perf_counter()
         recs = tb_attn_plugin.sweep(d, backends=",".join(backends), seq_len=",".join(map(str, lens)),
                              batch=",".join(map(str, batches)), heads=heads, head_dim=head_dim, dtype="float32",
-                             device="cpu", min_run_time=min_run_time, warmup=3, memory_cap=cap, hparams=hparams,
+                             device="cpu", min_run_time=min_run_time, warmup=3, memory_cap=cap, summaries=hparams,
                              progress=False, out=False)
         took = time.perf_counter() - t0
     # The steady state: time between consecutive cells' records (leaves out one-time starts).

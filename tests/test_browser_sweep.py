@@ -20,8 +20,16 @@ from tests.test_plugin_tensorboard import poll  # noqa: E402
 
 @pytest.fixture(scope="module")
 def sweep_tb(tmp_path_factory):
+    import tb_attn_plugin
+
     logdir = tmp_path_factory.mktemp("browser_sweep") / "logdir"
-    records = record_sweep(logdir / "cpu_sweep")
+    records = record_sweep(logdir / "cpu_sweep", hparams_logdir=logdir / "hparams")
+    # A second, smaller sweep sharing the HParams logdir, at a length the first never ran: its values must
+    # reach the HParams filters too.
+    records += list(tb_attn_plugin.sweep(str(logdir / "second_sweep"), backends="math", seq_len="32", batch="1",
+                                         heads=2, head_dim=16, dtype="float32", device="cpu", min_run_time=0.02,
+                                         warmup=1, threads=1, hparams_logdir=str(logdir / "hparams"),
+                                         progress=False, out=False))
     with serving(logdir, tmp_path_factory.mktemp("tb")) as (base, proc):
         yield base, records, proc
 
@@ -37,7 +45,11 @@ def test_hparams_plugin_lists_every_cell(sweep_tb):
     base, records, proc = sweep_tb
     poll(f"{base}/data/plugins_listing", lambda d: d.get("hparams", {}).get("enabled"), proc=proc)
     exp = _post(f"{base}/data/plugin/hparams/experiment", {"experimentName": ""})
-    assert {h["name"] for h in exp["hparamInfos"]} >= {"backend", "batch", "seq_len", "status"}
+    infos = {h["name"]: h for h in exp["hparamInfos"]}
+    assert set(infos) >= {"backend", "batch", "seq_len", "status"}
+    # Inferred from every session of both sweeps, not from the first sweep's config.
+    lens = {r["seq_len"] for r in records}
+    assert min(lens) == 32 and infos["seq_len"]["domainInterval"] == {"minValue": 32, "maxValue": max(lens)}
     cols = [{"hparam": n, "includeInResult": True} for n in ("backend", "batch", "seq_len", "status")]
     cols.append({"metric": {"tag": "sweep/median_ms", "group": ""}, "includeInResult": True})
     groups = _post(f"{base}/data/plugin/hparams/session_groups",
@@ -45,7 +57,7 @@ def test_hparams_plugin_lists_every_cell(sweep_tb):
                                                               "STATUS_RUNNING"],
                     "colParams": cols, "startIndex": 0, "sliceSize": 1000})
     by_id = {r["cell_id"]: r for r in records}
-    got = {g["name"]: g for g in groups["sessionGroups"]}
+    got = {g["name"]: g for g in groups["sessionGroups"]}  # cell ids, from the sessions' trial ids
     assert set(got) == set(by_id)
     for cell_id, g in got.items():
         rec = by_id[cell_id]

@@ -44,7 +44,12 @@ def add_parser(sub, parents=()) -> None:
                         "limit in a child process; cells beyond it are recorded as oom")
     p.add_argument("--profile", nargs="?", const=True, default=False, metavar="SEQ_LENS",
                    help="record one tb-attn trace per cell (or only at these lengths) under LOGDIR/profiles/")
-    p.add_argument("--no-hparams", action="store_true", help="do not write TensorBoard HParams summaries and scalars")
+    p.add_argument("--no-summaries", "--no-hparams", dest="no_summaries", action="store_true",
+                   help="do not write the sweep's TensorBoard scalars (one run, LOGDIR)")
+    p.add_argument("--hparams-logdir", default=None, metavar="DIR",
+                   help="also write one TensorBoard HParams session per cell under DIR/<name of LOGDIR>/: a logdir of "
+                        "its own (e.g. sweeps-hparams, beside runs/), since TensorBoard selects no run by default "
+                        "once a logdir holds more than 40")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
 
     def one_line_error(message: str):  # argparse would print the whole usage first
@@ -63,7 +68,8 @@ def run(args) -> int:
                            dtype=args.dtype, causal=args.causal, pass_=args.pass_, device=args.device,
                            module=args.module, min_run_time=args.min_run_time, warmup=args.warmup,
                            memory_cap=args.memory_cap, profile=args.profile, threads=args.threads,
-                           hparams=not args.no_hparams, progress=not args.quiet)
+                           summaries=not args.no_summaries, hparams_logdir=args.hparams_logdir,
+                           progress=not args.quiet)
     except GridError as exc:
         print(f"tb-attn: error: sweep: {exc}", file=sys.stderr)
         return 2

@@ -108,12 +108,15 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
               kv_heads: int | None = None, dtype: str | None = None, causal: bool = False, pass_: str = "fwd",
               device: str | None = None, module: str | list[str] | None = None, min_run_time: float = 0.2,
               warmup: int = 3, memory_cap: int | str | None = None, profile: bool | Any = False,
-              threads: int | None = None, hparams: bool = True, progress: bool = True,
+              threads: int | None = None, summaries: bool = True, hparams_logdir: str | None = None,
+              progress: bool = True,
               out=None) -> SweepResult:
     """Measure every cell not already in ``logdir/sweep.jsonl``; see ``tb-attn sweep --help``.
     ``out``: where the Compare table goes (default stdout; False: nowhere).
     ``profile``: True (every measured cell) or sequence lengths (``"512"``, ``[512, 2048]``) whose
-    cells get one tb-attn trace each under ``logdir/profiles/<cell_id>/``."""
+    cells get one tb-attn trace each under ``logdir/profiles/<cell_id>/``.
+    ``summaries``: the sweep's scalars in one TensorBoard run (``logdir``); ``hparams_logdir``: also one
+    HParams session per cell under ``hparams_logdir/<name of logdir>/`` (tblog.py says why not in logdir)."""
     import torch
 
     out = None if out is False else (out if out is not None else sys.stdout)  # False: print nothing
@@ -173,11 +176,11 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
 
         cuda_cap_before = apply_cuda_cap(cap)
     tb = None
-    if hparams:
+    if summaries or hparams_logdir:
         try:
             from .tblog import SweepLogger
 
-            tb = SweepLogger(logdir)
+            tb = SweepLogger(logdir, hparams_logdir)
         except ImportError as e:  # tensorboard is an extra: the sweep still runs without it
             log.warning("no TensorBoard summaries (%s); install tensorboard for the HParams tab", e)
     appender = store.Appender(logdir)
@@ -229,7 +232,6 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
     result.extend(sorted(done.values(), key=lambda r: order.get(cell_key(r), len(order))))
     in_grid = [r for r in result if cell_key(r) in order]
     if tb is not None:
-        tb.experiment(result)
         tb.close()
     if out is not None:
         print(compare_table(in_grid), file=out)

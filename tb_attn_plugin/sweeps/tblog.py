@@ -1,14 +1,22 @@
-"""A sweep in TensorBoard: HParams summaries (one session per cell, so the HPARAMS tab lists every
-cell) and scalars of time and memory against sequence length per backend, written with
-TensorBoard's own protobufs and event writer (no TensorFlow needed)."""
+"""A sweep in TensorBoard: scalars of time and memory against sequence length per backend in ONE run
+(the sweep's logdir), and, when asked, HParams summaries (one session per cell, so the HPARAMS tab
+lists every cell) in a logdir of their own. Written with TensorBoard's own protobufs and event writer
+(no TensorFlow needed).
+
+Why sessions go elsewhere: every session is a run, and TensorBoard's run selector turns runs on by
+default only while few enough match (tf-multi-checkbox's maxNamesToEnableByDefault = 40 for the
+Scalars tab in TensorBoard 2.21; 500 in Time Series): a sweep of 56 cells beside a user's training
+runs left the Scalars tab with nothing selected. So a sweep adds one run to the user's logdir, and
+its sessions go under ``HPARAMS_LOGDIR/<sweep>/<cell>``, where several sweeps share one HParams view.
+No experiment config is written: TensorBoard then infers the hparams' domains from every session
+there, so a second sweep's values are filterable too (a written config would hold only its own)."""
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any, Iterable
+from typing import Any
 
-HPARAMS_DIR = "hparams"
 HPARAMS = ("backend", "batch", "seq_len", "heads", "kv_heads", "head_dim", "dtype", "causal", "pass", "device",
            "device_name", "module", "status")
 # metric tag -> (record field, factor, description)
@@ -64,24 +72,30 @@ def series_tag(rec: dict[str, Any], what: str) -> str:
     return f"sweep/{what}/{name}/batch{rec['batch']}"
 
 
+def sessions_dir(hparams_logdir: str, sweep_logdir: str) -> str:
+    """Where one sweep's sessions go: a folder named after the sweep's logdir."""
+    return os.path.join(hparams_logdir, os.path.basename(os.path.abspath(sweep_logdir)) or "sweep")
+
+
 class SweepLogger:
     """Writes as cells finish, so an interrupted sweep is in TensorBoard up to its last cell."""
 
-    def __init__(self, logdir: str):
+    def __init__(self, logdir: str, hparams_logdir: str | None = None):
         self.logdir = logdir
+        self.sessions = sessions_dir(hparams_logdir, logdir) if hparams_logdir else None
         self._scalars = None
 
     def cell(self, rec: dict[str, Any]) -> None:
-        from tensorboard.plugins.hparams import summary_v2
+        if self.sessions is not None:
+            from tensorboard.plugins.hparams import summary_v2
 
-        session_dir = os.path.join(self.logdir, HPARAMS_DIR, rec["cell_id"])
-        w = _writer(session_dir, ".tb_attn_sweep")
-        w.add_event(_event(summary_v2.hparams_pb(hparam_values(rec), trial_id=rec["cell_id"],
-                                                 start_time_secs=rec.get("wall_time"))))
-        metrics = metric_values(rec)
-        if metrics:
-            w.add_event(_event(_scalars(metrics)))
-        w.close()
+            w = _writer(os.path.join(self.sessions, rec["cell_id"]), ".tb_attn_sweep")
+            w.add_event(_event(summary_v2.hparams_pb(hparam_values(rec), trial_id=rec["cell_id"],
+                                                     start_time_secs=rec.get("wall_time"))))
+            metrics = metric_values(rec)
+            if metrics:
+                w.add_event(_event(_scalars(metrics)))
+            w.close()
         if rec["status"] == "ok":
             if self._scalars is None:
                 self._scalars = _writer(self.logdir, ".tb_attn_sweep")
@@ -93,28 +107,6 @@ class SweepLogger:
             # step = sequence length: TensorBoard's scalar charts then plot against it
             self._scalars.add_event(_event(_scalars(vals), step=rec["seq_len"]))
             self._scalars.flush()
-
-    def experiment(self, records: Iterable[dict[str, Any]]) -> None:
-        """The HParams experiment config over every cell so far (written at the end of each run;
-        without it TensorBoard infers the same from the sessions)."""
-        from tensorboard.plugins.hparams import summary_v2 as hp  # api.py would import TensorFlow for Keras
-
-        records = list(records)
-        hparams = []
-        for k in HPARAMS:
-            values = sorted({r.get(k) for r in records if r.get(k) is not None}, key=str)
-            if not values:
-                continue
-            if all(isinstance(v, bool) for v in values) or all(isinstance(v, str) for v in values) or \
-                    all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-                hparams.append(hp.HParam(k, hp.Discrete(values)))
-            else:
-                hparams.append(hp.HParam(k))
-        metrics = [hp.Metric(tag, display_name=tag.split("/", 1)[1], description=desc)
-                   for tag, (_, _, desc) in METRICS.items()]
-        w = _writer(os.path.join(self.logdir, HPARAMS_DIR), ".tb_attn_sweep")
-        w.add_event(_event(hp.hparams_config_pb(hparams, metrics)))
-        w.close()
 
     def close(self) -> None:
         if self._scalars is not None:
