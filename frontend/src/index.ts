@@ -8,6 +8,7 @@ import { clear, h, notice } from "./dom";
 import { defaultRun, defaultTarget } from "./model";
 import { mergeHash, parseHash, stateFromParams, type State, type View } from "./state";
 import { STYLE } from "./style";
+import { splitSweepRuns } from "./sweep_runs";
 import type { Report, RunsDoc } from "./types";
 import { compareView } from "./views/compare";
 import type { Ctx, Target } from "./views/context";
@@ -141,9 +142,14 @@ class App {
   private drawHeader(): void {
     clear(this.header);
     const t = this.target();
+    const option = (r: RunsDoc["runs"][number]) => h("option", { value: r.run, selected: t?.run === r.run },
+      r.run + (r.status === "loading" ? " (analysing…)" : r.status === "error" ? " (cannot be read)" : ""));
+    const byName = new Map(this.runs.runs.map((r) => [r.run, r]));
+    const { own, sweeps } = splitSweepRuns(this.runs.runs.map((r) => r.run));
     const runSel = h("select", { "aria-label": "run", "data-testid": "run-select" },
-      ...this.runs.runs.map((r) => h("option", { value: r.run, selected: t?.run === r.run },
-        r.run + (r.status === "loading" ? " (analysing…)" : r.status === "error" ? " (cannot be read)" : ""))));
+      ...own.map((n) => option(byName.get(n)!)),
+      ...sweeps.map(([sweep, cells]) => h("optgroup", { label: `sweep ${sweep}: ${cells.length} profiled cell${cells.length === 1 ? "" : "s"}` },
+        ...cells.map((n) => option(byName.get(n)!)))));
     runSel.addEventListener("change", () => this.set({ run: runSel.value, worker: null, span: null, layer: null, call: null }));
     const info = this.runs.runs.find((r) => r.run === t?.run);
     const workers = info?.workers || [];

@@ -2,6 +2,7 @@
 // so every view's numbers are unit-tested (test/model.test.ts). Robust to missing optional fields:
 // a missing number is 0 where it is summed and null where it is shown.
 
+import { sweepOfRun } from "./sweep_runs";
 import { num } from "./format";
 import type {
   Basis, CompareDoc, Kernel, Layer, Pass, Report, RunsDoc, StageRow,
@@ -150,10 +151,13 @@ export function defaultTarget(doc: RunsDoc | null | undefined, run: string): { w
   return { worker: r.workers[0].worker, span: spans[spans.length - 1].span };
 }
 
-/** The run to open first: the one with the largest attention time among ready runs, else the first. */
+/** The run to open first: the one with the largest attention time among ready runs, else the first; a
+ * sweep's profiled cells only when the logdir holds nothing else. */
 export function defaultRun(doc: RunsDoc | null | undefined): string | null {
-  const runs = doc?.runs || [];
-  if (!runs.length) return null;
+  const all = doc?.runs || [];
+  if (!all.length) return null;
+  const own = all.filter((r) => sweepOfRun(r.run) === null);
+  const runs = own.length ? own : all;
   let best: string | null = null;
   let bestUs = -1;
   for (const r of runs) {

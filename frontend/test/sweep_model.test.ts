@@ -5,6 +5,8 @@ import {
   type SweepDoc,
 } from "../src/sweep_model";
 import { mergeHash, parseHash, stateFromParams, stateToParams } from "../src/state";
+import { splitSweepRuns, sweepOfRun } from "../src/sweep_runs";
+import { defaultRun } from "../src/model";
 
 // A real /sweep answer: tests/sweep_data.py's CPU sweep (math, flash, eager; efficient unsupported;
 // math and eager out of memory under a 48 MiB cap), served by tb_attn_plugin/plugin/sweeps.py.
@@ -89,5 +91,29 @@ describe("sweep state in the URL", () => {
     const again = stateFromParams(parseHash(mergeHash("#tb_attn&tagFilter=x", s, "tb_attn")).params);
     expect(again).toEqual(s);
     expect(stateFromParams([["attn_sweep", ""]]).sweep).toBeNull();
+  });
+});
+
+describe("a sweep's profiled cells among the runs", () => {
+  // Real profile runs of the fixture's sweep (profile_run, as /sweep serves it: cpu_sweep/profiles/<cell_id>),
+  // named as the Attention tab lists them under a logdir holding the sweep beside a user's own runs.
+  const cells = doc.cells.map((c) => c.profile_run).filter((p): p is string => typeof p === "string");
+  it("groups them under their sweep and keeps the user's runs first", () => {
+    expect(cells.length).toBeGreaterThan(0);
+    expect(cells.every((r) => sweepOfRun(r) === "cpu_sweep")).toBe(true);
+    expect(sweepOfRun(cells[0].slice("cpu_sweep/".length))).toBe(".");
+    // a user's run that merely has "profiles" in its path is theirs
+    expect(sweepOfRun("exp/profiles/llama-7b")).toBeNull();
+    expect(sweepOfRun("bert")).toBeNull();
+    const split = splitSweepRuns(["bert", ...cells, "runs/sdpa"]);
+    expect(split.own).toEqual(["bert", "runs/sdpa"]);
+    expect(split.sweeps).toEqual([["cpu_sweep", cells]]);
+  });
+  it("opens a user's run first even when a profiled cell has more attention", () => {
+    const ready = (calls: number, us: number) => [{ worker: "w", spans: [{ span: "1", status: "ready" as const,
+      summary: { calls, attention_gpu_us: us } }] }];
+    const runs = { runs: [{ run: cells[0], workers: ready(4, 900) }, { run: "bert", workers: ready(2, 10) }] };
+    expect(defaultRun(runs)).toBe("bert");
+    expect(defaultRun({ runs: [runs.runs[0]] })).toBe(cells[0]);
   });
 });

@@ -1,3 +1,4 @@
+import { splitSweepRuns } from "../sweep_runs";
 import { api, untilReady } from "../api";
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
@@ -128,7 +129,16 @@ export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
 export function runPicker(ctx: Ctx, hint: string): HTMLElement {
   const picked = ctx.state.compare;
   const box = h("div", { class: "run-picker", "data-testid": "run-picker" }, h("div", { class: "hint" }, hint));
-  for (const r of ctx.runs.runs || []) {
+  const byName = new Map((ctx.runs.runs || []).map((r) => [r.run, r]));
+  const { own, sweeps } = splitSweepRuns([...byName.keys()]);
+  const ordered: (string | { sweep: string; cells: number })[] = [...own];
+  for (const [sweep, cells] of sweeps) ordered.push({ sweep, cells: cells.length }, ...cells);
+  for (const item of ordered) {
+    if (typeof item !== "string") {
+      box.appendChild(h("div", { class: "hint" }, `sweep ${item.sweep}: ${item.cells} profiled cell${item.cells === 1 ? "" : "s"}`));
+      continue;
+    }
+    const r = byName.get(item)!;
     // A snapshot listed on its own has no attention to compare (the backend refuses it).
     if (r.workers.every((w) => w.spans.every((s) => s.summary?.kind === "memory_snapshot"))) continue;
     const i = picked.indexOf(r.run);

@@ -1,3 +1,4 @@
+import { sweepOfRun } from "../sweep_runs";
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
 import { fmtBytes, fmtCount, fmtUs } from "../format";
@@ -13,9 +14,10 @@ export async function scalingView(ctx: Ctx, root: HTMLElement): Promise<void> {
   const el = h("section", { class: "view view-scaling", "data-view": "scaling" });
   root.appendChild(el);
   el.appendChild(h("h2", null, "Scaling with sequence length"));
-  // The runs picked for comparison, else every run that has attention.
+  // The runs picked for comparison, else every run of yours that has attention (a sweep's profiled cells only when picked).
   const names = ctx.state.compare.length >= 2 ? ctx.state.compare
-    : (ctx.runs.runs || []).filter((r) => r.workers.some((w) => w.spans.some((s) => (s.summary?.calls ?? 0) > 0))).map((r) => r.run);
+    : (ctx.runs.runs || []).filter((r) => sweepOfRun(r.run) === null
+      && r.workers.some((w) => w.spans.some((s) => (s.summary?.calls ?? 0) > 0))).map((r) => r.run);
   el.appendChild(h("p", { class: "hint" }, ctx.state.compare.length >= 2
     ? `Runs picked in Compare: ${names.join(", ")}.`
     : `Every run with attention (${names.length}); pick runs in Compare to narrow this down.`));
