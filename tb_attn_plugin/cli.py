@@ -108,11 +108,31 @@ def fail_json_message(message: str, path: str | None = None) -> None:
     sys.stdout.write("\n")
 
 
+def native_status() -> tuple[bool, str]:
+    """(whether the native event scanner is built, a line saying which native parts are)."""
+    from .memory import fast_pickle
+    from .trace import native
+
+    parts = [f"native event scanner {'built' if native.available else 'NOT built'}",
+             f"snapshot decoder {'built' if fast_pickle.available() else 'NOT built'}"]
+    return native.available, ", ".join(parts)
+
+
+def _warn_without_native() -> None:
+    """Once per command: an install without a C compiler analyses about 2x slower (bench/README.md)."""
+    built, line = native_status()
+    if not built:
+        print(f"tb-attn: warning: {line}: analysis runs about 2x slower (reinstall with a C compiler: "
+              "pip install --force-reinstall --no-deps tb-attn)", file=sys.stderr)
+
+
 def _report(args) -> int:
     from .cluster.dask_jobs import DaskUnavailable
     from .report.text import render
 
     paths, errors = _expand(args.paths)
+    if paths and args.dask is None:
+        _warn_without_native()
     client = None
     if args.dask is not None and paths:
         from .cluster import dask_jobs
@@ -244,9 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     from . import cli_kernels
     from .format.version import ENGINE_VERSION, SCHEMA_VERSION, __version__
 
-    parser = argparse.ArgumentParser(prog="tb-attn", description="Attention in PyTorch profiler traces.")
+    # Raw: the --version line is printed as written, not wrapped at the terminal's width.
+    parser = argparse.ArgumentParser(prog="tb-attn", description="Attention in PyTorch profiler traces.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version",
-                        version=f"tb-attn {__version__} (engine {ENGINE_VERSION}, report schema {SCHEMA_VERSION})")
+                        version=f"tb-attn {__version__} (engine {ENGINE_VERSION}, report schema {SCHEMA_VERSION}; "
+                                f"{native_status()[1]})")
     sub = parser.add_subparsers(dest="command", required=True)
     common = cli_kernels.patterns_parent()
     rep = sub.add_parser("report", help="analyse a trace file, a run directory or a logdir", parents=[common])

@@ -34,8 +34,40 @@ def runs(tmp_path):
 
 
 def test_version():
+    from tb_attn_plugin.memory import fast_pickle
+    from tb_attn_plugin.trace import native
+
     proc = cli("--version")
-    assert proc.returncode == 0 and proc.stdout.strip() == f"tb-attn {__version__} (engine {ENGINE_VERSION}, report schema {SCHEMA_VERSION})"
+    built = {True: "built", False: "NOT built"}
+    assert proc.returncode == 0 and proc.stdout.strip() == (
+        f"tb-attn {__version__} (engine {ENGINE_VERSION}, report schema {SCHEMA_VERSION}; "
+        f"native event scanner {built[native.available]}, snapshot decoder {built[fast_pickle.available()]})")
+    if os.environ.get("TB_ATTN_REQUIRE_NATIVE"):  # scripts/test.sh: the install must have built both
+        assert "NOT built" not in proc.stdout
+
+
+# An install without a C compiler: the scanner's module cannot be imported.
+NO_SCANNER = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "tb_attn_plugin.trace._prefilter":
+            raise ImportError("blocked: as if no compiler had built it")
+sys.meta_path.insert(0, Block())
+from tb_attn_plugin.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_without_the_native_scanner_report_warns_once_and_version_says_so(runs):
+    run = lambda *a: subprocess.run([sys.executable, "-c", NO_SCANNER, *a], capture_output=True, text=True,  # noqa: E731
+                                    timeout=300, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    proc = run("report", str(runs / "small.json.gz"), str(runs / "eager.json.gz"), "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("native event scanner NOT built") == 1 and "about 2x slower" in proc.stderr
+    assert "native event scanner NOT built" in run("--version").stdout
+    assert "NOT built" not in cli("report", str(runs / "small.json.gz"), "-q").stderr or not os.environ.get(
+        "TB_ATTN_REQUIRE_NATIVE")
 
 
 def test_report_takes_every_path_given(runs):
