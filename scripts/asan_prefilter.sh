@@ -2,20 +2,21 @@
 # The C event scanner (tb_attn_plugin/trace/_prefilter.c) under AddressSanitizer and UBSan: builds
 # an instrumented copy in a temporary directory and feeds it a real trace whole, then N mutated and
 # cut pieces of it (bytes swapped for JSON punctuation, random ranges). Any out-of-bounds read or
-# write aborts with ASan's report. Not part of CI (it needs a debug build); run by hand after
-# changing the scanner:   bash scripts/asan_prefilter.sh [N=20000]
+# write aborts with ASan's report. CI runs a short one (tests/test_sanitizers.py); run the long one after
+# changing the scanner:   bash scripts/asan_prefilter.sh [N=20000]   (TRACE=path picks the trace)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-20000}
+TRACE=${TRACE:-../shared/traces/tl_h100_owlv2_eager_bmm_softmax.json.gz}  # any .json.gz trace
 source scripts/asan_build.sh
 asan_build tb_attn_plugin/trace/_prefilter.c _prefilter
-asan_python - "$TMP" "$N" <<'PYEOF'
+asan_python - "$TMP" "$N" "$TRACE" <<'PYEOF'
 import gzip, random, sys
 sys.path.insert(0, sys.argv[1])
 import _prefilter
 from tb_attn_plugin.trace import events
 rules, route = events._PREFILTER_RULES, events._ROUTE
-text = gzip.decompress(open("../shared/traces/tl_h100_owlv2_eager_bmm_softmax.json.gz", "rb").read())
+text = gzip.decompress(open(sys.argv[3], "rb").read())
 start = text.find(b"[", text.find(b'"traceEvents"'))
 pos, kept, dropped = start + 1, 0, 0
 while True:  # the whole array, chunk by chunk as the engine reads it

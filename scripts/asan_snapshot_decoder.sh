@@ -3,7 +3,7 @@
 # builds an instrumented copy in a temporary directory and feeds it a real-format snapshot pickle
 # (tests/memory_snapshots.py, protocols 2-5) in windows of 1-64 bytes, whole and with N mutations
 # (bytes flipped, ranges cut, bytes inserted). Any out-of-bounds access or undefined behaviour aborts
-# with the sanitizer's report. Not part of CI (it needs a debug build); run by hand after changing
+# with the sanitizer's report. CI runs a short one (tests/test_sanitizers.py); run the long one after changing
 # the decoder:   bash scripts/asan_snapshot_decoder.sh [N=20000]
 set -euo pipefail
 cd "$(dirname "$0")/.."

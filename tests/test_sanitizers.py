@@ -1,0 +1,50 @@
+"""The two C extensions under AddressSanitizer and UBSan, short runs on every CI submission: the event
+scanner on a real trace and 400 mutated pieces of it (scripts/asan_prefilter.sh), the snapshot decoder on
+a real-format snapshot in every window size and 400 mutated pickles (scripts/asan_snapshot_decoder.sh).
+An out-of-bounds access aborts the script with the sanitizer's report, and the test shows it. The long
+runs (20,000 cases each) stay by hand: docs/robustness.md."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SHARED_TRACES, recorded_trace
+
+REPO = Path(__file__).resolve().parent.parent
+SHORT = "400"
+
+
+def _sanitizers() -> None:
+    gcc = shutil.which("gcc")
+    lib = subprocess.run([gcc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip() if gcc else ""
+    if not gcc or not os.path.isabs(lib):
+        if os.environ.get("TB_ATTN_REQUIRE_NATIVE"):
+            pytest.fail("gcc with libasan is needed for the sanitizer runs (scripts/test.sh builds the extensions with it)")
+        pytest.skip("no gcc with libasan here: the sanitizer runs need it")
+
+
+def _run(script: str, **env: str) -> str:
+    _sanitizers()
+    proc = subprocess.run(["bash", f"scripts/{script}", SHORT], cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PY=sys.executable, **env))
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    return proc.stdout
+
+
+def test_event_scanner_under_asan_and_ubsan():
+    # The real H100 trace when ../shared is there, else a CPU trace the suite records: the same code paths.
+    shared = SHARED_TRACES / "tl_h100_owlv2_eager_bmm_softmax.json.gz"
+    trace = shared if shared.exists() else recorded_trace("eager")
+    out = _run("asan_prefilter.sh", TRACE=str(trace))
+    assert f"{SHORT} mutated pieces: no memory error" in out and "whole trace routed" in out
+
+
+def test_snapshot_decoder_under_asan_and_ubsan():
+    out = _run("asan_snapshot_decoder.sh")
+    assert f"then {SHORT} mutated pickles" in out and "no memory error" in out
