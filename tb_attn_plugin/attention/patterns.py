@@ -242,20 +242,111 @@ FUSED_OPS = frozenset({
     "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_flash_attention_for_cpu",
     "aten::_scaled_dot_product_fused_attention_overrideable",
 })
-# Vendor/serving attention ops, matched by pattern; the implementation is the op name.
-VENDOR_OP = re.compile(
-    r"^(vllm::unified_attention\w*|aiter::(fmha\w*|mha\w*|flash_attn\w*|paged_attention\w*)|flash_attn::\w+|"
-    r"_flash_attn_\w*forward|xformers::\w*attention\w*|sgl_kernel::\w*attention\w*|flashinfer::\w*|"
-    # custom ops: SageAttention, FA3, vLLM's vendored FlashAttention and FlashMLA, vLLM/ROCm paged attention
-    r"sageattention::\w+|flash_attn_3::\w+|_vllm_fa[234]_C::\w+|_flashmla_C::\w+|_C::paged_attention_v[12]|"
-    r"_rocm_C::paged_attention\w*)$"
+# Attention ops that are not aten's, as data: torch.library / extension ops in attention namespaces
+# (role "fused": the op runs the attention kernel itself, every other kernel under it is a helper) and
+# custom autograd Functions around a whole attention (role "function": the op is a container, the ops
+# and kernels under it decide their stages; autograd records its backward node as "<name>Backward").
+# A name matches the first row whose pattern matches it whole; role None excludes (an index builder
+# in an attention namespace). Each row keeps a real example and where it was seen; the order is
+# exclusions first. tests/test_patterns.py checks every row against its example.
+@dataclass(frozen=True)
+class AttentionOpRule:
+    rule: str
+    pattern: str
+    role: str | None  # "fused", "function", or None: not attention
+    example: str
+    source: str
+
+
+def _o(rule, pattern, role, example, source):
+    return AttentionOpRule(rule, pattern, role, example, source)
+
+
+ATTENTION_OP_RULES: tuple[AttentionOpRule, ...] = (
+    # -- not attention, although the namespace is --------------------------------------------------
+    _o("exclude_scheduler_metadata", r"\w+::\w*get_\w*(scheduler|mla)\w*metadata\w*", None,
+       "flash_attn_3::get_scheduler_metadata",
+       "source: Dao-AILab/flash-attention hopper/flash_api_torch_lib.cpp (ops.def get_scheduler_metadata: split/tile plan, no attention)"),
+    # -- torch.library / extension ops that run the attention kernel ------------------------------
+    _o("flash_attn_ops", r"flash_attn::\w+|_flash_attn_\w*forward", "fused",
+       "flash_attn::_flash_attn_varlen_forward",
+       "source: Dao-AILab/flash-attention flash_attn/flash_attn_interface.py (custom ops flash_attn::_flash_attn_{,varlen_}{forward,backward}; ring-flash-attn calls them once per ring step)"),
+    _o("flash_attn_3_ops", r"flash_attn_3::\w+", "fused",
+       "flash_attn_3::fwd",
+       "source: Dao-AILab/flash-attention hopper/flash_api_torch_lib.cpp and flash_attn_interface.py (torch.ops.flash_attn_3.fwd / bwd / fwd_combine)"),
+    _o("vllm_flash_attn_ops", r"_vllm_fa[234]_C::\w+", "fused",
+       "_vllm_fa3_C::fwd",
+       "source: vllm-project/flash-attention (vllm_flash_attn registers FA2/FA3 as _vllm_fa2_C / _vllm_fa3_C)"),
+    _o("flashmla_ops", r"_flashmla_C::\w+", "fused",
+       "_flashmla_C::fwd_kvcache_mla",
+       "source: vllm-project/vllm vllm/attention/ops/flashmla.py (torch.ops._flashmla_C.fwd_kvcache_mla)"),
+    _o("vllm_unified_attention", r"vllm::unified_(mla_)?attention\w*", "fused",
+       "vllm::unified_attention_with_output",
+       "source: vllm-project/vllm vllm/attention/layer.py (direct_register_custom_op unified_attention{,_with_output})"),
+    _o("vllm_paged_attention", r"_C::paged_attention_v[12]|_rocm_C::paged_attention\w*", "fused",
+       "_C::paged_attention_v2",
+       "source: vllm-project/vllm csrc/torch_bindings.cpp (ops.def paged_attention_v1/v2); csrc/rocm/torch_bindings.cpp"),
+    _o("aiter_attention", r"aiter::(fmha\w*|mha\w*|flash_attn\w*|paged_attention\w*)", "fused",
+       "aiter::fmha_v3_fwd", "trace: tl_mi300x_xdit_flux1_aiter_fmha_hipgraph (57 calls); ROCm/aiter aiter/ops/mha.py"),
+    _o("sgl_kernel_attention", r"sgl_kernel::(fwd|fwd_sparse|fwd_kvcache_mla\w*|\w*attention\w*|\w*mla_decode\w*)", "fused",
+       "sgl_kernel::fwd",
+       "source: sgl-project/sglang sgl-kernel/python/sgl_kernel/flash_attn.py (torch.ops.sgl_kernel.fwd.default: FA3; flash_mla.py fwd_kvcache_mla)"),
+    _o("xformers_ops", r"xformers::\w*attention\w*|xformers_flash\d?::flash_(fwd|bwd)", "fused",
+       "xformers::efficient_attention_forward_cutlass",
+       "source: facebookresearch/xformers xformers/csrc/attention (TORCH_LIBRARY xformers); xformers/ops/fmha/flash.py (xformers_flash::flash_fwd)"),
+    _o("sageattention_ops", r"sageattention::\w+", "fused",
+       "sageattention::qk_int8_sv_f16_accum_f16_attn",
+       "source: thu-ml/SageAttention sageattention/core.py (the qk_int8_sv_* kernels as torch ops)"),
+    _o("flashinfer_ops", r"flashinfer::((batch|single)_\w*(prefill|decode|mla|pod)\w*|\w*xqa\w*)", "fused",
+       "flashinfer::batch_decode_with_paged_kv_cache_run",
+       "source: flashinfer-ai/flashinfer python/flashinfer/decode.py (register_custom_op flashinfer::{uri}_run; the namespace also holds rmsnorm, router GEMMs, all-reduce: not attention)"),
+    # -- custom autograd Functions around a whole attention (and their ...Backward nodes) ----------
+    _o("flash_attn_functions", r"\w*Flash\w*Attn\w*Func\w*", "function",
+       "FlashAttnVarlenFunc",
+       "source: Dao-AILab/flash-attention flash_attn/flash_attn_interface.py (FlashAttnFunc, FlashAttnVarlenFunc, FlashAttnQKVPackedFunc, ...; hopper/flash_attn_interface.py likewise); the issue's RopeLoraFlashAttnVarlenFunc"),
+    _o("attention_functions", r"\w*(Attn|Attention)\w*(Func|Function)\w*|\w*(Func|Function)\w*(Attn|Attention)\w*", "function",
+       "FusedAttnFunc",
+       "source: NVIDIA/TransformerEngine transformer_engine/pytorch/attention.py (FusedAttnFunc; context_parallel AttnFuncWithCPAndKVP2P); zhuzilin/ring-flash-attention RingFlashAttnVarlenFunc"),
+    _o("xformers_function", r"_fMHA", "function",
+       "_fMHA", "source: facebookresearch/xformers xformers/ops/fmha/__init__.py (class _fMHA(torch.autograd.Function))"),
+    _o("triton_tutorial_function", r"_attention", "function",
+       "_attention", "source: triton-lang/triton python/tutorials/06-fused-attention.py (class _attention(torch.autograd.Function))"),
 )
+_OP_RULES = [(re.compile(r.pattern), r) for r in ATTENTION_OP_RULES]
+BACKWARD_NODE_SUFFIX = re.compile(r"Backward\d*$")
+
+
+@lru_cache(maxsize=65536)
+def op_rule(name: str) -> AttentionOpRule | None:
+    """The first row of ATTENTION_OP_RULES that matches ``name`` whole (exclusions included), or None."""
+    for rx, rule in _OP_RULES:
+        if rx.fullmatch(name):
+            return rule
+    return None
+
+
+@lru_cache(maxsize=65536)
+def attention_function(name: str) -> AttentionOpRule | None:
+    """The row of a custom autograd Function around a whole attention (its forward op), or None."""
+    rule = op_rule(name)
+    return rule if rule is not None and rule.role == "function" else None
+
+
+@lru_cache(maxsize=65536)
+def attention_function_backward(name: str) -> AttentionOpRule | None:
+    """The row of the Function whose backward node ``name`` is (``FlashAttnVarlenFuncBackward``), or None."""
+    if not BACKWARD_NODE_SUFFIX.search(name):
+        return None
+    return attention_function(BACKWARD_NODE_SUFFIX.sub("", name))
+
+
 # Module scopes that enclose one attention call: class names with "Attention" (HF eager and sdpa
 # classes, nn.MultiheadAttention), but not containers of several layers.
 ATTENTION_MODULE = re.compile(r"Attention|Attn", re.I)
 ATTENTION_MODULE_EXCLUDE = re.compile(r"(Output|Block|Layer|Stack|Model|Encoder|Decoder|Pooler|Processor)s?$", re.I)
 
 SOFTMAX_OPS = frozenset({"aten::softmax", "aten::_softmax", "aten::_safe_softmax", "aten::special_softmax"})
+SOFTMAX_BACKWARD_OPS = frozenset({"aten::_softmax_backward_data"})  # softmax's backward, inside a Function's backward
 NOT_ATTENTION_SOFTMAX = frozenset({"aten::log_softmax", "aten::_log_softmax"})
 BMM_OPS = frozenset({"aten::bmm", "aten::baddbmm", "aten::matmul", "aten::einsum", "aten::_bmm"})
 LINEAR_OPS = frozenset({"aten::linear", "aten::addmm", "aten::mm", "aten::_addmm_activation"})
@@ -281,7 +372,9 @@ def attention_op(name: str) -> tuple[str, str] | None:
 
 @lru_cache(maxsize=65536)
 def is_vendor_op(name: str) -> bool:
-    return bool(VENDOR_OP.match(name))
+    """A torch.library / extension op that runs attention (a "fused" row of ATTENTION_OP_RULES)."""
+    rule = op_rule(name)
+    return rule is not None and rule.role == "fused"
 
 
 @lru_cache(maxsize=65536)
