@@ -80,6 +80,7 @@ class Detector:
         self.calls: list[Call] = []
         self._attn_module = [False] * n
         self._has_gpu = bool(L.kernels)
+        self._fused_kernels: list[int] = []  # positions in L.kernels of fused attention kernels (step 5)
         for i in L.where_name(lambda nm: P.is_attention_module(_class_of(nm))):
             if L.ops[i].cat == "python_function":
                 self._attn_module[i] = True
@@ -182,7 +183,8 @@ class Detector:
                 self._motif(i)
         # 5. fused kernels that no call explains (only the kernels of fused names are visited)
         at = columns.positions(list(map(attrgetter("ev.name"), L.kernels)))
-        for ki in sorted(chain.from_iterable(rows for nm, rows in at.items() if P.fused_family(nm) is not None)):
+        self._fused_kernels = sorted(chain.from_iterable(rows for nm, rows in at.items() if P.fused_family(nm) is not None))
+        for ki in self._fused_kernels:
             k = L.kernels[ki]
             op = k.op
             if op >= 0:
@@ -223,9 +225,9 @@ class Detector:
         for i in L.where_name(P.is_vendor_op):
             if node_of[i] >= 0 and self.call_of[i] < 0:
                 self._backward_call(i)
-        for k in L.kernels:
-            op = k.op
-            if op >= 0 and node_of[op] >= 0 and self.call_of[op] < 0 and P.fused_family(k.ev.name) is not None:
+        for ki in self._fused_kernels:
+            op = L.kernels[ki].op
+            if op >= 0 and node_of[op] >= 0 and self.call_of[op] < 0:
                 self._backward_call(op)
 
     def _backward_call(self, i: int) -> Call:
