@@ -395,3 +395,24 @@ def test_fp8_gemm_in_cutlass_device_kernel_is_not_attention(tmp_path):
         b.t += 40
     r = analyze_file(str(b.write(tmp_path / "fp8.json")))
     assert r["calls"] == 0 and r["attention_gpu_us"] == 0
+
+
+def test_function_backward_joins_the_tagged_call_inside_its_forward(tmp_path):
+    """The collector's tag inside a Function makes the call; the Function's node is its backward."""
+    from tb_attn_plugin.format import tags
+
+    b = TraceBuilder()
+    t = b.t
+    _seq(b.op("RopeLoraFlashAttnVarlenFunc", t, 80.0), 5)
+    b.op(tags.call_name(layer="layers.0.attn", impl="flash_attn"), t + 1, 70.0, cat="user_annotation")
+    _launch_all(b, t + 2, [(FA3_FWD_2024, 50.0)])
+    b.t += 120
+    t = b.t
+    _seq(b.op("RopeLoraFlashAttnVarlenFuncBackward", t, 98.0), 5)
+    _launch_all(b, t + 2, [(FA3_PRE, 2.0), (FA3_BWD_2024, 120.0), (FA3_POST, 3.0)])
+    b.t += 120
+    r = analyze_file(str(b.write(tmp_path / "tagged.json")))
+    assert r["calls"] == 1
+    (lay,) = r["layers"]
+    assert lay["layer"] == "layers.0.attn" and lay["gpu_us"] == pytest.approx(50 + 2 + 120 + 3)
+    assert not [w for w in r["warnings"] if "backward only" in w]

@@ -220,7 +220,15 @@ class Detector:
         L = self.L
         ops, node_of = L.ops, L.node_of
         for i in L.where_name(lambda nm: P.attention_function_backward(nm) is not None):
-            if node_of[i] == i and self.call_of[i] < 0 and ops[i].cat == "cpu_op" and self._does_work(i):
+            if node_of[i] != i or self.call_of[i] >= 0 or ops[i].cat != "cpu_op" or not self._does_work(i):
+                continue
+            f = L.fwd_of.get(i)
+            c = self._call_under(f) if f is not None else -1
+            if c >= 0:  # the Function's forward is no call, but a call was found inside it (a tag, the motif)
+                self.calls[c].bwd_nodes.append(i)
+                hi = L.subtree_end[i]
+                self.call_of[i:hi] = [c if x < 0 else x for x in self.call_of[i:hi]]
+            else:
                 self._backward_call(i)
         for i in L.where_name(P.is_vendor_op):
             if node_of[i] >= 0 and self.call_of[i] < 0:
@@ -229,6 +237,13 @@ class Detector:
             op = L.kernels[ki].op
             if op >= 0 and node_of[op] >= 0 and self.call_of[op] < 0:
                 self._backward_call(op)
+
+    def _call_under(self, f: int) -> int:
+        """The call of op ``f`` or of the first op under it that is in one, or -1."""
+        for j in range(f, self.L.subtree_end[f]):
+            if self.call_of[j] >= 0:
+                return self.call_of[j]
+        return -1
 
     def _backward_call(self, i: int) -> Call:
         L = self.L
