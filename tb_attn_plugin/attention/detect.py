@@ -28,7 +28,7 @@ from typing import Any
 from ..format import tags
 from ..trace import columns
 from ..trace.events import MODULE_PREFIX
-from ..trace.link import Kernel, Linked, module_name
+from ..trace.link import WRAPPER_PREFIX, Kernel, Linked, module_name
 from . import groups
 from . import patterns as P
 from . import shapes
@@ -249,6 +249,9 @@ class Detector:
         L = self.L
         hi = L.subtree_end[i]
         e = L.ops[i]
+        p = L.parent[i]
+        if L.node_of[i] == i and p >= 0 and L.ops[p].name.startswith(WRAPPER_PREFIX):
+            i, hi = p, max(hi, L.subtree_end[p])  # autograd's evaluate_function wrapper around the node
         step = L.step[i] if L.step[i] >= 0 else self._step_at(e.ts)
         fn = P.attention_function_backward(e.name)
         c = Call(id=len(self.calls), lo=i, hi=hi, root=i, layer="", source="op" if fn else "kernel",
