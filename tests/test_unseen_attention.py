@@ -416,3 +416,14 @@ def test_function_backward_joins_the_tagged_call_inside_its_forward(tmp_path):
     (lay,) = r["layers"]
     assert lay["layer"] == "layers.0.attn" and lay["gpu_us"] == pytest.approx(50 + 2 + 120 + 3)
     assert not [w for w in r["warnings"] if "backward only" in w]
+
+
+def test_cli_patterns_lists_the_op_table():
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "tb_attn_plugin", "patterns", "--json"], capture_output=True, text=True,
+                       timeout=120)
+    ops = json.loads(p.stdout)["ops"]
+    assert [o["name"] for o in ops] == [r.rule for r in P.ATTENTION_OP_RULES]
+    assert all(o["example"] and o["source"] for o in ops)
