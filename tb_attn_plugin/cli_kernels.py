@@ -59,8 +59,10 @@ def _patterns(args) -> int:
     from .attention.user_table import describe
 
     rows = describe(P.effective_families())
+    op_rows = [{"name": r.rule, "pattern": r.pattern, "role": r.role, "example": r.example, "source": r.source}
+               for r in P.ATTENTION_OP_RULES]
     if args.json:
-        json.dump({"families": rows}, sys.stdout, indent=1)
+        json.dump({"families": rows, "ops": op_rows}, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
     w = max(len(r["name"]) for r in rows)
@@ -70,6 +72,11 @@ def _patterns(args) -> int:
               f"{r['origin']:<8} {r['pattern']}")
     print(f"\n{len(rows)} families, searched in this order (the first match wins); "
           f"{sum(r['origin'] == 'user' for r in rows)} from --patterns files.")
+    w = max(len(r["name"]) for r in op_rows)
+    print(f"\n{'op rule':<{w}}  {'role':<9} pattern (the whole op name; a Function's node is <name>Backward)")
+    for r in op_rows:
+        print(f"{r['name']:<{w}}  {r['role'] or 'exclude':<9} {r['pattern']}")
+    print(f"\n{len(op_rows)} attention op rules (patterns.ATTENTION_OP_RULES), searched in this order.")
     return 0
 
 

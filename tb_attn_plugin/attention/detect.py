@@ -1,14 +1,19 @@
 """Finding attention calls in a linked trace, most trusted source first.
 
 1. collector tags (``tb_attn::call {...}`` ranges);
-2. fused SDPA and vendor attention ops (the outermost op of a nest is one call);
+2. attention ops: fused SDPA, and the ops of patterns.ATTENTION_OP_RULES (torch.library / extension
+   ops in attention namespaces; custom autograd Functions around a whole attention, when kernels run
+   under them); the outermost op of a nest is one call;
 3. ``nn.Module: ...Attention...`` scopes: a call found by 1, 2 or 4 widens to the innermost attention
    module around it, so its projections are part of it and the layer gets the module's name;
 4. the eager motif: batched matmul -> softmax -> batched matmul among siblings, shapes agreeing;
 5. fused attention kernels that no op explains (graph replay, launches outside the window); the
    helper kernels of such a call (split-KV reduce, quantize, ...) join it (groups.py).
 
-Backward ops and kernels join the call of the forward op their autograd node came from.
+Backward ops and kernels join the call of the forward op their autograd node came from. A backward
+node of an attention Function, a backward attention op, or a fused kernel in backward whose forward
+is in no call (it ran before the window) is a backward-only call of its own: all the kernels under
+its op belong to it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 from ..format import tags
 from ..trace import columns
 from ..trace.events import MODULE_PREFIX
-from ..trace.link import Kernel, Linked, module_name
+from ..trace.link import WRAPPER_PREFIX, Kernel, Linked, module_name
 from . import groups
 from . import patterns as P
 from . import shapes
@@ -74,6 +79,8 @@ class Detector:
         self.call_of = [-1] * n
         self.calls: list[Call] = []
         self._attn_module = [False] * n
+        self._has_gpu = bool(L.kernels)
+        self._fused_kernels: list[int] = []  # positions in L.kernels of fused attention kernels (step 5)
         for i in L.where_name(lambda nm: P.is_attention_module(_class_of(nm))):
             if L.ops[i].cat == "python_function":
                 self._attn_module[i] = True
@@ -158,11 +165,16 @@ class Detector:
                     c.info["tag"] = tag
                     if tag.get("compiled"):
                         c.compiled = True
-        # 2. attention ops
-        for i in L.where_name(lambda nm: P.attention_op(nm) is not None):
+        # 2. attention ops and attention Functions, outermost first (positions ascend: parents first)
+        for i in L.where_name(_names_attention):
             if fwd[i] >= 0 or self.call_of[i] >= 0:
                 continue
-            self._new_call(i, L.subtree_end[i], i, "op")
+            rule = P.attention_function(ops[i].name)
+            if rule is not None and not (ops[i].cat == "cpu_op" and self._does_work(i)):
+                continue
+            c = self._new_call(i, L.subtree_end[i], i, "op")
+            if c is not None and rule is not None and not c.layer_type:
+                c.layer_type = ops[i].name
         # 4. eager motif (3. happens inside _new_call)
         for i in L.where_name(self._is_softmax):
             if fwd[i] >= 0 or self.call_of[i] >= 0:
@@ -171,22 +183,16 @@ class Detector:
                 self._motif(i)
         # 5. fused kernels that no call explains (only the kernels of fused names are visited)
         at = columns.positions(list(map(attrgetter("ev.name"), L.kernels)))
-        for ki in sorted(chain.from_iterable(rows for nm, rows in at.items() if P.fused_family(nm) is not None)):
+        self._fused_kernels = sorted(chain.from_iterable(rows for nm, rows in at.items() if P.fused_family(nm) is not None))
+        for ki in self._fused_kernels:
             k = L.kernels[ki]
             op = k.op
             if op >= 0:
                 if self.call_of[op] >= 0:
                     continue
-                node = fwd[op]
-                if node >= 0:
-                    f = L.fwd_of.get(node)
-                    if f is not None and self.call_of[f] >= 0:
-                        continue
-                    c = Call(id=len(self.calls), lo=0, hi=0, root=-1, layer="", layer_type="", source="kernel",
-                             step=L.step[op], start=k.ev.ts, end=k.ev.ts + k.ev.dur)
-                    c.kernels.append(k)
-                    self.calls.append(c)
-                    continue
+                if fwd[op] >= 0:
+                    continue  # backward: joins its forward's call, or becomes a backward-only call
+
                 self._new_call(op, L.subtree_end[op], op, "kernel")
             else:
                 c = Call(id=len(self.calls), lo=0, hi=0, root=-1, layer="", layer_type="", source="kernel",
@@ -197,7 +203,64 @@ class Detector:
         self._match_graph_replay()
         self._propagate_backward()
         self._pair_compiled_backward()
+        self._backward_only_calls()
         return self.calls
+
+    def _does_work(self, i: int) -> bool:
+        """Kernels run under op ``i`` (on a trace without kernels, the CPU did the work: always)."""
+        if not self._has_gpu:
+            return True
+        launches = self.L.launches_self
+        return any(launches[j] for j in range(i, self.L.subtree_end[i]))
+
+    def _backward_only_calls(self) -> None:
+        """Backward work whose forward is in no call (it ran before the profiled window, or autograd
+        linked it elsewhere) is a call of its own: the backward node of an attention Function, then a
+        backward attention op (torch.library), then the op launching a fused attention kernel."""
+        L = self.L
+        ops, node_of = L.ops, L.node_of
+        for i in L.where_name(lambda nm: P.attention_function_backward(nm) is not None):
+            if node_of[i] != i or self.call_of[i] >= 0 or ops[i].cat != "cpu_op" or not self._does_work(i):
+                continue
+            f = L.fwd_of.get(i)
+            c = self._call_under(f) if f is not None else -1
+            if c >= 0:  # the Function's forward is no call, but a call was found inside it (a tag, the motif)
+                self.calls[c].bwd_nodes.append(i)
+                hi = L.subtree_end[i]
+                self.call_of[i:hi] = [c if x < 0 else x for x in self.call_of[i:hi]]
+            else:
+                self._backward_call(i)
+        for i in L.where_name(P.is_vendor_op):
+            if node_of[i] >= 0 and self.call_of[i] < 0:
+                self._backward_call(i)
+        for ki in self._fused_kernels:
+            op = L.kernels[ki].op
+            if op >= 0 and node_of[op] >= 0 and self.call_of[op] < 0:
+                self._backward_call(op)
+
+    def _call_under(self, f: int) -> int:
+        """The call of op ``f`` or of the first op under it that is in one, or -1."""
+        for j in range(f, self.L.subtree_end[f]):
+            if self.call_of[j] >= 0:
+                return self.call_of[j]
+        return -1
+
+    def _backward_call(self, i: int) -> Call:
+        L = self.L
+        hi = L.subtree_end[i]
+        e = L.ops[i]
+        p = L.parent[i]
+        if L.node_of[i] == i and p >= 0 and L.ops[p].name.startswith(WRAPPER_PREFIX):
+            i, hi = p, max(hi, L.subtree_end[p])  # autograd's evaluate_function wrapper around the node
+        step = L.step[i] if L.step[i] >= 0 else self._step_at(e.ts)
+        fn = P.attention_function_backward(e.name)
+        c = Call(id=len(self.calls), lo=i, hi=hi, root=i, layer="", source="op" if fn else "kernel",
+                 layer_type=P.BACKWARD_NODE_SUFFIX.sub("", e.name) if fn else "", step=step,
+                 start=e.ts, end=e.ts + e.dur)
+        c.info["backward_only"] = True
+        self.calls.append(c)
+        self.call_of[i:hi] = [c.id if x < 0 else x for x in self.call_of[i:hi]]
+        return c
 
     def _match_graph_replay(self) -> None:
         """A CUDA/HIP graph records its ops once at capture and replays their kernels later, with no
@@ -341,6 +404,11 @@ class Detector:
                 c.bwd_nodes.append(i)
                 for j in range(i, L.subtree_end[i]):
                     self.call_of[j] = c.id
+
+
+@lru_cache(maxsize=65536)
+def _names_attention(name: str) -> bool:
+    return P.attention_op(name) is not None or P.attention_function(name) is not None
 
 
 def detect(L: Linked) -> tuple[list[Call], list[int]]:

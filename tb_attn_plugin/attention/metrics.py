@@ -15,7 +15,7 @@ from ..trace import columns
 from ..trace.link import Linked
 from . import patterns as P
 from .detect import Call, members
-from .stages import classify_call, kernel_stage
+from .stages import classify_call, classify_range, kernel_stage
 
 PASSES = ("fwd", "bwd")
 
@@ -55,7 +55,7 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     n = len(ops)
     stage_of: list[str | None] = [None] * n
     for c in calls:
-        if c.hi > c.lo:
+        if c.hi > c.lo and not c.info.get("backward_only"):
             classify_call(L, c, stage_of)
     # Backward ops take their forward op's stage.
     node_of, fwd_of, bwd = L.node_of, L.fwd_of, L.bwd
@@ -63,6 +63,17 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     for i in compress(in_calls, map(bwd.__getitem__, in_calls)):
         f = fwd_of.get(node_of[i])
         stage_of[i] = stage_of[f] if f is not None and stage_of[f] is not None else "other"
+
+    # Where the forward op says nothing of its backward (an attention Function's node; a backward-only
+    # call), the ops under the node decide, in backward order.
+    for c in calls:
+        if c.info.get("backward_only"):
+            classify_range(L, c.lo, c.hi, stage_of, backward=True)
+            continue
+        for node in c.bwd_nodes:
+            f = fwd_of.get(node)
+            if f is not None and P.attention_function(ops[f].name) is not None:
+                classify_range(L, node, L.subtree_end[node], stage_of, backward=True)
 
     for c in calls:
         for i in c.bwd_fused:

@@ -66,15 +66,15 @@ KERNEL_FAMILIES: tuple[KernelFamily, ...] = (
     _f("kv_cache_ck", r"FmhaFwdAppendKVKernel", "kv_cache_write", "fwd", "",
        "void ck_tile::kentry<64, 1, ck_tile::FmhaFwdAppendKVKernel<ck_tile::BlockFmhaFwdAppendKVPipeline<ck_tile::BlockFmhaFwdAppendKVPipelineProblem<ck_tile::bf16_t> > > >(ck_tile::FmhaFwdAppendKVKernel<...>::Kargs)",
        "source: ROCm/composable_kernel include/ck_tile/ops/fmha/kernel/fmha_fwd_appendkv_kernel.hpp"),
-    _f("sage_quantize_triton", r"^quant_per_(block|thread|warp)_int8_kernel|^quant_query_per_thread_int8_kernel|^quant_key_per_thread_int8_kernel", "quantize", "fwd", "sage",
-       "quant_per_block_int8_kernel", "source: thu-ml/SageAttention sageattention/triton/quant_per_block.py (Q, K to int8 before the attention kernel)"),
+    _f("sage_quantize_triton", r"^quant_per_(block|thread|warp)_int8_kernel|^quant_query_per_thread_int8_kernel|^quant_key_per_thread_int8_kernel|^sage_quant\w*", "quantize", "fwd", "sage",
+       "quant_per_block_int8_kernel", "source: thu-ml/SageAttention sageattention/triton/quant_per_block.py (Q, K to int8 before the attention kernel); ROCm/aiter's Triton SageAttention quantizes with sage_quant_kernel (issue 24: FLUX.1 trace)"),
     _f("sage_quantize_cuda", r"\b(QuantInt8Kernel|SubMeanKernel|MeanScaleKernel|TransposePadPermuteKernel)<", "quantize", "fwd", "sage",
        "void QuantInt8Kernel<128u, 128u, 1u, false, true, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, signed char*, float*, float, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int)",
        "source: thu-ml/SageAttention csrc/fused/fused.cu"),
-    _f("flash_bwd_preprocess", r"flash::flash_bwd_dot_do_o_kernel|flash::FlashAttnBwdPreprocess|FlashAttentionBackwardPreprocess|FmhaBwdOGradDotOKernel|^_attn_bwd_preprocess\b|^bwd_preprocess", "preprocess", "bwd", "",
+    _f("flash_bwd_preprocess", r"flash::flash_bwd_dot_do_o_kernel|flash::flash_bwd_clear_dkvaccum_kernel|flash::FlashAttnBwdPreprocess|FlashAttentionBackwardPreprocess|FmhaBwdOGradDotOKernel|^_attn_bwd_preprocess\b|^bwd_preprocess", "preprocess", "bwd", "",
        "void pytorch_flash::flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<64, 128, 128, 8, 2, 4, 2, false, false, cutlass::half_t>>(Flash_bwd_params)",
        "issue: pytorch flash backward (dO·O row sums before the dQ/dK/dV kernel); also FA3 hopper/flash_bwd_preprocess_kernel.h, FA4 flash_attn/cute/flash_bwd_preprocess.py, CK FmhaBwdOGradDotOKernel, AOTriton tritonsrc/bwd_preprocess.py, Triton tutorial _attn_bwd_preprocess"),
-    _f("flash_bwd_postprocess", r"flash::flash_bwd_convert_dq_kernel|flash::FlashAttnBwdPostprocess|FlashAttentionBackwardPostprocess|FmhaBwdConvertQGradKernel|^bwd_postprocess\b", "postprocess", "bwd", "",
+    _f("flash_bwd_postprocess", r"flash::flash_bwd_convert_dq_kernel|flash::flash_bwd_convert_dkv_kernel|flash::FlashAttnBwdPostprocess|FlashAttentionBackwardPostprocess|FmhaBwdConvertQGradKernel|^bwd_postprocess\b", "postprocess", "bwd", "",
        "void flash::flash_bwd_convert_dq_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, 4, 2, false, false, cutlass::bfloat16_t>, true, true>(Flash_bwd_params, int)",
        "source: Dao-AILab/flash-attention csrc/flash_attn/src/flash_bwd_kernel.h (fp32 dQ accumulator to the output dtype); also FA3/FA4 postprocess, CK FmhaBwdConvertQGradKernel, AOTriton tritonsrc/bwd_postprocess.py"),
     _f("flash_split_kv_combine", r"flash::flash_fwd_splitkv_combine_kernel|flash::FlashAttnFwdCombine|FlashAttentionForwardCombine|splitkv_mla_combine|FmhaFwdSplitKVCombineKernel", "split_kv_reduce", "fwd", "",
@@ -113,12 +113,25 @@ KERNEL_FAMILIES: tuple[KernelFamily, ...] = (
     _f("flash_attn_2_bwd", r"flash::flash_bwd_dq_dk_dv_loop(_seqk_parallel)?_kernel", "fused", "bwd", "flash_attn",
        "void flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, 4, 2, false, false, cutlass::bfloat16_t>, true, false, false, false, false, false, false>(Flash_bwd_params)",
        "source: Dao-AILab/flash-attention csrc/flash_attn/src/flash_bwd_kernel.h"),
-    _f("flash_attn_3_fwd", r"FlashAttnFwdSm\d+", "fused", "fwd", "flash_attn",
-       "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cute::tuple<cute::C<128>, cute::C<128>, cute::C<128> >, 128, cutlass::bfloat16_t, float, cutlass::arch::Sm90, true, false, false, false, false, false, true, true, false, false, false>, flash::CollectiveEpilogueFwd<cute::tuple<cute::C<128>, cute::C<128>, cute::C<128> >, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cutlass::bfloat16_t, cutlass::arch::Sm90, 256, false, false, false, false>, flash::SingleTileScheduler<false, false, false, 128> > > >(flash::FlashAttnFwdSm90<...>::Params)",
-       "source: Dao-AILab/flash-attention hopper/flash_fwd_kernel_sm90.h (FA3; cutlass::device_kernel wraps the kernel class)"),
-    _f("flash_attn_3_bwd", r"FlashAttnBwdSm\d+", "fused", "bwd", "flash_attn",
-       "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnBwdSm90<flash::CollectiveMainloopBwdSm90<2, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cute::tuple<cute::C<64>, cute::C<128>, cute::C<128> >, cutlass::bfloat16_t, float, cutlass::arch::Sm90, true, false, false, false, false, false, 2, 2, 1, 2, false>, flash::CollectiveEpilogueBwd<...>, flash::SingleTileScheduler<false, false, false, 128>, true> > >(...)",
-       "source: Dao-AILab/flash-attention hopper/flash_bwd_kernel_sm90.h"),
+    # FlashAttention-3 by the structure of its names, old and new: the mid-2024 warp-specialised kernel
+    # flash::compute_attn_ws<Flash_{fwd,bwd}_kernel_traits...> (its backward takes CollectiveMainloopBwd
+    # params), then the kernel classes flash::FlashAttn{Fwd,Bwd}[Sm90]<flash::CollectiveMainloop{Fwd,Bwd}...>,
+    # inside cutlass::device_kernel<...> or not. Backward first: a backward name may hold "Fwd" nowhere,
+    # a forward one never holds "Bwd".
+    _f("flash_attn_3_bwd", r"\bflash::(FlashAttnBwd(Sm\d+)?<|compute_dqkv\w*<|compute_attn_ws\w*<[^(]*(Flash_bwd_kernel_traits|CollectiveMainloopBwd))|\bflash::CollectiveMainloopBwd", "fused", "bwd", "flash_attn",
+       "void cutlass::device_kernel<flash::FlashAttnBwd<flash::CollectiveMainloopBwd<…, cutlass::arch::Sm90, …>, …>>",
+       "issue 24: DeepSeek-V3-style H800 training trace (mid-2024 FA3, Dao-AILab/flash-attention hopper/flash_bwd_kernel.h class FlashAttnBwd<CollectiveMainloop_, CollectiveEpilogue_, TileScheduler_>); newer hopper/flash_bwd_kernel_sm90.h FlashAttnBwdSm90"),
+    _f("flash_attn_3_fwd", r"\bflash::(FlashAttnFwd(Sm\d+)?<|compute_attn_ws\w*<)|\bflash::CollectiveMainloopFwd", "fused", "fwd", "flash_attn",
+       "void flash::compute_attn_ws<Flash_fwd_kernel_traits<192, 128, 128, 12, 2, false, 1, cutlass::bfloat16_t, 128>, …>",
+       "issue 24: DeepSeek-V3-style H800 training trace, MLA head dims 192/128 (mid-2024 FA3 hopper/flash_fwd_kernel.h compute_attn_ws; compute_attn_ws_fp8 likewise); newer hopper/flash_fwd_kernel_sm90.h FlashAttnFwdSm90 inside cutlass::device_kernel<flash::enable_sm90_or_later<...>>"),
+    # FA2-line kernels not named above, by their traits: early FA2 declared its kernels outside the
+    # flash:: namespace (a renamed or new kernel over the same templates is caught alike)
+    _f("flash_attn_2_bwd_traits", r"\b(flash::)?flash_\w+<[^(]*\bFlash_bwd_kernel_traits<", "fused", "bwd", "flash_attn",
+       "void flash_bwd_dq_dk_dv_loop_seqq_parallel_kernel<Flash_bwd_kernel_traits<64, 128, 128, 8, 4, 4, 4, false, false, cutlass::half_t>, true, false, false, false>(Flash_bwd_params)",
+       "source: Dao-AILab/flash-attention v2.0 csrc/flash_attn/src/flash_bwd_launch_template.h (__global__ flash_bwd_dq_dk_dv_loop_seqq_parallel_kernel at global scope)"),
+    _f("flash_attn_2_fwd_traits", r"\b(flash::)?flash_\w+<[^(]*\bFlash_fwd_kernel_traits<", "fused", "fwd", "flash_attn",
+       "void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::half_t>, false, true, false, false, true, true, false>(Flash_fwd_params)",
+       "source: Dao-AILab/flash-attention v2.4 csrc/flash_attn/src/flash_fwd_launch_template.h (__global__ flash_fwd_kernel at global scope, calling flash::compute_attn)"),
     _f("flash_attn_4_cute", r"FlashAttention(Forward|Backward)Sm\d+|flash_(fwd|bwd)_sm1\d\d", "fused", "", "flash_attn",
        "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at__tensorptrbf16gmemalign16odiv8_0",
        "source: Dao-AILab/flash-attention flash_attn/cute/flash_fwd_sm100.py (FA4, CuTe DSL: the kernel is named kernel_cutlass_kernel_<module><class>_object_at_...); Sm80/Sm90/Sm100 classes, Backward likewise"),
@@ -148,7 +161,9 @@ KERNEL_FAMILIES: tuple[KernelFamily, ...] = (
     _f("flash_mla", r"flash_fwd_splitkv_mla_kernel|flash_fwd_mla_kernel|sm\d+::\w*mla\w*_kernel", "fused", "fwd", "flash_mla",
        "void flash::flash_fwd_splitkv_mla_kernel<Flash_fwd_kernel_traits_mla<576, 64, 64, 8, cutlass::bfloat16_t, 512>, true, flash::SharedStorageMLA<Flash_fwd_kernel_traits_mla<576, 64, 64, 8, cutlass::bfloat16_t, 512> > >(Flash_fwd_mla_params)",
        "source: deepseek-ai/FlashMLA csrc/flash_fwd_mla_kernel.h (then flash_fwd_splitkv_mla_combine_kernel)"),
-    _f("sage_attention", r"qk_int\d*_sv_f\d+\w*_attn\w*kernel", "fused", "fwd", "sage",
+    _f("sage_attention_aiter", r"^sage_fwd\w*", "fused", "fwd", "sage",
+       "sage_fwd", "source: ROCm/aiter aiter/ops/triton (fav3_sage: @triton.jit def sage_fwd; sage_fwd_mxfp4 likewise); issue 24: FLUX.1 trace"),
+    _f("sage_attention", r"\bqk_int\d*_sv_f\d+\w*", "fused", "fwd", "sage",
        "void qk_int_sv_f16_attn_kernel<128u, 64u, 32u, 64u, 128u, (DataType)0, (QuantGranularity)2, (QuantGranularity)2, float, false, __nv_bfloat16, (ComputeUnit)0, (MaskMode)0, false, false>(signed char*, signed char*, __half*, __nv_bfloat16*, float*, float*, float*, __nv_bfloat16*, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, float)",
        "source: thu-ml/SageAttention csrc/qattn/qk_int_sv_f16_cuda_sm80.cu (qk_int_sv_f8_attn_kernel in the sm89/sm90 files)"),
     _f("xformers_splitk", r"^_fwd_kernel_splitK\b", "fused", "fwd", "xformers",
@@ -242,20 +257,111 @@ FUSED_OPS = frozenset({
     "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_flash_attention_for_cpu",
     "aten::_scaled_dot_product_fused_attention_overrideable",
 })
-# Vendor/serving attention ops, matched by pattern; the implementation is the op name.
-VENDOR_OP = re.compile(
-    r"^(vllm::unified_attention\w*|aiter::(fmha\w*|mha\w*|flash_attn\w*|paged_attention\w*)|flash_attn::\w+|"
-    r"_flash_attn_\w*forward|xformers::\w*attention\w*|sgl_kernel::\w*attention\w*|flashinfer::\w*|"
-    # custom ops: SageAttention, FA3, vLLM's vendored FlashAttention and FlashMLA, vLLM/ROCm paged attention
-    r"sageattention::\w+|flash_attn_3::\w+|_vllm_fa[234]_C::\w+|_flashmla_C::\w+|_C::paged_attention_v[12]|"
-    r"_rocm_C::paged_attention\w*)$"
+# Attention ops that are not aten's, as data: torch.library / extension ops in attention namespaces
+# (role "fused": the op runs the attention kernel itself, every other kernel under it is a helper) and
+# custom autograd Functions around a whole attention (role "function": the op is a container, the ops
+# and kernels under it decide their stages; autograd records its backward node as "<name>Backward").
+# A name matches the first row whose pattern matches it whole; role None excludes (an index builder
+# in an attention namespace). Each row keeps a real example and where it was seen; the order is
+# exclusions first. tests/test_patterns.py checks every row against its example.
+@dataclass(frozen=True)
+class AttentionOpRule:
+    rule: str
+    pattern: str
+    role: str | None  # "fused", "function", or None: not attention
+    example: str
+    source: str
+
+
+def _o(rule, pattern, role, example, source):
+    return AttentionOpRule(rule, pattern, role, example, source)
+
+
+ATTENTION_OP_RULES: tuple[AttentionOpRule, ...] = (
+    # -- not attention, although the namespace is --------------------------------------------------
+    _o("exclude_scheduler_metadata", r"\w+::\w*get_\w*(scheduler|mla)\w*metadata\w*", None,
+       "flash_attn_3::get_scheduler_metadata",
+       "source: Dao-AILab/flash-attention hopper/flash_api_torch_lib.cpp (ops.def get_scheduler_metadata: split/tile plan, no attention)"),
+    # -- torch.library / extension ops that run the attention kernel ------------------------------
+    _o("flash_attn_ops", r"flash_attn::\w+|_flash_attn_\w*forward", "fused",
+       "flash_attn::_flash_attn_varlen_forward",
+       "source: Dao-AILab/flash-attention flash_attn/flash_attn_interface.py (custom ops flash_attn::_flash_attn_{,varlen_}{forward,backward}; ring-flash-attn calls them once per ring step)"),
+    _o("flash_attn_3_ops", r"flash_attn_3::\w+", "fused",
+       "flash_attn_3::fwd",
+       "source: Dao-AILab/flash-attention hopper/flash_api_torch_lib.cpp and flash_attn_interface.py (torch.ops.flash_attn_3.fwd / bwd / fwd_combine)"),
+    _o("vllm_flash_attn_ops", r"_vllm_fa[234]_C::\w+", "fused",
+       "_vllm_fa3_C::fwd",
+       "source: vllm-project/flash-attention (vllm_flash_attn registers FA2/FA3 as _vllm_fa2_C / _vllm_fa3_C)"),
+    _o("flashmla_ops", r"_flashmla_C::\w+", "fused",
+       "_flashmla_C::fwd_kvcache_mla",
+       "source: vllm-project/vllm vllm/attention/ops/flashmla.py (torch.ops._flashmla_C.fwd_kvcache_mla)"),
+    _o("vllm_unified_attention", r"vllm::unified_(mla_)?attention\w*", "fused",
+       "vllm::unified_attention_with_output",
+       "source: vllm-project/vllm vllm/attention/layer.py (direct_register_custom_op unified_attention{,_with_output})"),
+    _o("vllm_paged_attention", r"_C::paged_attention_v[12]|_rocm_C::paged_attention\w*", "fused",
+       "_C::paged_attention_v2",
+       "source: vllm-project/vllm csrc/torch_bindings.cpp (ops.def paged_attention_v1/v2); csrc/rocm/torch_bindings.cpp"),
+    _o("aiter_attention", r"aiter::(fmha\w*|mha\w*|flash_attn\w*|paged_attention\w*)", "fused",
+       "aiter::fmha_v3_fwd", "trace: tl_mi300x_xdit_flux1_aiter_fmha_hipgraph (57 calls); ROCm/aiter aiter/ops/mha.py"),
+    _o("sgl_kernel_attention", r"sgl_kernel::(fwd|fwd_sparse|fwd_kvcache_mla\w*|\w*attention\w*|\w*mla_decode\w*)", "fused",
+       "sgl_kernel::fwd",
+       "source: sgl-project/sglang sgl-kernel/python/sgl_kernel/flash_attn.py (torch.ops.sgl_kernel.fwd.default: FA3; flash_mla.py fwd_kvcache_mla)"),
+    _o("xformers_ops", r"xformers::\w*attention\w*|xformers_flash\d?::flash_(fwd|bwd)", "fused",
+       "xformers::efficient_attention_forward_cutlass",
+       "source: facebookresearch/xformers xformers/csrc/attention (TORCH_LIBRARY xformers); xformers/ops/fmha/flash.py (xformers_flash::flash_fwd)"),
+    _o("sageattention_ops", r"sageattention::\w+", "fused",
+       "sageattention::qk_int8_sv_f16_accum_f16_attn",
+       "source: thu-ml/SageAttention sageattention/core.py (the qk_int8_sv_* kernels as torch ops)"),
+    _o("flashinfer_ops", r"flashinfer::((batch|single)_\w*(prefill|decode|mla|pod)\w*|\w*xqa\w*)", "fused",
+       "flashinfer::batch_decode_with_paged_kv_cache_run",
+       "source: flashinfer-ai/flashinfer python/flashinfer/decode.py (register_custom_op flashinfer::{uri}_run; the namespace also holds rmsnorm, router GEMMs, all-reduce: not attention)"),
+    # -- custom autograd Functions around a whole attention (and their ...Backward nodes) ----------
+    _o("flash_attn_functions", r"\w*Flash\w*Attn\w*Func\w*", "function",
+       "FlashAttnVarlenFunc",
+       "source: Dao-AILab/flash-attention flash_attn/flash_attn_interface.py (FlashAttnFunc, FlashAttnVarlenFunc, FlashAttnQKVPackedFunc, ...; hopper/flash_attn_interface.py likewise); the issue's RopeLoraFlashAttnVarlenFunc"),
+    _o("attention_functions", r"\w*(Attn|Attention)\w*(Func|Function)\w*|\w*(Func|Function)\w*(Attn|Attention)\w*", "function",
+       "FusedAttnFunc",
+       "source: NVIDIA/TransformerEngine transformer_engine/pytorch/attention.py (FusedAttnFunc; context_parallel AttnFuncWithCPAndKVP2P); zhuzilin/ring-flash-attention RingFlashAttnVarlenFunc"),
+    _o("xformers_function", r"_fMHA", "function",
+       "_fMHA", "source: facebookresearch/xformers xformers/ops/fmha/__init__.py (class _fMHA(torch.autograd.Function))"),
+    _o("triton_tutorial_function", r"_attention", "function",
+       "_attention", "source: triton-lang/triton python/tutorials/06-fused-attention.py (class _attention(torch.autograd.Function))"),
 )
+_OP_RULES = [(re.compile(r.pattern), r) for r in ATTENTION_OP_RULES]
+BACKWARD_NODE_SUFFIX = re.compile(r"Backward\d*$")
+
+
+@lru_cache(maxsize=65536)
+def op_rule(name: str) -> AttentionOpRule | None:
+    """The first row of ATTENTION_OP_RULES that matches ``name`` whole (exclusions included), or None."""
+    for rx, rule in _OP_RULES:
+        if rx.fullmatch(name):
+            return rule
+    return None
+
+
+@lru_cache(maxsize=65536)
+def attention_function(name: str) -> AttentionOpRule | None:
+    """The row of a custom autograd Function around a whole attention (its forward op), or None."""
+    rule = op_rule(name)
+    return rule if rule is not None and rule.role == "function" else None
+
+
+@lru_cache(maxsize=65536)
+def attention_function_backward(name: str) -> AttentionOpRule | None:
+    """The row of the Function whose backward node ``name`` is (``FlashAttnVarlenFuncBackward``), or None."""
+    if not BACKWARD_NODE_SUFFIX.search(name):
+        return None
+    return attention_function(BACKWARD_NODE_SUFFIX.sub("", name))
+
+
 # Module scopes that enclose one attention call: class names with "Attention" (HF eager and sdpa
 # classes, nn.MultiheadAttention), but not containers of several layers.
 ATTENTION_MODULE = re.compile(r"Attention|Attn", re.I)
 ATTENTION_MODULE_EXCLUDE = re.compile(r"(Output|Block|Layer|Stack|Model|Encoder|Decoder|Pooler|Processor)s?$", re.I)
 
 SOFTMAX_OPS = frozenset({"aten::softmax", "aten::_softmax", "aten::_safe_softmax", "aten::special_softmax"})
+SOFTMAX_BACKWARD_OPS = frozenset({"aten::_softmax_backward_data"})  # softmax's backward, inside a Function's backward
 NOT_ATTENTION_SOFTMAX = frozenset({"aten::log_softmax", "aten::_log_softmax"})
 BMM_OPS = frozenset({"aten::bmm", "aten::baddbmm", "aten::matmul", "aten::einsum", "aten::_bmm"})
 LINEAR_OPS = frozenset({"aten::linear", "aten::addmm", "aten::mm", "aten::_addmm_activation"})
@@ -281,7 +387,9 @@ def attention_op(name: str) -> tuple[str, str] | None:
 
 @lru_cache(maxsize=65536)
 def is_vendor_op(name: str) -> bool:
-    return bool(VENDOR_OP.match(name))
+    """A torch.library / extension op that runs attention (a "fused" row of ATTENTION_OP_RULES)."""
+    rule = op_rule(name)
+    return rule is not None and rule.role == "fused"
 
 
 @lru_cache(maxsize=65536)

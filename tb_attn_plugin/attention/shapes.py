@@ -95,8 +95,11 @@ def from_matmuls(qk_dims, softmax_dims, types) -> dict[str, Any]:
     a, b = _dims(qk_dims, 0), _dims(qk_dims, 1)
     if a and b and len(a) >= 3 and len(b) >= 3:
         lq, d, lk = a[-2], a[-1], b[-1]
+        s = _dims(softmax_dims, 0)
         if len(a) == 4:
             out["shape"] = make_shape(a[0], a[1], b[1], lq, lk, d)
+        elif s and len(s) == 4 and len(a) == 3 and s[0] * s[1] == a[0] and s[-2:] == [lq, lk]:
+            out["shape"] = make_shape(s[0], s[1], s[1], lq, lk, d)  # (B·H, L, D) matmul, (B, H, Lq, Lk) softmax
         else:
             shape = make_shape(None, None, None, lq, lk, d)
             shape["batch_heads"] = a[0]

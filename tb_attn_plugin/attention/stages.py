@@ -5,7 +5,9 @@ first"). Within a call, the *outermost* op with a meaning decides for its whole 
 ``aten::masked_fill`` inside ``aten::_safe_softmax`` stays softmax), and position decides what a
 plain op means: a batched matmul before the softmax is QK^T, after it AV; a linear before the core
 is the QKV projection, after it the output projection. Backward ops take the stage of the forward
-op their autograd node came from.
+op their autograd node came from; where that op is a container (an autograd Function around the whole
+attention) or unknown (a backward-only call), the ops under the node decide by the same rule in
+backward order (AV's backward runs first, then softmax's, then QK^T's and the projections').
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def _kind_by_name(cat: str, name: str) -> str | None:
         return "fused"
     if name in P.ATTENTION_OPS:
         return CONTAINER
-    if name in P.SOFTMAX_OPS:
+    if name in P.SOFTMAX_OPS or name in P.SOFTMAX_BACKWARD_OPS:
         return "softmax"
     if name in P.DROPOUT_OPS:
         return "dropout"
@@ -72,10 +74,16 @@ def _triton_stage(name: str) -> str:
 
 def classify_call(L: Linked, call: Call, stage_of: list[str | None]) -> None:
     """Fill ``stage_of[i]`` for the forward ops of ``call``."""
+    classify_range(L, call.lo, call.hi, stage_of)
+
+
+def classify_range(L: Linked, lo: int, hi: int, stage_of: list[str | None], backward: bool = False) -> None:
+    """Fill ``stage_of[i]`` for the ops ``[lo, hi)`` of one call; ``backward``: they are the ops of a
+    backward node, which runs the stages in reverse order."""
     ops, end = L.ops, L.subtree_end
     decisive: list[tuple[int, str]] = []
-    i = call.lo
-    while i < call.hi:
+    i = lo
+    while i < hi:
         kind = op_kind(ops[i])
         if kind is None or kind == CONTAINER:
             stage_of[i] = "other"
@@ -91,6 +99,8 @@ def classify_call(L: Linked, call: Call, stage_of: list[str | None]) -> None:
     first = min([core] + [b for b in bmms if core is not None and b < core]) if core is not None else None
     last = max([core] + [b for b in bmms]) if core is not None else None
 
+    before_core, after_core = ("av_matmul", "qk_matmul") if backward else ("qk_matmul", "av_matmul")
+    before_first, after_last = ("out_proj", "qkv_proj") if backward else ("qkv_proj", "out_proj")
     for k, (i, kind) in enumerate(decisive):
         if kind.startswith("stage:"):
             st = kind[6:]
@@ -101,16 +111,21 @@ def classify_call(L: Linked, call: Call, stage_of: list[str | None]) -> None:
         elif kind == "dropout":
             st = "dropout"
         elif kind == "bmm":
-            st = "qk_matmul" if core is not None and k < core else "av_matmul"
+            st = before_core if core is not None and k < core else after_core
         elif kind == "linear":
-            if first is None or k < first:
+            if first is None:
                 st = "qkv_proj"
+            elif k < first:
+                st = before_first
             elif k > last:
-                st = "out_proj"
+                st = after_last
             else:
                 st = "other"
         elif kind == "elementwise":
-            st = "scale_mask" if last is None or k < last else "other"
+            if backward:
+                st = "scale_mask" if first is None or k > first else "other"
+            else:
+                st = "scale_mask" if last is None or k < last else "other"
         elif kind == "triton":
             st = _triton_stage(ops[i].name)
         else:

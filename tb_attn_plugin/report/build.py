@@ -16,7 +16,7 @@ from typing import Any, Callable
 import msgspec
 
 from ..attention import patterns as kernel_table
-from ..attention import safety, shapes
+from ..attention import child_shapes, safety, shapes
 from ..attention.detect import Call, detect
 from ..roofline.devices import describe
 from ..attention.patterns import is_vendor_op, needs_shapes
@@ -127,15 +127,19 @@ def _source(path: str, size: int) -> dict[str, Any]:
 def _name_calls(calls: list[Call]) -> None:
     ordinal: Counter = Counter()
     for c in sorted(calls, key=lambda c: (c.step, c.start)):
-        if c.source == "kernel":
+        if c.root < 0:  # kernels alone: no op in the window launched them
             graph = any(k.graph for k in c.kernels)
             c.layer = f"{c.implementation} kernels ({'graph replay' if graph else 'no launching op'})"
             c.layer_type = c.layer
             continue
+        bwd_only = bool(c.info.get("backward_only"))
         if not c.layer:
-            k = ordinal[(c.step, c.implementation)]
-            ordinal[(c.step, c.implementation)] += 1
-            c.layer = f"{c.implementation}#{k}"
+            key = (c.step, c.implementation, bwd_only)
+            k = ordinal[key]
+            ordinal[key] += 1
+            c.layer = f"{c.implementation}#{k}" + (" (backward only)" if bwd_only else "")
+        if bwd_only and c.layer_type and not c.layer_type.endswith("(backward only)"):
+            c.layer_type += " (backward only)"
         if not c.layer_type:
             tag = c.info.get("tag") or {}
             if tag.get("cls"):
@@ -196,6 +200,7 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
     basis = "gpu" if has_gpu else "cpu"
     _name_calls(calls)
     _shape_info(L, calls)
+    child_shapes.fill(L, calls, m.stage_of)
 
     # Per call totals, then per layer.
     layers: dict[str, dict[str, Any]] = {}
@@ -214,7 +219,8 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
         impl_counts[(c.layer_type, c.implementation)] += 1
         has_bwd = any(ps == "bwd" and (x.gpu_us or x.cpu_us) for (st, ps), x in cells.items())
         f = shapes.flops(c.info.get("shape"), c.info.get("causal"))
-        call_flops = (f * (3.5 if has_bwd else 1.0)) if f else None
+        # backward = 2.5x forward (five matmuls, causal alike); a backward-only call has no forward
+        call_flops = (f * (2.5 if c.info.get("backward_only") else 3.5 if has_bwd else 1.0)) if f else None
         lay = layers.get(c.layer)
         if lay is None:
             lay = layers[c.layer] = {
@@ -309,12 +315,20 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
         "trace": {"events": ev.total_events, "kernels": len(L.kernels), "ops": len(L.ops),
                   "unlinked_kernels": L.unlinked_kernels, "graph_kernels": L.graph_kernels,
                   "backward_links": len(L.fwd_of)},
-        "warnings": list(ev.warnings),
+        "warnings": list(ev.warnings) + _backward_only_warning(calls),
     }
     if call_of is not None:
         report["roofline"] = build_roofline(L, calls, call_of, m, device, metadata, has_gpu)
     report["verdicts"] = verdicts(report)
     return report
+
+
+def _backward_only_warning(calls: list[Call]) -> list[str]:
+    n = sum(1 for c in calls if c.info.get("backward_only"))
+    if not n:
+        return []
+    return [f"{n} attention call{'s are' if n > 1 else ' is'} backward only: the forward ran before the profiled "
+            "window (or autograd links it to no attention call), so forward time, shapes and FLOPs are missing for them"]
 
 
 def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[dict[str, Any]]:
@@ -323,7 +337,8 @@ def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[d
     trace order, up to MAX_SAMPLES, so every layer and every step can be picked."""
     out = []
     wanted = set(_sample_ids(calls, layers))
-    chosen = [(c, [(c.lo, c.hi, "fwd")] + [(nd, L.subtree_end[nd], "bwd") for nd in c.bwd_nodes])
+    chosen = [(c, [(c.lo, c.hi, "bwd" if c.info.get("backward_only") else "fwd")]
+               + [(nd, L.subtree_end[nd], "bwd") for nd in c.bwd_nodes])
               for c in calls if c.id in wanted]
     needed = {j for _, ranges in chosen for lo, hi, _ in ranges for j in range(lo, hi)}
     by_op_kernels: dict[int, list] = {}
