@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The C op-column helpers (tb_attn_plugin/trace/_nest.c, _kept.c, _columns.c; memory timeline counts too) under AddressSanitizer
+# The C op-column helpers (tb_attn_plugin/trace/_nest.c, _kept.c) under AddressSanitizer
 # and UBSan: instrumented copies built in a temporary directory get the op columns of a real trace,
 # then random columns, rows and thread tables, in range and out of it (those must raise, not read
 # out of bounds). Not part of CI (it needs a debug build); run by hand after changing them:
@@ -10,12 +10,11 @@ N=${1:-3000}
 source scripts/asan_build.sh
 asan_build tb_attn_plugin/trace/_nest.c _nest
 asan_build tb_attn_plugin/trace/_kept.c _kept
-asan_build tb_attn_plugin/trace/_columns.c _columns
 asan_python - "$TMP" "$N" <<'PYEOF'
 import random, sys
 from array import array
 sys.path.insert(0, sys.argv[1])
-import _columns, _kept, _nest
+import _kept, _nest
 from tb_attn_plugin.trace import stream
 ev, _ = stream.decode_file("../shared/traces/tl_h100_owlv2_eager_bmm_softmax.json.gz")
 (oth, okeys, ots, odur), (lth, lkeys, lts, _) = _kept.columns(ev.ops), _kept.columns(ev.launches)
@@ -25,28 +24,13 @@ got = _nest.nest_all(oth, ots, odur, len(keys), lth, lts, array("q", [keys.index
 order = array("q", got[0])
 assert sorted(order) == list(range(len(ev.ops)))
 seq = _kept.arg_values(ev.ops, "seq")
-names = [e.name for e in ev.ops]
-pos = _columns.positions(names)
-ids, ks = _columns.factorize(list(range(len(names))), (names,), "other")
-sums = _columns.sums(list(range(len(names))), (names,), None, array("d", odur))
-spans = _columns.spans(list(range(len(names))), (names,), None, array("d", ots), array("d", odur))
-# the columns gathered chunk by chunk (events._Kept) and the memory section's helpers, on the same trace
+# the columns gathered chunk by chunk (events._Kept), on the same trace
 index, kk, th = {}, [], array("q")
 for a in range(0, len(ev.ops), 997):
     th.frombytes(_kept.columns(ev.ops[a:a + 997], index, kk)[0])
     assert _kept.arg_values(ev.ops[a:a + 997], "seq", a)[0] == [i for i in seq[0] if a <= i < a + 997]
 assert kk == okeys and th == array("q", oth)
-cpu = bytes(e.cat == "cpu_op" for e in ev.ops)
-steps = [i // 1000 for i in range(len(ev.ops))]
-total, per_step = _columns.masked_sums(cpu, steps, array("d", odur))
-members = _columns.nonnegative([i % 3 - 1 for i in range(len(ev.ops))])
-views = _columns.picked(list(range(len(names))), names, frozenset({"aten::view"}), array("d", odur))
-from tb_attn_plugin.memory import profiler_events
-tl = max(profiler_events.timelines(ev.memory).values(), key=len)
-counts = _columns.byte_counts(tl.delta, tl.pair, array("q", [i % 5 - 1 for i in range(len(tl))]))
-assert array("q", _columns.pairs(tl.delta, tl.addr, tl.stream)) == tl.pair
-print(f"real trace: {len(ev.ops)} ops on {len(keys)} threads, {len(seq[0])} with a seq, {len(pos)} names, "
-      f"{len(members)} members, {len(views)} views, {len(per_step)} steps, {len(tl)} memory events ({counts[0]} allocs)")
+print(f"real trace: {len(ev.ops)} ops on {len(keys)} threads, {len(seq[0])} with a seq")
 rnd, raised = random.Random(5), 0
 for i in range(int(sys.argv[2])):
     n, m, nth = rnd.randint(0, 40 if i % 7 else 300), rnd.randint(0, 20), rnd.randint(0, 4)  # 300: merged runs
@@ -66,17 +50,7 @@ for i in range(int(sys.argv[2])):
         _nest.nest_all(th, ts, du, nth, lt, lts, *rank, *flags)
     except (ValueError, TypeError):
         raised += 1
-    col = [rnd.choice(["a", None, "", 1]) for _ in range(rnd.randint(0, 30))]
-    rows = [rnd.randint(-2, 32) for _ in range(rnd.randint(0, 30))]
-    vals = array("d", [rnd.random() for _ in range(rnd.randint(0, 30))])
-    ints = [rnd.choice([-1, 0, 7, 1 << 70, -(1 << 70)]) for _ in range(rnd.randint(0, 30))]
-    q = [array("q", [rnd.choice([-5, 0, 5, 1 << 62]) for _ in range(rnd.randint(0, 30))]) for _ in range(3)]
-    mask = bytes(rnd.randint(0, 1) for _ in range(rnd.randint(0, 30)))
-    for call in (lambda: _columns.sums(rows, (col, col), "x", vals), lambda: _columns.spans(rows, (col,), "x", vals, vals),
-                 lambda: _columns.factorize(rows, (col,), "x"), lambda: _columns.positions(col),
-                 lambda: _columns.nonnegative(ints), lambda: _columns.byte_counts(*q), lambda: _columns.pairs(*q),
-                 lambda: _columns.masked_sums(mask, ints, vals), lambda: _columns.picked(rows, col, {"a", 1}, vals),
-                 lambda: _kept.columns(ev.ops[:n], {}, []), lambda: _kept.arg_values(ev.ops[:n], "seq", m)):
+    for call in (lambda: _kept.columns(ev.ops[:n], {}, []), lambda: _kept.arg_values(ev.ops[:n], "seq", m)):
         try:
             call()
         except (IndexError, ValueError, TypeError):

@@ -50,7 +50,7 @@ def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | 
     # One slot per (call, stage, pass), numbered in the order of the ops that hold events.
     ids, keys = columns.factorize(list(touched), (call_of, stage_of, L.bwd), "other")
     slots = [Slot(c, st, "bwd" if b else "fwd") for c, st, b in keys]
-    op_slot = dict(zip(touched, ids))
+    op_slot = dict(zip(touched, ids.tolist()))
     op_slot[-1] = -1
     return Attribution(array("q", map(op_slot.__getitem__, winner)), slots)
 

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import re
 from array import array
+
+import numpy as np
 from collections import defaultdict
 from dataclasses import dataclass, field
-from itertools import chain, compress
+from itertools import compress
 from operator import attrgetter
 from typing import Callable, NamedTuple, Sequence
 
 from . import columns
+from .table import intern
 from .event_columns import EventColumns
 from .events import Event, Events, MODULE_PREFIX
 
@@ -72,7 +75,10 @@ class Linked:
     _names: list[str] | None = field(default=None, repr=False)  # each op's name (where_name)
     _bwd: list[bool] | None = field(default=None, repr=False)
     _cpu: bytes | None = field(default=None, repr=False)
-    _positions: dict[str, list[int]] | None = field(default=None, repr=False)  # name -> its ops (where_name)
+    # The op names' distinct values (each op's name as an id into these) and each one's ops (where_name)
+    _name_values: list[str] | None = field(default=None, repr=False)
+    _name_ids: Sequence[int] | None = field(default=None, repr=False)
+    _positions: list | None = field(default=None, repr=False)
 
     @property
     def bwd(self) -> list[bool]:
@@ -98,19 +104,24 @@ class Linked:
             self._names = list(map(_NAME, self.ops))
         return self._names
 
+    def _interned(self) -> None:
+        if self._positions is None:
+            got = intern(self.names)
+            self._name_values, self._name_ids = got.values, got.ids
+            self._positions = columns.positions(got.ids, len(got.values))
+
     def where_name(self, test: Callable[[str], object]) -> list[int]:
         """The ops (ascending) whose name passes ``test``, asked once per distinct name: a trace
         repeats a few thousand names over millions of ops, so where each name occurs is found once
-        (at C speed) and each question only joins the positions of the names that pass."""
-        if self._positions is None:
-            self._positions = columns.positions(self.names)
-        return _where(self._positions, test)
+        and each question only joins the positions of the names that pass."""
+        self._interned()
+        return columns.where(self._name_values, self._positions, test)
 
-
-def _where(positions: dict[str, list[int]], test: Callable[[str], object]) -> list[int]:
-    """The positions (ascending) of the names that pass ``test``, from columns.positions."""
-    hits = [at for nm, at in positions.items() if test(nm)]
-    return list(hits[0]) if len(hits) == 1 else sorted(chain.from_iterable(hits))
+    def name_ids(self, wanted: set | frozenset):
+        """(each op's name as an id, for each id whether its name is in ``wanted``): for columns.picked."""
+        self._interned()
+        return self._name_ids, np.fromiter(map(wanted.__contains__, self._name_values), bool,
+                                           len(self._name_values))
 
 
 def _sortable(key: tuple):
@@ -392,8 +403,9 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     step = [-1] * n
     steps: dict[int, tuple[float, float]] = {}
     names = list(map(_NAME, ops))
-    positions = columns.positions(names)  # kept in Linked for where_name
-    for i in _where(positions, lambda nm: nm.startswith(STEP_PREFIX)):
+    interned = intern(names)
+    positions = columns.positions(interned.ids, len(interned.values))  # kept in Linked for where_name
+    for i in columns.where(interned.values, positions, lambda nm: nm.startswith(STEP_PREFIX)):
         e = ops[i]
         try:
             s = int(e.name[len(STEP_PREFIX):])
@@ -432,6 +444,8 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         unlinked_kernels=unlinked,
         graph_kernels=graph_kernels,
         _names=names,
+        _name_values=interned.values,
+        _name_ids=interned.ids,
         _positions=positions,
         _bwd=None if any_backward else [False] * n,  # inference: no op runs in backward
         _cpu=cpu,
