@@ -23,17 +23,15 @@ setup(
     # tomli reads --patterns / TB_ATTN_PATTERNS files where the standard library has no tomllib
     install_requires=["msgspec>=0.18", "numpy>=1.24", 'tomli>=1.1; python_version<"3.11"'],
     # A C scanner that drops unused events before decoding (about a third of the analysis time on
-    # real traces). Optional: without a compiler the install still succeeds and the engine decodes
-    # every event in Python, with the same results.
-    # Two more do per-event work at C speed: keeping decoded events (time checks, shared strings) and
-    # nesting the ops by time (link.py). A fourth reads
+    # real traces); it also holds the op tree's one sequential pass (a stack over numpy columns).
+    # Optional: without a compiler the install still succeeds and the engine decodes every event
+    # and nests the ops in Python, with the same results.
+    # Another keeps decoded events at C speed (time checks, shared strings). A third reads
     # CUDA memory snapshot pickles into columns (a third of the memory the unpickler's objects take);
     # without it snapshots load with the plain unpickler, same results.
     ext_modules=[Extension("tb_attn_plugin.trace._prefilter", ["tb_attn_plugin/trace/_prefilter.c"],
                            optional=True),
                  Extension("tb_attn_plugin.trace._kept", ["tb_attn_plugin/trace/_kept.c"], optional=True),
-                 Extension("tb_attn_plugin.trace._nest", ["tb_attn_plugin/trace/_nest.c"],
-                           depends=["tb_attn_plugin/trace/merge_sort.h"], optional=True),
                  Extension("tb_attn_plugin.memory._snapshot_decode", ["tb_attn_plugin/memory/_snapshot_decode.c"],
                            optional=True)],
     extras_require={
