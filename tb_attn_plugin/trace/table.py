@@ -1,20 +1,17 @@
-"""Events as numpy columns: each value of a string (or any hashable) column interned to an integer id
-into a table of its distinct values, so grouping, joining and filtering are integer work for numpy.
+"""Event columns for numpy: a string (or any hashable) column interned to integer ids into a table
+of its distinct values (op names, kernel names, threads), so grouping, joining and filtering are
+integer work; float and int columns viewed as float64 / int64 without a copy where they are arrays.
 
-A trace repeats a few thousand op names, categories and threads over millions of events: the ids
-are found with one dict pass over the column (the values are hashed once, in C), and everything
-after works on the ids.
+A trace repeats a few thousand op names and threads over millions of events: the ids are found with
+one dict pass over the column (each value hashed once, in C), and everything after works on the ids.
 """
 
 from __future__ import annotations
 
 from array import array
-from operator import attrgetter
 from typing import Hashable, NamedTuple, Sequence
 
 import numpy as np
-
-_NAME, _CAT, _TS, _DUR = attrgetter("name"), attrgetter("cat"), attrgetter("ts"), attrgetter("dur")
 
 
 class Interned(NamedTuple):
@@ -48,22 +45,3 @@ def ints(column: Sequence[int]) -> np.ndarray:
     if isinstance(column, array) and column.typecode == "q":
         return np.frombuffer(column, np.int64) if len(column) else np.zeros(0, np.int64)
     return np.fromiter(map(int.__index__, column), np.int64, len(column))
-
-
-class EventTable(NamedTuple):
-    """One list of events as columns, in its order: name and category ids into ``strings`` (one
-    table for both), start and duration (µs, float64)."""
-
-    name: np.ndarray
-    cat: np.ndarray
-    ts: np.ndarray
-    dur: np.ndarray
-    strings: list[str]
-
-
-def event_table(events: Sequence) -> EventTable:
-    """The columns of ``events`` (decoded Events: any object with name, cat, ts and dur)."""
-    n = len(events)
-    both = intern(list(map(_NAME, events)) + list(map(_CAT, events)))
-    return EventTable(both.ids[:n], both.ids[n:], floats(list(map(_TS, events))),
-                      floats(list(map(_DUR, events))), both.values)
