@@ -62,21 +62,37 @@ def _groups(rows: Sequence[int], cols: tuple, none_as: Any) -> tuple[np.ndarray,
     listed = rows if isinstance(rows, list) else r.tolist()
     items = [_at(col, listed) for col in cols]
     codes, numbers = zip(*(_codes(it, none_as) for it in items))
-    order = np.lexsort(codes[::-1])  # stable: a group's first row leads it
-    head = np.zeros(len(r), bool)
-    head[0] = True
-    for c in codes:
-        c = c[order]
-        head[1:] |= c[1:] != c[:-1]
-    first = order[head]  # each group's first row, groups in sorted order
-    rank = np.empty(len(first), np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
-    gid = np.empty(len(r), np.int64)
-    gid[order] = rank[np.cumsum(head) - 1]
-    first = np.sort(first).tolist()
+    key, size = np.zeros(len(r), np.int64), 1
+    for c in codes:  # one int64 key per row: the columns' dense codes in mixed radix
+        d, k = _dense(c)
+        if size * k >= 1 << 62:
+            key, size = _dense(key, force=True)
+        key, size = key * k + d, size * k
+    if size > 4 * len(r) + 64:  # sparse keys: number them by sorting
+        key, size = _dense(key, force=True)
+    first_of = np.full(size, len(r), np.int64)
+    np.minimum.at(first_of, key, np.arange(len(r)))
+    present = np.flatnonzero(first_of < len(r))
+    by_first = np.argsort(first_of[present], kind="stable")
+    number = np.empty(size, np.int64)
+    number[present[by_first]] = np.arange(len(present))
+    gid = number[key]
+    first = first_of[present[by_first]]  # each group's first row, groups in order of first appearance
+    first = first.tolist()
     parts = [_normal(itemgetter(*first)(it) if len(first) > 1 else (it[first[0]],), none_as, k)
              for it, k in zip(items, numbers)]
     return r, gid, list(zip(*parts)) if len(cols) > 1 else parts[0]
+
+
+def _dense(codes: np.ndarray, force: bool = False) -> tuple[np.ndarray, int]:
+    """Codes renumbered into [0, size), and size: shifted when their range is small, else by sorting."""
+    if not len(codes):
+        return codes.astype(np.int64), 1
+    lo, hi = int(codes.min()), int(codes.max())
+    if not force and hi - lo < 4 * len(codes) + 64:
+        return codes.astype(np.int64) - lo, hi - lo + 1
+    _, inv = np.unique(codes, return_inverse=True)
+    return inv.reshape(-1).astype(np.int64), int(inv.max()) + 1
 
 
 def _normal(items: Sequence, none_as: Any, numbers: bool) -> list:
@@ -111,7 +127,9 @@ def spans(rows: list[int], cols: tuple, none_as: Any, ts: Sequence[float], dur: 
 
 def _first_at(gid: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Per group (numbered 0... in order), the row of its least x, the first such row on ties."""
-    order = np.lexsort((x, gid))  # stable: equal values keep row order
+    order = np.argsort(x, kind="stable")  # stable sorts: equal values keep row order
+    g = gid[order]
+    order = order[np.argsort(g.astype(np.uint16) if len(g) and g.max() < 65536 else g, kind="stable")]
     head = np.ones(len(order), bool)
     head[1:] = gid[order[1:]] != gid[order[:-1]]
     return order[head]
