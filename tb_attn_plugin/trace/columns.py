@@ -9,6 +9,7 @@ exact ints past int64."""
 
 from __future__ import annotations
 
+import functools
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
@@ -31,11 +32,12 @@ def _rows(rows: Sequence[int], n: int) -> np.ndarray:
     return r
 
 
-def _at(col: Sequence, rows: Sequence[int]) -> Sequence:
-    """The column's items at ``rows`` (a list of ints), as the objects it holds."""
+def _at(col: Sequence, rows: np.ndarray, listed: Callable[[], list]) -> Sequence:
+    """The column's items at ``rows``, as the objects it holds (``listed``: the rows as a list)."""
     if isinstance(col, np.ndarray):
         return col[rows].tolist()
-    return [col[rows[0]]] if len(rows) == 1 else itemgetter(*rows)(col) if len(rows) else []
+    got = listed()
+    return [col[got[0]]] if len(got) == 1 else itemgetter(*got)(col) if len(got) else []
 
 
 def _codes(items: Sequence, none_as: Any) -> tuple[np.ndarray, bool]:
@@ -59,8 +61,8 @@ def _groups(rows: Sequence[int], cols: tuple, none_as: Any) -> tuple[np.ndarray,
     r = _rows(rows, n)
     if not len(r):
         return r, np.zeros(0, np.int64), []
-    listed = rows if isinstance(rows, list) else r.tolist()
-    items = [_at(col, listed) for col in cols]
+    listed = functools.cache(lambda: rows if isinstance(rows, list) else r.tolist())
+    items = [_at(col, r, listed) for col in cols]
     codes, numbers = zip(*(_codes(it, none_as) for it in items))
     key, size = np.zeros(len(r), np.int64), 1
     for c in codes:  # one int64 key per row: the columns' dense codes in mixed radix
@@ -121,18 +123,22 @@ def spans(rows: list[int], cols: tuple, none_as: Any, ts: Sequence[float], dur: 
     r, gid, keys = _groups(rows, cols, none_as)
     start = floats(ts)[r]
     end = start + floats(dur)[r]
-    least, greatest = start[_first_at(gid, start)], end[_first_at(gid, -end)]
+    least, greatest = _extreme(np.minimum, gid, start, len(keys)), _extreme(np.maximum, gid, end, len(keys))
     return {k: [a, b] for k, a, b in zip(keys, least.tolist(), greatest.tolist())}
 
 
-def _first_at(gid: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Per group (numbered 0... in order), the row of its least x, the first such row on ties."""
-    order = np.argsort(x, kind="stable")  # stable sorts: equal values keep row order
-    g = gid[order]
-    order = order[np.argsort(g.astype(np.uint16) if len(g) and g.max() < 65536 else g, kind="stable")]
-    head = np.ones(len(order), bool)
-    head[1:] = gid[order[1:]] != gid[order[:-1]]
-    return order[head]
+def _extreme(pick: np.ufunc, gid: np.ndarray, x: np.ndarray, groups: int) -> np.ndarray:
+    """Per group, ``pick`` (np.minimum or np.maximum) of its x; where that is zero, the zero of the
+    group's first row holding one (0.0 and -0.0 compare equal: Python's min and max keep the first)."""
+    out = np.full(groups, np.inf if pick is np.minimum else -np.inf)
+    pick.at(out, gid, x)
+    zero = np.flatnonzero(x == 0.0)
+    if len(zero):
+        first = np.full(groups, len(x), np.int64)
+        np.minimum.at(first, gid[zero], zero)
+        fix = np.flatnonzero((out == 0.0) & (first < len(x)))
+        out[fix] = x[first[fix]]
+    return out
 
 
 def factorize(rows: list[int], cols: tuple, none_as: Any = None) -> tuple[np.ndarray, list]:
@@ -212,6 +218,9 @@ def masked_sums(mask: Sequence[int], keys: Sequence[int], values: Sequence[float
     on = np.flatnonzero(np.frombuffer(bytes(mask), np.uint8) if len(mask) else np.zeros(0, np.uint8))
     v = floats(values)[on]
     total = float(np.bincount(np.zeros(len(on), np.int64), weights=v, minlength=1)[0])
+    if keys and type(keys[0]) is int and not isinstance(keys, np.ndarray):
+        as_ints = np.array(keys)  # a step per op: one conversion, not a gather of Python objects
+        keys = as_ints if as_ints.dtype.kind in "iu" else keys
     _, gid, groups = _groups(on, (keys,), None) if len(on) else (None, on, [])
     return total, dict(zip(groups, np.bincount(gid, weights=v, minlength=len(groups)).tolist()))
 
