@@ -18,23 +18,20 @@ setup(
     packages=find_packages(include=["tb_attn_plugin", "tb_attn_plugin.*"]),
     package_data={"tb_attn_plugin": ["static/*", "static/**/*", "report/schema.json"]},
     include_package_data=True,
-    # The engine needs only msgspec; torch and tensorboard are for the collector and the plugin.
+    # The engine needs msgspec (decoding) and numpy (columns: grouped sums, sorts, joins); torch and
+    # tensorboard are for the collector and the plugin.
     # tomli reads --patterns / TB_ATTN_PATTERNS files where the standard library has no tomllib
-    install_requires=["msgspec>=0.18", 'tomli>=1.1; python_version<"3.11"'],
+    install_requires=["msgspec>=0.18", "numpy>=1.24", 'tomli>=1.1; python_version<"3.11"'],
     # A C scanner that drops unused events before decoding (about a third of the analysis time on
-    # real traces). Optional: without a compiler the install still succeeds and the engine decodes
-    # every event in Python, with the same results.
-    # Three more do per-event work at C speed: keeping decoded events (time checks, shared strings),
-    # nesting the ops by time (link.py), and summing op columns per group (columns.py). A fifth reads
+    # real traces); it also holds the op tree's one sequential pass (a stack over numpy columns).
+    # Optional: without a compiler the install still succeeds and the engine decodes every event
+    # and nests the ops in Python, with the same results.
+    # Another keeps decoded events at C speed (time checks, shared strings). A third reads
     # CUDA memory snapshot pickles into columns (a third of the memory the unpickler's objects take);
     # without it snapshots load with the plain unpickler, same results.
     ext_modules=[Extension("tb_attn_plugin.trace._prefilter", ["tb_attn_plugin/trace/_prefilter.c"],
                            optional=True),
                  Extension("tb_attn_plugin.trace._kept", ["tb_attn_plugin/trace/_kept.c"], optional=True),
-                 Extension("tb_attn_plugin.trace._nest", ["tb_attn_plugin/trace/_nest.c"],
-                           depends=["tb_attn_plugin/trace/merge_sort.h"], optional=True),
-                 Extension("tb_attn_plugin.trace._columns", ["tb_attn_plugin/trace/_columns.c"],
-                           depends=["tb_attn_plugin/trace/merge_sort.h"], optional=True),
                  Extension("tb_attn_plugin.memory._snapshot_decode", ["tb_attn_plugin/memory/_snapshot_decode.c"],
                            optional=True)],
     extras_require={

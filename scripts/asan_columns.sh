@@ -1,82 +1,56 @@
 #!/usr/bin/env bash
-# The C op-column helpers (tb_attn_plugin/trace/_nest.c, _kept.c, _columns.c; memory timeline counts too) under AddressSanitizer
-# and UBSan: instrumented copies built in a temporary directory get the op columns of a real trace,
-# then random columns, rows and thread tables, in range and out of it (those must raise, not read
-# out of bounds). Not part of CI (it needs a debug build); run by hand after changing them:
-#   bash scripts/asan_columns.sh [N=3000]
+# The C column helpers (tb_attn_plugin/trace/_kept.c, and the op tree's stack pass nest_sorted in
+# _prefilter.c) under AddressSanitizer and UBSan: instrumented copies built in a temporary
+# directory get the op columns of a real trace, then random columns, offsets and thread tables, in
+# range and out of it (those must raise, not read out of bounds). Not part of CI (it needs a debug
+# build); run by hand after changing them:
+#   bash scripts/asan_columns.sh [N=3000]   (the real trace from TB_ATTN_SHARED_TRACES, default ../shared/traces)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-3000}
 source scripts/asan_build.sh
-asan_build tb_attn_plugin/trace/_nest.c _nest
+asan_build tb_attn_plugin/trace/_prefilter.c _prefilter
 asan_build tb_attn_plugin/trace/_kept.c _kept
-asan_build tb_attn_plugin/trace/_columns.c _columns
-asan_python - "$TMP" "$N" <<'PYEOF'
+asan_python - "$TMP" "$N" "${TB_ATTN_SHARED_TRACES:-../shared/traces}" <<'PYEOF'
 import random, sys
 from array import array
+import numpy as np
 sys.path.insert(0, sys.argv[1])
-import _columns, _kept, _nest
-from tb_attn_plugin.trace import stream
-ev, _ = stream.decode_file("../shared/traces/tl_h100_owlv2_eager_bmm_softmax.json.gz")
+import _kept, _prefilter
+from tb_attn_plugin.trace import link, native, stream
+native.nest_sorted = _prefilter.nest_sorted  # the instrumented pass builds the tree below
+ev, _ = stream.decode_file(sys.argv[3] + "/tl_h100_owlv2_eager_bmm_softmax.json.gz")
 (oth, okeys, ots, odur), (lth, lkeys, lts, _) = _kept.columns(ev.ops), _kept.columns(ev.launches)
-keys = list(dict.fromkeys(okeys + lkeys))
-got = _nest.nest_all(oth, ots, odur, len(keys), lth, lts, array("q", [keys.index(k) for k in okeys]),
-                     array("q", [keys.index(k) for k in lkeys]))
-order = array("q", got[0])
-assert sorted(order) == list(range(len(ev.ops)))
+tree = link.op_tree(ev)
+assert sorted(tree.order) == list(range(len(ev.ops)))
 seq = _kept.arg_values(ev.ops, "seq")
-names = [e.name for e in ev.ops]
-pos = _columns.positions(names)
-ids, ks = _columns.factorize(list(range(len(names))), (names,), "other")
-sums = _columns.sums(list(range(len(names))), (names,), None, array("d", odur))
-spans = _columns.spans(list(range(len(names))), (names,), None, array("d", ots), array("d", odur))
-# the columns gathered chunk by chunk (events._Kept) and the memory section's helpers, on the same trace
+# the columns gathered chunk by chunk (events._Kept), on the same trace
 index, kk, th = {}, [], array("q")
 for a in range(0, len(ev.ops), 997):
     th.frombytes(_kept.columns(ev.ops[a:a + 997], index, kk)[0])
     assert _kept.arg_values(ev.ops[a:a + 997], "seq", a)[0] == [i for i in seq[0] if a <= i < a + 997]
 assert kk == okeys and th == array("q", oth)
-cpu = bytes(e.cat == "cpu_op" for e in ev.ops)
-steps = [i // 1000 for i in range(len(ev.ops))]
-total, per_step = _columns.masked_sums(cpu, steps, array("d", odur))
-members = _columns.nonnegative([i % 3 - 1 for i in range(len(ev.ops))])
-views = _columns.picked(list(range(len(names))), names, frozenset({"aten::view"}), array("d", odur))
-from tb_attn_plugin.memory import profiler_events
-tl = max(profiler_events.timelines(ev.memory).values(), key=len)
-counts = _columns.byte_counts(tl.delta, tl.pair, array("q", [i % 5 - 1 for i in range(len(tl))]))
-assert array("q", _columns.pairs(tl.delta, tl.addr, tl.stream)) == tl.pair
-print(f"real trace: {len(ev.ops)} ops on {len(keys)} threads, {len(seq[0])} with a seq, {len(pos)} names, "
-      f"{len(members)} members, {len(views)} views, {len(per_step)} steps, {len(tl)} memory events ({counts[0]} allocs)")
+print(f"real trace: {len(ev.ops)} ops on {len(tree.threads)} threads, {len(seq[0])} with a seq")
 rnd, raised = random.Random(5), 0
 for i in range(int(sys.argv[2])):
-    n, m, nth = rnd.randint(0, 40 if i % 7 else 300), rnd.randint(0, 20), rnd.randint(0, 4)  # 300: merged runs
-    th = array("q", [rnd.randint(-1, nth) for _ in range(n)])
-    lt = array("q", [rnd.randint(-1, nth) for _ in range(m)])
-    ts = array("d", [rnd.choice([0.0, 1.0, 2.5, float("nan")]) for _ in range(n)])
-    du = array("d", [rnd.choice([0.0, 1.0, 3.0]) for _ in range(n)])
-    lts = array("d", [rnd.choice([0.0, 1.5]) for _ in range(m)])
-    rank = () if i % 2 else (array("q", [rnd.randint(-1, nth) for _ in range(rnd.randint(0, 3))]),
-                             array("q", [rnd.randint(-1, nth) for _ in range(rnd.randint(0, 3))]))
-    flags = (bytes(rnd.randint(0, 1) for _ in range(max(0, n + rnd.choice([0, 0, 1, -1])))),
-             (list(range(max(0, n + rnd.choice([0, 0, -1])))),)) if rank else ()
-    if flags and i % 5 == 0:  # the columns written into arrays of the caller's (some of the wrong length)
-        k = max(0, n + rnd.choice([0, 0, 0, -1]))
-        flags += ((array("q", [0]) * k,) * 4 + (array("d", [0.0]) * k,) * 3 + (array("q", [0]) * k, array("q", [0]) * m),)
+    n, m, nth = rnd.randint(0, 40 if i % 7 else 300), rnd.randint(0, 20), rnd.randint(0, 4)
+    ts = np.array([rnd.choice([0.0, 1.0, 2.5, float("nan")]) for _ in range(n)])
+    bad = rnd.random() < 0.3  # then one length or offset does not fit
+    du = np.array([rnd.choice([0.0, 1.0, 3.0]) for _ in range(n - (bad and rnd.random() < 0.3 and n > 0))])
+    lts = np.array([rnd.choice([0.0, 1.5]) for _ in range(m)], np.float64)
+    def offsets(total):  # nth + 1 thread offsets, now and then out of order or off the end
+        at = sorted(rnd.randint(0, total) for _ in range(max(nth - 1, 0)))
+        at = [0] + at + [total + (rnd.choice([1, -1]) if bad and rnd.random() < 0.3 else 0)]
+        if bad and rnd.random() < 0.2:
+            rnd.shuffle(at)
+        return np.array(at, np.int64)
+    out = [np.zeros(max(0, n + (rnd.choice([1, -1]) if bad and rnd.random() < 0.2 else 0)), np.int64) for _ in range(3)]
     try:
-        _nest.nest_all(th, ts, du, nth, lt, lts, *rank, *flags)
+        _prefilter.nest_sorted(ts.astype(np.float64), du.astype(np.float64), offsets(n), lts, offsets(m), *out,
+                               np.zeros(m, np.int64))
     except (ValueError, TypeError):
         raised += 1
-    col = [rnd.choice(["a", None, "", 1]) for _ in range(rnd.randint(0, 30))]
-    rows = [rnd.randint(-2, 32) for _ in range(rnd.randint(0, 30))]
-    vals = array("d", [rnd.random() for _ in range(rnd.randint(0, 30))])
-    ints = [rnd.choice([-1, 0, 7, 1 << 70, -(1 << 70)]) for _ in range(rnd.randint(0, 30))]
-    q = [array("q", [rnd.choice([-5, 0, 5, 1 << 62]) for _ in range(rnd.randint(0, 30))]) for _ in range(3)]
-    mask = bytes(rnd.randint(0, 1) for _ in range(rnd.randint(0, 30)))
-    for call in (lambda: _columns.sums(rows, (col, col), "x", vals), lambda: _columns.spans(rows, (col,), "x", vals, vals),
-                 lambda: _columns.factorize(rows, (col,), "x"), lambda: _columns.positions(col),
-                 lambda: _columns.nonnegative(ints), lambda: _columns.byte_counts(*q), lambda: _columns.pairs(*q),
-                 lambda: _columns.masked_sums(mask, ints, vals), lambda: _columns.picked(rows, col, {"a", 1}, vals),
-                 lambda: _kept.columns(ev.ops[:n], {}, []), lambda: _kept.arg_values(ev.ops[:n], "seq", m)):
+    for call in (lambda: _kept.columns(ev.ops[:n], {}, []), lambda: _kept.arg_values(ev.ops[:n], "seq", m)):
         try:
             call()
         except (IndexError, ValueError, TypeError):

@@ -348,53 +348,46 @@ def test_absurd_sizes_are_refused_not_crashed(tmp_path, cpu_traces):
     assert r["memory"] is None and any("beyond any real memory" in w for w in r["warnings"])
 
 
-@pytest.mark.parametrize("trace", ["eager", "sdpa", "tagged"])
-def test_attribution_is_the_same_in_c_and_in_python(monkeypatch, cpu_traces, trace):
-    """attribute.py finds each event's innermost call op in C (_nest.innermost), or without it in
-    its Python loop: both give the same memory section."""
-    from tb_attn_plugin.memory import attribute
-
-    def memory_section():
-        return analyze_file(str(cpu_traces[trace]))["memory"]
-
-    in_c = memory_section()
-    monkeypatch.setattr(attribute, "_c_innermost", None)
-    in_python = memory_section()
-    assert in_c == in_python
-    assert any(s["bytes_allocated"] > 0 for s in in_c["stages"])
-
-
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([0.0, 1.0, 2.0, 2.5, 4.0]), st.integers(0, 2)), max_size=30),
        st.lists(st.tuples(st.sampled_from([0.0, 1.0, 2.0, 3.0]), st.sampled_from([0.0, 0.5, 1.0, 2.0]),
                           st.integers(0, 3), st.integers(0, 3), st.integers(-1, 2)), max_size=25))
-def test_innermost_in_c_is_the_python_loop(events, ops):
+def test_innermost_is_the_loop_over_call_ops(events, ops):
     """Random events on three threads against random call ops (ties in time and depth, empty
-    windows, ops on a thread without events): the same slot per event and the same slots."""
+    windows, ops on a thread without events): each event goes to the deepest op whose window on
+    its thread holds it, the first of equally deep ones, as one loop over the ops in order gives;
+    in batches of a few (op, event) pairs too."""
+    import bisect
     from array import array
     from types import SimpleNamespace
 
     from tb_attn_plugin.memory import attribute
     from tb_attn_plugin.memory.timeline import Timeline
 
-    if attribute._c_innermost is None:
-        pytest.skip("trace/_nest.c is not built")
     events = sorted(events, key=lambda e: e[0])  # a finished timeline is in time order
     tl = Timeline("cpu", t=array("d", [t for t, _ in events]), thread=array("q", [th for _, th in events]),
                   threads=[("1", "10"), ("1", "11"), ("1", "12")])
     blocks = [(1, 10), (1, 11), (1, 13)]  # the third link thread has no memory events
     L = SimpleNamespace(ts=array("d", [o[0] for o in ops]), dur=array("d", [o[1] for o in ops]),
                         thread=array("q", [o[2] % 3 for o in ops]), threads=blocks,
-                        depth=array("q", [o[3] for o in ops]), node_of=[-1 if o[4] < 1 else 0 for o in ops])
-    L.bwd = [n >= 0 for n in L.node_of]  # as Linked.bwd reads node_of
-    call_of = [max(o[4], 0) for o in ops]
-    stage_of = [("softmax", None, "qk_matmul")[o[3] % 3] for o in ops]
+                        depth=array("q", [o[3] for o in ops]))
+    block_thread = array("q", [0, 1, -1])
     in_calls = list(range(len(ops)))
-    in_c = attribute.from_trace(tl, L, [], call_of, stage_of, in_calls)
-    saved = attribute._c_innermost
-    try:
-        attribute._c_innermost = None
-        in_python = attribute.from_trace(tl, L, [], call_of, stage_of, in_calls)
-    finally:
-        attribute._c_innermost = saved
-    assert list(in_c.slot) == list(in_python.slot) and in_c.slots == in_python.slots
+    winner, best, touched = [-1] * len(events), [-1] * len(events), []
+    for j in in_calls:
+        k = block_thread[L.thread[j]]
+        mine = [i for i, (_, th) in enumerate(events) if th == k] if k >= 0 else []
+        times = [events[i][0] for i in mine]
+        a, b = bisect.bisect_left(times, L.ts[j]), bisect.bisect_right(times, L.ts[j] + L.dur[j])
+        if a < b:
+            touched.append(j)
+        for i in mine[a:b]:
+            if L.depth[j] > best[i]:
+                best[i], winner[i] = L.depth[j], j
+    for batch in (attribute.PAIRS_PER_BATCH, 3):
+        saved, attribute.PAIRS_PER_BATCH = attribute.PAIRS_PER_BATCH, batch
+        try:
+            got = attribute._innermost(tl, L, in_calls, block_thread)
+        finally:
+            attribute.PAIRS_PER_BATCH = saved
+        assert (list(got[0]), got[1]) == (winner, touched)

@@ -52,7 +52,7 @@ def test_together_raises_either_side_error_after_both_finished():
 
 
 def test_op_tree_built_beside_the_timelines_equals_the_tree_built_alone(cpu_traces):
-    # nest_all releases the GIL while the caller's thread makes the memory timelines: the tree and
+    # the tree's pass (nest_sorted) releases the GIL while the caller's thread makes the memory timelines: the tree and
     # the section must be what they are one after the other.
     for path in cpu_traces.values():
         text, warnings = read_trace_text(path)

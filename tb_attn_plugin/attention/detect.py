@@ -21,12 +21,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import chain
 from operator import attrgetter
 from typing import Any
 
 from ..format import tags
 from ..trace import columns
+from ..trace.table import intern
 from ..trace.events import MODULE_PREFIX
 from ..trace.link import WRAPPER_PREFIX, Kernel, Linked, module_name
 from . import groups
@@ -182,8 +182,9 @@ class Detector:
             if not self._is_softmax(ops[L.parent[i]].name if L.parent[i] >= 0 else ""):
                 self._motif(i)
         # 5. fused kernels that no call explains (only the kernels of fused names are visited)
-        at = columns.positions(list(map(attrgetter("ev.name"), L.kernels)))
-        self._fused_kernels = sorted(chain.from_iterable(rows for nm, rows in at.items() if P.fused_family(nm) is not None))
+        kn = intern(list(map(attrgetter("ev.name"), L.kernels)))
+        self._fused_kernels = sorted(columns.where(kn.values, columns.positions(kn.ids, len(kn.values)),
+                                                   lambda nm: P.fused_family(nm) is not None))
         for ki in self._fused_kernels:
             k = L.kernels[ki]
             op = k.op

@@ -14,15 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..format import tags
+import numpy as np
+
 from ..trace import columns
+from ..trace.table import floats, ints
 from .snapshot import Annotation
 from .timeline import Timeline
-
-
-try:  # each event's innermost call op at C speed (trace/_nest.c); from_trace's loop computes the same
-    from ..trace._nest import innermost as _c_innermost
-except ImportError:
-    _c_innermost = None
 
 
 @dataclass(frozen=True)
@@ -45,65 +42,56 @@ def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | 
     # The link's threads as the timeline numbers them (-1: a thread without memory events).
     thread_of = {key: i for i, key in enumerate(tl.threads)}
     block_thread = array("q", [thread_of.get((str(pid), str(tid)), -1) for pid, tid in L.threads])
-    got = _innermost_c(tl, L, in_calls, block_thread)
-    winner, touched = got if got is not None else _innermost_python(tl, L, in_calls, block_thread)
+    winner, touched = _innermost(tl, L, in_calls, block_thread)
     # One slot per (call, stage, pass), numbered in the order of the ops that hold events.
     ids, keys = columns.factorize(list(touched), (call_of, stage_of, L.bwd), "other")
     slots = [Slot(c, st, "bwd" if b else "fwd") for c, st, b in keys]
-    op_slot = dict(zip(touched, ids))
+    op_slot = dict(zip(touched, ids.tolist()))
     op_slot[-1] = -1
     return Attribution(array("q", map(op_slot.__getitem__, winner)), slots)
 
 
-def _innermost_python(tl: Timeline, L, in_calls: list[int], block_thread: array) -> tuple[list[int], list[int]]:
-    """_innermost_c's result in Python (the C helper is tested against it): each call op, in order,
-    takes the events of its thread inside its window when it is deeper than the op they have."""
+PAIRS_PER_BATCH = 1 << 22  # (op, event) pairs held at once: bounds the memory of a wide window
+
+
+def _innermost(tl: Timeline, L, in_calls: list[int], block_thread: array) -> tuple[array, list[int]]:
+    """(winning op per event, -1 for none; the ops whose window held any event, in order): each
+    call op, in order, takes the events of its thread inside its window [ts, ts + dur] when it is
+    deeper than the op they have, so the deepest wins and, of equally deep ones, the first."""
     n = len(tl)
-    winner = [-1] * n
-    depth_at = [-1] * n
-    touched: list[int] = []
-    per_thread = _by_thread(tl)
-    ts, dur, op_block, depth = L.ts, L.dur, L.thread, L.depth
-    for j in in_calls:
-        got = per_thread.get(block_thread[op_block[j]])
-        if got is None:  # a thread without memory events
-            continue
-        times, idx = got
-        a = bisect.bisect_left(times, ts[j])
-        b = bisect.bisect_right(times, ts[j] + dur[j])
-        if a == b:
-            continue
-        touched.append(j)
-        d = depth[j]
-        for i in idx[a:b]:
-            if d > depth_at[i]:
-                depth_at[i] = d
-                winner[i] = j
-    return winner, touched
-
-
-def _innermost_c(tl: Timeline, L, in_calls: list[int], block_thread: array) -> tuple[array, array] | None:
-    """(winning op per event, the ops whose window held any event) from _nest.innermost: the loop of
-    from_trace at C speed. None without the helper, or when a column is not a float or int array
-    (ops built in Python may carry int times, which the Python loop keeps as they are)."""
-    cols = (tl.t, tl.thread, L.ts, L.dur, L.thread, L.depth)
-    if _c_innermost is None or [getattr(c, "typecode", None) for c in cols] != ["d", "q", "d", "d", "q", "q"]:
-        return None
-    winner, touched = _c_innermost(tl.t, tl.thread, len(tl.threads), array("q", in_calls), L.ts, L.dur, L.thread,
-                                   block_thread, L.depth)
-    return array("q", winner), array("q", touched)
-
-
-def _by_thread(tl: Timeline) -> dict[int, tuple[list[float], list[int]]]:
-    """Per thread index: its events' times and indices, in timeline order."""
-    out: dict[int, tuple[list[float], list[int]]] = {}
-    for i, th, t in zip(range(len(tl)), tl.thread, tl.t):
-        got = out.get(th)
-        if got is None:
-            got = out[th] = ([], [])
-        got[0].append(t)
-        got[1].append(i)
-    return out
+    ops = np.asarray(in_calls, np.int64) if len(in_calls) else np.zeros(0, np.int64)
+    thread = ints(block_thread)[ints(L.thread)[ops]] if len(ops) and len(block_thread) else np.full(len(ops), -1)
+    start = floats(L.ts)[ops]
+    end = start + floats(L.dur)[ops]
+    # Each thread's events in time order (the timeline is sorted by time): a window is a range there.
+    by_thread = np.argsort(ints(tl.thread), kind="stable") if n else np.zeros(0, np.int64)
+    times = floats(tl.t)[by_thread]
+    at = np.searchsorted(ints(tl.thread)[by_thread], np.arange(len(tl.threads) + 1))
+    lo, hi = np.zeros(len(ops), np.int64), np.zeros(len(ops), np.int64)
+    for k in np.unique(thread[thread >= 0]).tolist():
+        mine = np.flatnonzero(thread == k)
+        seg = times[at[k]:at[k + 1]]
+        lo[mine] = at[k] + np.searchsorted(seg, start[mine], "left")
+        hi[mine] = at[k] + np.searchsorted(seg, end[mine], "right")
+    held = np.flatnonzero(hi > lo)
+    # The ops ranked deepest first, then by their order in in_calls: an event goes to the least rank.
+    depth = ints(L.depth)[ops[held]]
+    by_rank = np.lexsort((held, -depth))
+    rank = np.empty(len(held), np.int64)
+    rank[by_rank] = np.arange(len(held))
+    best = np.full(n, len(held), np.int64)
+    size = hi[held] - lo[held]
+    done = 0
+    while done < len(held):  # a batch of windows at a time, each expanded into its events
+        stop = done + 1 + int(np.searchsorted(np.cumsum(size[done:]), PAIRS_PER_BATCH, "right"))
+        w = slice(done, min(stop, len(held)))
+        count = size[w]
+        first = np.cumsum(count) - count
+        pos = np.arange(int(count.sum())) - np.repeat(first - lo[held][w], count)
+        np.minimum.at(best, by_thread[pos], np.repeat(rank[w], count))
+        done = w.stop
+    op_of_rank = np.append(ops[held][by_rank], -1)
+    return array("q", op_of_rank[best].tobytes()), ops[held].tolist()
 
 
 @dataclass

@@ -74,6 +74,6 @@ def measure_timing(L: Linked, calls, call_of: list[int], m: Measured) -> Timing:
     rows = m.cpu_members
     for (c, st, b), (count, _) in columns.sums(rows, (call_of, m.stage_of, L.bwd), "other").items():
         ops[c][(st, "bwd" if b else "fwd")] = count
-    views = columns.picked(rows, L.names, VIEW_OPS, L.self_cpu)
+    views = columns.picked(rows, *L.name_ids(VIEW_OPS), L.self_cpu)
     return Timing(idle, gaps_n, wall, ops, statistics.median(all_gaps) if all_gaps else None,
                   statistics.median(views) if views else None, all_gaps)

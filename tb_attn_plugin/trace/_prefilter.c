@@ -1176,9 +1176,99 @@ done:
     return result;
 }
 
+/* ---- The op tree's one sequential pass ------------------------------------------------------ */
+
+PyDoc_STRVAR(nest_sorted_doc,
+"nest_sorted(ts, dur, op_at, lts, launch_at, parent, subtree_end, depth, launch_op)\n\n"
+"The stack pass of the op tree (trace/link.py), over numpy buffers. ts, dur (float64): the ops in\n"
+"tree order (by thread, then start, then longest first); op_at (int64, one more than threads):\n"
+"where each thread's ops start; lts (float64): the launches' starts, by thread and time, and\n"
+"launch_at where each thread's launches start. Each op's parent is the innermost op still open\n"
+"when it starts (an op closes at the first later start at or past its end and the ends of every\n"
+"op opened after it, as a stack pops), its depth the number of ops open, its subtree the range of\n"
+"the order up to the op at which it closed; a launch belongs to the innermost op open just before\n"
+"it. Writes parent, subtree_end, depth (int64, per op) and launch_op (int64, per launch; -1:\n"
+"none). ValueError on lengths or thread offsets that do not fit.");
+
+static int nest_buffer(PyObject *o, Py_buffer *b, int writable, Py_ssize_t item) {
+    if (PyObject_GetBuffer(o, b, writable ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (b->len % item) {
+        PyBuffer_Release(b);
+        PyErr_SetString(PyExc_ValueError, "nest_sorted: a buffer of partial items");
+        return -1;
+    }
+    return 0;
+}
+
+static int offsets_ok(const int64_t *at, Py_ssize_t nth, Py_ssize_t n) {
+    if (nth < 1 || at[0] != 0 || at[nth - 1] != n) return 0;
+    for (Py_ssize_t k = 1; k < nth; k++)
+        if (at[k] < at[k - 1]) return 0;
+    return 1;
+}
+
+static PyObject *nest_sorted(PyObject *self, PyObject *args) {
+    PyObject *o[9];
+    Py_buffer b[9];
+    int got = 0;
+    PyObject *result = NULL;
+    int64_t *stack = NULL;
+    double *ends = NULL;
+    (void)self;
+    if (!PyArg_UnpackTuple(args, "nest_sorted", 9, 9, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8]))
+        return NULL;
+    for (; got < 9; got++)
+        if (nest_buffer(o[got], &b[got], got >= 5, 8) < 0) goto done;
+    Py_ssize_t n = b[0].len / 8, m = b[3].len / 8, nth = b[2].len / 8;
+    const double *ts = b[0].buf, *dur = b[1].buf, *lts = b[3].buf;
+    const int64_t *op_at = b[2].buf, *l_at = b[4].buf;
+    int64_t *parent = b[5].buf, *send = b[6].buf, *depth = b[7].buf, *lop = b[8].buf;
+    if (b[1].len != b[0].len || b[5].len != b[0].len || b[6].len != b[0].len || b[7].len != b[0].len
+        || b[8].len != b[3].len || b[4].len != b[2].len || !offsets_ok(op_at, nth, n) || !offsets_ok(l_at, nth, m)) {
+        PyErr_SetString(PyExc_ValueError, "nest_sorted: columns of mismatched lengths or offsets");
+        goto done;
+    }
+    stack = PyMem_Malloc(sizeof(int64_t) * (size_t)(n + 1));
+    ends = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
+    if (!stack || !ends) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t t = 0; t + 1 < nth; t++) {
+        Py_ssize_t sp = 0, li = l_at[t], lend = l_at[t + 1], end_all = op_at[t + 1];
+        for (Py_ssize_t i = op_at[t]; i < end_all; i++) {
+            double start = ts[i];
+            for (; li < lend && lts[li] < start; li++) {
+                while (sp > 0 && ends[sp - 1] <= lts[li]) send[stack[--sp]] = i;
+                lop[li] = sp > 0 ? stack[sp - 1] : -1;
+            }
+            while (sp > 0 && ends[sp - 1] <= start) send[stack[--sp]] = i;
+            parent[i] = sp > 0 ? stack[sp - 1] : -1;
+            depth[i] = sp; /* the stack holds exactly the op's ancestors */
+            stack[sp] = i;
+            ends[sp++] = start + dur[i];
+        }
+        for (; li < lend; li++) {
+            while (sp > 0 && ends[sp - 1] <= lts[li]) send[stack[--sp]] = end_all;
+            lop[li] = sp > 0 ? stack[sp - 1] : -1;
+        }
+        while (sp > 0) send[stack[--sp]] = end_all;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyMem_Free(stack);
+    PyMem_Free(ends);
+    while (got > 0) PyBuffer_Release(&b[--got]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan_events", scan_events, METH_VARARGS, scan_events_doc},
     {"memory_columns", memory_columns, METH_VARARGS, memory_columns_doc},
+    {"nest_sorted", nest_sorted, METH_VARARGS, nest_sorted_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,5 +1,8 @@
 """The C event scanner (``_prefilter.c``), fed chunk by chunk on a second thread.
 
+Also the op tree's one sequential pass (nest_sorted, a stack over numpy columns; link.op_tree
+sorts them with numpy first).
+
 The scanner finds the event array's chunks and drops the events the analysis never reads, without
 holding the GIL; so while the caller decodes one chunk with msgspec, the next one is being scanned.
 With a route (events._ROUTE) it also sorts the kept events into their lists and writes the [memory]
@@ -22,8 +25,50 @@ try:
 except ImportError:  # no compiler at install time (or an older build): events.py decodes every event instead
     _scan_events = memory_columns = None
     MEMREC_SIZE = 0
+try:
+    from ._prefilter import nest_sorted
+except ImportError:
+    nest_sorted = None
 
 available = _scan_events is not None
+
+
+def _nest_sorted_python(ts, dur, op_at, lts, launch_at, parent, subtree_end, depth, launch_op) -> None:
+    """_prefilter.nest_sorted's pass in Python, for an install without a compiler (same arguments,
+    same results; far slower on a big trace)."""
+    ts, dur, lts = ts.tolist(), dur.tolist(), lts.tolist()
+    par, send, dep, lop = [-1] * len(ts), [0] * len(ts), [0] * len(ts), [-1] * len(lts)
+    for t in range(len(op_at) - 1):
+        stack: list[int] = []
+        ends: list[float] = []
+        li, lend, end_all = int(launch_at[t]), int(launch_at[t + 1]), int(op_at[t + 1])
+        for i in range(int(op_at[t]), end_all):
+            start = ts[i]
+            while li < lend and lts[li] < start:
+                while ends and ends[-1] <= lts[li]:
+                    send[stack.pop()] = i
+                    ends.pop()
+                lop[li] = stack[-1] if stack else -1
+                li += 1
+            while ends and ends[-1] <= start:
+                send[stack.pop()] = i
+                ends.pop()
+            par[i] = stack[-1] if stack else -1
+            dep[i] = len(stack)
+            stack.append(i)
+            ends.append(start + dur[i])
+        for li in range(li, lend):
+            while ends and ends[-1] <= lts[li]:
+                send[stack.pop()] = end_all
+                ends.pop()
+            lop[li] = stack[-1] if stack else -1
+        for j in stack:
+            send[j] = end_all
+    parent[:], subtree_end[:], depth[:], launch_op[:] = par, send, dep, lop
+
+
+if nest_sorted is None:
+    nest_sorted = _nest_sorted_python
 
 
 def _can_stream() -> bool:
