@@ -20,7 +20,9 @@ setup(
     include_package_data=True,
     # The engine needs only msgspec; torch and tensorboard are for the collector and the plugin.
     # tomli reads --patterns / TB_ATTN_PATTERNS files where the standard library has no tomllib
-    install_requires=["msgspec>=0.18", 'tomli>=1.1; python_version<"3.11"'],
+    # google-re2: users' kernel patterns are matched by RE2, which never backtracks
+    # (attention/safe_regex.py), so no pattern file can hang the CLI or TensorBoard.
+    install_requires=["msgspec>=0.18", 'tomli>=1.1; python_version<"3.11"', "google-re2>=1.1"],
     # A C scanner that drops unused events before decoding (about a third of the analysis time on
     # real traces). Optional: without a compiler the install still succeeds and the engine decodes
     # every event in Python, with the same results.
