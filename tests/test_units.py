@@ -42,3 +42,12 @@ def test_the_line_states_the_rows_own_bound_not_its_slowest_stages():
     text = line(row)
     assert text.startswith("eager attention (eager): compute-bound, ") and "memory-bound" not in text
     assert "GFLOP/s" in text and "0.0 TFLOP/s" not in text and text.endswith("most time in softmax fwd")
+
+
+def test_the_safety_nets_warning_agrees_in_number():
+    from tb_attn_plugin.attention.safety import warning_line
+
+    one = warning_line([{"name": "my_fmha_fwd", "share": 0.1}])
+    assert "1 kernel name looks like attention but matches no kernel family" in one  # was "... but match"
+    two = warning_line([{"name": "a_fmha", "share": 0.1}, {"name": "b_fmha", "share": 0.1}])
+    assert "2 kernel names look like attention but match no kernel family" in two
