@@ -64,3 +64,13 @@ def bandwidth_text(tbs: float | None, digits: int = 3) -> str:
 
 def percent_text(fraction: float | None) -> str:
     return "unknown" if finite(fraction) is None else f"{fraction:.0%}"
+
+
+def bytes_text(n: float | None) -> str:
+    """Bytes in binary units with one decimal ('1.5 MiB', '820.0 MiB', '3.2 GiB'), whole bytes below 1 KiB."""
+    if finite(n) is None:
+        return "unknown"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"

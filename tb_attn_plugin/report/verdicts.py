@@ -5,18 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..format.units import flops_rate_text
+from ..format.units import bytes_text, flops_rate_text
 from .words import plural
 
 FUSED_IMPLS = {"flash", "efficient", "cudnn", "aotriton", "ck", "flash_attn", "flex", "serving", "cpu_fused", "fused"}
 
 
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
+_fmt_bytes = bytes_text
 
 
 STAGE_WORDS = {"qkv_proj": "the QKV projection", "qk_matmul": "QKᵀ", "scale_mask": "scale & mask",
