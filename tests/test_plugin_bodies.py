@@ -67,3 +67,27 @@ def test_paths_no_route_serves_answer_a_json_404(app, path, method):
     if method == "GET":
         body = json.loads(r.data)
         assert "no route" in body["error"] and "/report" in body["error"]
+
+
+def test_a_backtracking_pattern_in_tb_attn_patterns_does_not_hang_the_workers(tmp_path):
+    """``(a|aa)+$`` (no nested quantifier, so the old check let it through) against a kernel named
+    'a'x44+'!' kept a TensorBoard worker busy for minutes; on RE2 the run is ready like any other."""
+    doc = json.loads(gzip.decompress(recorded_trace("sdpa").read_bytes()))
+    op = next(e for e in doc["traceEvents"] if e.get("name") == "aten::scaled_dot_product_attention")
+    doc["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "a" * 44 + "!", "pid": 0, "tid": 7,
+                               "ts": op["ts"] + 1, "dur": 3, "args": {"correlation": 99991}})
+    root = tmp_path / "logdir"
+    (root / "run").mkdir(parents=True)
+    (root / "run" / "w.1.pt.trace.json").write_text(json.dumps(doc))
+    os.utime(root / "run" / "w.1.pt.trace.json", (OLD, OLD))
+    table = tmp_path / "slow.toml"
+    table.write_text('[[family]]\nname = "backtracker"\npattern = "(a|aa)+$"\nstage = "fused"\npass = "fwd"\n'
+                     'example = "aaaa"\nsource = "issue 27"\n')
+    client, plugins = make_tb_app(root, tmp_path / "cache", env={"TB_ATTN_PATTERNS": str(table)})
+    try:
+        wait_runs(client, all_settled, timeout=90)
+        r = client.get(f"{P}/report?run=run")
+        assert r.status_code == 200
+        assert json.loads(r.data)["kernel_table"]["user_families"] == 1
+    finally:
+        plugins["tb_attn"].close()
