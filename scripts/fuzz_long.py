@@ -40,13 +40,13 @@ def main() -> int:
     examples: dict[str, list[str]] = {}
     t0 = time.time()
 
-    def note(problems: list[str]) -> None:
+    def note(problems: list[str], where: str) -> None:
         for p in problems:
             kind = p.split(":", 1)[0]
             counts[kind] += 1
             examples.setdefault(kind, [])
-            if len(examples[kind]) < 5:
-                examples[kind].append(p[:600])
+            if len(examples[kind]) < 5:  # with the seed, so that tests/fuzz_cases.make_case(seed) replays it
+                examples[kind].append(f"{where}: {p[:600]}")
 
     def save() -> None:
         doc = {"cli_cases": counts["cli_cases"], "http_cases": counts["http_cases"],
@@ -60,11 +60,11 @@ def main() -> int:
 
     seed = args.start
     while counts["cli_cases"] + counts["http_cases"] < args.cases:
-        note(run_and_judge(seed))
+        note(run_and_judge(seed), f"seed {seed}")
         counts["cli_cases"] += 1
         seed += 1
         if counts["cli_cases"] % args.http_every == 0:
-            note(http_batch(list(range(seed, seed + args.http_batch)), counts))
+            note(http_batch(list(range(seed, seed + args.http_batch)), counts), f"seeds {seed}-{seed + args.http_batch - 1}")
             seed += args.http_batch
             save()
     save()
