@@ -259,6 +259,12 @@ export function summaryModel(report: Report): SummaryModel {
     dev?.sm_count ? `${dev.sm_count} SMs` : "", peak !== null ? `peak ${peak} TFLOP/s (dense 16-bit)` : "",
   ].filter(Boolean);
 
+  // Without a data-sheet peak (a CPU), the roof the roofline used for this layer type (the collector's
+  // measurement) is the peak: the table then says what the roofline verdict says, not "peak unknown".
+  const roofRows = ((report as { roofline?: { layers?: { layer_type: string; peak_tflops?: number | null }[] } })
+    .roofline?.layers) || [];
+  const roofPeak = (layerType: string): number | null => num(roofRows.find((r) => r.layer_type === layerType)?.peak_tflops);
+
   // Per layer type: the layer with the most time stands for its type's TFLOP/s and shape.
   const byType = new Map<string, Layer[]>();
   for (const l of report.layers || []) {
@@ -276,7 +282,7 @@ export function summaryModel(report: Report): SummaryModel {
       calls: ls.reduce((s, l) => s + n0(l.calls), 0),
       us: ls.reduce((s, l) => s + timeOf(l, basis), 0),
       tflops,
-      peakPct: tflops !== null && peak ? (100 * tflops) / peak : null,
+      peakPct: tflops !== null && (peak ?? roofPeak(layerType)) ? (100 * tflops) / (peak ?? roofPeak(layerType))! : null,
       scoreBytes: scores.length ? Math.max(...scores) : null,
       shape: shapeText(top.shape),
     };

@@ -61,3 +61,16 @@ describe("the one-call timeline's legend", () => {
     expect(m.segments[0].items.map((i) => i.stage)).toEqual(["call", "fused", "dropout", "other"]);
   });
 });
+
+describe("the Summary's share of peak on a CPU", () => {
+  it("uses the roofline's measured roof when the device has no data-sheet peak", async () => {
+    const { summaryModel } = await import("../src/model");
+    const report = {
+      calls: 2, layers: [{ layer: "l0", layer_type: "Attention", implementation: "eager", calls: 2, cpu_us: 10, gpu_us: 0, tflops: 0.0217, stages: [] }],
+      attention_cpu_us: 10, total_cpu_us: 20, time_basis: "cpu", device: { name: "cpu" },
+      roofline: { layers: [{ layer_type: "Attention", peak_tflops: 0.1958 }] },
+    } as never;
+    const lt = summaryModel(report).layerTypes[0];
+    expect(lt.peakPct).toBeCloseTo((100 * 0.0217) / 0.1958, 6); // was null: "peak unknown" under a verdict quoting 11%
+  });
+});

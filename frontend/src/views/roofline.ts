@@ -126,8 +126,8 @@ function drawChart(ctx: Ctx, into: HTMLElement, m: RooflineChart, name: string):
           const pt = p.data?.point;
           if (!pt) return tip(p.seriesName, []);
           return tip(pt.label, [
-            ["intensity", `${sig(pt.x)} FLOP/B`], ["achieved", `${sig(pt.y)} TFLOP/s, ${tbs(pt.tbs)}`],
-            ["attainable", pt.attainable === null ? "no roof" : `${sig(pt.attainable)} TFLOP/s (${pt.precision})`],
+            ["intensity", `${sig(pt.x)} FLOP/B`], ["achieved", `${fmtTflops(pt.y)}, ${tbs(pt.tbs)}`],
+            ["attainable", pt.attainable === null ? "no roof" : `${fmtTflops(pt.attainable)} (${pt.precision})`],
             ["of attainable", pct(pt.fraction)], ["time", fmtUs(pt.timeUs)], ["bound", pt.bound || "–"], ["why", pt.reason],
           ], p.color);
         },
