@@ -15,7 +15,7 @@ def roofline_lines(r: dict[str, Any], top: int = 6) -> list[str]:
         return []
     roof = rf.get("roof")
     if roof:
-        tf = ", ".join(f"{k} {flops_rate_text(v)}" for k, v in (roof.get("tflops") or {}).items() if v)
+        tf = ", ".join(f"{k} {flops_rate_text(v, 4)}" for k, v in (roof.get("tflops") or {}).items() if v)
         bw = roof.get("bandwidth_tbs")
         said = str(roof.get("source") or roof.get("device"))
         # "measured on vm (...)" already says its kind; a data-sheet source gets the word in front
