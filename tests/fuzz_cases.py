@@ -14,6 +14,7 @@ lookaround, huge repeats, junk).
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import io
 import json
@@ -50,10 +51,9 @@ def source_doc(name: str) -> dict:
     return json.loads(gzip.decompress(Path(path).read_bytes()))
 
 
-def _doc_cached(name: str, _cache={}) -> str:
-    if name not in _cache:
-        _cache[name] = json.dumps(source_doc(name))
-    return _cache[name]
+@functools.lru_cache(maxsize=None)
+def _doc_cached(name: str) -> str:
+    return json.dumps(source_doc(name))
 
 
 # -- mutations of a trace ------------------------------------------------------------------------
@@ -410,16 +410,14 @@ def judge_http(url: str, status: int, headers, body: bytes, server_paths: list[s
 def _nulls_where_numbers(doc) -> list[str]:
     """msgspec writes NaN and inf as null: a report that fails its schema only by a null is a non-finite number."""
     import jsonschema
-    from importlib import resources
 
     schema = _schema()
     return [f"{'/'.join(map(str, e.absolute_path))}" for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)
             if e.instance is None][:5]
 
 
-def _schema(_cache={}):
-    if "s" not in _cache:
-        from importlib import resources
+@functools.lru_cache(maxsize=None)
+def _schema():
+    from importlib import resources
 
-        _cache["s"] = json.loads(resources.files("tb_attn_plugin.report").joinpath("schema.json").read_text())
-    return _cache["s"]
+    return json.loads(resources.files("tb_attn_plugin.report").joinpath("schema.json").read_text())
