@@ -129,3 +129,23 @@ def test_deep_nesting_with_wide_fan_out_keeps_each_call_in_its_module(tmp_path):
     r = analyze_file(_write(tmp_path, {"traceEvents": events}))
     check_report(r)
     assert r["calls"] > 0
+
+
+def test_annotate_with_a_4000_digit_tag_length_writes_its_copy(tmp_path):
+    """A tag's lq of 4,000 digits parsed (under Python's 4,300-digit limit), and the unfused call's
+    score-matrix bytes (B·H·Lq·Lk·itemsize, ~8,000 digits) then failed json.dumps in annotate with the
+    integer-string limit. Such a length is no tensor's: unknown, and the copy is written."""
+    from tb_attn_plugin.report.annotate import annotate
+
+    doc = _doc("eager")
+    first = min(e["ts"] for e in doc["traceEvents"] if e.get("cat") == "cpu_op")
+    last = max(e["ts"] + e["dur"] for e in doc["traceEvents"] if e.get("cat") == "cpu_op")
+    op = next(e for e in doc["traceEvents"] if e.get("cat") == "cpu_op")
+    name = tags.call_name(layer="blocks.0.attn", impl="eager", b=2, hq=4, lq=int("7" * 4000), lk=int("7" * 4000), d=16)
+    doc["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": name, "pid": op["pid"], "tid": op["tid"],
+                               "ts": first - 1, "dur": last - first + 2})
+    out = tmp_path / "out.json"
+    got = annotate(_write(tmp_path, doc), str(out))
+    assert got["calls"] > 0
+    added = [e for e in json.loads(out.read_text())["traceEvents"] if e.get("cat") == "tb_attn.call"]
+    assert added and all("score_matrix_bytes" not in e["args"] or e["args"]["score_matrix_bytes"] < 2**64 for e in added)
