@@ -21,7 +21,9 @@ setup(
     # The engine needs msgspec (decoding) and numpy (columns: grouped sums, sorts, joins); torch and
     # tensorboard are for the collector and the plugin.
     # tomli reads --patterns / TB_ATTN_PATTERNS files where the standard library has no tomllib
-    install_requires=["msgspec>=0.18", "numpy>=1.24", 'tomli>=1.1; python_version<"3.11"'],
+    # google-re2: users' kernel patterns are matched by RE2, which never backtracks
+    # (attention/safe_regex.py), so no pattern file can hang the CLI or TensorBoard.
+    install_requires=["msgspec>=0.18", "numpy>=1.24", 'tomli>=1.1; python_version<"3.11"', "google-re2>=1.1"],
     # A C scanner that drops unused events before decoding (about a third of the analysis time on
     # real traces); it also holds the op tree's one sequential pass (a stack over numpy columns).
     # Optional: without a compiler the install still succeeds and the engine decodes every event

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 
 COMMANDS = ("patterns", "annotate")
 
@@ -80,16 +83,47 @@ def _patterns(args) -> int:
     return 0
 
 
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP during annotate: unwinds like Ctrl-C, so the temporary output is removed."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _terminate_as_exception():
+    """A job's time limit or a closed terminal sends SIGTERM/SIGHUP, whose default action kills the
+    process where it stands and leaves ``.tb-attn-annotate-*.tmp`` beside the output; raise instead."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_(signum, frame):
+        raise _Terminated(signum)
+
+    old = {s: signal.signal(s, raise_) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
 def _annotate(args) -> int:
     from .cli import ProgressBar
     from .format.errors import TraceError
     from .report.annotate import annotate
 
     try:
-        got = annotate(args.trace, args.output, None if args.quiet else ProgressBar(os.path.basename(args.trace)))
+        with _terminate_as_exception():
+            got = annotate(args.trace, args.output, None if args.quiet else ProgressBar(os.path.basename(args.trace)))
     except TraceError as exc:
         print(f"tb-attn: error: {exc}", file=sys.stderr)
         return 2
+    except _Terminated as exc:  # the splice removed its temporary file on the way out
+        print(f"tb-attn: error: {args.output}: not written: stopped by {exc}", file=sys.stderr)
+        return 128 + exc.signum
     print(f"{got['path']}: {got['call_slices']} call slices and {got['stage_slices']} stage slices on the track "
           f"'tb-attn: attention calls' (pid {got['pid']}), {got['flows']} flow arrows"
           + (f", {got['counters']} counter samples" if got["counters"] else "")

@@ -306,3 +306,34 @@ def test_splice_across_chunk_boundaries(tmp_path, monkeypatch):
         assert {k: v for k, v in got.items() if k != "traceEvents"} == {**before, **after}
 
     check()
+
+
+def test_a_terminated_annotate_leaves_no_temporary_file(tmp_path):
+    """SIGTERM (a job's time limit, a fuzzer's per-case bound) used to kill annotate where it stood,
+    leaving ``.tb-attn-annotate-*.tmp`` beside the output; it now unwinds and removes it (cli_kernels)."""
+    import gzip as _gzip
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import recorded_trace
+
+    doc = json.loads(_gzip.decompress(recorded_trace("sdpa").read_bytes()))
+    big = tmp_path / "big.pt.trace.json"
+    with open(big, "w") as fh:  # the padding after the events makes the copy long enough to be caught
+        fh.write(json.dumps(doc)[:-1] + ', "padding": "' + "x" * (100 << 20) + '"}')
+    out = tmp_path / "out" / "annotated.json.gz"
+    out.parent.mkdir()
+    p = subprocess.Popen([sys.executable, "-m", "tb_attn_plugin.cli", "annotate", str(big), "-o", str(out), "-q"],
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while p.poll() is None and not list(out.parent.glob(".tb-attn-annotate-*.tmp")) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    if p.poll() is not None:
+        pytest.skip("annotate finished before its temporary file was seen")
+    p.send_signal(signal.SIGTERM)
+    err = p.communicate(timeout=120)[1]
+    assert p.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines() == [f"tb-attn: error: {out}: not written: stopped by SIGTERM"]
+    assert list(out.parent.iterdir()) == []

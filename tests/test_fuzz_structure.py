@@ -44,11 +44,13 @@ def _doc(name: str) -> bytes:
 FIELDS = ["ts", "dur", "name", "cat", "ph", "pid", "tid", "args", "id"]
 ARG_FIELDS = ["correlation", "External id", "Input Dims", "Input type", "device", "stream", "Sequence number",
               "Fwd thread id", "kernel", "grid", "block"]
-WEIRD = st.sampled_from([
+WEIRD_VALUES = [
     None, "", "yesterday", "\u202e\u0000 nul", "\U0001f9e8 attention", "nn.Module: \u00e9\u00e8 ",
-    -1, 0, 2**63 - 1, 2**64 + 7, -(2**63), 1e300, -1e300, 1.5e-300, 3.7, [], [1, "x"], {}, {"a": {"b": [None]}},
-    True, False,
-])
+    -1, 0, 2**63 - 1, 2**64 + 7, -(2**63), 1e300, -1e300, 1.5e-300, 5e-324, 3.7, [], [1, "x"], {}, {"a": {"b": [None]}},
+    True, False, "nan", "inf", "-1e999",
+]
+WEIRD = st.sampled_from(WEIRD_VALUES)
+MUTATION_KINDS = ["drop", "dup", "reorder", "field", "arg", "drop_field", "huge", "unicode", "shift", "foreign"]
 
 
 def _values(events):
@@ -58,19 +60,23 @@ def _values(events):
 # One mutation: (kind, position as a fraction of the event list, a size, a value). Drawn as plain data so
 # that a failing example prints in a few lines; applied to a fresh copy of the trace by mutate().
 MUTATION = st.tuples(
-    st.sampled_from(["drop", "dup", "reorder", "field", "arg", "drop_field", "huge", "unicode", "shift", "foreign"]),
+    st.sampled_from(MUTATION_KINDS),
     st.floats(0, 1, exclude_max=True), st.integers(1, 200), st.integers(0, 10**6), WEIRD, st.text(max_size=40))
 CASES = st.tuples(st.sampled_from(TRACES), st.lists(MUTATION, min_size=1, max_size=8),
                   st.sampled_from(["keep", "keep", "keep", "array", "extra", "device_props"]), st.booleans())
 FOREIGN = [None, 7, "event", [], {"ph": "X"}, {"ph": "M", "name": 3}, {"ph": "f", "id": "x", "bp": "e"}, {"cat": "kernel"}]
 # Large but finite: the sums of a whole trace stay finite. Values that overflow a sum are in
 # test_overflowing_durations_stay_out_of_the_report below.
-HUGE = [1e300, 2**62, -5, 0]
+HUGE = [1e300, 2**62, -5, 0, 5e-324]  # 5e-324: a subnormal time (its rate overflows; was ZeroDivisionError)
 CATS = ["kernel", "cpu_op", "cuda_runtime", "python_function"]
 
 
 def mutate(name, mutations, top):
-    doc = json.loads(_doc(name))
+    return apply_mutations(json.loads(_doc(name)), mutations, top)
+
+
+def apply_mutations(doc, mutations, top):
+    """``mutations`` applied to ``doc`` (a trace, changed in place); the document to write (``top`` bends its top level)."""
     events = doc["traceEvents"]
     for kind, where, size, k, weird, text in mutations:
         if not events:

@@ -49,7 +49,7 @@ def test_without_logdir_routes_answer_clearly():
     plugin = AttentionPlugin(base_plugin.TBContext(logdir=None))
     try:
         assert plugin.is_active() is False
-        assert sorted(plugin.get_plugin_apps()) == ["/annotated", "/call", "/compare", "/index.js", "/kernels",
+        assert sorted(plugin.get_plugin_apps()) == ["/*", "/annotated", "/call", "/compare", "/index.js", "/kernels",
                                                     "/memory", "/ranks", "/report", "/runs", "/static/*", "/sweep", "/sweeps"]
         apps = plugin.get_plugin_apps()
         r = Client(apps["/report"]).get("/data/plugin/tb_attn/report?run=x")

@@ -56,9 +56,40 @@ export function fmtCount(n: unknown): string {
   return Math.round(v).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 }
 
+const sig3 = (v: number): string => (Math.abs(v) >= 1000 ? v.toFixed(0) : Number(v.toPrecision(3)).toString());
+
+/** A FLOP rate given in TFLOP/s, in the unit that keeps its digits (the Python twin is
+ * tb_attn_plugin/format/units.py: flops_rate_text): 1.23 TFLOP/s, 21.7 GFLOP/s, 512 MFLOP/s; never 0.0 TFLOP/s. */
 export function fmtTflops(t: unknown): string {
   const v = num(t);
-  return v === null ? "—" : `${v.toFixed(1)} TFLOP/s`;
+  if (v === null) return "—";
+  for (const [scale, unit] of [[1, "TFLOP/s"], [1e-3, "GFLOP/s"], [1e-6, "MFLOP/s"]] as [number, string][]) {
+    if (Math.abs(v) >= scale) return `${sig3(v / scale)} ${unit}`;
+  }
+  return v === 0 ? "0 FLOP/s" : `${sig3(v / 1e-9)} kFLOP/s`;
+}
+
+/** A bandwidth given in TB/s (10^12 B/s): TB/s from 1 TB/s, else GB/s or MB/s (units.py: bandwidth_text). */
+export function fmtTbs(t: unknown): string {
+  const v = num(t);
+  if (v === null) return "—";
+  if (Math.abs(v) >= 1) return `${sig3(v)} TB/s`;
+  if (Math.abs(v) >= 1e-3) return `${sig3(v * 1e3)} GB/s`;
+  return `${sig3(v * 1e6)} MB/s`;
+}
+
+/** Compare names with their numbers as numbers: layers._2 before layers._10. */
+export function naturalCompare(a: string, b: string): number {
+  return a.localeCompare(b, "en", { numeric: true });
+}
+
+/** A tick step for a byte axis up to ``max`` bytes: a power-of-two multiple (1, 2, 4 or 8 of KiB, MiB, ...)
+ * giving at most ``ticks`` intervals, so the ticks read 4 / 8 / 12 MiB, not 4.8 / 9.5 / 14.3 MiB. */
+export function niceByteStep(max: number, ticks = 5): number | undefined {
+  if (!(max > 0) || !Number.isFinite(max)) return undefined;
+  let step = 1;
+  while (max / step > ticks) step *= 2;
+  return step;
 }
 
 /**

@@ -1,7 +1,7 @@
 // The Memory view's data shaping: pure functions from the memory section to what the view draws
 // (unit-tested in test/memory_model.test.ts).
 
-import { num } from "./format";
+import { naturalCompare, num } from "./format";
 import type { MemoryDoc, MemorySection } from "./memory_types";
 import { dominantImplementation, logSlope, seqLenOf, stageColor, stageLabel } from "./model";
 import type { Report } from "./types";
@@ -40,7 +40,7 @@ export function memoryModel(mem: MemorySection): MemoryModel {
   }));
   const peak = mem.peak ? { t: mem.peak.t_us / 1000, bytes: mem.peak.bytes, explanation: mem.peak.explanation } : null;
   const stagesInBands = [...new Set(bands.map((x) => x.stage))];
-  const layers = [...(mem.layers || [])].sort((a, c) => c.peak_growth_bytes - a.peak_growth_bytes || a.layer.localeCompare(c.layer));
+  const layers = [...(mem.layers || [])].sort((a, c) => c.peak_growth_bytes - a.peak_growth_bytes || naturalCompare(a.layer, c.layer));
   return { points, reserved, bands, peak, layers, stagesInBands };
 }
 

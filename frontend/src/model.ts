@@ -28,6 +28,7 @@ export const STAGE_LABEL: Record<string, string> = {
   split_kv_reduce: "split-KV reduce / combine",
   postprocess: "postprocess (backward)",
   other: "other (copies, layout)",
+  call: "call (wrapper ops)", // the one-call timeline's ops that hold the call's other ops (timeline_model.ts)
 };
 
 // Colour-blind-friendly (Tableau 10), one fixed colour per stage in every view.
@@ -46,6 +47,7 @@ export const STAGE_COLOR: Record<string, string> = {
   split_kv_reduce: "#ffbe7d",
   postprocess: "#86bcb6",
   other: "#bab0ac",
+  call: "#e0e0e0",
 };
 
 export function stageLabel(stage: string | undefined): string {
@@ -71,6 +73,23 @@ const FUSED = new Set([
   "flash", "efficient", "cudnn", "aotriton", "ck", "flash_attn", "flex", "serving", "cpu_fused", "fused", "aiter",
   "flashinfer", "flash_mla", "sage", "xformers", "triton_attention", "te", "custom",
 ]);
+
+// One colour per implementation name, on every chart of every view (the badge's family shade is for
+// its kind; charts tell implementations apart, so two fused ones get two colours, each always the same).
+const IMPL_COLORS: Record<string, string> = {
+  eager: "#f28e2b", mha_fastpath: "#ff9da7", math: "#e15759", flash: "#59a14f", efficient: "#76b7b2",
+  cudnn: "#8cd17d", cpu_fused: "#499894", flash_cpu: "#499894", aotriton: "#86bcb6", ck: "#b6992d", flex: "#edc948",
+  compiled: "#4e79a7", sdpa: "#b07aa1", fused: "#59a14f", unknown: "#9c755f",
+};
+const IMPL_PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f", "#ff9da7", "#bab0ac"];
+
+export function implColor(impl: string | null | undefined): string {
+  const name = impl || "unknown";
+  if (IMPL_COLORS[name]) return IMPL_COLORS[name];
+  let hash = 0;
+  for (const ch of name) hash = (hash * 31 + ch.charCodeAt(0)) >>> 0;
+  return IMPL_PALETTE[hash % IMPL_PALETTE.length];
+}
 
 export function implKind(impl: string | undefined | null): ImplKind {
   if (!impl) return "unknown";
@@ -244,6 +263,12 @@ export function summaryModel(report: Report): SummaryModel {
     dev?.sm_count ? `${dev.sm_count} SMs` : "", peak !== null ? `peak ${peak} TFLOP/s (dense 16-bit)` : "",
   ].filter(Boolean);
 
+  // Without a data-sheet peak (a CPU), the roof the roofline used for this layer type (the collector's
+  // measurement) is the peak: the table then says what the roofline verdict says, not "peak unknown".
+  const roofRows = ((report as { roofline?: { layers?: { layer_type: string; peak_tflops?: number | null }[] } })
+    .roofline?.layers) || [];
+  const roofPeak = (layerType: string): number | null => num(roofRows.find((r) => r.layer_type === layerType)?.peak_tflops);
+
   // Per layer type: the layer with the most time stands for its type's TFLOP/s and shape.
   const byType = new Map<string, Layer[]>();
   for (const l of report.layers || []) {
@@ -261,7 +286,7 @@ export function summaryModel(report: Report): SummaryModel {
       calls: ls.reduce((s, l) => s + n0(l.calls), 0),
       us: ls.reduce((s, l) => s + timeOf(l, basis), 0),
       tflops,
-      peakPct: tflops !== null && peak ? (100 * tflops) / peak : null,
+      peakPct: tflops !== null && (peak ?? roofPeak(layerType)) ? (100 * tflops) / (peak ?? roofPeak(layerType))! : null,
       scoreBytes: scores.length ? Math.max(...scores) : null,
       shape: shapeText(top.shape),
     };

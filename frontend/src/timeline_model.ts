@@ -40,6 +40,18 @@ function farApart(fwd: [number, number], bwd: [number, number]): boolean {
   return gap > 0 && gap > Math.max(fwd[1] - fwd[0], bwd[1] - bwd[0]);
 }
 
+/** The stage an event is drawn in: an op left "other" that holds deeper ops of its thread is a call
+ *  wrapper (the module, aten::scaled_dot_product_attention around its kernels' ops), not "copies, layout". */
+export function drawnStage(e: CallEvent, events: CallEvent[]): string {
+  const stage = e.stage || "other";
+  if (stage !== "other" || e.kind === "kernel") return stage;
+  const a = n0(e.start_us);
+  const b = a + n0(e.dur_us);
+  const holds = events.some((x) => x !== e && x.kind !== "kernel" && (x.thread ?? "") === (e.thread ?? "")
+    && n0(x.depth) > n0(e.depth) && n0(x.start_us) >= a && n0(x.start_us) + n0(x.dur_us) <= b);
+  return holds ? "call" : stage;
+}
+
 function extent(events: CallEvent[]): [number, number] | null {
   if (!events.length) return null;
   return [Math.min(...events.map((e) => n0(e.start_us))), Math.max(...events.map((e) => n0(e.start_us) + n0(e.dur_us)))];
@@ -62,7 +74,7 @@ function segment(events: CallEvent[], title: string, pass: Pass | null, offset: 
     }
   }
   const items: TimelineItem[] = ops.map((e) => ({
-    lane: laneOf.get(`${e.thread ?? ""}\u0000${n0(e.depth)}`)!, name: e.name, kind: "op", stage: e.stage || "other",
+    lane: laneOf.get(`${e.thread ?? ""}\u0000${n0(e.depth)}`)!, name: e.name, kind: "op", stage: drawnStage(e, ops),
     pass: e.pass === "bwd" ? "bwd" : "fwd", start: n0(e.start_us) - offset, dur: n0(e.dur_us),
   }));
   const streams = [...new Set(kernels.map((k) => k.stream ?? ""))];
@@ -97,7 +109,9 @@ export function timelineModel(sample: CallSample | null | undefined): TimelineMo
   const bwd = events.filter((e) => e.pass === "bwd");
   const fx = extent(fwd);
   const bx = extent(bwd);
-  const stages = [...new Set(events.map((e) => e.stage || "other"))].sort((a, b) => stageIndex(a) - stageIndex(b));
+  // The legend lists what is drawn: stages of events that take time (a 0 µs dropout op of p=0 draws nothing).
+  const stages = [...new Set(events.filter((e) => n0(e.dur_us) > 0).map((e) => drawnStage(e, events)))]
+    .sort((a, b) => stageIndex(a) - stageIndex(b));
   if (fx && bx && farApart(fx, bx)) {
     return {
       segments: [segment(fwd, "forward", "fwd", fx[0]), segment(bwd, "backward", "bwd", bx[0])],

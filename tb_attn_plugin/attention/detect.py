@@ -81,19 +81,35 @@ class Detector:
         self._attn_module = [False] * n
         self._has_gpu = bool(L.kernels)
         self._fused_kernels: list[int] = []  # positions in L.kernels of fused attention kernels (step 5)
+        self._enclosing: list[int] | None = None  # filled by _ancestry() on first use
+        self._in_compiled: list[bool] | None = None
         for i in L.where_name(lambda nm: P.is_attention_module(_class_of(nm))):
             if L.ops[i].cat == "python_function":
                 self._attn_module[i] = True
 
     # -- helpers -------------------------------------------------------------------------------
-    def _enclosing_attention_module(self, i: int) -> int:
+    def _ancestry(self) -> None:
+        """Per op, in one pass over the tree order (a parent comes before its children): the nearest
+        enclosing attention module, and whether a compiled region encloses it. Walking up from each
+        call instead costs calls x depth, which a deep tree with wide fan-out makes quadratic."""
         L = self.L
-        p = L.parent[i]
-        while p >= 0:
-            if self._attn_module[p]:
-                return p
-            p = L.parent[p]
-        return -1
+        n = len(L.ops)
+        enclosing = [-1] * n
+        compiled = [False] * n
+        for i in L.where_name(P.COMPILED_REGION.match):
+            compiled[i] = True
+        parent, attn = L.parent, self._attn_module
+        for i in range(n):
+            p = parent[i]
+            if 0 <= p < i:
+                enclosing[i] = p if attn[p] else enclosing[p]
+                compiled[i] = compiled[i] or compiled[p]
+        self._enclosing, self._in_compiled = enclosing, compiled
+
+    def _enclosing_attention_module(self, i: int) -> int:
+        if self._enclosing is None:
+            self._ancestry()
+        return self._enclosing[i]
 
     def _prev_sibling(self, i: int) -> int:
         L = self.L
@@ -117,13 +133,9 @@ class Detector:
         return a.pid == b.pid and a.tid == b.tid
 
     def _compiled(self, i: int) -> bool:
-        L = self.L
-        p = i
-        while p >= 0:
-            if P.COMPILED_REGION.match(L.ops[p].name):
-                return True
-            p = L.parent[p]
-        return False
+        if self._in_compiled is None:
+            self._ancestry()
+        return self._in_compiled[i]
 
     def _new_call(self, lo: int, hi: int, root: int, source: str, layer: str | None = None) -> Call | None:
         # Widen to the innermost attention module, unless it already belongs to another call.

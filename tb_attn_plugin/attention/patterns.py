@@ -190,14 +190,18 @@ KERNEL_FAMILIES: tuple[KernelFamily, ...] = (
 )
 
 _user_families: tuple[KernelFamily, ...] = ()
-_COMPILED = [(re.compile(f.pattern), f) for f in KERNEL_FAMILIES]
+_BUILT_IN = [(re.compile(f.pattern), f) for f in KERNEL_FAMILIES]
+_COMPILED = list(_BUILT_IN)
 
 
 def set_user_families(rows: tuple[KernelFamily, ...] | list[KernelFamily]) -> None:
     """Put a user's rows (attention/user_table.py) ahead of the built-in table; () removes them."""
     global _user_families, _COMPILED
+    from .safe_regex import compile_untrusted
+
     _user_families = tuple(rows)
-    _COMPILED = [(re.compile(f.pattern), f) for f in _user_families + KERNEL_FAMILIES]
+    # A user's pattern is untrusted: RE2, which cannot backtrack (safe_regex.py); ours stay on re.
+    _COMPILED = [(compile_untrusted(f.pattern), f) for f in _user_families] + _BUILT_IN
     kernel_family.cache_clear()
 
 

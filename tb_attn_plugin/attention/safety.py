@@ -83,6 +83,8 @@ def warning_line(rows: list[dict[str, Any]]) -> str | None:
     share = sum(r["share"] for r in rows)
     first = rows[0]["name"]
     more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""
-    return (f"{len(rows)} kernel name{'s' if len(rows) > 1 else ''} look{'' if len(rows) > 1 else 's'} like attention "
-            f"but match no kernel family and no attention call ({share:.1%} of GPU time): {first[:100]!r}{more}; "
+    one = len(rows) == 1
+    return (f"{len(rows)} kernel name{'' if one else 's'} look{'s' if one else ''} like attention "
+            f"but match{'es' if one else ''} no kernel family and no attention call ({share:.1%} of GPU time): "
+            f"{first[:100]!r}{more}; "
             "if it is attention, add a [[family]] row with --patterns FILE (rows ready to edit: unknown_kernels)")

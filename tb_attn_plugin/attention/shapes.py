@@ -28,6 +28,13 @@ DTYPES = {
     "c10::Float8_e4m3fnuz": ("float8_e4m3fnuz", 1), "int": ("int32", 4), "long int": ("int64", 8),
 }
 ITEMSIZE = {v[0]: v[1] for v in DTYPES.values()} | {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+# A dimension past 2^40 is no real tensor's (a trace is untrusted text): such a shape is unknown,
+# so FLOPs and bytes computed from it stay finite floats instead of overflowing.
+MAX_DIM = 1 << 40
+
+
+def plausible_dim(x: Any) -> bool:
+    return type(x) is int and 0 <= x < MAX_DIM
 
 
 def dtype_of(types: list[Any] | None) -> str | None:
@@ -48,7 +55,7 @@ def _dims(dims: list[Any] | None, i: int) -> list[int] | None:
     if not dims or i >= len(dims):
         return None
     d = dims[i]
-    if isinstance(d, list) and d and all(isinstance(x, int) for x in d):
+    if isinstance(d, list) and d and all(plausible_dim(x) for x in d):
         return d
     return None
 
@@ -80,9 +87,11 @@ def from_attention_op(name: str, dims, types, concrete) -> dict[str, Any]:
     p = _flag(concrete, drop_i)
     if p is not None:
         try:
-            out["dropout"] = float(p)
+            drop = float(p)
         except ValueError:
-            pass
+            drop = None
+        if drop is not None and 0.0 <= drop <= 1.0:  # a probability; NaN and "inf" are no dropout anyone ran
+            out["dropout"] = drop
     if mask_i is not None and dims is not None:
         m = _dims(dims, mask_i)
         out["mask"] = "tensor" if m else "none"
@@ -118,6 +127,8 @@ def from_matmuls(qk_dims, softmax_dims, types) -> dict[str, Any]:
 
 def from_tag(tag: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    if any(tag.get(k) is not None and not plausible_dim(tag[k]) for k in ("b", "hq", "hkv", "lq", "lk", "d")):
+        return out  # a shape no tensor has: unknown, not a number to multiply
     if tag.get("lq") is not None:
         out["shape"] = make_shape(tag.get("b"), tag.get("hq"), tag.get("hkv"), tag.get("lq"), tag.get("lk"), tag.get("d"))
     for key, field in (("dtype", "dtype"), ("causal", "causal"), ("dropout", "dropout"), ("mask", "mask")):
@@ -131,9 +142,9 @@ def flops(shape: dict[str, Any] | None, causal: bool | None) -> float | None:
     if not shape:
         return None
     bh, lq, lk, d = shape.get("batch_heads"), shape.get("q_len"), shape.get("k_len"), shape.get("head_dim")
-    if not all(isinstance(x, int) for x in (bh, lq, lk, d)):
+    if not all(plausible_dim(x) for x in (bh, lq, lk, d)):
         return None
-    f = 4.0 * bh * lq * lk * d
+    f = 4.0 * bh * lq * lk * d  # at most 2^162: a finite float
     return f / 2 if causal else f
 
 
@@ -142,6 +153,6 @@ def score_bytes(shape: dict[str, Any] | None, dtype: str | None) -> int | None:
     if not shape:
         return None
     bh, lq, lk = shape.get("batch_heads"), shape.get("q_len"), shape.get("k_len")
-    if not all(isinstance(x, int) for x in (bh, lq, lk)):
+    if not all(plausible_dim(x) for x in (bh, lq, lk)):
         return None
     return bh * lq * lk * ITEMSIZE.get(dtype or "float32", 4)

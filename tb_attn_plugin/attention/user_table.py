@@ -4,7 +4,7 @@ A file holds ``[[family]]`` tables with exactly the keys of a built-in row (patt
 
     [[family]]
     name = "my_attention_fwd"
-    pattern = "my_attn_fwd_kernel"   # a Python regular expression, searched in the kernel name
+    pattern = "my_attn_fwd_kernel"   # a regular expression (RE2 syntax), searched in the kernel name
     stage = "fused"                  # any stage, or "exclude"
     pass = "fwd"                     # fwd, bwd, or "" when the op decides
     implementation = "custom"
@@ -12,7 +12,8 @@ A file holds ``[[family]]`` tables with exactly the keys of a built-in row (patt
     source = "where this name was seen"
 
 A file is untrusted input: its size, the number of rows and the length of every value are bounded,
-each pattern must compile and match its own example, and the first problem is one ``PatternError``
+each pattern must compile with RE2 (safe_regex.py: linear-time matching, so no pattern can hang the
+CLI or TensorBoard) and match its own example, and the first problem is one ``PatternError``
 naming the file and the row. The user's rows are searched before the built-in ones.
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 
 from ..format.tags import STAGES
 from . import patterns as P
+from .safe_regex import UnsafePattern, compile_untrusted
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -54,7 +56,9 @@ class PatternError(ValueError):
 
 def nested_quantifier(pattern: str) -> bool:
     """True when a repeated group itself repeats something (``(a+)+``, ``(x*y)*``, ``(a|b+){2,}``):
-    the shape that makes a backtracking regex take exponential time on a long kernel name."""
+    the shape that makes a backtracking regex take exponential time on a long kernel name. A lint
+    for the built-in table, which runs on Python's re; users' patterns run on RE2 (safe_regex.py),
+    where no shape backtracks (this check misses ``(a|aa)+$``, for one)."""
     stack = [False]  # per open group: does it contain a quantifier?
     i, n = 0, len(pattern)
     closed_quantified = False  # the group that just closed contained a quantifier
@@ -143,12 +147,9 @@ def parse(path: str, data: bytes) -> list[P.KernelFamily]:
         if not example or len(example) > MAX_TEXT or not source.strip() or len(source) > MAX_TEXT:
             raise _row_error(path, i, name, f"'example' and 'source' must be 1-{MAX_TEXT} characters")
         try:
-            rx = re.compile(pattern)
-        except re.error as exc:
-            raise _row_error(path, i, name, f"'pattern' is not a valid Python regular expression: {exc}") from None
-        if nested_quantifier(pattern):
-            raise _row_error(path, i, name, f"'pattern' {pattern!r} repeats a group that itself repeats (like (a+)+), "
-                                            "which can take exponential time on long kernel names; write it without")
+            rx = compile_untrusted(pattern)  # RE2: linear time whatever the pattern, (a|aa)+$ included
+        except UnsafePattern as exc:
+            raise _row_error(path, i, name, f"'pattern' {pattern[:120]!r} is {exc}") from None
         if not rx.search(example):
             raise _row_error(path, i, name, f"'pattern' {pattern!r} does not match its own 'example' {example[:120]!r}")
         stage = row["stage"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+import math
 from urllib.parse import parse_qsl, urlencode
 
 FORMAT_VERSION = 1
@@ -51,6 +52,9 @@ CALL_FIELDS = {
 INT_FIELDS = frozenset({"b", "hq", "hkv", "lq", "lk", "d", "mem_peak"})
 FLOAT_FIELDS = frozenset({"dropout", "scale"})
 BOOL_FIELDS = frozenset({"causal", "gqa", "compiled"})
+# A tag is text anyone can write into a trace: integers past this (256 Ti) and non-finite floats are
+# no real tensor's, so they are dropped as unparsable rather than carried into sums and ratios.
+MAX_TAG_INT = 1 << 48
 
 
 def _encode(v: Any) -> str:
@@ -100,9 +104,15 @@ def parse_call(name: str) -> dict[str, Any] | None:
     for k, v in parse_qsl(name[len(CALL_PREFIX):], keep_blank_values=False):
         try:
             if k in INT_FIELDS:
-                out[k] = int(v)
+                n = int(v) if len(v) <= 20 else None  # never int() of a 5,000-digit string
+                if n is None or not 0 <= n < MAX_TAG_INT:
+                    continue
+                out[k] = n
             elif k in FLOAT_FIELDS:
-                out[k] = float(v)
+                x = float(v)
+                if not math.isfinite(x):
+                    continue
+                out[k] = x
             elif k in BOOL_FIELDS:
                 out[k] = v in ("1", "true", "True")
             else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..format.units import bytes_text
 from ..trace import columns
 from .attribute import Attribution
 from .timeline import Timeline, downsample
@@ -32,11 +33,7 @@ def is_score_block(size: int, score: int | None) -> bool:
     return bool(score) and (size == score or size == -(-score // CUDA_BLOCK) * CUDA_BLOCK)
 
 
-def gib(n: float) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{int(n)} B"
+gib = bytes_text  # the one byte formatter (format/units.py); the name memory/ has always used
 
 
 def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,

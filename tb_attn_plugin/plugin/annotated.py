@@ -47,6 +47,7 @@ def respond(request, entry, pool, error):
                              direct_passthrough=True)
     resp.headers["Content-Length"] = str(size)
     resp.headers["Content-Disposition"] = f'attachment; filename="{download_name(entry.display)}"'
+    resp.headers["X-Content-Type-Options"] = "nosniff"  # as http_util.Respond sets on every other answer
 
     def cleanup():
         fh.close()

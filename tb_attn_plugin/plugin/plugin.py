@@ -201,6 +201,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
             "/sweep": self._serve_sweep,
             "/index.js": self._serve_index_js,
             "/static/*": self._serve_static,
+            # Anything else under the plugin's prefix: a JSON 404 naming the routes, not
+            # TensorBoard's plain-text one (TensorBoard tries this catch-all last).
+            "/*": self._serve_unknown,
         }
 
     def is_active(self) -> bool:
@@ -383,6 +386,11 @@ class AttentionPlugin(base_plugin.TBPlugin):
                                 + (f" (sweeps: {', '.join(known[:20])})" if known else " (no sweep.jsonl found)")) from None
         except ValueError as exc:
             raise ApiError(422, str(exc)) from None
+
+    @_route
+    def _serve_unknown(self, request):
+        routes = ", ".join(r for r in self.get_plugin_apps() if r != "/*")
+        raise ApiError(404, f"the Attention plugin has no route {request.path[:100]!r}; its routes: {routes}")
 
     @_route
     def _serve_index_js(self, request):

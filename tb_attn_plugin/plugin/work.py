@@ -7,6 +7,7 @@ report bytes): the TensorBoard process never sees the trace's events, only the f
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 
@@ -57,7 +58,7 @@ def analyze(path: str, display_name: str, env: dict[str, str] | None = None, sna
         # A snapshot listed on its own (layout: a directory without traces) has memory only.
         report = snapshot_report(path) if is_snapshot_path(path) else analyze_file(path, snapshots=snapshots)
     except TraceError as exc:
-        return "error", f"{display_name}: {exc.cause}", {}, None
+        return "error", f"{display_name}: {_strip_root(exc.cause, _root(path, display_name))}", {}, None
     except MemoryError:
         return "error", f"{display_name}: not enough memory to analyse this trace", {}, None
     except Exception as exc:  # an engine bug must not look like a bad trace, nor kill the worker
@@ -69,10 +70,39 @@ def analyze(path: str, display_name: str, env: dict[str, str] | None = None, sna
         return "error", (f"{display_name}: the trace is incomplete ({cut[-1]}); wait until it is written in "
                          "full, or copy it again"), {}, None
     # The report names the file as the user knows it (relative to the logdir): the server's own
-    # absolute paths never reach a browser.
+    # absolute paths never reach a browser, not even inside a warning about a joining snapshot.
     report["source"]["path"] = display_name
+    _relative(report, path, display_name)
     return "ready", None, summary_of(report), msgspec.json.encode(report)
 
+
+
+def _root(path: str, display_name: str) -> str:
+    """The logdir's absolute prefix of ``path`` (display_name is the path relative to it), or ''."""
+    rel = display_name.replace("\\", "/")
+    norm = path.replace("\\", "/")
+    return norm[: len(norm) - len(rel)] if rel and norm.endswith(rel) and len(norm) > len(rel) else ""
+
+
+def _strip_root(text: str, root: str) -> str:
+    return text.replace(root, "") if root and root in text else text
+
+
+def _relative(x: Any, path: str, display_name: str) -> None:
+    """Every string of the report (warnings, snapshot errors, frames) with the logdir's prefix removed."""
+    root = _root(path, display_name)
+    if root:
+        _walk_strings(x, root)
+
+
+def _walk_strings(x: Any, root: str) -> None:
+    items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+    for k, v in items:
+        if isinstance(v, str):
+            if root in v:
+                x[k] = v.replace(root, "")
+        elif isinstance(v, (dict, list)):
+            _walk_strings(v, root)
 
 
 _installed: str | None = None  # fingerprint of the pattern files this worker has loaded
@@ -92,7 +122,9 @@ def _use_patterns() -> str | None:
     except PatternError as exc:
         patterns.set_user_families(())
         _installed = None
-        return f"{ENV}: {exc}"
+        # The file by its name only: the server's directories are no browser's business (the
+        # TensorBoard log, plugin._check_patterns, has the whole path).
+        return f"{ENV}: {_strip_root(str(exc), os.path.dirname(exc.path) + os.sep)}"
     _installed = fp
     return None
 
@@ -109,7 +141,8 @@ def annotate(path: str, out: str, env: dict[str, str] | None = None) -> tuple[st
     try:
         run(path, out)
     except TraceError as exc:
-        return "error", str(exc.cause)
+        # Neither the plugin's private output directory nor the logdir's place on the server.
+        return "error", _strip_root(_strip_root(str(exc.cause), os.path.dirname(out) + os.sep), os.path.dirname(path) + os.sep)
     except MemoryError:
         return "error", "not enough memory to annotate this trace"
     except Exception as exc:

@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 from ..attention import patterns as P
 from ..attention import shapes
+from ..format import units
 from ..attention.stages import kernel_stage
 from ..memory.engine import score_blocks
 from ..trace.link import Kernel, Linked
@@ -97,8 +98,8 @@ def _call_args(c, ps: str, core_gpu_us: float, has_gpu: bool) -> dict[str, Any]:
                             "implementation": c.implementation, "sdpa_backend": c.backend or None,
                             "source": c.source, "step": c.step, "shape": shape, "dtype": info.get("dtype"),
                             "causal": info.get("causal"), "flops": flops, "flops_convention": FLOPS_CONVENTION}
-    if flops and core_gpu_us > 0 and has_gpu:
-        args["tflops"] = float(f"{flops / (core_gpu_us * 1e-6) / 1e12:.4g}")
+    if flops and has_gpu:
+        args["tflops"] = units.sig(units.per_second(flops, core_gpu_us, 1e12))
     if c.implementation in UNFUSED:
         args["score_matrix_bytes"] = shapes.score_bytes(shape, info.get("dtype"))
     args["tb_attn_engine"] = ENGINE_VERSION

@@ -22,7 +22,7 @@ from ..roofline.devices import describe
 from ..attention.patterns import is_vendor_op, needs_shapes
 from ..attention.metrics import PASSES, Cell, layer_type_of_path, measure
 from ..attention.stages import kernel_stage
-from ..format import tags
+from ..format import tags, units
 from ..memory import engine as memory
 from ..roofline.section import build as build_roofline
 from ..trace import discover, stream
@@ -31,6 +31,7 @@ from ..trace.link import Linked, launches_by_correlation, link, op_tree
 from ..trace.pipeline import together
 from ..trace.read import file_size, read_trace_text
 from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
+from . import finite
 from .verdicts import verdicts
 
 Progress = Callable[[str, float], None]
@@ -89,6 +90,7 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
             keep.update(L=L, calls=calls, call_of=call_of, measured=m, events=ev)
         report["trace"]["truncated"] = gzip_cut or ev.truncated
         report["analysis_seconds"] = round(time.perf_counter() - t0, 4)
+        finite.scrub(report)
         say("done", 1.0)
         return report
     finally:
@@ -266,7 +268,7 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
         lay["stages"] = _stage_rows(cells)
         core = sum((x.gpu_us if has_gpu else x.cpu_us) for (st, _), x in cells.items() if st in CORE_STAGES)
         lay["flops"] = lay["flops"] if has_flops else None
-        lay["tflops"] = float(f"{lay['flops'] / (core * 1e-6) / 1e12:.4g}") if has_flops and core > 0 else None
+        lay["tflops"] = units.sig(units.per_second(lay["flops"], core, 1e12)) if has_flops else None
         layer_rows.append(lay)
     layer_rows.sort(key=lambda r: -(r["gpu_us"] if has_gpu else r["cpu_us"]))
 

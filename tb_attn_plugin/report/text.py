@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..format.tags import STAGES
+from ..format.units import flops_rate_text
 from ..memory import text as memory_text
 from ..roofline.text import decomposition_lines, roofline_lines
 from .words import cut, duration, plural
@@ -63,8 +64,8 @@ def render(r: dict[str, Any], top: int = 8) -> str:
 
     out.append("")
     rows = [[cut(lay["layer"], NAME_WIDTH), lay["implementation"], str(lay["calls"]), duration(lay[key]),
-             f"{lay['tflops']:.3g}" if lay.get("tflops") else "-"] for lay in r["layers"][:top]]
-    out.extend("  " + line for line in _table(rows, ["top layers", "implementation", "calls", basis, "TFLOP/s"]))
+             flops_rate_text(lay["tflops"]) if lay.get("tflops") else "-"] for lay in r["layers"][:top]]
+    out.extend("  " + line for line in _table(rows, ["top layers", "implementation", "calls", basis, "FLOP rate"]))
     if len(r["layers"]) > top:
         out.append(f"  … {plural(len(r['layers']) - top, 'more layer')}")
 
@@ -85,7 +86,7 @@ def render(r: dict[str, Any], top: int = 8) -> str:
 
 
 def _unknown_kernels(r: dict[str, Any], top: int = 5) -> list[str]:
-    """The safety net (attention/safety.py): kernels that look like attention but nothing explains."""
+    """The safety net (attention/safety.py): kernels whose names look like attention but that nothing explains."""
     rows = r.get("unknown_kernels") or []
     if not rows:
         return []

@@ -5,17 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ..format.units import bytes_text, flops_rate_text
 from .words import plural
 
 FUSED_IMPLS = {"flash", "efficient", "cudnn", "aotriton", "ck", "flash_attn", "flex", "serving", "cpu_fused", "fused"}
 
 
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
+_fmt_bytes = bytes_text
 
 
 STAGE_WORDS = {"qkv_proj": "the QKV projection", "qk_matmul": "QKᵀ", "scale_mask": "scale & mask",
@@ -103,7 +99,7 @@ def verdicts(r: dict[str, Any]) -> list[dict[str, str]]:
     best = [lay for lay in layers if lay.get("tflops")]
     if best and basis == "gpu":
         lay = max(best, key=lambda x: x["gpu_us"])
-        msg = f"{lay['layer_type']} achieves {lay['tflops']:.1f} TFLOP/s in its attention core"
+        msg = f"{lay['layer_type']} achieves {flops_rate_text(lay['tflops'])} in its attention core"
         if peak:
             msg += f", {lay['tflops'] / peak:.0%} of the {dev.get('name')} dense 16-bit peak ({peak:.0f})"
         out.append({"id": "tflops", "severity": "info", "message": msg})

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from ..format.units import bytes_text
+
 PARTS = ("memory", "compute", "launch", "cpu", "rest")
 LABELS = {"memory": "memory traffic", "compute": "compute efficiency", "launch": "kernel launches",
           "cpu": "CPU-side overhead", "rest": "the rest (projections, copies, unmodelled stages)"}
@@ -72,8 +74,7 @@ def _ms(us: float) -> str:
 
 
 def _mib(n: float) -> str:
-    n = abs(n)
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
+    return bytes_text(abs(n))
 
 
 def sentence(d: dict[str, Any]) -> str:

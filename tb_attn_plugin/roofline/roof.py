@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..format.units import per_second, sig
 from .devices import peak_for
 
 LAUNCH_US = 10.0
@@ -51,9 +52,8 @@ def point(flops: float, nbytes: float, time_us: float, units: int, roof: dict[st
     ``units`` counts ``unit``: "kernels" on a GPU, "ops" where the time is the CPU's."""
     out: dict[str, Any] = {"flops": flops, "bytes": nbytes, "time_us": round(time_us, 3), "units": units,
                            "intensity": _sig(flops / nbytes) if nbytes > 0 else None}
-    secs = time_us * 1e-6
-    out["achieved_tflops"] = _sig(flops / secs / 1e12) if secs > 0 else None
-    out["achieved_tbs"] = _sig(nbytes / secs / 1e12) if secs > 0 else None
+    out["achieved_tflops"] = sig(per_second(flops, time_us, 1e12))
+    out["achieved_tbs"] = sig(per_second(nbytes, time_us, 1e12))
     peak, used = peak_for(roof["tflops"], precision) if roof else (None, precision)
     bw = roof.get("bandwidth_tbs") if roof else None
     out["precision"] = used

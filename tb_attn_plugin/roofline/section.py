@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..format.units import bandwidth_text, flops_rate_pair_text, flops_rate_text, percent_text
 from .devices import precision_of
 from ..attention.metrics import Measured
 from ..trace.link import Linked
@@ -173,24 +174,23 @@ def _group_row(g: dict[str, Any], the_roof, several: bool, unit: str) -> dict[st
 
 
 def line(row: dict[str, Any]) -> str:
-    """'Owlv2Attention: memory-bound, 2.1 TB/s of 3.35 TB/s (63%) in softmax' (its slowest stage)."""
-    top = row["stages"][0] if row.get("stages") else row
+    """'Owlv2Attention (eager): memory-bound, 2.1 TB/s of 3.35 TB/s (63%); most time in softmax fwd'.
+    The bound and the numbers are the row's own point (the one its table row and chip show), never
+    one of its stages': one bound per point, decided once in roof.point."""
     who = row["label"]
-    bound = top.get("bound")
-    where = f" in {top['stage']} {top['pass']}" if "stage" in top else ""
-    if bound == "memory" and top.get("bandwidth_tbs"):
-        return (f"{who}: memory-bound, {_tbs(top['achieved_tbs'])} of {_tbs(top['bandwidth_tbs'])} "
-                f"({top['bandwidth_fraction']:.0%}){where}")
-    if bound == "compute" and top.get("attainable_tflops"):
-        return (f"{who}: compute-bound, {top['achieved_tflops']:.3g} of {top['attainable_tflops']:.4g} TFLOP/s "
-                f"({top['fraction']:.0%}, {top['precision']} peak){where}")
+    bound = row.get("bound")
+    top = row["stages"][0] if row.get("stages") else None
+    where = f"; most time in {top['stage']} {top['pass']}" if top else ""
+    if bound == "memory" and row.get("bandwidth_tbs"):
+        return (f"{who}: memory-bound, {bandwidth_text(row['achieved_tbs'])} of {bandwidth_text(row['bandwidth_tbs'])} "
+                f"({percent_text(row['bandwidth_fraction'])}){where}")
+    if bound == "compute" and row.get("attainable_tflops"):
+        return (f"{who}: compute-bound, {flops_rate_pair_text(row['achieved_tflops'], row['attainable_tflops'])} "
+                f"({percent_text(row['fraction'])}, {row['precision']} peak){where}")
     if bound == "launch":
-        return f"{who}: launch-bound{where}: {top['bound_reason']}"
-    return f"{who}: {top['achieved_tflops'] or 0:.3g} TFLOP/s, {_tbs(top['achieved_tbs'] or 0)}{where} ({top['bound_reason']})"
-
-
-def _tbs(v: float) -> str:
-    return f"{v:.3g} TB/s" if v >= 0.1 else f"{v * 1000:.3g} GB/s"
+        return f"{who}: launch-bound: {row['bound_reason']}{where}"
+    return (f"{who}: {flops_rate_text(row['achieved_tflops'])}, {bandwidth_text(row['achieved_tbs'])}"
+            f" ({row['bound_reason']}){where}")
 
 
 def _timing(basis: str, r: dict[str, Any], t, the_roof) -> dict[str, Any]:

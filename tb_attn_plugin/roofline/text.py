@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..format.units import bandwidth_text, flops_rate_text
 from .decompose import LABELS, PARTS
 
 
@@ -14,13 +15,13 @@ def roofline_lines(r: dict[str, Any], top: int = 6) -> list[str]:
         return []
     roof = rf.get("roof")
     if roof:
-        tf = ", ".join(f"{k} {v:.4g}" for k, v in (roof.get("tflops") or {}).items() if v)
+        tf = ", ".join(f"{k} {flops_rate_text(v, 4)}" for k, v in (roof.get("tflops") or {}).items() if v)
         bw = roof.get("bandwidth_tbs")
         said = str(roof.get("source") or roof.get("device"))
         # "measured on vm (...)" already says its kind; a data-sheet source gets the word in front
         where = said if said.startswith(str(roof["kind"])) else f"{roof['kind']}: {said}"
-        head = (f"  roofline ({where}): {_bw(bw)}, TFLOP/s {tf or 'unknown'}" if bw else
-                f"  roofline ({where}): no bandwidth known, TFLOP/s {tf or 'unknown'}")
+        head = (f"  roofline ({where}): {bandwidth_text(bw)}, peaks {tf or 'unknown'}" if bw else
+                f"  roofline ({where}): no bandwidth known, peaks {tf or 'unknown'}")
     else:
         head = "  roofline: no peak or bandwidth known for this device (the collector measures them on the CPU)"
     return [head] + [f"  - {row['line']}" for row in rows[:top]]
@@ -28,10 +29,6 @@ def roofline_lines(r: dict[str, Any], top: int = 6) -> list[str]:
 
 def _ms(us: float) -> str:
     return f"{round(us / 1e3, 3) + 0.0:+11.3f}"  # + 0.0: no "-0.000"
-
-
-def _bw(tbs: float) -> str:
-    return f"{tbs:.4g} TB/s" if tbs >= 0.1 else f"{tbs * 1000:.4g} GB/s"
 
 
 def decomposition_lines(c: dict[str, Any]) -> list[str]:

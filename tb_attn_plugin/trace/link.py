@@ -324,10 +324,10 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     positions = columns.positions(interned.ids, len(interned.values))  # kept in Linked for where_name
     for i in columns.where(interned.values, positions, lambda nm: nm.startswith(STEP_PREFIX)):
         e = ops[i]
-        try:
-            s = int(e.name[len(STEP_PREFIX):])
-        except ValueError:
-            s = -1
+        digits = e.name[len(STEP_PREFIX):]
+        # ASCII digits, at most 12: a step number a JSON client can read back exactly (and never
+        # int() of a 5,000-digit string, which Python refuses); anything else is no step.
+        s = int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= 12 else -1
         step[i:subtree_end[i]] = [s] * (subtree_end[i] - i)
         if s >= 0:
             steps[s] = (e.ts, e.ts + e.dur)

@@ -23,7 +23,8 @@ export async function kernelsView(ctx: Ctx, root: HTMLElement): Promise<void> {
   if (!report) return;
   const basis = basisOf(report);
   // Without GPU kernels, the CPU ops of attention are what ran: the same table over ops.
-  const useOps = basis === "cpu" || !(report.kernels || []).length;
+  // (a GPU trace whose attention ran no kernel shows its ops; one with no attention at all stays "Kernels")
+  const useOps = basis === "cpu" || (!(report.kernels || []).length && (report.ops || []).length > 0);
   const rows: Kernel[] = useOps
     ? (report.ops || []).map((o) => ({ name: o.name, stage: o.stage, pass: o.pass, count: o.count, gpu_us: o.cpu_us }))
     : report.kernels || [];
@@ -35,7 +36,7 @@ export async function kernelsView(ctx: Ctx, root: HTMLElement): Promise<void> {
   const el = h("section", { class: "view view-kernels", "data-view": "kernels" });
   root.appendChild(el);
   el.appendChild(h("h2", null, `${useOps ? "Ops" : "Kernels"} by stage `,
-    h("span", { class: "sub" }, `${fmtCount(rows.length)} ${what} in attention, ${fmtUs(att)} in all`)));
+    rows.length ? h("span", { class: "sub" }, `${fmtCount(rows.length)} ${what} in attention, ${fmtUs(att)} in all`) : null));
   if (!rows.length) {
     el.appendChild(h("div", { class: "notice notice-empty", "data-state": "empty", role: "status" },
       h("div", { class: "notice-title" }, (report.layers || []).length ? `No ${what} inside attention calls` : "No attention found in this trace")));

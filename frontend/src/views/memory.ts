@@ -5,10 +5,10 @@
 import { api, untilReady } from "../api";
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
-import { fmtBytes, fmtCount, fmtShare } from "../format";
+import { fmtBytes, fmtCount, fmtShare, niceByteStep } from "../format";
 import { memoryModel, memoryScaling, overlayModel, sectionOf } from "../memory_model";
 import type { MemoryDoc, MemorySection } from "../memory_types";
-import { defaultTarget, stageColor, stageLabel } from "../model";
+import { defaultTarget, implColor, stageColor, stageLabel } from "../model";
 import type { Report } from "../types";
 import { badge, stageChip } from "./common";
 import type { Ctx, Target } from "./context";
@@ -102,22 +102,26 @@ function drawSection(ctx: Ctx, el: HTMLElement, mem: MemorySection, id: string):
       },
       dataZoom: [{ type: "inside" }, { type: "slider", height: 18, bottom: 8 }],
       xAxis: { type: "value", name: mem.time_basis === "index" ? "entry" : "ms", nameLocation: "middle", nameGap: 26, scale: true },
-      yAxis: { type: "value", name: "bytes live", axisLabel: { formatter: (v: number) => fmtBytes(v) } },
+      // Binary steps (1, 2, 4, 8 of a unit): ticks at 4 / 8 / 12 MiB, not ECharts' decimal 4.8 / 9.5 / 14.3 MiB.
+      yAxis: { type: "value", name: "bytes live", interval: niceByteStep(Math.max(0, ...m.points.map((q) => q[1]), ...(m.reserved || []).map((q) => q[1]))),
+        axisLabel: { formatter: (v: number) => fmtBytes(v) } },
       series,
     });
   });
 
   const p = mem.peak;
   if (p) {
+    const frames = p.live.some((r) => !!r.frame);
     el.appendChild(h("h3", null, "Live at the peak"));
     el.appendChild(h("table", { class: "grid", "data-testid": `${id}-live` },
-      h("thead", null, h("tr", null, ...["Layer", "Stage", "Score matrix", "Bytes", "Blocks", "Largest", "Allocated at"]
+      h("thead", null, h("tr", null, ...["Layer", "Stage", "Score matrix", "Bytes", "Blocks", "Largest"]
+        .concat(frames ? ["Allocated at"] : []) // profiler events carry no stack: no column of blanks
         .map((c, i) => h("th", { class: i >= 3 && i <= 5 ? "num" : null }, c)))),
       h("tbody", null, ...p.live.map((r) => h("tr", null,
         h("td", null, r.layer ?? "outside attention"), h("td", null, r.stage ? stageChip(r.stage, r.pass ?? undefined) : "—"),
         h("td", null, r.score_matrix ? "yes" : ""), h("td", { class: "num", "data-bytes": String(r.bytes) }, fmtBytes(r.bytes)),
         h("td", { class: "num" }, fmtCount(r.blocks)), h("td", { class: "num" }, fmtBytes(r.largest_block)),
-        h("td", null, r.frame ?? "")))),
+        frames ? h("td", null, r.frame ?? "") : null))),
     ));
     const extra: string[] = [`attention holds ${fmtShare(p.attention_share)} of the peak`];
     if (p.before_record_bytes) extra.push(`${fmtBytes(p.before_record_bytes)} were live before the record began`);
@@ -193,8 +197,8 @@ export function memoryScalingChart(ctx: Ctx, into: HTMLElement, items: { run: st
         tip(p.value[2], [["implementation", p.seriesName], ["sequence length", fmtCount(p.value[0])], ["peak growth", fmtBytes(p.value[1])]], p.color) },
       xAxis: { type: "log", logBase: 2, name: "sequence length", nameLocation: "middle", nameGap: 28 },
       yAxis: { type: "log", logBase: 4, axisLabel: { formatter: (v: number) => fmtBytes(v) } },
-      series: m.series.map((s, i) => ({ type: "line", name: s.implementation, symbolSize: 8,
-        itemStyle: { color: RUN_COLORS[i % RUN_COLORS.length] }, data: s.points.map((p) => [p.seqLen, p.growth, p.run]) })),
+      series: m.series.map((s) => ({ type: "line", name: s.implementation, symbolSize: 8,
+        itemStyle: { color: implColor(s.implementation) }, data: s.points.map((p) => [p.seqLen, p.growth, p.run]) })),
     });
   });
 }

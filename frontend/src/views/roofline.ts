@@ -4,7 +4,7 @@
 
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
-import { fmtUs } from "../format";
+import { fmtTbs, fmtTflops, fmtUs } from "../format";
 import { defaultTarget } from "../model";
 import {
   BOUND_COLOR, decompositionModel, rooflineChart, rooflineOf, type ChartPoint, type RooflineChart,
@@ -20,8 +20,7 @@ const ROOF_COLORS = ["#37474f", "#8d6e63", "#5c6bc0", "#26a69a"];
 const sig = (v: number | null | undefined, d = 3): string =>
   v === null || v === undefined || !Number.isFinite(v) ? "–" : Number(v.toPrecision(d)).toString();
 const pct = (v: number | null | undefined): string => (v === null || v === undefined ? "–" : `${(v * 100).toFixed(v < 0.1 ? 1 : 0)}%`);
-const tbs = (v: number | null | undefined): string =>
-  v === null || v === undefined ? "–" : v >= 0.1 ? `${sig(v)} TB/s` : `${sig(v * 1000)} GB/s`;
+const tbs = (v: number | null | undefined): string => (v === null || v === undefined ? "–" : fmtTbs(v));
 
 let perStage = false; // the points toggle: per layer type (default) or per stage; not worth a URL key
 
@@ -64,20 +63,21 @@ function roofNote(text: string): HTMLElement {
 
 function layerTable(report: Report): HTMLElement {
   const rf = rooflineOf(report);
-  const heads = ["Layer type", "Implementation", "Bound", "FLOP/B", "TFLOP/s", "of attainable", "TB/s", "time", "why"];
+  // Rates and bandwidths carry their own unit in each cell (a CPU's GB/s under a "TB/s" head misread by 1000x).
+  const heads = ["Layer type", "Implementation", "Bound", "FLOP/B", "achieved", "of attainable", "bandwidth", "time", "why"];
   return h("table", { class: "grid", "data-testid": "roofline-table" },
     h("thead", null, h("tr", null, ...heads.map((c, i) => h("th", { class: i >= 3 && i <= 7 ? "num" : null }, c)))),
     h("tbody", null, ...(rf?.layers || []).flatMap((l) => [
       h("tr", { "data-layer-type": l.layer_type, "data-bound": l.bound || "" },
         h("td", null, l.layer_type, l.lengths_text ? h("span", { class: "hint", "data-testid": "roofline-lengths" }, ` ${l.lengths_text}`) : null),
         h("td", null, badge(l.implementation)), h("td", null, boundChip(l.bound)),
-        h("td", { class: "num" }, sig(l.intensity)), h("td", { class: "num" }, sig(l.achieved_tflops)),
-        h("td", { class: "num", title: `attainable ${sig(l.attainable_tflops)} TFLOP/s` }, pct(l.fraction)),
+        h("td", { class: "num" }, sig(l.intensity)), h("td", { class: "num" }, fmtTflops(l.achieved_tflops)),
+        h("td", { class: "num", title: `attainable ${fmtTflops(l.attainable_tflops)}` }, pct(l.fraction)),
         h("td", { class: "num" }, tbs(l.achieved_tbs)), h("td", { class: "num" }, fmtUs(l.time_us)),
         h("td", { "data-testid": "roofline-line" }, l.line)),
       ...l.stages.map((s) => h("tr", { class: "sub", "data-stage": s.stage, "data-pass": s.pass },
         h("td", null, `  ${s.stage}${s.pass === "bwd" ? " (bwd)" : ""}`), h("td", null, ""), h("td", null, boundChip(s.bound)),
-        h("td", { class: "num" }, sig(s.intensity)), h("td", { class: "num" }, sig(s.achieved_tflops)),
+        h("td", { class: "num" }, sig(s.intensity)), h("td", { class: "num" }, fmtTflops(s.achieved_tflops)),
         h("td", { class: "num" }, pct(s.fraction)), h("td", { class: "num" }, tbs(s.achieved_tbs)),
         h("td", { class: "num" }, fmtUs(s.time_us)), h("td", { class: "hint" }, s.bound_reason))),
     ])));
@@ -126,8 +126,8 @@ function drawChart(ctx: Ctx, into: HTMLElement, m: RooflineChart, name: string):
           const pt = p.data?.point;
           if (!pt) return tip(p.seriesName, []);
           return tip(pt.label, [
-            ["intensity", `${sig(pt.x)} FLOP/B`], ["achieved", `${sig(pt.y)} TFLOP/s, ${tbs(pt.tbs)}`],
-            ["attainable", pt.attainable === null ? "no roof" : `${sig(pt.attainable)} TFLOP/s (${pt.precision})`],
+            ["intensity", `${sig(pt.x)} FLOP/B`], ["achieved", `${fmtTflops(pt.y)}, ${tbs(pt.tbs)}`],
+            ["attainable", pt.attainable === null ? "no roof" : `${fmtTflops(pt.attainable)} (${pt.precision})`],
             ["of attainable", pct(pt.fraction)], ["time", fmtUs(pt.timeUs)], ["bound", pt.bound || "–"], ["why", pt.reason],
           ], p.color);
         },
@@ -171,6 +171,6 @@ export async function rooflineCompareSection(ctx: Ctx, out: HTMLElement, doc: Co
     if (r) items.push({ run, report: r });
   }
   if (items.length < 2) return;
-  box.appendChild(h("h3", null, "Both runs on one roofline"));
+  box.appendChild(h("h3", null, `${items.length === 2 ? "Both runs" : `All ${items.length} runs`} on one roofline`));
   drawChart(ctx, box, rooflineChart(items), "roofline-compare");
 }

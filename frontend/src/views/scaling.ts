@@ -2,13 +2,12 @@ import { sweepOfRun } from "../sweep_runs";
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
 import { fmtBytes, fmtCount, fmtUs } from "../format";
-import { defaultTarget, implKind, scalingModel } from "../model";
+import { defaultTarget, implColor, scalingModel } from "../model";
 import type { Report } from "../types";
 import { badge, basisWord, usCell } from "./common";
 import type { Ctx } from "./context";
 import { memoryScalingChart } from "./memory";
 
-const KIND_COLOR: Record<string, string> = { fused: "#59a14f", math: "#e15759", eager: "#f28e2b", compiled: "#4e79a7", unknown: "#9c755f" };
 
 export async function scalingView(ctx: Ctx, root: HTMLElement): Promise<void> {
   const el = h("section", { class: "view view-scaling", "data-view": "scaling" });
@@ -49,7 +48,7 @@ export async function scalingView(ctx: Ctx, root: HTMLElement): Promise<void> {
   const memEl = h("div", { class: "chart", "data-chart": "scaling-memory" });
   charts.appendChild(h("div", null, h("h3", null, `Attention time per call (${basisWord(m.basis)})`), timeEl));
   charts.appendChild(h("div", null, h("h3", null, "Score matrix per call (B·H·Lq·Lk)"), memEl));
-  const color = (impl: string) => KIND_COLOR[implKind(impl)] || "#999";
+  const color = implColor;
   const lineStyles = ["solid", "dashed", "dotted"];
   const seriesFor = (pick: (p: (typeof m.series)[number]["points"][number]) => number | null) =>
     m.series.map((s, i) => ({

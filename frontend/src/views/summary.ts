@@ -103,7 +103,7 @@ export function summaryPanel(ctx: Ctx, report: Report): HTMLElement {
         usCell(l.us),
         h("td", null, l.shape || "—"),
         h("td", { class: "num", "data-tflops": l.tflops ?? "" }, fmtTflops(l.tflops)),
-        h("td", { class: "num" }, l.peakPct === null ? (m.peakTflops ? "—" : "peak unknown") : `${l.peakPct.toFixed(1)}%`),
+        h("td", { class: "num" }, l.peakPct === null ? (m.peakTflops ? "—" : "peak unknown") : `${l.peakPct < 1 ? l.peakPct.toPrecision(2) : l.peakPct.toFixed(1)}%`),
         h("td", { class: "num", "data-bytes": l.scoreBytes ?? "", title: l.scoreBytes === null ? "not materialised (fused) or unknown" : "B·H·Lq·Lk elements" },
           l.scoreBytes === null ? "—" : fmtBytes(l.scoreBytes)))))));
   }

@@ -1,0 +1,34 @@
+"""The last guard before a report leaves the engine: a number that is not finite becomes null, with a warning.
+
+Strict JSON has no NaN or Infinity (clients reject the document), and 0 would be a confident wrong
+answer; the sources of such numbers are fixed where they arise (attention/shapes.py, format/units.py),
+so this only catches what a future path lets through, and says where."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MAX_NAMED = 5  # places named in the warning; the count covers the rest
+
+
+def scrub(report: dict[str, Any]) -> list[str]:
+    """Replace every NaN/±inf in ``report`` (in place) by None; add one warning naming where; return the places."""
+    found: list[str] = []
+    _walk(report, "", found)
+    if found:
+        more = f" and {len(found) - MAX_NAMED} more" if len(found) > MAX_NAMED else ""
+        report.setdefault("warnings", []).append(
+            f"{len(found)} numbers were not finite (NaN or infinity) and are shown as unknown: "
+            f"{', '.join(found[:MAX_NAMED])}{more}")
+    return found
+
+
+def _walk(x: Any, where: str, found: list[str]) -> None:
+    items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+    for k, v in items:
+        if isinstance(v, float) and not math.isfinite(v):
+            x[k] = None
+            found.append(f"{where}[{k}]" if isinstance(k, int) else f"{where}.{k}" if where else str(k))
+        elif isinstance(v, (dict, list)):
+            _walk(v, f"{where}[{k}]" if isinstance(k, int) else f"{where}.{k}" if where else str(k), found)

@@ -1,0 +1,53 @@
+"""format/units.py: one place for rates and their text, and the roofline line that uses it (issue 27,
+items 4 and 8): one bound per point, small rates in their own unit, never '0.0 TFLOP/s'."""
+
+from __future__ import annotations
+
+import pytest
+
+from tb_attn_plugin.format.units import bandwidth_text, flops_rate_pair_text, flops_rate_text
+from tb_attn_plugin.roofline import roof
+from tb_attn_plugin.roofline.section import line
+
+
+@pytest.mark.parametrize("tflops,text", [(0.0217, "21.7 GFLOP/s"), (1.234, "1.23 TFLOP/s"), (0.0005, "500 MFLOP/s"),
+                                         (None, "unknown"), (float("nan"), "unknown")])
+def test_flop_rates_keep_their_digits(tflops, text):
+    assert flops_rate_text(tflops) == text
+
+
+@pytest.mark.parametrize("tbs,text", [(3.35, "3.35 TB/s"), (0.0365, "36.5 GB/s"), (0.000572, "572 MB/s"), (None, "unknown")])
+def test_bandwidths_in_their_unit(tbs, text):
+    assert bandwidth_text(tbs) == text
+
+
+def test_a_pair_of_rates_reads_in_one_unit():
+    assert flops_rate_pair_text(0.0217, 0.1958) == "21.7 of 196 GFLOP/s"  # was "0.0217 of 0.1958 TFLOP/s"
+
+
+def _cpu_row():
+    """A CPU point whose whole-row intensity is above the ridge (compute) while its slowest stage,
+    softmax, is below it (memory): the demo's eager layer on a measured CPU roof."""
+    the_roof = {"tflops": {"fp32": 0.1958}, "bandwidth_tbs": 0.0365}
+    soft = {"stage": "softmax", "pass": "fwd", **roof.point(2e6, 4e6, 7000.0, 4, the_roof, "fp32", "ops")}
+    mm = {"stage": "qk_matmul", "pass": "fwd", **roof.point(4e9, 2e6, 6000.0, 4, the_roof, "fp32", "ops")}
+    row = {"label": "eager attention (eager)", **roof.point(4.002e9, 6e6, 13000.0, 8, the_roof, "fp32", "ops"),
+           "stages": [soft, mm]}
+    assert soft["bound"] == "memory" and row["bound"] == "compute"
+    return row
+
+
+def test_the_line_states_the_rows_own_bound_not_its_slowest_stages():
+    row = _cpu_row()
+    text = line(row)
+    assert text.startswith("eager attention (eager): compute-bound, ") and "memory-bound" not in text
+    assert "GFLOP/s" in text and "0.0 TFLOP/s" not in text and text.endswith("most time in softmax fwd")
+
+
+def test_the_safety_nets_warning_agrees_in_number():
+    from tb_attn_plugin.attention.safety import warning_line
+
+    one = warning_line([{"name": "my_fmha_fwd", "share": 0.1}])
+    assert "1 kernel name looks like attention but matches no kernel family" in one  # was "... but match"
+    two = warning_line([{"name": "a_fmha", "share": 0.1}, {"name": "b_fmha", "share": 0.1}])
+    assert "2 kernel names look like attention but match no kernel family" in two
