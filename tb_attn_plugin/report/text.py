@@ -92,8 +92,12 @@ def _unknown_kernels(r: dict[str, Any], top: int = 5) -> list[str]:
     out = ["", "  unknown attention kernels (named like attention, in no family and no call):"]
     out.extend("  " + line for line in _table([[k["name"][:90], str(k["count"]), duration(k["gpu_us"]), f"{k['share']:.1%}"]
                                                 for k in rows[:top]], ["kernel", "count", "gpu", "share"]))
-    out.append("  to count one as attention, put a row like this in a file and pass --patterns FILE:")
-    out.extend("    " + line for line in rows[0]["toml"].splitlines())
+    first = rows[0]
+    if first.get("toml"):
+        out.append("  to count one as attention, put a row like this in a file and pass --patterns FILE:")
+        out.extend("    " + line for line in first["toml"].splitlines())
+    if first.get("pattern_why"):
+        out.append(f"  (pattern: {first['pattern_why']})")
     return out
 
 

@@ -1,0 +1,98 @@
+"""The safety net's suggested [[family]] row (issue 24 item 4): the most distinctive token of the
+unknown kernel's name, never a wrapper that GEMMs share, checked on the trace it came from.
+
+Real names, shortened only where marked ``...``:
+- FA3 backward, as quoted from a DeepSeek-V3-style H800 trace in issue 24 (its structure:
+  Dao-AILab/flash-attention hopper/flash_bwd_kernel.h, mainloop_bwd_sm80/sm90, epilogue_bwd);
+- CUTLASS's MLA decode kernel (NVIDIA/cutlass examples/77_blackwell_fmha
+  kernel/sm100_fmha_mla_tma_warpspecialized.hpp, run by vLLM/SGLang ``cutlass_mla_decode``);
+- FP8 GEMMs of the same wrapper: NVIDIA/cutlass include/cutlass/device_kernel.h (``device_kernel``),
+  include/cutlass/gemm/kernel/gemm_universal.hpp (``GemmUniversal``), include/cutlass/gemm/dispatch_policy.hpp
+  (``MainloopSm90TmaGmmaWarpSpecializedFP8``, ``KernelTmaWarpSpecializedPingpongFP8FastAccum``);
+  vllm-project/vllm PR #23280 shows such a kernel in a profile as ``void cutlass::device_kernel<vllm::cutlass_3x_gemm_fp...``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tb_attn_plugin.attention import patterns as P
+from tb_attn_plugin.attention.safety import suggest_pattern
+from tb_attn_plugin.attention.user_table import install_rows, parse
+from tb_attn_plugin.report.build import analyze_file
+from tests.kernel_traces import TraceBuilder
+
+FA3_BWD = ("void cutlass::device_kernel<flash::FlashAttnBwd<flash::CollectiveMainloopBwd<2, cute::tuple<cute::C<1>, "
+           "cute::C<1>, cute::C<1> >, cute::tuple<cute::C<64>, cute::C<128>, cute::C<128> >, cutlass::bfloat16_t, float, "
+           "cutlass::arch::Sm90, true, false, false, false, 2, 2, 1, 2, 1, false>, flash::CollectiveEpilogueBwd<cute::tuple<"
+           "cute::C<64>, cute::C<128>, cute::C<128> >, cutlass::bfloat16_t, cutlass::arch::Sm90, 256, false, 2, 1>, "
+           "flash::SingleTileScheduler<false, false, false, 128>, true> >(flash::FlashAttnBwd<...>::Params)")
+FA3_BWD_PRE = ("void cutlass::device_kernel<flash::FlashAttnBwdPreprocess<cute::tuple<cute::C<64>, cute::C<128>, "
+               "cute::C<128> >, cutlass::bfloat16_t, float, cutlass::arch::Sm90, true, false> >(flash::FlashAttnBwdPreprocess<...>::Params)")
+CUTLASS_MLA = ("void cutlass::device_kernel<cutlass::fmha::kernel::Sm100FmhaMlaKernelTmaWarpspecialized<cute::tuple<cute::C<128>, "
+               "cute::C<128>, cute::tuple<cute::C<512>, cute::C<64> > >, cutlass::bfloat16_t, float, cutlass::bfloat16_t, float, "
+               "cutlass::fmha::kernel::Sm100MlaPersistentTileScheduler, true> >(cutlass::fmha::kernel::"
+               "Sm100FmhaMlaKernelTmaWarpspecialized<...>::Params)")
+FP8_GEMMS = [
+    "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, cutlass::gemm::collective::"
+    f"CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecializedFP8<{stages}, cute::tuple<cute::C<1>, cute::C<2>, cute::C<1> >, "
+    f"cutlass::gemm::{schedule}>, cute::tuple<cute::C<{tile}>, cute::C<128>, cute::C<128> >, cutlass::float_e4m3_t, "
+    "cute::tuple<long, cute::C<1>, long>, cutlass::float_e4m3_t, cute::tuple<long, cute::C<1>, long>, cute::TiledMMA<...>, "
+    "cute::SM90_TMA_LOAD, ..., void, cute::identity>, cutlass::epilogue::collective::CollectiveEpilogue<...>, void, void> >"
+    "(cutlass::gemm::kernel::GemmUniversal<...>::Params)"
+    for stages, schedule, tile in ((4, "KernelTmaWarpSpecializedPingpongFP8FastAccum", 64),
+                                   (5, "KernelTmaWarpSpecializedCooperativeFP8FastAccum", 128))]
+
+
+@pytest.fixture(autouse=True)
+def _no_user_rows():
+    yield
+    P.set_user_families(())
+
+
+def test_suggestion_is_the_distinctive_token_not_the_shared_wrapper():
+    others = FP8_GEMMS
+    pattern, why = suggest_pattern(FA3_BWD, others, {FA3_BWD, FA3_BWD_PRE})
+    assert pattern is not None and "device_kernel" not in pattern and "flash::FlashAttnBwd" in pattern
+    assert re.search(pattern, FA3_BWD)
+    assert not any(re.search(pattern, g) for g in FP8_GEMMS)
+    assert not re.search(pattern, FA3_BWD_PRE)  # a whole token: the preprocess kernel is another row
+    assert "none of its 2 other kernel names" in why
+    pattern, _ = suggest_pattern(FA3_BWD_PRE, others, {FA3_BWD, FA3_BWD_PRE})
+    assert "FlashAttnBwdPreprocess" in pattern and not re.search(pattern, FA3_BWD)
+
+
+def test_no_token_that_claims_another_kernel_is_offered():
+    # Every token of this unknown name also occurs in a kernel outside the unknown set: only the
+    # whole name is safe.
+    name = "void my_attn_kernel<128>(Params)"
+    other = "void my_attn_kernel<64>(Params)"
+    pattern, why = suggest_pattern(name, [other], {name})
+    assert pattern == "^" + re.escape(name) + "$" and "whole name" in why
+    assert not re.search(pattern, other)
+
+
+def _trace(tmp_path, name: str):
+    """Four CUTLASS MLA decode invocations replayed from a CUDA graph, each followed by the FP8
+    GEMMs of the same ``cutlass::device_kernel`` wrapper (MoE and projections)."""
+    b = TraceBuilder()
+    b.graph_replay([[(CUTLASS_MLA, 30.0)] for _ in range(4)], between=[(g, 12.0) for g in FP8_GEMMS])
+    return b.write(tmp_path / name)
+
+
+def test_suggested_row_applied_as_offered_claims_only_the_attention_kernel(tmp_path):
+    trace = _trace(tmp_path, "mla_fp8.json")
+    before = analyze_file(str(trace))
+    (row,) = before["unknown_kernels"]
+    assert row["name"] == CUTLASS_MLA
+    assert "device_kernel" not in row["pattern"] and "Sm100FmhaMlaKernelTmaWarpspecialized" in row["pattern"]
+    assert "none of its 2 other kernel names" in row["pattern_why"]
+    rows = parse("suggested.toml", row["toml"].encode())
+    install_rows(rows)
+    after = analyze_file(str(trace))
+    # Before issue 24 the row said pattern = "cutlass::device_kernel": 12 "calls", the GEMMs among them.
+    assert after["calls"] == 4
+    assert after["attention_gpu_us"] == pytest.approx(4 * 30.0)
+    assert after["unknown_kernels"] == []
