@@ -96,3 +96,70 @@ def test_suggested_row_applied_as_offered_claims_only_the_attention_kernel(tmp_p
     assert after["calls"] == 4
     assert after["attention_gpu_us"] == pytest.approx(4 * 30.0)
     assert after["unknown_kernels"] == []
+
+
+# --- issue 24 item 5: nothing known disappears ------------------------------------------------
+
+KV_WRITE = "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>(...)"
+# FA3's backward sub-stages (issue 24's H800 trace; Dao-AILab/flash-attention hopper/flash_bwd_preprocess_kernel.h,
+# flash_bwd_postprocess_kernel.h): the dO·O row sums before the backward kernel, the dQ conversion after it.
+FA3_PRE = FA3_BWD_PRE
+FA3_POST = ("void cutlass::device_kernel<flash::FlashAttnBwdPostprocessConvertdQ<cute::tuple<cute::C<64>, cute::C<128>, "
+            "cute::C<128> >, cutlass::bfloat16_t, float, cutlass::arch::Sm90, 256, cute::SM90_64x128x16_F32BF16BF16_SS<"
+            "(cute::GMMA::Major)0, (cute::GMMA::Major)1>, false, false, false> >(flash::FlashAttnBwdPostprocessConvertdQ<...>::Params)")
+
+
+def _parts(acc):
+    return acc["attention_calls_us"] + acc["not_attention_us"] + acc["unjoined_helpers_us"] + acc["unknown_us"]
+
+
+def test_sub_stage_kernels_in_no_call_are_reported_with_their_time(tmp_path):
+    """KV-cache writes replayed from a graph with no attention kernel near (the attention ran outside
+    the window, or as a kernel nobody knows): before, their 9 µs appeared nowhere."""
+    b = TraceBuilder()
+    b.graph_replay([[(KV_WRITE, 3.0)] + [(g, 12.0) for g in FP8_GEMMS] for _ in range(3)])
+    r = analyze_file(str(b.write(tmp_path / "kv_only.json")))
+    assert r["calls"] == 0 and r["unknown_kernels"] == []
+    (row,) = r["unjoined_kernels"]
+    assert row["name"] == KV_WRITE and row["stage"] == "kv_cache_write" and row["family"] == "kv_cache_vllm"
+    assert row["count"] == 3 and row["gpu_us"] == pytest.approx(9.0)
+    assert row["share"] == pytest.approx(9.0 / r["total_gpu_us"], rel=1e-4)
+    acc = r["gpu_accounting"]
+    assert acc["unjoined_helpers_us"] == pytest.approx(9.0) and acc["attention_calls_us"] == 0
+    assert acc["not_attention_us"] == pytest.approx(3 * 24.0)
+    assert _parts(acc) == pytest.approx(r["total_gpu_us"])
+    assert acc["accounted_share"] == pytest.approx(72.0 / 81.0, rel=1e-4)
+    assert any("joined no attention call" in w and "reshape_and_cache" in w for w in r["warnings"])
+    jsonschema = pytest.importorskip("jsonschema")
+    import json
+    from importlib import resources
+
+    jsonschema.validate(r, json.loads(resources.files("tb_attn_plugin.report").joinpath("schema.json").read_text()))
+    from tb_attn_plugin.report.text import render
+
+    text = render(r)
+    assert "attention sub-stages in no call" in text and "accounts for 88.9%" in text
+    assert "reshape_and_cache_flash_kernel" in text
+
+
+def test_fa3_backward_sub_stages_without_their_kernel_are_not_lost(tmp_path):
+    """FA3's preprocess and dQ conversion kernels around FP8 GEMMs, launched by an op that says
+    nothing about attention: they join no call, and are listed with their 1.9 ms-like time."""
+    b = TraceBuilder()
+    b.eager_calls([[(FA3_PRE, 40.0), (FP8_GEMMS[0], 100.0), (FA3_POST, 30.0)] for _ in range(2)], op_name="mylib::fused_op")
+    r = analyze_file(str(b.write(tmp_path / "fa3_helpers.json")))
+    got = {row["name"]: row for row in r["unjoined_kernels"]}
+    assert got[FA3_PRE]["stage"] == "preprocess" and got[FA3_PRE]["pass"] == "bwd"
+    assert got[FA3_PRE]["gpu_us"] == pytest.approx(80.0) and got[FA3_POST]["gpu_us"] == pytest.approx(60.0)
+    acc = r["gpu_accounting"]
+    assert acc["unjoined_helpers_us"] == pytest.approx(140.0) and acc["not_attention_us"] == pytest.approx(200.0)
+    assert _parts(acc) == pytest.approx(r["total_gpu_us"])
+
+
+def test_accounting_adds_up_on_recorded_and_real_traces(shared_traces):
+    """Every real GPU trace: the four parts add up to the total, and attention calls are attention_gpu_us."""
+    for f in sorted(shared_traces.glob("*.json.gz")):
+        r = analyze_file(str(f))
+        acc = r["gpu_accounting"]
+        assert _parts(acc) == pytest.approx(r["total_gpu_us"], rel=1e-6, abs=0.01), f.name
+        assert acc["attention_calls_us"] == pytest.approx(r["attention_gpu_us"], abs=0.01), f.name

@@ -13,6 +13,7 @@ the unknown set, so applying the row as offered never turns a GEMM into attentio
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..trace.link import Linked
@@ -126,24 +127,54 @@ def suggest_pattern(name: str, others: list[str], unknown: frozenset[str] | set[
     return None, "no pattern taken from this name leaves the trace's other kernels alone; write one by hand"
 
 
-def unknown_kernels(L: Linked, call_of: list[int], kernel_call: dict[int, int], total_gpu_us: float
-                    ) -> list[dict[str, Any]]:
-    """Attention-looking kernels outside every call whose family is not an attention family."""
-    acc: dict[str, list[float]] = {}
-    verdict: dict[str, bool] = {}
+@dataclass
+class Outside:
+    """The kernels in no attention call, by what they are: named like attention but unknown, known
+    attention sub-stages (HELPER_STAGES) that joined no call, and the rest (not attention)."""
+
+    unknown: dict[str, list[float]] = field(default_factory=dict)  # name -> [count, gpu µs]
+    unjoined: dict[str, list[float]] = field(default_factory=dict)  # name -> [count, gpu µs]
+    not_attention_us: float = 0.0
+
+
+def outside_calls(L: Linked, call_of: list[int], kernel_call: dict[int, int]) -> Outside:
+    """Every kernel outside the attention calls, sorted into Outside's three kinds."""
+    out = Outside()
+    kind_of: dict[str, dict[str, list[float]] | None] = {}  # few names, many kernels
     for k in L.kernels:
         name = k.ev.name
         if k.op >= 0 and call_of[k.op] >= 0 or id(k) in kernel_call:
             continue
-        hit = verdict.get(name)
-        if hit is None:
+        if name in kind_of:
+            acc = kind_of[name]
+        else:
             fam = P.kernel_family(name)
-            # exclusions are known not to be attention; fused and helper families are known attention
-            hit = verdict[name] = looks_like_attention(name) and (fam is None or fam.stage in P.CONTEXT_STAGES)
-        if hit:
-            row = acc.setdefault(name, [0, 0.0])
-            row[0] += 1
-            row[1] += k.ev.dur
+            if fam is not None and fam.stage in P.HELPER_STAGES:
+                acc = out.unjoined  # known attention work that no call took: never silently dropped
+            elif looks_like_attention(name) and (fam is None or fam.stage in P.CONTEXT_STAGES):
+                acc = out.unknown  # exclusions are known not to be attention, fused families are calls
+            else:
+                acc = None
+            kind_of[name] = acc
+        if acc is None:
+            out.not_attention_us += k.ev.dur
+            continue
+        row = acc.get(name)
+        if row is None:
+            row = acc[name] = [0, 0.0]
+        row[0] += 1
+        row[1] += k.ev.dur
+    return out
+
+
+def _share(us: float, total_gpu_us: float) -> float:
+    return round(us / total_gpu_us, 6) if total_gpu_us > 0 else 0.0
+
+
+def unknown_kernels(L: Linked, call_of: list[int], kernel_call: dict[int, int], total_gpu_us: float,
+                    outside: Outside | None = None) -> list[dict[str, Any]]:
+    """Attention-looking kernels outside every call whose family is not an attention family."""
+    acc = (outside or outside_calls(L, call_of, kernel_call)).unknown
     out = []
     unknown = frozenset(acc)
     # Every other kernel name of the trace, those in calls too: a suggested row must leave them alone.
@@ -151,11 +182,46 @@ def unknown_kernels(L: Linked, call_of: list[int], kernel_call: dict[int, int], 
     for name, (n, us) in sorted(acc.items(), key=lambda kv: -kv[1][1])[:MAX_ROWS]:
         stage, ps = _suggested_stage(name)
         pattern, why = suggest_pattern(name, others, unknown)
-        out.append({"name": name, "count": int(n), "gpu_us": round(us, 3),
-                    "share": round(us / total_gpu_us, 6) if total_gpu_us > 0 else 0.0,
+        out.append({"name": name, "count": int(n), "gpu_us": round(us, 3), "share": _share(us, total_gpu_us),
                     "toml": toml_row(name, _row_name(name), stage, ps, pattern) if pattern else "",
                     "pattern": pattern, "pattern_why": why})
     return out
+
+
+def unjoined_kernels(outside: Outside, total_gpu_us: float) -> list[dict[str, Any]]:
+    """Known attention sub-stage kernels (preprocess, postprocess, reduce, quantize, KV-cache write)
+    that joined no call, largest first: their time is in no call's, so it is reported here."""
+    out = []
+    for name, (n, us) in sorted(outside.unjoined.items(), key=lambda kv: -kv[1][1])[:MAX_ROWS]:
+        fam = P.kernel_family(name)
+        out.append({"name": name, "family": fam.family if fam else "", "stage": fam.stage if fam else "",
+                    "pass": (fam.pass_ if fam else "") or "fwd", "count": int(n), "gpu_us": round(us, 3),
+                    "share": _share(us, total_gpu_us)})
+    return out
+
+
+def accounting(outside: Outside, attention_gpu_us: float, total_gpu_us: float) -> dict[str, Any]:
+    """Where the trace's GPU kernel time went, in four parts that add up to its total (µs): attention
+    calls, kernels known not to be attention, attention sub-stage kernels in no call, and kernels
+    named like attention that nothing explains; accounted_share is the first two over the total."""
+    unjoined = sum(us for _, us in outside.unjoined.values())
+    unknown = sum(us for _, us in outside.unknown.values())
+    known = attention_gpu_us + outside.not_attention_us
+    return {"total_us": round(total_gpu_us, 3), "attention_calls_us": round(attention_gpu_us, 3),
+            "not_attention_us": round(outside.not_attention_us, 3), "unjoined_helpers_us": round(unjoined, 3),
+            "unknown_us": round(unknown, 3),
+            "accounted_share": round(known / total_gpu_us, 6) if total_gpu_us > 0 else None}
+
+
+def unjoined_warning(rows: list[dict[str, Any]]) -> str | None:
+    if not rows:
+        return None
+    share = sum(r["share"] for r in rows)
+    stages = sorted({r["stage"] for r in rows})
+    return (f"{len(rows)} attention sub-stage kernel name{'s' if len(rows) > 1 else ''} ({', '.join(stages)}) "
+            f"joined no attention call ({share:.1%} of GPU time, not in attention time): {rows[0]['name'][:100]!r}"
+            f"{' and more' if len(rows) > 1 else ''}; listed in unjoined_kernels (its attention kernel may be "
+            "unknown: see unknown_kernels)")
 
 
 def warning_line(rows: list[dict[str, Any]]) -> str | None:

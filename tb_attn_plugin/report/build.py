@@ -376,11 +376,16 @@ def _stream(ev) -> str:
     return str(stream)
 def _safety_net(report: dict[str, Any], L: Linked, call_of: list[int], m) -> None:
     """Attention-looking kernels that nothing explains (attention/safety.py), and the table used."""
-    rows = safety.unknown_kernels(L, call_of, m.kernel_call, m.total_gpu_us)
+    outside = safety.outside_calls(L, call_of, m.kernel_call)
+    rows = safety.unknown_kernels(L, call_of, m.kernel_call, m.total_gpu_us, outside)
     report["unknown_kernels"] = rows
-    line = safety.warning_line(rows)
-    if line:
-        report["warnings"].append(line)
+    report["unjoined_kernels"] = safety.unjoined_kernels(outside, m.total_gpu_us)
+    # Attention time as the calls' cells hold it (unrounded), so the four parts add up to the total.
+    att_gpu = sum(x.gpu_us for cells in m.cells for x in cells.values())
+    report["gpu_accounting"] = safety.accounting(outside, att_gpu, m.total_gpu_us) if L.kernels else None
+    for line in (safety.warning_line(rows), safety.unjoined_warning(report["unjoined_kernels"])):
+        if line:
+            report["warnings"].append(line)
     from ..attention.user_table import installed_files
 
     report["kernel_table"] = {"families": len(kernel_table.effective_families()),

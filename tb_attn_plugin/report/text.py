@@ -40,6 +40,8 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     if verdicts:
         out.append(f"  verdict: {verdicts[0]['message']}")
     out.extend(_unknown_kernels(r))
+    out.extend(_unjoined_kernels(r))
+    out.extend(_accounting(r))
     if not r["layers"]:
         return "\n".join(out + memory_text.render(r.get("memory")))
 
@@ -99,6 +101,34 @@ def _unknown_kernels(r: dict[str, Any], top: int = 5) -> list[str]:
     if first.get("pattern_why"):
         out.append(f"  (pattern: {first['pattern_why']})")
     return out
+
+
+def _unjoined_kernels(r: dict[str, Any], top: int = 5) -> list[str]:
+    """Known attention sub-stage kernels that joined no call (attention/safety.py)."""
+    rows = r.get("unjoined_kernels") or []
+    if not rows:
+        return []
+    out = ["", "  attention sub-stage kernels in no call (not in attention time):"]
+    out.extend("  " + line for line in _table([[k["name"][:90], f"{k['stage']} {k['pass']}", str(k["count"]),
+                                                 duration(k["gpu_us"]), f"{k['share']:.1%}"] for k in rows[:top]],
+                                               ["kernel", "stage", "count", "gpu", "share"]))
+    return out
+
+
+def _accounting(r: dict[str, Any]) -> list[str]:
+    """'GPU time 64.14 ms = 13.30 ms attention calls + 50.84 ms not attention [+ sub-stages in no call
+    + unknown]: accounted for 100.0%' (report.gpu_accounting; parts of zero left out)."""
+    a = r.get("gpu_accounting")
+    if not a or not a.get("total_us"):
+        return []
+    parts = [f"{duration(a['attention_calls_us'])} attention calls", f"{duration(a['not_attention_us'])} not attention"]
+    if a.get("unjoined_helpers_us"):
+        parts.append(f"{duration(a['unjoined_helpers_us'])} attention sub-stages in no call")
+    if a.get("unknown_us"):
+        parts.append(f"{duration(a['unknown_us'])} unknown (named like attention)")
+    share = a.get("accounted_share")
+    return [f"  GPU time {duration(a['total_us'])} = {' + '.join(parts)}"
+            + (f": the report accounts for {share:.1%} of it" if share is not None else "")]
 
 
 def render_compare(c: dict[str, Any], top: int = 12) -> str:
