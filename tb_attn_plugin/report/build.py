@@ -31,6 +31,7 @@ from ..trace.link import Linked, launches_by_correlation, link, op_tree
 from ..trace.pipeline import together
 from ..trace.read import file_size, read_trace_text
 from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
+from . import gpu_window
 from .verdicts import verdicts
 
 Progress = Callable[[str, float], None]
@@ -85,6 +86,7 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
         say("memory", 0.95)
         _add_memory(report, ev, L, calls, call_of, m, path, snapshots, timelines)
         _safety_net(report, L, call_of, m)
+        gpu_window.add(report, L, calls, call_of, m)
         if keep is not None:
             keep.update(L=L, calls=calls, call_of=call_of, measured=m, events=ev)
         report["trace"]["truncated"] = gzip_cut or ev.truncated
@@ -204,6 +206,10 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
     step_att_cpu: Counter = Counter()
     step_calls: Counter = Counter()
     impl_counts: Counter = Counter()
+    # Calls with kernel launches whose kernels the trace lacks (a cut window): their FLOPs stay out
+    # of their layer's, so TFLOP/s is that of the calls whose time was recorded.
+    lost = L.unrecorded
+    lost_calls = {call_of[op] for op in lost.ops if op >= 0} if lost is not None and call_of is not None else set()
     for c in calls:
         cells = m.cells[c.id]
         gpu = sum(x.gpu_us for x in cells.values())
@@ -227,7 +233,7 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
         lay["calls"] += 1
         lay["impls"][c.implementation] += 1
         lay["compiled"] = lay["compiled"] or c.compiled
-        if call_flops:
+        if call_flops and c.id not in lost_calls:
             lay["flops"] += call_flops
             lay["has_flops"] = True
         for key, x in cells.items():
