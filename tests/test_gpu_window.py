@@ -119,3 +119,29 @@ def test_launches_inside_a_stream_capture_are_not_missing_kernels(tmp_path):
 def test_no_real_trace_is_called_cut(shared_traces):
     for f in sorted(shared_traces.glob("*.json.gz")):
         assert analyze_file(str(f))["gpu_window"] is None, f.name
+
+
+def test_rank_with_a_cut_window_is_named_a_lower_bound(tmp_path):
+    """Two ranks of the BERT trace, rank 1's window cut before its last attention kernel: the rank
+    summary says rank 1's attention time is a lower bound (before: it just read as the fastest)."""
+    from tb_attn_plugin.ranks.summary import summarize_ranks
+    from tests.rank_jobs import write_job
+
+    src = shared_trace("tl_h100_bert_small_sdpa_flash")
+    full = tmp_path / "full.json"
+    full.write_bytes(gzip.decompress(src.read_bytes()))
+    _cut_tail(src, tmp_path / "cut.json", "flash_fwd_kernel")
+    write_job(tmp_path / "job", {0: full, 1: tmp_path / "cut.json"})
+    doc = summarize_ranks([analyze_file(str(f)) for f in sorted((tmp_path / "job").iterdir())])
+    by = {r["rank"]: r for r in doc["ranks"]}
+    assert by[0]["gpu_unrecorded_launches"] == 0 and by[1]["gpu_unrecorded_launches"] > 0
+    assert "rank 1 lost kernels (GPU window cut): its attention time is a lower bound" in doc["headline"]
+
+
+def test_a_small_share_of_the_peak_never_reads_zero():
+    """BERT-small's flash attention on an H100 reaches a few TFLOP/s of 990: 0.4%, never "0%"."""
+    r = analyze_file(str(shared_trace("tl_h100_bert_small_sdpa_flash")))
+    (v,) = [v for v in r["verdicts"] if v["id"] == "tflops"]
+    assert " 0% of" not in v["message"]
+    lay = max((lay for lay in r["layers"] if lay.get("tflops")), key=lambda x: x["gpu_us"])
+    assert f"{lay['tflops'] / r['device']['peak_tflops']:.1%} of" in v["message"]

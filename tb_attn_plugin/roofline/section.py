@@ -12,6 +12,7 @@ from typing import Any
 
 from .devices import precision_of
 from ..attention.metrics import Measured
+from ..report.words import percent
 from ..trace.link import Linked
 from . import model, roof
 from .timing import measure_timing
@@ -180,10 +181,10 @@ def line(row: dict[str, Any]) -> str:
     where = f" in {top['stage']} {top['pass']}" if "stage" in top else ""
     if bound == "memory" and top.get("bandwidth_tbs"):
         return (f"{who}: memory-bound, {_tbs(top['achieved_tbs'])} of {_tbs(top['bandwidth_tbs'])} "
-                f"({top['bandwidth_fraction']:.0%}){where}")
+                f"({percent(top['bandwidth_fraction'])}){where}")
     if bound == "compute" and top.get("attainable_tflops"):
         return (f"{who}: compute-bound, {top['achieved_tflops']:.3g} of {top['attainable_tflops']:.4g} TFLOP/s "
-                f"({top['fraction']:.0%}, {top['precision']} peak){where}")
+                f"({percent(top['fraction'])}, {top['precision']} peak){where}")
     if bound == "launch":
         return f"{who}: launch-bound{where}: {top['bound_reason']}"
     return f"{who}: {top['achieved_tflops'] or 0:.3g} TFLOP/s, {_tbs(top['achieved_tbs'] or 0)}{where} ({top['bound_reason']})"
