@@ -145,3 +145,13 @@ def test_a_small_share_of_the_peak_never_reads_zero():
     assert " 0% of" not in v["message"]
     lay = max((lay for lay in r["layers"] if lay.get("tflops")), key=lambda x: x["gpu_us"])
     assert f"{lay['tflops'] / r['device']['peak_tflops']:.1%} of" in v["message"]
+
+
+def test_compare_says_which_side_is_a_lower_bound(tmp_path):
+    from tb_attn_plugin.report.compare import compare_reports
+
+    src = shared_trace("tl_h100_bert_small_sdpa_flash")
+    _cut_tail(src, tmp_path / "cut.json", "flash_fwd_kernel")
+    c = compare_reports([("full", analyze_file(str(src))), ("cut", analyze_file(str(tmp_path / "cut.json")))])
+    assert "cut: GPU window cut, 1 call lost kernels (a lower bound)" in c["summary"]
+    assert "full: GPU window" not in c["summary"]
