@@ -155,3 +155,16 @@ def test_compare_says_which_side_is_a_lower_bound(tmp_path):
     c = compare_reports([("full", analyze_file(str(src))), ("cut", analyze_file(str(tmp_path / "cut.json")))])
     assert "cut: GPU window cut, 1 call lost kernels (a lower bound)" in c["summary"]
     assert "full: GPU window" not in c["summary"]
+
+
+def test_kernels_without_correlation_ids_are_not_called_missing(tmp_path):
+    """A writer that drops the kernels' correlation ids (kernels joined by External id only) leaves
+    every launch without a matching kernel: that says nothing about the window, so no cut is claimed."""
+    b = TraceBuilder()
+    for _ in range(2):
+        _sdpa_call(b, [FLASH], True)
+    for e in b.events:
+        if e["cat"] == "kernel":
+            del e["args"]["correlation"]
+    r = analyze_file(str(b.write(tmp_path / "no_corr.json")))
+    assert r["gpu_window"] is None

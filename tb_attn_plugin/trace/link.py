@@ -358,6 +358,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     kernels: list[Kernel] = []
     unlinked = graph_kernels = 0
     recorded: set = set()  # the correlation ids of the GPU activities recorded (window.unrecorded)
+    uncorrelated = 0  # GPU activities without a correlation id: then no launch can be said to lack its kernel
     for e in ev.gpu:
         a = e.args
         if a is not None and a.correlation is not None:
@@ -365,6 +366,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
             j = by_corr.get(a.correlation)
         else:
             j = None
+            uncorrelated += 1
         graph = False
         if j is not None:
             la = launches[j]
@@ -393,7 +395,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
             launches_self[op] += 1
         kernels.append(Kernel(e, op, graph))
 
-    lost = window.unrecorded(launches, by_corr, recorded, launch_op, None)
+    lost = window.unrecorded(launches, by_corr, recorded, launch_op, None) if not uncorrelated else None
     if lost is not None:
         lost.gpu_end = max((e.ts + e.dur for e in ev.gpu), default=None)
     del recorded

@@ -55,7 +55,7 @@ def unrecorded(launches, by_corr: dict[int, int], recorded: set, launch_op, gpu_
     """The kernel launches in ``launches`` whose correlation id no GPU activity carries
     (``recorded``), outside stream captures; None when there is none. ``by_corr``: correlation ->
     launch position; ``launch_op``: each launch position's op."""
-    missing = [j for c, j in by_corr.items() if c not in recorded]  # set lookups: cheap for millions
+    missing = [by_corr[c] for c in by_corr.keys() - recorded]  # a set difference at C speed
     if not missing:
         return None
     is_launch: dict[str, bool] = {}
