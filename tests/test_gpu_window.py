@@ -92,6 +92,7 @@ def test_calls_with_no_kernel_at_all_are_not_recorded_not_zero(tmp_path):
     assert w["cut"] and w["unrecorded_launches"] == 1 and w["calls_not_recorded"] == 1
     (row,) = w["calls"]
     assert row["recorded"] == "none" and row["unrecorded_launches"] == 1
+    assert [s.get("gpu_recorded") for s in r["call_samples"] if s["id"] == row["id"]] == ["none"]
     text = render(r)
     assert "not recorded" in text
     jsonschema = pytest.importorskip("jsonschema")

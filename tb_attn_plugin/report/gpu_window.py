@@ -13,8 +13,9 @@ MAX_CALL_ROWS = 100
 
 
 def add(report: dict[str, Any], L: Linked, calls: list[Call], call_of: list[int], m) -> None:
-    """Set report["gpu_window"] (None when every launch's kernel was recorded) and mark the layers
-    and steps whose GPU time is a lower bound (``gpu_unrecorded_calls``, ``unrecorded_launches``)."""
+    """Set report["gpu_window"] (None when every launch's kernel was recorded) and mark the layers,
+    steps and sampled calls whose GPU time is a lower bound (``gpu_unrecorded_calls``,
+    ``unrecorded_launches``, ``gpu_recorded``)."""
     lost = L.unrecorded
     report["gpu_window"] = None
     if lost is None:
@@ -41,6 +42,10 @@ def add(report: dict[str, Any], L: Linked, calls: list[Call], call_of: list[int]
     for lay in report["layers"]:
         if lay["layer"] in by_layer:
             lay["gpu_unrecorded_calls"] = by_layer[lay["layer"]]
+    recorded = {r["id"]: r["recorded"] for r in rows}
+    for sample in report.get("call_samples") or []:
+        if sample["id"] in recorded:  # the one-call timeline shows what was recorded of this call
+            sample["gpu_recorded"] = recorded[sample["id"]]
     for st in report["steps"]:
         if per_step.get(st["step"]):
             st["unrecorded_launches"] = per_step[st["step"]]
