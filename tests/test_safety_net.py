@@ -14,6 +14,7 @@ Real names, shortened only where marked ``...``:
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -163,3 +164,27 @@ def test_accounting_adds_up_on_recorded_and_real_traces(shared_traces):
         acc = r["gpu_accounting"]
         assert _parts(acc) == pytest.approx(r["total_gpu_us"], rel=1e-6, abs=0.01), f.name
         assert acc["attention_calls_us"] == pytest.approx(r["attention_gpu_us"], abs=0.01), f.name
+
+
+# FA4's CuTe DSL kernel (the FA4 row's example in attention/patterns.py; Dao-AILab/flash-attention
+# flash_attn/cute/flash_fwd_sm100.py); the second is the same class as another compile names it (its
+# argument descriptors after _object_at_ follow the arguments: fp16 here), the third its backward.
+FA4_FWD = "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at__tensorptrbf16gmemalign16odiv8_0"
+FA4_FWD_FP16 = "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at__tensorptrf16gmemalign16odiv8_0"
+FA4_BWD = "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tensorptrbf16gmemalign16odiv8_0"
+
+
+def test_suggestion_survives_the_next_compile():
+    """A CuTe DSL name's tail changes with its arguments: the row matches the class, not one compile."""
+    pattern, why = suggest_pattern(FA4_FWD, FP8_GEMMS + [FA4_BWD], {FA4_FWD})
+    assert re.search(pattern, FA4_FWD) and re.search(pattern, FA4_FWD_FP16)
+    assert not re.search(pattern, FA4_BWD) and not any(re.search(pattern, g) for g in FP8_GEMMS)
+    assert "object_at__tensorptr" not in pattern
+    (fam,) = parse("suggested.toml", (
+        f'[[family]]\nname = "x"\npattern = {json.dumps(pattern)}\nstage = "fused"\nexample = {json.dumps(FA4_FWD)}\n'
+        'source = "test"\n').encode())  # the loader accepts it (no nested quantifier, matches its example)
+    # Inductor numbers the kernels of a compiled graph (the flex_attention row's example, compiled
+    # FlexAttention): the row matches any number, not the backward template nor the pointwise kernels.
+    pattern, _ = suggest_pattern("triton_tem_fused_flex_attention_0", ["triton_poi_fused_add_0"], set())
+    assert re.search(pattern, "triton_tem_fused_flex_attention_12") and not re.search(pattern, "triton_poi_fused_add_0")
+    assert not re.search(pattern, "triton_tem_fused_flex_attention_backward_1")

@@ -51,6 +51,17 @@ GENERIC_TOKENS: tuple[tuple[str, str, str], ...] = (
 )
 _GENERIC = re.compile("|".join(f"(?:{rx})" for rx, _, _ in GENERIC_TOKENS))
 MIN_TOKEN = 4  # characters: shorter tokens ("Sm90", "fwd") say nothing on their own
+# Tails of a token that change from one compile to the next, and what the row's pattern puts in
+# their place: (tail regex, its pattern, example, source).
+UNSTABLE_TAILS: tuple[tuple[str, str, str, str], ...] = (
+    (r"_object_at_\w*$", r"_object_at_\w*",
+     "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at__tensorptrbf16gmemalign16odiv8_0",
+     "source: Dao-AILab/flash-attention flash_attn/cute/flash_fwd_sm100.py (CuTe DSL names a kernel "
+     "kernel_cutlass_kernel_<module><class>_object_at_<argument descriptors>; the descriptors follow the arguments)"),
+    (r"(?<=[A-Za-z])_\d+$", r"_\d+", "triton_per_fused__softmax_0",
+     "source: pytorch/pytorch torch/_inductor (a compiled graph numbers its kernels)"),
+)
+_TAILS = tuple((re.compile(tail), rx) for tail, rx, _, _ in UNSTABLE_TAILS)
 
 
 def looks_like_attention(name: str) -> bool:
@@ -84,9 +95,15 @@ def _is_generic(token: str) -> bool:
     return _GENERIC.fullmatch(token) is not None and not looks_like_attention(token)
 
 
-def _token_pattern(token: str) -> str:
-    # Whole tokens only: flash::FlashAttnBwd must not match flash::FlashAttnBwdPreprocess.
-    return r"(?<!\w)" + re.escape(token) + r"(?!\w)"
+def _token_pattern(token: str) -> tuple[str, str]:
+    """(pattern, its literal core) for a token: whole tokens only (flash::FlashAttnBwd must not match
+    flash::FlashAttnBwdPreprocess), a tail that changes between compiles matched by its form."""
+    for tail, rx in _TAILS:
+        m = tail.search(token)
+        if m is not None and m.start() >= MIN_TOKEN:
+            core = token[:m.start()]
+            return r"(?<!\w)" + re.escape(core) + rx + r"(?!\w)", core
+    return r"(?<!\w)" + re.escape(token) + r"(?!\w)", token
 
 
 def suggest_pattern(name: str, others: list[str], unknown: frozenset[str] | set[str] = frozenset()
@@ -105,16 +122,17 @@ def suggest_pattern(name: str, others: list[str], unknown: frozenset[str] | set[
         if tok in seen or len(tok) < MIN_TOKEN or _is_generic(tok):
             continue
         seen.add(tok)
-        rx = re.compile(_token_pattern(tok))
-        if not rx.search(name) or any(tok in o and rx.search(o) for o in others):
+        pattern, core = _token_pattern(tok)
+        rx = re.compile(pattern)
+        if not rx.search(name) or any(core in o and rx.search(o) for o in others):
             continue  # claims a kernel outside the unknown set
-        reach = sum(1 for u in unknown if tok in u and rx.search(u))
+        reach = sum(1 for u in unknown if core in u and rx.search(u))
         key = (not looks_like_attention(tok), reach, pos)
         if best is None or key < best[0]:
-            best = (key, tok, reach)
+            best = (key, pattern, reach, core)
     if best is not None:
-        _, tok, reach = best
-        return _token_pattern(tok), (f"token {tok!r}: matches {reach or 1} unknown kernel name"
+        _, pattern, reach, tok = best
+        return pattern, (f"token {tok!r}: matches {reach or 1} unknown kernel name"
                                      f"{'s' if reach > 1 else ''} of this trace and none of its "
                                      f"{len(others)} other kernel names")
     exact = "^" + re.escape(name) + "$"
