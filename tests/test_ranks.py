@@ -145,3 +145,39 @@ def test_a_rank_claimed_twice_and_traces_without_a_rank_are_named_not_dropped_si
     assert ("left out, their rank taken by another trace (2): node1_rank0 (rank 0, kept node0_rank0), "
             "node1_rank1 (rank 1, kept node0_rank1); worker names may carry a node's local rank") in out
     assert "without a rank, left out (1): launcher" in out
+
+
+def _plain_negative(tmp_path):
+    """The recorded MLP trace (tests/recorded.py role "negative"), ungzipped as write_job reads it."""
+    import gzip
+
+    from tests.conftest import recorded_trace
+
+    out = tmp_path / "negative.json"
+    out.write_bytes(gzip.decompress(recorded_trace("negative").read_bytes()))
+    return out
+
+
+def test_no_slowest_rank_when_no_rank_has_attention(tmp_path):
+    """Issue 24 item 9: four ranks of the recorded MLP (log_softmax, no attention) are a job with no
+    attention; before, its headline still named "slowest rank 0: the median rank has no attention time"."""
+    neg = _plain_negative(tmp_path)
+    write_job(tmp_path / "job", {r: neg for r in range(4)}, slow={2: 1.5})
+    reports = [analyze_file(str(f)) for f in sorted((tmp_path / "job").iterdir())]
+    assert all(r["calls"] == 0 for r in reports)
+    doc = summarize_ranks(reports)
+    assert doc["slowest"] is None and doc["fastest"] is None and doc["imbalance"] is None
+    assert doc["headline"].startswith("no rank has attention: 4 ranks")
+    assert "slowest" not in doc["headline"]
+    from tb_attn_plugin.ranks.text import render_ranks
+
+    assert "slowest rank" not in render_ranks("job", doc)
+
+
+def test_slowest_rank_named_when_only_some_ranks_have_attention(cpu_traces, tmp_path):
+    """One rank with attention among ranks without: that rank is the slowest, against a median of none."""
+    neg = _plain_negative(tmp_path)
+    write_job(tmp_path / "job", {0: neg, 1: cpu_traces["sdpa"], 2: neg})
+    doc = summarize_ranks([analyze_file(str(f)) for f in sorted((tmp_path / "job").iterdir())])
+    assert doc["slowest"]["rank"] == 1
+    assert doc["headline"].startswith("slowest rank 1: the median rank has no attention time")

@@ -233,11 +233,14 @@ def fingerprint(paths: list[str] | None = None) -> str:
     return h.hexdigest()[:16]
 
 
-def toml_row(kernel_name: str, name: str = "my_attention", stage: str = "fused", pass_: str = "fwd") -> str:
-    """A ready-to-edit [[family]] row matching ``kernel_name`` (for the safety net's suggestions)."""
-    stem = re.split(r"[<(]", kernel_name, maxsplit=1)[0].strip()
-    stem = stem.split(" ")[-1] if " " in stem else stem
-    pattern = re.escape(stem or kernel_name[:80])
+def toml_row(kernel_name: str, name: str = "my_attention", stage: str = "fused", pass_: str = "fwd",
+             pattern: str | None = None) -> str:
+    """A ready-to-edit [[family]] row matching ``kernel_name`` (for the safety net's suggestions);
+    ``pattern``: the one to use (safety.suggest_pattern checks it on the trace), else the name's stem."""
+    if pattern is None:
+        stem = re.split(r"[<(]", kernel_name, maxsplit=1)[0].strip()
+        stem = stem.split(" ")[-1] if " " in stem else stem
+        pattern = re.escape(stem or kernel_name[:80])
     return "\n".join([
         "[[family]]",
         f"name = {_toml_str(name)}",

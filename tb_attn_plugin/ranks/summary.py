@@ -82,12 +82,16 @@ def summarize_ranks(reports: Iterable[Mapping[str, Any]]) -> dict[str, Any] | No
             "attention_us": round(_num(r.get(f"attention_{key}")), 3), "total_us": round(_num(r.get(f"total_{key}")), 3),
             "calls": int(_num(r.get("calls"))), "stages": {st: round(v, 3) for st, v in stages.items()},
             "implementations": impls, "backends": backends,
+            # kernel launches without their kernel (report.gpu_window): this rank's GPU time is a lower bound
+            "gpu_unrecorded_launches": int(_num((r.get("gpu_window") or {}).get("unrecorded_launches"))),
         })
     med = _median([row["attention_us"] for row in rows])
     for row in rows:
         row["vs_median"] = _ratio(row["attention_us"], med)
     slow = max(rows, key=lambda row: (row["attention_us"], -row["rank"]))
     fast = min(rows, key=lambda row: (row["attention_us"], row["rank"]))
+    # No rank has attention: there is no slowest rank to name (every rank ties at nothing).
+    any_attention = slow["attention_us"] > 0
     missing = sorted(set(range(world)) - set(ranks)) if world else []
     doc: dict[str, Any] = {
         "ranks_format": RANKS_FORMAT,
@@ -104,8 +108,10 @@ def summarize_ranks(reports: Iterable[Mapping[str, Any]]) -> dict[str, Any] | No
         "stages": [st for st in STAGES if st in present],
         "ranks": rows,
         "median_us": round(med, 3),
-        "slowest": {"rank": slow["rank"], "worker": slow["worker"], "attention_us": slow["attention_us"]},
-        "fastest": {"rank": fast["rank"], "worker": fast["worker"], "attention_us": fast["attention_us"]},
+        "slowest": {"rank": slow["rank"], "worker": slow["worker"], "attention_us": slow["attention_us"]}
+        if any_attention else None,
+        "fastest": {"rank": fast["rank"], "worker": fast["worker"], "attention_us": fast["attention_us"]}
+        if any_attention else None,
         "imbalance": _ratio(slow["attention_us"], med),
         "odd_ranks": _odd_ranks(rows),
         "layers": _layer_spread(ranks, reps, key),
@@ -160,10 +166,26 @@ def times(ratio: float) -> str:
 
 
 def headline(doc: Mapping[str, Any]) -> str:
-    """"slowest rank 5: attention 1.6× the median (12.3 ms vs 7.7 ms)" and what else stands out."""
+    """"slowest rank 5: attention 1.6× the median (12.3 ms vs 7.7 ms)" and what else stands out;
+    "no rank has attention ..." when no rank found any (then no rank is slowest)."""
     s = doc["slowest"]
+    if s is None:
+        calls = sum(int(r.get("calls") or 0) for r in doc["ranks"])
+        why = (f"{calls} attention calls with no {doc['time_basis'].upper()} time" if calls
+               else "no attention call found on any rank")
+        return f"no rank has attention: {doc['rank_count']} ranks, {why}; nothing to compare across ranks" + _unrecorded(doc)
     ratio = doc.get("imbalance")
     text = (f"slowest rank {s['rank']}: attention {times(ratio)}× the median" if ratio is not None
             else f"slowest rank {s['rank']}: the median rank has no attention time")
     text += f" ({duration(s['attention_us'])} vs {duration(doc['median_us'])}, {doc['time_basis'].upper()} time)"
-    return text
+    return text + _unrecorded(doc)
+
+
+def _unrecorded(doc: Mapping[str, Any]) -> str:
+    """'; ranks 3, 7 lost kernels (GPU window cut): their times are lower bounds' on the GPU basis."""
+    cut = [r["rank"] for r in doc.get("ranks") or () if r.get("gpu_unrecorded_launches")]
+    if not cut or doc.get("time_basis") != "gpu":
+        return ""
+    shown = ", ".join(str(k) for k in cut[:8]) + (" …" if len(cut) > 8 else "")
+    return (f"; rank{'s' if len(cut) > 1 else ''} {shown} lost kernels (GPU window cut): "
+            f"{'their' if len(cut) > 1 else 'its'} attention time is a lower bound")

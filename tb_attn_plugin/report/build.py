@@ -32,6 +32,7 @@ from ..trace.pipeline import together
 from ..trace.read import file_size, read_trace_text
 from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
 from . import finite
+from . import gpu_window
 from .verdicts import verdicts
 
 Progress = Callable[[str, float], None]
@@ -86,6 +87,7 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
         say("memory", 0.95)
         _add_memory(report, ev, L, calls, call_of, m, path, snapshots, timelines)
         _safety_net(report, L, call_of, m)
+        gpu_window.add(report, L, calls, call_of, m)
         if keep is not None:
             keep.update(L=L, calls=calls, call_of=call_of, measured=m, events=ev)
         report["trace"]["truncated"] = gzip_cut or ev.truncated
@@ -211,6 +213,10 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
     step_att_cpu: Counter = Counter()
     step_calls: Counter = Counter()
     impl_counts: Counter = Counter()
+    # Calls with kernel launches whose kernels the trace lacks (a cut window): their FLOPs stay out
+    # of their layer's, so TFLOP/s is that of the calls whose time was recorded.
+    lost = L.unrecorded
+    lost_calls = {call_of[op] for op in lost.ops if op >= 0} if lost is not None and call_of is not None else set()
     for c in calls:
         cells = m.cells[c.id]
         gpu = sum(x.gpu_us for x in cells.values())
@@ -235,7 +241,7 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
         lay["calls"] += 1
         lay["impls"][c.implementation] += 1
         lay["compiled"] = lay["compiled"] or c.compiled
-        if call_flops:
+        if call_flops and c.id not in lost_calls:
             lay["flops"] += call_flops
             lay["has_flops"] = True
         for key, x in cells.items():
@@ -393,11 +399,16 @@ def _stream(ev) -> str:
     return str(stream)
 def _safety_net(report: dict[str, Any], L: Linked, call_of: list[int], m) -> None:
     """Attention-looking kernels that nothing explains (attention/safety.py), and the table used."""
-    rows = safety.unknown_kernels(L, call_of, m.kernel_call, m.total_gpu_us)
+    outside = safety.outside_calls(L, call_of, m.kernel_call)
+    rows = safety.unknown_kernels(L, call_of, m.kernel_call, m.total_gpu_us, outside)
     report["unknown_kernels"] = rows
-    line = safety.warning_line(rows)
-    if line:
-        report["warnings"].append(line)
+    report["unjoined_kernels"] = safety.unjoined_kernels(outside, m.total_gpu_us)
+    # Attention time as the calls' cells hold it (unrounded), so the four parts add up to the total.
+    att_gpu = sum(x.gpu_us for cells in m.cells for x in cells.values())
+    report["gpu_accounting"] = safety.accounting(outside, att_gpu, m.total_gpu_us) if L.kernels else None
+    for line in (safety.warning_line(rows), safety.unjoined_warning(report["unjoined_kernels"])):
+        if line:
+            report["warnings"].append(line)
     from ..attention.user_table import installed_files
 
     report["kernel_table"] = {"families": len(kernel_table.effective_families()),

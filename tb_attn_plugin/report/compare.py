@@ -127,6 +127,11 @@ def _summary(names: Sequence[str], reports: Sequence[Mapping[str, Any]], basis: 
     if stages and stages[0]["delta_us"]:
         s = stages[0]
         line += f"; largest stage change: {s['stage']} {s['pass']} {'+' if s['delta_us'] > 0 else '-'}{duration(abs(s['delta_us']))}"
+    if basis == "gpu":  # a run whose calls lost kernels (report.gpu_window) compares a lower bound
+        for name, r in zip(names, reports):
+            lost = len((r.get("gpu_window") or {}).get("calls") or [])
+            if lost:
+                line += f"; {name}: GPU window cut, {lost} call{'s' if lost > 1 else ''} lost kernels (a lower bound)"
     return line
 
 

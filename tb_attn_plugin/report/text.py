@@ -35,12 +35,22 @@ def render(r: dict[str, Any], top: int = 8) -> str:
         out.append(f"  warning: {w}")
     total = r["total_gpu_us"] if basis == "gpu" else r["total_cpu_us"]
     att = r["attention_gpu_us"] if basis == "gpu" else r["attention_cpu_us"]
-    out.append(f"  attention: {plural(r['calls'], 'call')}, {duration(att)} of {duration(total)} {basis.upper()} time "
-               f"({r['attention_share']:.1%})")
+    win = r.get("gpu_window") or {}
+    if basis == "gpu" and win.get("calls"):  # some calls lost kernels: what was recorded is a lower bound
+        out.append(f"  attention: {plural(r['calls'], 'call')}, at least {duration(att)} of {duration(total)} recorded "
+                   f"GPU time ({r['attention_share']:.1%} of what was recorded; "
+                   f"{win['calls_not_recorded'] + win['calls_partly_recorded']} calls lost kernels: GPU window cut)")
+    elif total > 0:
+        out.append(f"  attention: {plural(r['calls'], 'call')}, {duration(att)} of {duration(total)} {basis.upper()} time "
+                   f"({r['attention_share']:.1%})")
+    else:  # nothing recorded: a share of nothing is unknown, not 0%
+        out.append(f"  attention: {plural(r['calls'], 'call')}; share unknown: the trace recorded no {basis.upper()} time")
     verdicts = r.get("verdicts") or []
     if verdicts:
         out.append(f"  verdict: {verdicts[0]['message']}")
     out.extend(_unknown_kernels(r))
+    out.extend(_unjoined_kernels(r))
+    out.extend(_accounting(r))
     if not r["layers"]:
         return "\n".join(out + memory_text.render(r.get("memory")))
 
@@ -55,15 +65,21 @@ def render(r: dict[str, Any], top: int = 8) -> str:
         for o in r.get("ops") or []:
             kernels[o["stage"]] += o["count"]
     rows = []
+    # A stage whose ops ran but launched no recorded kernel: nothing ran on the GPU ("-"), or, in a
+    # cut window, its kernels may be among those not recorded: never "0.0 µs".
+    none_ran = "not recorded" if win.get("calls") else "-"
     for st in STAGES:
         if st in by_stage:
             f, b = by_stage[st]["fwd"], by_stage[st]["bwd"]
+            if basis == "gpu" and not kernels[st] and not f and not b:
+                rows.append([st, none_ran, "-", "-", "0"])
+                continue
             rows.append([st, duration(f), duration(b) if b else "-", f"{(f + b) / att:.1%}" if att else "-", str(kernels[st])])
     out.append("")
     out.extend("  " + line for line in _table(rows, ["stage", f"fwd {basis}", f"bwd {basis}", "share", counted]))
 
     out.append("")
-    rows = [[cut(lay["layer"], NAME_WIDTH), lay["implementation"], str(lay["calls"]), duration(lay[key]),
+    rows = [[cut(lay["layer"], NAME_WIDTH), lay["implementation"], str(lay["calls"]), _layer_time(lay, key),
              flops_rate_text(lay["tflops"]) if lay.get("tflops") else "-"] for lay in r["layers"][:top]]
     out.extend("  " + line for line in _table(rows, ["top layers", "implementation", "calls", basis, "FLOP rate"]))
     if len(r["layers"]) > top:
@@ -85,6 +101,14 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     return "\n".join(out)
 
 
+def _layer_time(lay: dict[str, Any], key: str) -> str:
+    """A layer's time; "not recorded" or "≥ t" on the GPU when some of its calls lost kernels (gpu_window)."""
+    lost = lay.get("gpu_unrecorded_calls") if key == "gpu_us" else None
+    if not lost:
+        return duration(lay[key])
+    return "not recorded" if not lay[key] else f"≥ {duration(lay[key])}"
+
+
 def _unknown_kernels(r: dict[str, Any], top: int = 5) -> list[str]:
     """The safety net (attention/safety.py): kernels whose names look like attention but that nothing explains."""
     rows = r.get("unknown_kernels") or []
@@ -93,9 +117,45 @@ def _unknown_kernels(r: dict[str, Any], top: int = 5) -> list[str]:
     out = ["", "  unknown attention kernels (named like attention, in no family and no call):"]
     out.extend("  " + line for line in _table([[k["name"][:90], str(k["count"]), duration(k["gpu_us"]), f"{k['share']:.1%}"]
                                                 for k in rows[:top]], ["kernel", "count", "gpu", "share"]))
-    out.append("  to count one as attention, put a row like this in a file and pass --patterns FILE:")
-    out.extend("    " + line for line in rows[0]["toml"].splitlines())
+    first = rows[0]
+    if first.get("toml"):
+        out.append("  to count one as attention, put a row like this in a file and pass --patterns FILE:")
+        out.extend("    " + line for line in first["toml"].splitlines())
+    if first.get("pattern_why"):
+        out.append(f"  (pattern: {first['pattern_why']})")
     return out
+
+
+def _unjoined_kernels(r: dict[str, Any], top: int = 5) -> list[str]:
+    """Known attention sub-stage kernels that joined no call (attention/safety.py)."""
+    rows = r.get("unjoined_kernels") or []
+    if not rows:
+        return []
+    out = ["", "  attention sub-stage kernels in no call (not in attention time):"]
+    out.extend("  " + line for line in _table([[k["name"][:90], f"{k['stage']} {k['pass']}", str(k["count"]),
+                                                 duration(k["gpu_us"]), f"{k['share']:.1%}"] for k in rows[:top]],
+                                               ["kernel", "stage", "count", "gpu", "share"]))
+    return out
+
+
+def _accounting(r: dict[str, Any]) -> list[str]:
+    """'GPU time 64.14 ms = 13.30 ms attention calls + 50.84 ms not attention [+ sub-stages in no call
+    + unknown]: accounted for 100.0%' (report.gpu_accounting; parts of zero left out)."""
+    a = r.get("gpu_accounting")
+    if not a or not a.get("total_us"):
+        return []
+    parts = [f"{duration(a['attention_calls_us'])} attention calls", f"{duration(a['not_attention_us'])} not attention"]
+    if a.get("unjoined_helpers_us"):
+        parts.append(f"{duration(a['unjoined_helpers_us'])} attention sub-stages in no call")
+    if a.get("unknown_us"):
+        parts.append(f"{duration(a['unknown_us'])} unknown (named like attention)")
+    share = a.get("accounted_share")
+    win = r.get("gpu_window") or {}
+    lost = (f"; {plural(win['unrecorded_launches'], 'kernel launch', 'kernel launches')} not recorded "
+            f"({'GPU window cut' if win.get('cut') else 'kernels lost'}), their time unknown"
+            if win.get("unrecorded_launches") else "")
+    return [f"  GPU time {'recorded ' if lost else ''}{duration(a['total_us'])} = {' + '.join(parts)}"
+            + (f": the report accounts for {share:.1%} of it" if share is not None else "") + lost]
 
 
 def render_compare(c: dict[str, Any], top: int = 12) -> str:

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from ..format.units import bytes_text, flops_rate_text
-from .words import plural
+from .words import percent, plural
 
 FUSED_IMPLS = {"flash", "efficient", "cudnn", "aotriton", "ck", "flash_attn", "flex", "serving", "cpu_fused", "fused"}
 
@@ -101,7 +101,7 @@ def verdicts(r: dict[str, Any]) -> list[dict[str, str]]:
         lay = max(best, key=lambda x: x["gpu_us"])
         msg = f"{lay['layer_type']} achieves {flops_rate_text(lay['tflops'])} in its attention core"
         if peak:
-            msg += f", {lay['tflops'] / peak:.0%} of the {dev.get('name')} dense 16-bit peak ({peak:.0f})"
+            msg += f", {percent(lay['tflops'] / peak)} of the {dev.get('name')} dense 16-bit peak ({peak:.0f})"
         out.append({"id": "tflops", "severity": "info", "message": msg})
     roof_rows = (r.get("roofline") or {}).get("layers") or []
     if roof_rows and roof_rows[0].get("bound"):  # the slowest layer type's bound, with its number

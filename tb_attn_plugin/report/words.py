@@ -9,6 +9,16 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
+def percent(fraction: float) -> str:
+    """A fraction as a whole percent, except that a small nonzero one never reads "0%": 0.4% of a
+    peak is not none of it ('63%', '0.4%', '<0.1%')."""
+    if 0 < fraction < 0.001:
+        return "<0.1%"
+    if 0 < fraction < 0.01:
+        return f"{fraction:.1%}"
+    return f"{fraction:.0%}"
+
+
 def cut(text: str, width: int, *, keep_end: bool = False) -> str:
     """``text`` at most ``width`` characters, an ellipsis marking what was cut (its end with keep_end)."""
     text = str(text)

@@ -20,7 +20,7 @@ from itertools import compress
 from operator import attrgetter, itemgetter
 from typing import Callable, NamedTuple, Sequence
 
-from . import columns
+from . import columns, window
 from . import native
 from .table import floats, intern, ints
 from .event_columns import EventColumns
@@ -67,6 +67,7 @@ class Linked:
     steps: dict[int, tuple[float, float]]  # step -> (start, end) on the host
     unlinked_kernels: int = 0
     graph_kernels: int = 0
+    unrecorded: window.Unrecorded | None = None  # kernel launches whose kernel the trace lacks (window.py)
     warnings: list[str] = field(default_factory=list)
     _names: list[str] | None = field(default=None, repr=False)  # each op's name (where_name)
     _bwd: list[bool] | None = field(default=None, repr=False)
@@ -284,9 +285,16 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     launches_self = [0] * n
     kernels: list[Kernel] = []
     unlinked = graph_kernels = 0
+    recorded: set = set()  # the correlation ids of the GPU activities recorded (window.unrecorded)
+    uncorrelated = 0  # GPU activities without a correlation id: then no launch can be said to lack its kernel
     for e in ev.gpu:
         a = e.args
-        j = by_corr.get(a.correlation) if a is not None and a.correlation is not None else None
+        if a is not None and a.correlation is not None:
+            recorded.add(a.correlation)
+            j = by_corr.get(a.correlation)
+        else:
+            j = None
+            uncorrelated += 1
         graph = False
         if j is not None:
             la = launches[j]
@@ -314,6 +322,11 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
             gpu_self[op] += e.dur
             launches_self[op] += 1
         kernels.append(Kernel(e, op, graph))
+
+    lost = window.unrecorded(launches, by_corr, recorded, launch_op, None) if not uncorrelated else None
+    if lost is not None:
+        lost.gpu_end = max((e.ts + e.dur for e in ev.gpu), default=None)
+    del recorded
 
     # Steps: the nearest enclosing ProfilerStep annotation, filled over each one's subtree (an inner
     # one, later in the order, overwrites its own range).
@@ -366,6 +379,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         _positions=positions,
         _bwd=None if any_backward else [False] * n,  # inference: no op runs in backward
         _cpu=cpu,
+        unrecorded=lost,
     )
 
 

@@ -1,0 +1,80 @@
+"""The report's ``gpu_window``: kernel launches whose kernels the trace lacks (trace/window.py), the
+calls, layers and steps that lost them, and words for it: their GPU time is "not recorded", not 0 µs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ..attention.detect import Call
+from ..trace.link import Linked
+
+MAX_CALL_ROWS = 100
+
+
+def add(report: dict[str, Any], L: Linked, calls: list[Call], call_of: list[int], m) -> None:
+    """Set report["gpu_window"] (None when every launch's kernel was recorded) and mark the layers,
+    steps and sampled calls whose GPU time is a lower bound (``gpu_unrecorded_calls``,
+    ``unrecorded_launches``, ``gpu_recorded``)."""
+    lost = L.unrecorded
+    report["gpu_window"] = None
+    if lost is None:
+        return
+    per_call: Counter = Counter()
+    per_step: Counter = Counter()
+    outside = 0
+    for op in lost.ops:
+        c = call_of[op] if op >= 0 else -1
+        if c >= 0:
+            per_call[c] += 1
+        else:
+            outside += 1
+        per_step[L.step[op] if op >= 0 else -1] += 1
+    by_id = {c.id: c for c in calls}
+    rows = []
+    for cid, n in sorted(per_call.items(), key=lambda kv: (by_id[kv[0]].step, by_id[kv[0]].start)):
+        c = by_id[cid]
+        recorded = sum(x.kernels for x in m.cells[cid].values())
+        rows.append({"id": cid, "layer": c.layer, "step": c.step, "unrecorded_launches": n,
+                     "recorded": "partly" if recorded else "none"})
+    none = [r for r in rows if r["recorded"] == "none"]
+    by_layer: Counter = Counter(r["layer"] for r in rows)
+    for lay in report["layers"]:
+        if lay["layer"] in by_layer:
+            lay["gpu_unrecorded_calls"] = by_layer[lay["layer"]]
+    recorded = {r["id"]: r["recorded"] for r in rows}
+    for sample in report.get("call_samples") or []:
+        if sample["id"] in recorded:  # the one-call timeline shows what was recorded of this call
+            sample["gpu_recorded"] = recorded[sample["id"]]
+    for st in report["steps"]:
+        if per_step.get(st["step"]):
+            st["unrecorded_launches"] = per_step[st["step"]]
+    cut = lost.tail > 0
+    report["gpu_window"] = {
+        "cut": cut,
+        "unrecorded_launches": len(lost.launches),
+        "after_last_recorded": lost.tail,
+        "first_unrecorded_ts_us": round(lost.first_ts, 3),
+        "gpu_end_ts_us": round(lost.gpu_end, 3) if lost.gpu_end is not None else None,
+        "calls_not_recorded": len(none),
+        "calls_partly_recorded": len(rows) - len(none),
+        "launches_outside_calls": outside,
+        "calls": rows[:MAX_CALL_ROWS],
+    }
+    report["warnings"].append(message(report["gpu_window"]))
+
+
+def message(w: dict[str, Any]) -> str:
+    """One line: what was not recorded, why, and which calls lost kernels."""
+    n = w["unrecorded_launches"]
+    why = ("the GPU window was cut: the profiler stopped before the GPU finished (no torch.cuda.synchronize() "
+           "before the profile ended)" if w["cut"] else
+           "kernels are missing inside the GPU window (activity records lost)")
+    text = f"{why}: {n} kernel launch{'es' if n != 1 else ''} have no kernel in the trace"
+    if w["calls"]:
+        layers = Counter(r["layer"] for r in w["calls"])
+        named = ", ".join(f"{lay} ({k} call{'s' if k > 1 else ''})" for lay, k in layers.most_common(5))
+        more = f" and {len(layers) - 5} more layers" if len(layers) > 5 else ""
+        text += (f"; attention calls not recorded on the GPU: {w['calls_not_recorded']}, partly recorded: "
+                 f"{w['calls_partly_recorded']} ({named}{more}): their GPU time is not known, not 0")
+    return text + "; GPU totals are what was recorded"

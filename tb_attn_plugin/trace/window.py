@@ -1,0 +1,111 @@
+"""Kernel launches whose GPU work the trace never recorded: a window cut short, or activity lost.
+
+The profiler stops when its ``with`` block ends; without a ``torch.cuda.synchronize()`` there, the
+kernels still queued on the GPU are never written, while their launches (cuda_runtime/cuda_driver
+events with a ``correlation`` id) are. Such a launch's time is "not recorded", not 0 µs. Launches in a
+stream capture (``cudaStreamBeginCapture`` ... ``EndCapture``) build a graph and run nothing, so they
+are left out, and so are memsets and memcpys (real traces hold memset calls without a GPU event).
+Tables, one row per API with a real example and where it was seen.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+# APIs after which the GPU runs one activity of the same correlation id: (regex, example, source).
+KERNEL_LAUNCH_APIS: tuple[tuple[str, str, str], ...] = (
+    (r"cudaLaunchKernel(ExC)?(_v\d+)?", "cudaLaunchKernel",
+     "trace: tl_h100_bert_small_sdpa_flash (34 cudaLaunchKernel, 4 cudaLaunchKernelExC, each with its kernel)"),
+    (r"cuLaunchKernel(Ex)?", "cuLaunchKernel", "trace: tl_h100_bert_small_sdpa_flash (22, Triton and cuBLAS kernels)"),
+    (r"cudaLaunchCooperativeKernel\w*|cuLaunchCooperativeKernel", "cudaLaunchCooperativeKernel",
+     "source: CUDA runtime API (kineto's CUPTI runtime callbacks, libkineto/src/CuptiActivity.cpp)"),
+    (r"hip(Ext)?(Module)?LaunchKernel|hipExtLaunchKernel\w*|hipLaunchCooperativeKernel\w*", "hipExtModuleLaunchKernel",
+     "trace: tl_mi300x_bert_small_sdpa_aotriton (hipLaunchKernel 30, hipExtModuleLaunchKernel 26, hipModuleLaunchKernel 4)"),
+    (r"(cuda|cu|hip)GraphLaunch", "hipGraphLaunch",
+     "trace: tl_mi300x_xdit_flux1_aiter_fmha_hipgraph (one hipGraphLaunch, every replayed kernel points at it)"),
+)
+# A stream capture's begin and end: launches between them on the same thread only build a graph.
+CAPTURE_BEGIN = re.compile(r"^(cuda|cu|hip)StreamBeginCapture\w*$")
+CAPTURE_END = re.compile(r"^(cuda|cu|hip)StreamEndCapture\w*$")
+# Example: tl_mi300x_xdit_flux1_aiter_fmha_hipgraph has 994 kernel launches, none with a kernel,
+# all between one hipStreamBeginCapture and its hipStreamEndCapture.
+
+_LAUNCH = re.compile("|".join(f"(?:{rx})" for rx, _, _ in KERNEL_LAUNCH_APIS))
+
+
+def is_kernel_launch(api_name: str) -> bool:
+    return _LAUNCH.fullmatch(api_name) is not None
+
+
+@dataclass
+class Unrecorded:
+    """Kernel launches of the window whose GPU activity the trace lacks."""
+
+    launches: list[int] = field(default_factory=list)  # positions in ev.launches, by launch time
+    ops: list[int] = field(default_factory=list)  # each one's op (Linked.ops), -1 when none
+    tail: int = 0  # how many came after the last launch whose kernel was recorded: the window was cut
+    first_ts: float = 0.0  # µs, trace clock: the first such launch
+    gpu_end: float | None = None  # µs: the end of the last recorded GPU activity, None without any
+
+
+def unrecorded(launches, by_corr: dict[int, int], recorded: set, launch_op, gpu_end: float | None
+               ) -> Unrecorded | None:
+    """The kernel launches in ``launches`` whose correlation id no GPU activity carries
+    (``recorded``), outside stream captures; None when there is none. ``by_corr``: correlation ->
+    launch position; ``launch_op``: each launch position's op."""
+    missing = [by_corr[c] for c in by_corr.keys() - recorded]  # a set difference at C speed
+    if not missing:
+        return None
+    is_launch: dict[str, bool] = {}
+
+    def launch(j: int) -> bool:
+        nm = launches[j].name
+        hit = is_launch.get(nm)
+        if hit is None:
+            hit = is_launch[nm] = is_kernel_launch(nm)
+        return hit
+
+    missing = [j for j in missing if launch(j)]
+    if not missing:
+        return None
+    captured = _captures(launches)
+    if captured:
+        missing = [j for j in missing if not _in_capture(captured, launches[j])]
+        if not missing:
+            return None
+    missing.sort(key=lambda j: launches[j].ts)
+    lost = set(missing)
+    last_ok = max((launches[j].ts for j in by_corr.values() if j not in lost and launch(j)), default=None)
+    out = Unrecorded(missing, [launch_op[j] for j in missing], first_ts=launches[missing[0]].ts, gpu_end=gpu_end)
+    out.tail = sum(1 for j in missing if last_ok is None or launches[j].ts > last_ok)
+    return out
+
+
+def _captures(launches) -> dict[tuple, list[tuple[float, float]]]:
+    """Per thread, the (begin, end) times of its stream captures, sorted."""
+    begins: dict[tuple, list[float]] = {}
+    out: dict[tuple, list[tuple[float, float]]] = {}
+    for e in launches:
+        nm = e.name
+        if "Capture" not in nm:
+            continue
+        key = (str(e.pid), str(e.tid))
+        if CAPTURE_BEGIN.match(nm):
+            begins.setdefault(key, []).append(e.ts)
+        elif CAPTURE_END.match(nm) and begins.get(key):
+            out.setdefault(key, []).append((begins[key].pop(), e.ts + e.dur))
+    for key, open_ in begins.items():  # a capture still open when the window ended
+        out.setdefault(key, []).extend((t, float("inf")) for t in open_)
+    for spans in out.values():
+        spans.sort()
+    return out
+
+
+def _in_capture(captured: dict[tuple, list[tuple[float, float]]], e) -> bool:
+    spans = captured.get((str(e.pid), str(e.tid)))
+    if not spans:
+        return False
+    k = bisect_right(spans, (e.ts, float("inf"))) - 1
+    return k >= 0 and spans[k][0] <= e.ts <= spans[k][1]
