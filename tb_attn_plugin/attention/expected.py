@@ -10,8 +10,10 @@ the attention op, or outside the attention core (projections, rotary embedding, 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from ..trace.link import Linked
@@ -98,7 +100,13 @@ def _path(L: Linked, i: int, lo: int) -> list[str]:
     return out
 
 
-def _cause(name: str, path: list[str]) -> X.Cause | None:
+def _cause(name: str, path: list[str] | tuple[str, ...]) -> X.Cause | None:
+    return _cause_of(name, tuple(path))
+
+
+@lru_cache(maxsize=65536)
+def _cause_of(name: str, path: tuple[str, ...]) -> X.Cause | None:
+    """The first CAUSES row for an op (or kernel) under ``path``; a layer's calls repeat the same paths."""
     for rule in X.CAUSES:
         if rule.item and not rule.item_rx.search(name):
             continue
@@ -130,7 +138,9 @@ def _inside_attention_op(path: list[str], name: str) -> bool:
     return any(P.attention_op(a) is not None for a in path + [name])
 
 
-def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: list, unit: str, kernel_unit: bool) -> CallReading:
+def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: list, unit: str, kernel_unit: bool,
+              where: tuple[list[int], list[int]]) -> CallReading:
+    """``where``: the positions of the attention ops and of the transposes (_transposes)."""
     r = CallReading(unit=unit)
     low = str(c.info.get("dtype") or "").lower()
     low_precision = any(t in low for t in ("bfloat16", "bf16", "float16", "half", "fp16"))
@@ -138,7 +148,7 @@ def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of:
         path = _path(L, op, c.lo) if op >= 0 else []
         op_name = L.ops[op].name if op >= 0 else ""
         stage = (stage_of[op] or "other") if op >= 0 else _kernel_only_stage(name)
-        if kernel_unit and low_precision and X.FP32_GEMM.search(name):
+        if kernel_unit and low_precision and _fp32_gemm(name):
             _add(r.flags, "fp32_gemm", name, us)
         if stage in OUTSIDE_STAGES:
             _add_outside(r, op_name or name, us)  # the op: a projection's kernels are named by their GEMM library
@@ -165,8 +175,13 @@ def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of:
         else:
             _add_outside(r, op_name or name, us)
     if c.hi > c.lo:
-        r.transposes = _transposes(L, c)
+        r.transposes = _transposes(L, c, *where)
     return r
+
+
+@lru_cache(maxsize=65536)
+def _fp32_gemm(name: str) -> bool:
+    return X.FP32_GEMM.search(name) is not None
 
 
 def _kernel_only_stage(name: str) -> str:
@@ -174,13 +189,18 @@ def _kernel_only_stage(name: str) -> str:
     return fam.stage if fam is not None and fam.stage is not None else "other"
 
 
-def _transposes(L: Linked, c: Call) -> int | None:
-    """aten::transpose ops inside the outermost attention op of the call (metadata only: no kernel)."""
-    ops = L.ops
-    for i in range(c.lo, c.hi):
-        if P.attention_op(ops[i].name) is not None:
-            return sum(1 for j in range(i + 1, L.subtree_end[i]) if ops[j].name == X.TRANSPOSE_OP)
-    return None
+def _transposes(L: Linked, c: Call, att: list[int], tr: list[int]) -> int | None:
+    """aten::transpose ops inside the outermost attention op of the call (metadata only: no kernel).
+    ``att``, ``tr``: the positions (ascending) of the attention ops and of the transposes."""
+    k = bisect_left(att, c.lo)
+    if k == len(att) or att[k] >= c.hi:
+        return None
+    i = att[k]
+    return bisect_left(tr, L.subtree_end[i]) - bisect_left(tr, i + 1)
+
+
+def _is_attention_op(name: str) -> bool:
+    return P.attention_op(name) is not None
 
 
 def _add(acc: dict, key, name: str, us: float) -> None:
@@ -200,10 +220,12 @@ def _add_outside(r: CallReading, name: str, us: float) -> None:
 
 def read_calls(L: Linked, calls: list[Call], call_of: list[int], stage_of: list, has_gpu: bool) -> list[CallReading]:
     """One reading per call (forward only, as the post counts)."""
+    where = (L.where_name(_is_attention_op), L.where_name(X.TRANSPOSE_OP.__eq__))
     if has_gpu:
         per_call = _items_gpu(L, calls, call_of)
-        return [read_call(L, c, per_call[c.id], stage_of, "kernels", True) for c in calls]
-    return [read_call(L, c, _items_cpu(L, c, call_of) if c.hi > c.lo else [], stage_of, "ops", False) for c in calls]
+        return [read_call(L, c, per_call[c.id], stage_of, "kernels", True, where) for c in calls]
+    return [read_call(L, c, _items_cpu(L, c, call_of) if c.hi > c.lo else [], stage_of, "ops", False, where)
+            for c in calls]
 
 
 def expected_steps(implementation: str, seen: Counter, info: dict[str, Any]) -> list[str] | None:

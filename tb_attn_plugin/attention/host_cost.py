@@ -14,6 +14,8 @@ import re
 from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
 from ..trace.link import Linked
@@ -53,6 +55,7 @@ HOST_BOUND_FIX = ("capture the step in a CUDA graph (torch.compile mode='reduce-
 HOST_BOUND_SOURCE = "blog: 'The cost moved to the CPU' (cuDNN: 214 µs per forward on the host vs 186.3 µs on the GPU)"
 
 
+@lru_cache(maxsize=4096)
 def api_of(name: str) -> HostApi | None:
     for rx, a in _COMPILED:
         if rx.search(name):
@@ -77,14 +80,17 @@ class _Runtime:
     """The runtime/driver events per thread, sorted by start."""
 
     def __init__(self, launches: list):
-        by: dict[tuple, list] = {}
-        for e in launches:
-            by.setdefault((str(e.pid), str(e.tid)), []).append(e)
-        self.by = {k: sorted(v, key=lambda e: e.ts) for k, v in by.items()}
-        self.starts = {k: [e.ts for e in v] for k, v in self.by.items()}
+        self.unsorted: dict[tuple, list] = {}
+        for e in launches:  # keyed as link.py keys threads: (pid, tid) as decoded
+            self.unsorted.setdefault((e.pid, e.tid), []).append(e)
+        self.by: dict[tuple, list] = {}
+        self.starts: dict[tuple, list[float]] = {}
 
     def within(self, key: tuple, t0: float, t1: float) -> list:
         evs = self.by.get(key)
+        if evs is None:  # sorted on first use: only the threads that run attention calls
+            evs = self.by[key] = sorted(self.unsorted.get(key, ()), key=attrgetter("ts"))
+            self.starts[key] = list(map(attrgetter("ts"), evs))
         if not evs:
             return []
         i = bisect_left(self.starts[key], t0)
@@ -95,12 +101,12 @@ class _Runtime:
         return out
 
 
-def _scope(L: Linked, c: Call) -> tuple[str, list[int]]:
-    """(name, the roots of the scope's op ranges)."""
-    ops = L.ops
-    for i in range(c.lo, c.hi):
-        if P.attention_op(ops[i].name) is not None and L.node_of[i] < 0:
-            return ops[i].name, [i]
+def _scope(L: Linked, c: Call, att_ops: list[int]) -> tuple[str, list[int]]:
+    """(name, the roots of the scope's op ranges); ``att_ops``: the attention ops' positions, ascending."""
+    for k in range(bisect_left(att_ops, c.lo), bisect_left(att_ops, c.hi)):
+        i = att_ops[k]
+        if L.node_of[i] < 0:
+            return L.ops[i].name, [i]
     roots = [i for i in range(c.lo, c.hi) if L.parent[i] < c.lo and L.node_of[i] < 0]
     return "", roots
 
@@ -108,17 +114,13 @@ def _scope(L: Linked, c: Call) -> tuple[str, list[int]]:
 def host_costs(L: Linked, calls: list[Call], launches: list, has_gpu: bool) -> list[HostCost | None]:
     """One HostCost per call with forward ops (None for kernel-only calls: no host side recorded)."""
     rt = _Runtime(launches)
-    gpu_by_op: dict[int, float] = {}
-    if has_gpu:
-        for k in L.kernels:
-            if k.op >= 0:
-                gpu_by_op[k.op] = gpu_by_op.get(k.op, 0.0) + k.ev.dur
+    att_ops = L.where_name(_is_attention_op)
     out: list[HostCost | None] = []
     for c in calls:
         if c.hi <= c.lo:
             out.append(None)
             continue
-        name, roots = _scope(L, c)
+        name, roots = _scope(L, c, att_ops)
         host = gpu = self_us = launch_us = 0.0
         launched: Counter = Counter()
         queries = syncs = 0
@@ -126,10 +128,9 @@ def host_costs(L: Linked, calls: list[Call], launches: list, has_gpu: bool) -> l
             e = L.ops[r]
             host += e.dur
             end = L.subtree_end[r]
-            if has_gpu:
-                gpu += sum(gpu_by_op.get(j, 0.0) for j in range(r, end))
-            self_us += sum(L.self_cpu[j] for j in range(r, end) if P.attention_op(L.ops[j].name) is not None)
-            for ev in rt.within((str(e.pid), str(e.tid)), e.ts, e.ts + e.dur):
+            gpu += sum(L.gpu_self[r:end])  # the kernels each op launched itself
+            self_us += sum(L.self_cpu[att_ops[k]] for k in range(bisect_left(att_ops, r), bisect_left(att_ops, end)))
+            for ev in rt.within((e.pid, e.tid), e.ts, e.ts + e.dur):
                 a = api_of(ev.name)
                 if a is None:
                     continue
@@ -145,6 +146,10 @@ def host_costs(L: Linked, calls: list[Call], launches: list, has_gpu: bool) -> l
             gpu += sum(k.ev.dur for k in c.kernels if k.op < 0)
         out.append(HostCost(name, host, gpu if has_gpu else None, self_us, launch_us, launched, queries, syncs, replay))
     return out
+
+
+def _is_attention_op(name: str) -> bool:
+    return P.attention_op(name) is not None
 
 
 def group(calls: list[Call], costs: list[HostCost | None]) -> dict[tuple[str, str], dict[str, Any]]:
