@@ -197,7 +197,7 @@ def _summary(host: float, gpu: float | None, bound: bool | None, apis: list[dict
         return (f"{gpu or 0:.1f} µs per call on the GPU, replayed from a graph: the host launched it once at capture "
                 f"({host:.1f} µs then), so no host cost per call")
     if gpu is None:
-        return f"{host:.1f} µs per call on the host; no GPU activity in this trace, so host-bound is unknown"
+        return f"{host:.1f} µs per call on the host; no GPU activity in this trace, so whether it is host-bound is unknown"
     via = ", ".join(f"{a['name']} ×{a['per_call']:g}" for a in apis[:3]) or "no launch recorded"
     verdict = "host-bound: the GPU waits for the CPU" if bound else "GPU-bound"
     return f"{host:.1f} µs per call on the host vs {gpu:.1f} µs on the GPU ({verdict}); launches: {via}"

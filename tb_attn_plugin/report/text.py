@@ -107,10 +107,20 @@ def reading_lines(r: dict[str, Any], top: int = 8) -> list[str]:
                            f"(the post counts {e['transposes_expected']} for this backend)")
         h = g.get("host")
         if h:
-            out.append(f"    host: {h['summary']}" + (f"; fix: {h['fix']}" if h.get("fix") else ""))
+            out.append(f"    host: {_host_line(h)}" + (f"; fix: {h['fix']}" if h.get("fix") else ""))
     if len(rows) > top:
         out.append(f"  … {plural(len(rows) - top, 'more layer type')}")
     return out
+
+
+def _host_line(h: dict[str, Any]) -> str:
+    if h["graph_replay"] or h["gpu_us_per_call"] is None:
+        return h["summary"]
+    verdict = "host-bound: the GPU waits for the CPU" if h["host_bound"] else "GPU-bound"
+    via = ", ".join(f"{a['name']} ×{a['per_call']:g}" for a in h["launch_apis"][:3]) or "no launch recorded"
+    queries = f", {h['occupancy_queries_per_call']:g} occupancy queries" if h["occupancy_queries_per_call"] else ""
+    return (f"{duration(h['host_us_per_call'])} per call on the host vs {duration(h['gpu_us_per_call'])} on the GPU "
+            f"({verdict}); launches: {via}{queries}")
 
 
 def _unknown_kernels(r: dict[str, Any], top: int = 5) -> list[str]:
