@@ -140,6 +140,9 @@ def test_bert_flash_on_h100_one_kernel_four_transposes_host_vs_gpu():
     assert [a["name"] for a in h["launch_apis"]] == ["cudaLaunchKernel"]
     assert h["host_bound"] == (h["host_us_per_call"] > h["gpu_us_per_call"])
     assert h["scope"] == "aten::scaled_dot_product_attention" and h["attention_op_self_us_per_call"] > 0
+    # the self times of the scope's ops add up to at most its wall time
+    assert 0 < h["attention_op_self_us_per_call"] + h["dispatch_us_per_call"] <= h["host_us_per_call"] + 1e-6
+    assert 0 < h["launch_us_per_call"] < h["host_us_per_call"]
 
 
 def test_mi300x_launches_are_hip():

@@ -69,6 +69,7 @@ class HostCost:
     host_us: float
     gpu_us: float | None  # None: no GPU activity in the trace
     attention_op_self_us: float  # self CPU time of the attention ops in the scope (library work, plan selection)
+    dispatch_us: float  # self CPU time of the scope's other ops (ATen dispatch, allocations, views, small kernels' hosts)
     launch_us: float
     launches: Counter  # launch API name -> count
     occupancy_queries: int
@@ -121,7 +122,7 @@ def host_costs(L: Linked, calls: list[Call], launches: list, has_gpu: bool) -> l
             out.append(None)
             continue
         name, roots = _scope(L, c, att_ops)
-        host = gpu = self_us = launch_us = 0.0
+        host = gpu = self_us = launch_us = all_self = 0.0
         launched: Counter = Counter()
         queries = syncs = 0
         for r in roots:
@@ -129,6 +130,7 @@ def host_costs(L: Linked, calls: list[Call], launches: list, has_gpu: bool) -> l
             host += e.dur
             end = L.subtree_end[r]
             gpu += sum(L.gpu_self[r:end])  # the kernels each op launched itself
+            all_self += sum(L.self_cpu[r:end])
             self_us += sum(L.self_cpu[att_ops[k]] for k in range(bisect_left(att_ops, r), bisect_left(att_ops, end)))
             for ev in rt.within((e.pid, e.tid), e.ts, e.ts + e.dur):
                 a = api_of(ev.name)
@@ -144,7 +146,8 @@ def host_costs(L: Linked, calls: list[Call], launches: list, has_gpu: bool) -> l
         replay = bool(c.info.get("graph_replay"))
         if replay:
             gpu += sum(k.ev.dur for k in c.kernels if k.op < 0)
-        out.append(HostCost(name, host, gpu if has_gpu else None, self_us, launch_us, launched, queries, syncs, replay))
+        out.append(HostCost(name, host, gpu if has_gpu else None, self_us, max(0.0, all_self - self_us), launch_us,
+                            launched, queries, syncs, replay))
     return out
 
 
@@ -179,6 +182,7 @@ def group(calls: list[Call], costs: list[HostCost | None]) -> dict[tuple[str, st
             "host_us_per_call": round(host, 3),
             "gpu_us_per_call": round(gpu, 3) if gpu is not None else None,
             "attention_op_self_us_per_call": round(sum(h.attention_op_self_us for h in hs) / n, 3),
+            "dispatch_us_per_call": round(sum(h.dispatch_us for h in hs) / n, 3),
             "launch_us_per_call": round(sum(h.launch_us for h in hs) / n, 3),
             "launch_apis": apis,
             "occupancy_queries_per_call": round(sum(h.occupancy_queries for h in hs) / n, 3),
