@@ -142,6 +142,9 @@ def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of:
               where: tuple[list[int], list[int]]) -> CallReading:
     """``where``: the positions of the attention ops and of the transposes (_transposes)."""
     r = CallReading(unit=unit)
+    # Elementwise ops before the first QK^T matmul and outside any attention op (rotary embedding, a
+    # scale folded into the projection) are the layer's preparation, not steps of this attention.
+    first_qk = min((op for op, _, _ in items if op >= 0 and stage_of[op] == "qk_matmul"), default=-1)
     low = str(c.info.get("dtype") or "").lower()
     low_precision = any(t in low for t in ("bfloat16", "bf16", "float16", "half", "fp16"))
     for op, name, us in items:
@@ -152,6 +155,9 @@ def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of:
             _add(r.flags, "fp32_gemm", name, us)
         if stage in OUTSIDE_STAGES:
             _add_outside(r, op_name or name, us)  # the op: a projection's kernels are named by their GEMM library
+            continue
+        if stage == "scale_mask" and 0 <= op < first_qk and not _inside_attention_op(path, op_name):
+            _add_outside(r, op_name, us)
             continue
         rule = None
         if op >= 0:
