@@ -200,3 +200,22 @@ def test_the_posts_table_on_gpu_fixtures():
         if variant == "sdpa-cudnn":
             assert e["transposes"] == 0
             assert "cuLaunchKernelEx" in {a["name"] for a in row["host"]["launch_apis"]}
+
+
+def test_hf_llama_eager_rotary_is_outside_and_gqa_copies_are_named(tmp_path):
+    """A Llama layer (transformers' eager attention, grouped KV heads): the rotary embedding's
+    elementwise ops before QKᵀ are the layer's preparation, not repeated scale steps, and repeat_kv's
+    expand + reshape of K and V are layout copies."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
+        pytest.skip("torch and transformers are needed to record a Llama layer")
+    subprocess.run([sys.executable, "-m", "demo", "--variants", "hf-eager", "--lengths", "32", "--logdir", str(tmp_path)],
+                   cwd=REPO, check=True, timeout=300, capture_output=True)
+    (t,) = find_traces(str(tmp_path))
+    row = _row(analyze_file(t.path), "eager")
+    e = row["expected"]
+    assert {"qk_matmul", "scale", "mask", "softmax", "av_matmul"} <= set(e["expected_steps"])
+    assert not [x for x in e["extras"] if x["cause"] == "repeated_step" and x["step"] in ("scale", "mask")], e["summary"]
+    assert _extras(row)["layout_copy"]["per_call"] >= 2  # K and V repeated for the grouped heads
+    assert "aten::mul" in e["outside"]["names"]  # rotary: q * cos, k * cos, ...
