@@ -151,8 +151,6 @@ def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of:
         path = _path(L, op, c.lo) if op >= 0 else []
         op_name = L.ops[op].name if op >= 0 else ""
         stage = (stage_of[op] or "other") if op >= 0 else _kernel_only_stage(name)
-        if kernel_unit and low_precision and _fp32_gemm(name):
-            _add(r.flags, "fp32_gemm", name, us)
         if stage in OUTSIDE_STAGES:
             _add_outside(r, op_name or name, us)  # the op: a projection's kernels are named by their GEMM library
             continue
@@ -170,6 +168,8 @@ def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of:
             continue
         step = _step(stage, op_name, path)
         if step is not None:
+            if kernel_unit and low_precision and step in ("qk_matmul", "av_matmul") and _fp32_gemm(name):
+                _add(r.flags, "fp32_gemm", name, us)  # an attention GEMM on CUDA cores
             r.steps[step] += 1
             r.ran += 1
             if r.steps[step] > 1 and step not in P.HELPER_STAGES:
