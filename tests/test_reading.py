@@ -219,3 +219,12 @@ def test_hf_llama_eager_rotary_is_outside_and_gqa_copies_are_named(tmp_path):
     assert not [x for x in e["extras"] if x["cause"] == "repeated_step" and x["step"] in ("scale", "mask")], e["summary"]
     assert _extras(row)["layout_copy"]["per_call"] >= 2  # K and V repeated for the grouped heads
     assert "aten::mul" in e["outside"]["names"]  # rotary: q * cos, k * cos, ...
+
+
+def test_fp32_gemm_names_against_tensor_core_names():
+    assert all(X.FP32_GEMM.search(n) for n in X.FP32_GEMM_EXAMPLES)
+    # tensor-core GEMMs of the shared H100 trace and the post's naive (s16816 / s1688, bf16)
+    for n in ("cutlass_75_tensorop_bf16_s1688gemm_bf16_256x128_tn_align1",
+              "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+              "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn"):
+        assert not X.FP32_GEMM.search(n)

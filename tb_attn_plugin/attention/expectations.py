@@ -181,6 +181,8 @@ REPEATED_DEFAULT = ("this step ran as several kernels", "a fused backend runs th
                     "blog: 'every backend ... is trying to collapse the 20 GPU kernels into essentially one fused kernel'")
 
 # FP32 GEMM on CUDA cores (no tensor cores) while the call's inputs are bf16/fp16.
-FP32_GEMM = re.compile(r"sgemm|_simt_s|gemm_f32|s1688gemm_fp32|sgemm_fp32")  # e.g. ampere_sgemm_128x64_nn (blog Figure 11)
-LOW_PRECISION = frozenset({"bfloat16", "float16", "half", "c10::BFloat16", "c10::Half", "bf16", "fp16"})
+FP32_GEMM = re.compile(r"sgemm")  # e.g. ampere_sgemm_128x64_nn (blog Figure 11: sgemm, not the s16816 bf16 GEMM)
+FP32_GEMM_EXAMPLES = ("ampere_sgemm_128x64_nn", "volta_sgemm_128x64_tn")  # source: cuBLAS kernel names in PyTorch profiles
+# A call's dtype (as shapes.py records it, e.g. "c10::BFloat16", "bfloat16") is 16-bit when its lower case holds one of these.
+LOW_PRECISION = ("bfloat16", "bf16", "float16", "half", "fp16")
 TRANSPOSE_OP = "aten::transpose"

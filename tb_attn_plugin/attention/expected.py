@@ -146,7 +146,7 @@ def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of:
     # scale folded into the projection) are the layer's preparation, not steps of this attention.
     first_qk = min((op for op, _, _ in items if op >= 0 and stage_of[op] == "qk_matmul"), default=-1)
     low = str(c.info.get("dtype") or "").lower()
-    low_precision = any(t in low for t in ("bfloat16", "bf16", "float16", "half", "fp16"))
+    low_precision = any(t in low for t in X.LOW_PRECISION)
     for op, name, us in items:
         path = _path(L, op, c.lo) if op >= 0 else []
         op_name = L.ops[op].name if op >= 0 else ""
