@@ -228,3 +228,19 @@ def test_fp32_gemm_names_against_tensor_core_names():
               "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
               "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn"):
         assert not X.FP32_GEMM.search(n)
+
+
+def test_no_count_is_claimed_where_the_table_has_none():
+    from collections import Counter
+
+    from tb_attn_plugin.attention.expected import expected_steps
+
+    for impl in ("compiled", "mha_fastpath"):
+        assert expected_steps(impl, Counter({"qk_matmul": 1}), {}) is None
+        assert X.expectation(impl).reason_unknown
+    # an unknown fused family is one kernel plus the helper kernels it ran
+    assert expected_steps("sage", Counter({"fused": 1, "quantize": 2}), {}) == ["fused", "quantize"]
+    # eager: the optional steps count only when the call has them
+    assert expected_steps("eager", Counter({"qk_matmul": 1, "softmax": 1, "av_matmul": 1}), {}) == [
+        "qk_matmul", "softmax", "av_matmul"]
+    assert expected_steps("math", Counter(), {"causal": True}) == ["qk_matmul", "scale", "mask", "softmax", "av_matmul"]

@@ -28,6 +28,7 @@ class Expectation:
 
 
 UNFUSED_STEPS = ("qk_matmul", "scale?", "mask?", "softmax", "dropout?", "av_matmul")
+MATH_STEPS = ("qk_matmul", "scale", "mask?", "softmax", "dropout?", "av_matmul")  # math always scales (attention.cpp)
 FUSED_STEPS = ("fused",)
 
 _E = Expectation
@@ -35,7 +36,7 @@ EXPECTATIONS: tuple[Expectation, ...] = (
     _E("eager", UNFUSED_STEPS, None, "",
        "matmul, mul, masked_fill, softmax, matmul: 5 kernels expected, 6 ran (a Memcpy)",
        "blog: 'Naive attention', the guess before opening the trace; 04_a_naive_attention.py"),
-    _E("math", UNFUSED_STEPS, None, "",
+    _E("math", MATH_STEPS, None, "",
        "aten::_scaled_dot_product_attention_math: scale, matmul, add_ mask, _safe_softmax, matmul; 20 kernels ran on an A100",
        "source: pytorch/pytorch aten/src/ATen/native/transformers/attention.cpp _scaled_dot_product_attention_math; blog 'Math backend'"),
     _E("flash", FUSED_STEPS, 4, "", "void pytorch_flash::flash_fwd_kernel<...>: 1 kernel per forward, 4 aten::transpose",
