@@ -4,6 +4,8 @@ backward, then print the TensorBoard command. CPU by default; ``--device cuda`` 
     python -m demo                       # all variants at L = 128, 512, 1024
     python -m demo --variants sdpa eager --lengths 256 512
     python -m demo --device cuda --variants sdpa-flash sdpa-efficient sdpa-cudnn sdpa-math flex
+    python -m demo --post                # the six variants of "Attention is all you profile" (demo/post.py)
+    python -m demo --post --device cuda --dtype bfloat16 --lengths 1024
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import torch
 
 import tb_attn_plugin
 
-from . import models
+from . import models, post
 from .quiet import without_usdt_lines
 
 VARIANTS = ("eager", "sdpa", "sdpa-math", "compiled", "hf-eager", "hf-sdpa")  # the default set, CPU-friendly
@@ -69,11 +71,18 @@ def main(argv=None) -> int:
     p.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--steps", type=int, default=1, help="profiled steps per run (after one warmup step)")
+    p.add_argument("--post", action="store_true",
+                   help="profile the post's attention variants instead (forward only under no_grad; demo/post.py): "
+                        f"on the CPU {' '.join(post.CPU_VARIANTS)}, on CUDA {' '.join(post.CUDA_VARIANTS)}")
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+                   help="dtype of --post's q, k, v (the post used bfloat16 on an A100)")
     args = p.parse_args(argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         p.error("--device cuda: no CUDA device is available")
     if any(n < 2 for n in args.lengths):
         p.error("--lengths: each length must be at least 2")
+    if args.post:
+        return _post(args)
     gpu_only = [v for v in args.variants if v in GPU_ONLY]
     if gpu_only and not args.device.startswith("cuda"):
         p.error(f"--variants {' '.join(gpu_only)}: these need --device cuda (the CPU has no such kernel or backward)")
@@ -93,6 +102,19 @@ def main(argv=None) -> int:
                 print(f"{line} ({time.perf_counter() - t:.1f} s)", flush=True)
     print(f"done in {time.perf_counter() - t0:.0f} s. Open the Attention tab with:\n\n"
           f"    tensorboard --logdir {args.logdir}\n")
+    return 0
+
+
+def _post(args) -> int:
+    """The post's variants, those the device runs, one run each per length."""
+    variants = post.CUDA_VARIANTS if args.device.startswith("cuda") else post.CPU_VARIANTS
+    with without_usdt_lines():
+        for variant in variants:
+            for length in args.lengths:
+                print(post.profile_variant(variant, length, args.logdir, device=args.device,
+                                           dtype=getattr(torch, args.dtype), batch=args.batch, steps=args.steps),
+                      flush=True)
+    print(f"done. Read them with:\n\n    tb-attn report {args.logdir}\n    tensorboard --logdir {args.logdir}\n")
     return 0
 
 

@@ -48,6 +48,12 @@ for v in $VARIANTS; do
     failed+=("$v")
   fi
 done
+# The six variants of "Attention is all you profile" (demo/post.py), forward only, bf16 as the post:
+# tests/test_reading.py checks the post's table against them once they are under tests/fixtures/gpu/post/.
+if ! "$PY" -m demo --post --device "$DEVICE" --dtype "${POST_DTYPE:-bfloat16}" --lengths $LENGTHS --batch 2 --steps 1 \
+    --logdir "$OUT/runs" 2>&1 | sed -n '/calls\|rror/p'; then
+  failed+=("post")
+fi
 "$PY" -m tb_attn_plugin.cli report "$OUT/runs" > "$OUT/reports.txt" 2>&1 || true
 # Each CUDA memory snapshot on its own too (the trace's report above already joins it).
 : > "$OUT/snapshot_reports.txt"

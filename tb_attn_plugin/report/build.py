@@ -33,6 +33,7 @@ from ..trace.read import file_size, read_trace_text
 from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
 from . import finite
 from . import gpu_window
+from . import reading
 from .verdicts import verdicts
 
 Progress = Callable[[str, float], None]
@@ -327,6 +328,7 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
     }
     if call_of is not None:
         report["roofline"] = build_roofline(L, calls, call_of, m, device, metadata, has_gpu)
+        report["reading"] = reading.build(L, calls, call_of, m.stage_of, ev.launches, has_gpu)
     report["verdicts"] = verdicts(report)
     return report
 

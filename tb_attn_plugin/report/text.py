@@ -88,6 +88,7 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     out.append("")
     rows = [[cut(i["layer_type"], NAME_WIDTH), i["implementation"], str(i["calls"])] for i in r["implementations"]]
     out.extend("  " + line for line in _table(rows, ["layer type", "implementation", "calls"]))
+    out.extend(reading_lines(r))
     if len(verdicts) > 1:
         out.append("")
         out.extend(f"  - {v['message']}" for v in verdicts[1:])
@@ -107,6 +108,44 @@ def _layer_time(lay: dict[str, Any], key: str) -> str:
     if not lost:
         return duration(lay[key])
     return "not recorded" if not lay[key] else f"≥ {duration(lay[key])}"
+
+
+def reading_lines(r: dict[str, Any], top: int = 8) -> list[str]:
+    """The reading per layer type × implementation: expected vs ran with each extra's cost and fix, host vs GPU."""
+    rows = r.get("reading") or []
+    if not rows:
+        return []
+    out = ["", "  reading each call (expected against actual, per forward; the cost on the host):"]
+    for g in rows[:top]:
+        out.append(f"  {cut(g['layer_type'], NAME_WIDTH)} · {g['implementation']} · {plural(g['calls'], 'call')}")
+        e = g.get("expected")
+        if e:
+            out.append(f"    {e['summary']}")
+            for x in e["extras"]:
+                per_step = f", {duration(x['us_per_step'])} per step" if x.get("us_per_step") is not None else ""
+                out.append(f"      +{x['per_call']:g} {x['what']}; {duration(x['us_per_call'])} per call{per_step}"
+                           + (f"; fix: {x['fix']}" if x["fix"] else ""))
+            for f in e["flags"]:
+                out.append(f"      {f['what']}: {cut(f['names'][0], 60) if f['names'] else ''}; fix: {f['fix']}")
+            if e.get("transposes") is not None and e.get("transposes_expected") is not None:
+                out.append(f"      aten::transpose ×{e['transposes']} inside the op: metadata only, no kernel "
+                           f"(the post counts {e['transposes_expected']} for this backend)")
+        h = g.get("host")
+        if h:
+            out.append(f"    host: {_host_line(h)}" + (f"; fix: {h['fix']}" if h.get("fix") else ""))
+    if len(rows) > top:
+        out.append(f"  … {plural(len(rows) - top, 'more layer type')}")
+    return out
+
+
+def _host_line(h: dict[str, Any]) -> str:
+    if h["graph_replay"] or h["gpu_us_per_call"] is None:
+        return h["summary"]
+    verdict = "host-bound: the GPU waits for the CPU" if h["host_bound"] else "GPU-bound"
+    via = ", ".join(f"{a['name']} ×{a['per_call']:g}" for a in h["launch_apis"][:3]) or "no launch recorded"
+    queries = f", {h['occupancy_queries_per_call']:g} occupancy queries" if h["occupancy_queries_per_call"] else ""
+    return (f"{duration(h['host_us_per_call'])} per call on the host vs {duration(h['gpu_us_per_call'])} on the GPU "
+            f"({verdict}); launches: {via}{queries}")
 
 
 def _unknown_kernels(r: dict[str, Any], top: int = 5) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any
 from ..format.units import bandwidth_text, flops_rate_pair_text, flops_rate_text, percent_text
 from .devices import precision_of
 from ..attention.metrics import Measured
-from ..report.words import percent
+
 from ..trace.link import Linked
 from . import model, roof
 from .timing import measure_timing

@@ -1,0 +1,366 @@
+"""Expected against actual, per call: the kernels each call should run (expectations.py) and what ran.
+
+The unit is a GPU kernel (memcpy and memset included) when the trace has GPU activity; on a CPU
+trace it is an op that does work: a cpu op that is no view, allocation or no-op cast
+(expectations.WORK_FREE_OPS) and has no such op below it, so aten::matmul counts once, as its
+aten::bmm. Each item of a call's forward is, in order: an extra explained by a cause
+(expectations.CAUSES), one of the expected steps, a repeat of a step, an unexplained kernel inside
+the attention op, or outside the attention core (projections, rotary embedding, ...: not counted).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from ..trace.link import Linked
+from . import expectations as X
+from . import patterns as P
+from .detect import Call
+
+STEP_OF_STAGE = {"qk_matmul": "qk_matmul", "av_matmul": "av_matmul", "softmax": "softmax", "dropout": "dropout",
+                 "fused": "fused"}
+SCALE_OPS = frozenset({"aten::mul", "aten::div", "aten::mul_", "aten::div_", "aten::_masked_scale"})
+OUTSIDE_STAGES = frozenset({"qkv_proj", "out_proj"})
+MAX_NAMES = 5
+
+
+@dataclass
+class CallReading:
+    unit: str
+    ran: int = 0
+    steps: Counter = field(default_factory=Counter)  # step -> items
+    extras: dict[tuple[str, str], list] = field(default_factory=dict)  # (cause, step or "") -> [count, us, Counter(names)]
+    flags: dict[str, list] = field(default_factory=dict)  # flag -> [count, us, Counter(names)]
+    outside: list = field(default_factory=lambda: [0, 0.0, Counter()])
+    transposes: int | None = None
+
+
+def _items_gpu(L: Linked, calls: list[Call], call_of: list[int]) -> list[list[tuple[int, str, float]]]:
+    """Per call, its forward kernels as (launching op or -1, kernel name, µs)."""
+    out: list[list[tuple[int, str, float]]] = [[] for _ in calls]
+    node_of = L.node_of
+    for k in L.kernels:
+        op = k.op
+        if op >= 0 and call_of[op] >= 0 and node_of[op] < 0:
+            out[call_of[op]].append((op, k.ev.name, k.ev.dur))
+    for c in calls:
+        for k in c.kernels:
+            if k.op < 0 or call_of[k.op] != c.id:
+                fam = P.kernel_family(k.ev.name)
+                if fam is None or fam.pass_ != "bwd":
+                    out[c.id].append((-1, k.ev.name, k.ev.dur))
+    return out
+
+
+def _host_scalar(L: Linked, i: int) -> bool:
+    """An aten::to under an elementwise op with a Python number: converted on the host, no kernel."""
+    ops, parent = L.ops, L.parent
+    j = i
+    while j >= 0:
+        nm = ops[j].name
+        if nm == "aten::to":
+            p = parent[j]
+            return p >= 0 and bool(X.HOST_SCALAR_PARENTS.match(ops[p].name))
+        if nm not in ("aten::_to_copy", "aten::copy_", "aten::empty_strided", "aten::empty"):
+            return False
+        j = parent[j]
+    return False
+
+
+def _items_cpu(L: Linked, c: Call, call_of: list[int]) -> list[tuple[int, str, float]]:
+    """A call's forward work ops as (op, name, µs of the op)."""
+    lo, hi = c.lo, c.hi
+    ops, parent, node_of, cpu = L.ops, L.parent, L.node_of, L.cpu
+    below = [False] * (hi - lo)  # some op below does work
+    work = [False] * (hi - lo)
+    for i in range(hi - 1, lo - 1, -1):
+        if call_of[i] != c.id or node_of[i] >= 0 or not cpu[i]:
+            continue
+        nm = ops[i].name
+        w = not below[i - lo] and nm not in X.WORK_FREE_OPS and not _host_scalar(L, i)
+        work[i - lo] = w
+        p = parent[i]
+        if p >= lo and (w or below[i - lo]):
+            below[p - lo] = True
+    return [(i, ops[i].name, ops[i].dur) for i in range(lo, hi) if work[i - lo]]
+
+
+def _path(L: Linked, i: int, lo: int) -> list[str]:
+    """The names of op ``i``'s enclosing ops within the call (outermost first), not ``i`` itself."""
+    out = []
+    p = L.parent[i]
+    while p >= lo:
+        out.append(L.ops[p].name)
+        p = L.parent[p]
+    out.reverse()
+    return out
+
+
+def _cause(name: str, path: list[str] | tuple[str, ...]) -> X.Cause | None:
+    return _cause_of(name, tuple(path))
+
+
+@lru_cache(maxsize=65536)
+def _cause_of(name: str, path: tuple[str, ...]) -> X.Cause | None:
+    """The first CAUSES row for an op (or kernel) under ``path``; a layer's calls repeat the same paths."""
+    for rule in X.CAUSES:
+        if rule.item and not rule.item_rx.search(name):
+            continue
+        if rule.inside and not any(rule.inside_rx.search(a) for a in path):
+            continue
+        if rule.within and not any(rule.within_rx.search(a) for a in path):
+            continue
+        if rule.not_inside and any(rule.not_inside_rx.search(a) for a in path):
+            continue
+        return rule
+    return None
+
+
+def _step(stage: str, op_name: str, path: list[str]) -> str | None:
+    st = STEP_OF_STAGE.get(stage)
+    if st is not None:
+        return st
+    if stage in P.HELPER_STAGES:
+        return stage
+    if stage == "scale_mask":
+        for nm in path + [op_name]:
+            if nm in P.SCALE_MASK_OPS:
+                return "scale" if nm in SCALE_OPS else "mask"
+        return "mask"
+    return None
+
+
+def _inside_attention_op(path: list[str], name: str) -> bool:
+    return any(P.attention_op(a) is not None for a in path + [name])
+
+
+def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: list, unit: str, kernel_unit: bool,
+              where: tuple[list[int], list[int]]) -> CallReading:
+    """``where``: the positions of the attention ops and of the transposes (_transposes)."""
+    r = CallReading(unit=unit)
+    # Elementwise ops before the first QK^T matmul and outside any attention op (rotary embedding, a
+    # scale folded into the projection) are the layer's preparation, not steps of this attention.
+    first_qk = min((op for op, _, _ in items if op >= 0 and stage_of[op] == "qk_matmul"), default=-1)
+    low = str(c.info.get("dtype") or "").lower()
+    low_precision = any(t in low for t in X.LOW_PRECISION)
+    for op, name, us in items:
+        path = _path(L, op, c.lo) if op >= 0 else []
+        op_name = L.ops[op].name if op >= 0 else ""
+        stage = (stage_of[op] or "other") if op >= 0 else _kernel_only_stage(name)
+        if stage in OUTSIDE_STAGES:
+            _add_outside(r, op_name or name, us)  # the op: a projection's kernels are named by their GEMM library
+            continue
+        if stage == "scale_mask" and 0 <= op < first_qk and not _inside_attention_op(path, op_name):
+            _add_outside(r, op_name, us)
+            continue
+        rule = None
+        if op >= 0:
+            rule = _cause(op_name, path)
+            if rule is None and kernel_unit:
+                rule = _cause(name, path + [op_name])  # a kernel named like its work (triu_tril_kernel, Memcpy DtoD)
+        if rule is not None:
+            _add(r.extras, (rule.cause, ""), name, us)
+            r.ran += 1
+            continue
+        step = _step(stage, op_name, path)
+        if step is not None:
+            if kernel_unit and low_precision and step in ("qk_matmul", "av_matmul") and _fp32_gemm(name):
+                _add(r.flags, "fp32_gemm", name, us)  # an attention GEMM on CUDA cores
+            r.steps[step] += 1
+            r.ran += 1
+            if r.steps[step] > 1 and step not in P.HELPER_STAGES:
+                _add(r.extras, ("repeated_step", step), name, us)
+            continue
+        if op < 0 or _inside_attention_op(path, op_name):
+            _add(r.extras, ("unexplained", ""), name, us)
+            r.ran += 1
+        else:
+            _add_outside(r, op_name or name, us)
+    if c.hi > c.lo:
+        r.transposes = _transposes(L, c, *where)
+    return r
+
+
+@lru_cache(maxsize=65536)
+def _fp32_gemm(name: str) -> bool:
+    return X.FP32_GEMM.search(name) is not None
+
+
+def _kernel_only_stage(name: str) -> str:
+    fam = P.kernel_family(name)
+    return fam.stage if fam is not None and fam.stage is not None else "other"
+
+
+def _transposes(L: Linked, c: Call, att: list[int], tr: list[int]) -> int | None:
+    """aten::transpose ops inside the outermost attention op of the call (metadata only: no kernel).
+    ``att``, ``tr``: the positions (ascending) of the attention ops and of the transposes."""
+    k = bisect_left(att, c.lo)
+    if k == len(att) or att[k] >= c.hi:
+        return None
+    i = att[k]
+    return bisect_left(tr, L.subtree_end[i]) - bisect_left(tr, i + 1)
+
+
+def _is_attention_op(name: str) -> bool:
+    return P.attention_op(name) is not None
+
+
+def _add(acc: dict, key, name: str, us: float) -> None:
+    row = acc.get(key)
+    if row is None:
+        row = acc[key] = [0, 0.0, Counter()]
+    row[0] += 1
+    row[1] += us
+    row[2][name] += 1
+
+
+def _add_outside(r: CallReading, name: str, us: float) -> None:
+    r.outside[0] += 1
+    r.outside[1] += us
+    r.outside[2][name] += 1
+
+
+def read_calls(L: Linked, calls: list[Call], call_of: list[int], stage_of: list, has_gpu: bool) -> list[CallReading]:
+    """One reading per call (forward only, as the post counts)."""
+    where = (L.where_name(_is_attention_op), L.where_name(X.TRANSPOSE_OP.__eq__))
+    if has_gpu:
+        per_call = _items_gpu(L, calls, call_of)
+        return [read_call(L, c, per_call[c.id], stage_of, "kernels", True, where) for c in calls]
+    return [read_call(L, c, _items_cpu(L, c, call_of) if c.hi > c.lo else [], stage_of, "ops", False, where)
+            for c in calls]
+
+
+def expected_steps(implementation: str, seen: Counter, info: dict[str, Any]) -> list[str] | None:
+    """The steps expected of one call: the table's, "?" ones when the call has them."""
+    row = X.expectation(implementation)
+    if not row.steps:
+        return None
+    out = []
+    for s in row.steps:
+        if not s.endswith("?"):
+            out.append(s)
+            continue
+        s = s[:-1]
+        has = seen.get(s, 0) > 0
+        if s == "mask":
+            has = has or bool(info.get("causal")) or info.get("mask") == "tensor"
+        if s == "dropout":
+            has = has or bool(info.get("dropout"))
+        if has:
+            out.append(s)
+    if row.steps == X.FUSED_STEPS:
+        out += [h for h in sorted(P.HELPER_STAGES) if seen.get(h)]  # a fused call's own helper kernels
+    return out
+
+
+def _cause_row(cause: str, step: str, implementation: str) -> tuple[str, str, str]:
+    """(what, fix, source) of an extra."""
+    if cause == "repeated_step":
+        what, fix, src = X.REPEATED_STEP.get((implementation, step), X.REPEATED_DEFAULT)
+        return f"{step} step repeated: {what}", fix, src
+    if cause == "unexplained":
+        return ("ran inside the attention op, no expectation explains it", "",
+                "tb-attn: no row of attention/expectations.py CAUSES matches")
+    for rule in X.CAUSES:
+        if rule.cause == cause:
+            return rule.what, rule.fix, rule.source
+    return cause, "", ""
+
+
+def group(calls: list[Call], readings: list[CallReading]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The ``expected`` reading of each (layer type, implementation): counts per call (the most common
+    count, and its range), each extra with its count and time per call and per step."""
+    by: dict[tuple[str, str], list[Call]] = {}
+    for c in calls:
+        by.setdefault((c.layer_type, c.implementation), []).append(c)
+    out = {}
+    for key, cs in by.items():
+        rs = [readings[c.id] for c in cs]
+        n = len(cs)
+        steps = {c.step for c in cs if c.step >= 0}
+        n_steps = len(steps) or None
+        ran = Counter(r.ran for r in rs)
+        ran_mode = max(ran, key=lambda v: (ran[v], -v))
+        exp_counts = Counter()
+        exp_steps = None
+        for c, r in zip(cs, rs):
+            e = expected_steps(c.implementation, r.steps, c.info)
+            if e is not None:
+                exp_counts[len(e)] += 1
+                exp_steps = exp_steps or e
+        row = X.expectation(key[1])
+        expected = max(exp_counts, key=lambda v: (exp_counts[v], -v)) if exp_counts else None
+        extras_acc: dict[tuple[str, str], list] = {}
+        for r in rs:
+            for k, (cnt, us, names) in r.extras.items():
+                acc = extras_acc.setdefault(k, [0, 0.0, Counter()])
+                acc[0] += cnt
+                acc[1] += us
+                acc[2].update(names)
+        extras = []
+        for (cause, step), (cnt, us, names) in sorted(extras_acc.items(), key=lambda kv: -kv[1][1]):
+            what, fix, src = _cause_row(cause, step, key[1])
+            extras.append({"cause": cause, "step": step or None, "what": what, "per_call": round(cnt / n, 3),
+                           "us_per_call": round(us / n, 3), "us_per_step": round(us / n_steps, 3) if n_steps else None,
+                           "names": [nm for nm, _ in names.most_common(MAX_NAMES)], "fix": fix, "source": src})
+        flags = []
+        fl: dict[str, list] = {}
+        for r in rs:
+            for k, (cnt, us, names) in r.flags.items():
+                acc = fl.setdefault(k, [0, 0.0, Counter()])
+                acc[0] += cnt
+                acc[1] += us
+                acc[2].update(names)
+        for k, (cnt, us, names) in fl.items():
+            flags.append({"flag": k, "what": "FP32 GEMM on CUDA cores (sgemm) while the inputs are bf16/fp16",
+                          "per_call": round(cnt / n, 3), "us_per_call": round(us / n, 3),
+                          "names": [nm for nm, _ in names.most_common(MAX_NAMES)],
+                          "fix": "a fused backend, or allow reduced-precision math "
+                                 "(torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True))",
+                          "source": "blog: 'Tensor cores left vacant' (sgemm, not the s16816 bf16 GEMM)"})
+        tr = Counter(r.transposes for r in rs if r.transposes is not None)
+        transposes = max(tr, key=lambda v: (tr[v], -v)) if tr else None
+        out_cnt = sum(r.outside[0] for r in rs)
+        out_us = sum(r.outside[1] for r in rs)
+        out_names: Counter = Counter()
+        for r in rs:
+            out_names.update(r.outside[2])
+        unit = rs[0].unit
+        reading = {
+            "unit": unit,
+            "expected": expected,
+            "expected_steps": exp_steps,
+            "reason_unknown": row.reason_unknown or None if expected is None else None,
+            "ran": ran_mode, "ran_min": min(ran), "ran_max": max(ran),
+            "extras": extras,
+            "flags": flags,
+            "transposes": transposes,
+            "transposes_expected": row.transposes,
+            "outside": {"per_call": round(out_cnt / n, 3), "us_per_call": round(out_us / n, 3),
+                        "names": [nm for nm, _ in out_names.most_common(MAX_NAMES)]},
+            "source": row.source,
+        }
+        reading["summary"] = summary(reading)
+        out[key] = reading
+    return out
+
+
+def summary(e: dict[str, Any]) -> str:
+    """One line like the post's table: expected N kernels per forward, ran M, and the extras."""
+    unit = e["unit"]
+    ran = str(e["ran"]) if e["ran_min"] == e["ran_max"] else f"{e['ran']} (from {e['ran_min']} to {e['ran_max']})"
+    if e["expected"] is None:
+        head = f"ran {ran} {unit} per forward (no expectation: {e['reason_unknown'] or 'unknown implementation'})"
+    else:
+        head = f"expected {e['expected']} {unit} per forward, ran {ran}"
+    parts = [f"+{_num(x['per_call'])} {x['cause'].replace('_', ' ')}" + (f" ({x['step']})" if x["step"] else "")
+             for x in e["extras"]]
+    return head + (": " + ", ".join(parts) if parts else "")
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:.2g}"
