@@ -31,6 +31,7 @@ from ..trace.link import Linked, launches_by_correlation, link, op_tree
 from ..trace.pipeline import together
 from ..trace.read import file_size, read_trace_text
 from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
+from . import kernel_reading
 from .verdicts import verdicts
 
 Progress = Callable[[str, float], None]
@@ -85,6 +86,7 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
         say("memory", 0.95)
         _add_memory(report, ev, L, calls, call_of, m, path, snapshots, timelines)
         _safety_net(report, L, call_of, m)
+        kernel_reading.add(report, ev, L, calls, call_of, m)  # fingerprints, occupancy, why not flash
         if keep is not None:
             keep.update(L=L, calls=calls, call_of=call_of, measured=m, events=ev)
         report["trace"]["truncated"] = gzip_cut or ev.truncated

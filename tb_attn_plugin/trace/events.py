@@ -62,6 +62,12 @@ class Args(msgspec.Struct, gc=False, omit_defaults=True):
     addr: int | None = msgspec.field(default=None, name="Addr")
     total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
     device_id: int | None = msgspec.field(default=None, name="Device Id")
+    # A kernel's launch as CUPTI writes it (attention/occupancy.py reads them). Any: a mistyped value in
+    # one of them never costs the kernel; the reader checks the types.
+    registers: Any = msgspec.field(default=None, name="registers per thread")
+    shared_memory: Any = msgspec.field(default=None, name="shared memory")
+    block: Any = None
+    achieved_occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
 
     @property
     def dims(self) -> list[Any] | None:
