@@ -81,6 +81,7 @@ RULES: tuple[Rule, ...] = (
     Rule("library", r"^Cijk_", "hipBLASLt (Tensile)", TENSILE_EX, MI300_FLUX),
     Rule("library", r"^attn_fwd$|^attn_bwd", "AOTriton (PyTorch SDPA on ROCm)", "attn_fwd", MI300_BERT),
     Rule("library", r"^triton_", "Triton (torch.compile / Inductor)", TRITON_EX, MI300_COMPILE),
+    Rule("library", r"^(?:Memset|Memcpy)\b", "runtime memset/memcpy (not a kernel)", "Memset (Device)", H100_OWL),
     Rule("library", r"^(?:void |std::enable_if<.*>::type )?(?:at::native::|\(anonymous namespace\)::)",
          "PyTorch (ATen)", ATEN_SOFTMAX_EX, H100_OWL),
 

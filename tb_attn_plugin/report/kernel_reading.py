@@ -10,6 +10,7 @@ from ..attention import fingerprint, occupancy, why_not_flash
 from ..attention import patterns as P
 from ..attention.fingerprint_rules import EXTENDED_LAUNCHES
 
+KERNEL_CATS = frozenset({"kernel", "Kernel"})
 LOW_PCT = 25.0  # theoretical occupancy below a quarter of the SM's warps is called low
 LOW_BY_DESIGN = "low by design: registers/shared memory keep the tiles on chip"
 
@@ -99,8 +100,8 @@ def _launches(L, calls, call_of, m, rows) -> dict[tuple[str, str], _Launches]:
             if c < 0:
                 continue
         layer = layer_of[c]
-        if layer not in rows:
-            continue
+        if layer not in rows or k.ev.cat not in KERNEL_CATS:
+            continue  # memcpy/memset have no occupancy
         key = (layer, k.ev.name)
         acc = out.get(key)
         if acc is None:
