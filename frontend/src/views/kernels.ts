@@ -32,7 +32,7 @@ export async function kernelsView(ctx: Ctx, root: HTMLElement): Promise<void> {
   const unit = useOps ? "op" : "kernel";
   const short = distinctShortNames(rows.map((r) => r.name));
   // What each name says (fingerprint) and how full it keeps an SM (the first layer that ran it).
-  const fingerprints = new Map(rows.map((r) => [r.name, r.fingerprint] as const));
+  const fingerprints = new Map(rows.filter((r) => r.fingerprint && r.fingerprint !== "unknown").map((r) => [r.name, r.fingerprint] as const));
   const occupancy = new Map<string, string>();
   for (const lay of report.layers || []) {
     for (const o of lay.occupancy || []) if (!occupancy.has(o.name) && o.reading) occupancy.set(o.name, occupancyText(o));
