@@ -230,3 +230,22 @@ def test_pytorchs_own_debug_reasons_where_this_build_gives_them(tmp_path):
         pytest.skip(f"torch {torch.__version__} gives no reasons without CUDA (can_use_flash_attention returned "
                     "False silently); the replayed checks are tested against recorded traces instead")
     assert "attn_mask" in reasons or "dtype" in reasons or "CUDA" in reasons
+
+
+def test_a_transposed_last_dimension_refuses_the_fused_backends(tmp_path):
+    def run(torch):
+        import torch.nn.functional as F
+
+        q = torch.randn(1, 2, 64, 16, dtype=torch.bfloat16).transpose(-1, -2)  # (1, 2, 16, 64), stride(-1) 16
+        k = torch.randn(1, 2, 16, 64, dtype=torch.bfloat16)
+        F.scaled_dot_product_attention(q, k, k)
+    got = _refusals(analyze_file(str(_record(tmp_path, "strided", run))))
+    assert got == {b: ["check_last_dim_stride_equals_1_dense"] for b in ("flash", "efficient", "cudnn")}
+
+
+def test_the_h100_flash_call_replays_with_its_recorded_strides():
+    r = analyze_file(str(shared_trace("tl_h100_bert_small_sdpa_flash")))
+    w = r["layers"][0]["why_not_flash"]
+    assert w["device"] == "sm90" and w["ran"] == "flash"
+    flash = next(b for b in w["backends"] if b["backend"] == "flash")
+    assert flash["eligible"] is True and [u["check"] for u in flash["unknown"]] == ["check_runtime_disabled_flash"]

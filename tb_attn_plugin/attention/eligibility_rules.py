@@ -5,7 +5,8 @@ Read from pytorch/pytorch main @001f694 (the torch 2.13 line): ``can_use_flash_a
 ``can_use_mem_efficient_attention`` and ``can_use_cudnn_attention`` in
 aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, the shared checks in
 aten/src/ATen/native/transformers/sdp_utils_cpp.h. The predicate of each row lives in why_not_flash.py
-under the row's ``check`` name; a check the trace cannot answer (runtime switches, strides, requires_grad)
+under the row's ``check`` name; a check the trace cannot answer (runtime switches; strides or requires_grad when
+not recorded)
 is reported as unknown, never as passed.
 """
 
@@ -52,7 +53,8 @@ CHECKS: tuple[Check, ...] = (
           "repeat_interleave K/V to q's heads"),
     Check("flash", "check_nonzero_sequence_lengths_dense", CPP_FILE, "a zero-length sequence (q {lq}, k {lk})",
           "skip empty batches before attention"),
-    Check("flash", "check_last_dim_stride_equals_1_dense", CPP_FILE, "the last dimension of q, k or v is not contiguous",
+    Check("flash", "check_last_dim_stride_equals_1_dense", CPP_FILE,
+          "the last dimension of q, k, v or the mask is not contiguous (stride(-1): {strides})",
           "call .contiguous() on the projections (or transpose before, not after, the view)"),
 
     Check("efficient", "check_runtime_disabled_mem_efficient", CPP_FILE,
@@ -68,7 +70,8 @@ CHECKS: tuple[Check, ...] = (
           "pass enable_gqa=True (q heads a multiple of kv heads), or repeat_interleave K/V to q's heads"),
     Check("efficient", "check_nonzero_sequence_lengths_dense", CPP_FILE, "a zero-length sequence (q {lq}, k {lk})",
           "skip empty batches before attention"),
-    Check("efficient", "check_last_dim_stride_equals_1_dense", CPP_FILE, "the last dimension of q, k or v is not contiguous",
+    Check("efficient", "check_last_dim_stride_equals_1_dense", CPP_FILE,
+          "the last dimension of q, k, v or the mask is not contiguous (stride(-1): {strides})",
           "call .contiguous() on the projections"),
     Check("efficient", "check_tensor_dtype", CUDA_FILE, "dtype {dtype}; efficient takes {allowed}",
           "cast q, k, v to bfloat16, float16 or float32"),
@@ -87,6 +90,9 @@ CHECKS: tuple[Check, ...] = (
           "run on an sm80+ GPU"),
     Check("cudnn", "check_cudnn_dropout", CUDA_FILE, "dropout {dropout} is not a multiple of 1/16",
           "use a dropout probability that is a multiple of 1/16 (0.0625)"),
+    Check("cudnn", "check_last_dim_stride_equals_1_dense", CPP_FILE,
+          "the last dimension of q, k, v or the mask is not contiguous (stride(-1): {strides})",
+          "call .contiguous() on the projections"),
     Check("cudnn", "check_cudnn_tensor_shapes", CUDA_FILE, "{cudnn_shape}",
           "head_dim a multiple of 8 and <= 128 (256 on sm90/sm10x with cuDNN > 9.22); k_len > 1"),
     Check("cudnn", "check_batch_size_and_num_heads_dense", CPP_FILE, "q has {hq} heads and k/v {hkv} (not a multiple)",
@@ -99,5 +105,4 @@ UNANSWERABLE = {
     "check_runtime_disabled_flash": "the sdpa_kernel / enable_*_sdp switches are not recorded",
     "check_runtime_disabled_mem_efficient": "the sdpa_kernel / enable_*_sdp switches are not recorded",
     "check_runtime_disabled_cudnn": "the sdpa_kernel / enable_*_sdp switches are not recorded",
-    "check_last_dim_stride_equals_1_dense": "strides are not read by tb-attn (Input Strides is dropped while decoding)",
 }

@@ -25,6 +25,7 @@ class Inputs:
     training: bool | None
     cc: tuple[int, int] | None
     vendor: str | None
+    strides: list[list[int] | None] | None = None  # q, k, v, mask; None: not recorded
 
 
 def _dtype(t: Any) -> str | None:
@@ -36,8 +37,8 @@ def _list(v: Any) -> list[int] | None:
 
 
 def inputs_of(dims: list | None, types: list | None, concrete: list | None, training: bool | None,
-              device: dict[str, Any] | None) -> Inputs | None:
-    """The inputs of one SDPA op from its recorded Input Dims / Input type / Concrete Inputs; None without dims."""
+              device: dict[str, Any] | None, strides: list | None = None) -> Inputs | None:
+    """The inputs of one SDPA op from its recorded Input Dims / type / Strides / Concrete Inputs; None without dims."""
     if not dims or len(dims) < 3:
         return None
     d = [_list(dims[i]) for i in range(3)]
@@ -68,7 +69,9 @@ def inputs_of(dims: list | None, types: list | None, concrete: list | None, trai
     return Inputs(dims=d, dtypes=[_dtype(types[i]) if i < len(types) else None for i in range(3)],
                   mask_dims=mask or None, mask_known=len(dims) > 3, dropout=dropout,
                   causal=None if causal is None else causal == "True",
-                  enable_gqa=None if gqa is None else gqa == "True", training=training, cc=cc, vendor=vendor)
+                  enable_gqa=None if gqa is None else gqa == "True", training=training, cc=cc, vendor=vendor,
+                  strides=[_list(strides[i]) if i < len(strides) else None for i in range(4)]
+                  if isinstance(strides, list) and len(strides) >= 3 else None)
 
 
 # -- the predicates: True passes, False refuses (with the values its message needs), None cannot tell ------
@@ -168,6 +171,18 @@ def _heads_cudnn(x: Inputs) -> Verdict:
     return k[-3] == v[-3] and q[-3] % k[-3] == 0, {"hq": q[-3], "hkv": k[-3]}
 
 
+def _last_dim_stride(ignore_singleton: bool) -> Callable[[Inputs], Verdict]:
+    def check(x: Inputs) -> Verdict:
+        st = x.strides
+        if st is None or any(not s for s in st[:3]):
+            return None, {}
+        qkv = all(s[-1] == 1 for s in st[:3]) or (ignore_singleton and x.dims[0][-1] == 1)
+        mask = x.mask_dims is None or not st[3] or st[3][-1] == 1
+        got = ", ".join(f"{n} {s[-1]}" for n, s in zip(("q", "k", "v", "mask"), st) if s)
+        return qkv and mask, {"strides": got}
+    return check
+
+
 def _nonzero(x: Inputs) -> Verdict:
     lq, lk = x.dims[0][-2], x.dims[1][-2]
     return lq > 0 and lk > 0, {"lq": lq, "lk": lk}
@@ -232,6 +247,9 @@ PREDICATES: dict[tuple[str, str], Callable[[Inputs], Verdict]] = {
     ("flash", "check_dtypes_flash_attention"): _low_precision,
     ("flash", "check_batch_size_and_num_heads_dense"): _heads(True),
     ("*", "check_nonzero_sequence_lengths_dense"): _nonzero,
+    ("flash", "check_last_dim_stride_equals_1_dense"): _last_dim_stride(True),
+    ("efficient", "check_last_dim_stride_equals_1_dense"): _last_dim_stride(False),
+    ("cudnn", "check_last_dim_stride_equals_1_dense"): _last_dim_stride(True),
     ("efficient", "check_mem_efficient_hardware_support"): lambda x: _in_range(x, (5, 0), (12, 1)),
     ("efficient", "check_head_dim_size_mem_efficient"): _head_dim_efficient,
     ("efficient", "check_batch_size_and_num_heads_dense"): _heads(True),
@@ -269,7 +287,7 @@ def judge(x: Inputs) -> dict[str, Any]:
             elif not ok:
                 refusals.append({"check": row.check, "reason": row.reason.format_map(_Blank(values)),
                                  "fix": row.fix.format_map(_Blank(values)), "source": row.source})
-        # eligible: True when nothing refuses and only the never-recorded checks are open
+        # eligible: True when nothing refuses and only the never-recorded switches are open
         open_ = any(u["check"] not in UNANSWERABLE for u in unknown)
         out.append({"backend": backend, "eligible": False if refusals else (None if open_ else True),
                     "refusals": refusals, "unknown": unknown})

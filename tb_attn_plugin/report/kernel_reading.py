@@ -196,7 +196,7 @@ def _why_not_flash(report, L, calls, rows, device) -> None:
         a = L.ops[sdpa[k]].args
         if a is None:
             continue
-        x = why_not_flash.inputs_of(a.dims, a.types, a.concrete, bool(c.bwd_nodes), device)
+        x = why_not_flash.inputs_of(a.dims, a.types, a.concrete, bool(c.bwd_nodes), device, a.strides)
         if x is None:
             continue
         done.add(c.layer)
