@@ -16,6 +16,7 @@ from tb_attn_plugin.attention.fingerprint_rules import FIELDS, RULES
 from tb_attn_plugin.attention.why_not_flash import PREDICATES
 from tb_attn_plugin.report.build import analyze_file
 from tests.conftest import shared_trace
+from tests.test_report_schema import SCHEMA, jsonschema
 
 GPU_TRACES = ("tl_h100_bert_small_sdpa_flash", "tl_h100_owlv2_eager_bmm_softmax", "tl_mi300x_bert_small_sdpa_aotriton",
               "tl_mi300x_torch_compile_small", "tl_mi300x_xdit_flux1_aiter_fmha_hipgraph")
@@ -171,6 +172,7 @@ def _sdpa(q_shape, k_shape, dtype="float32", **kw):
 
 
 def _refusals(report) -> dict[str, list[str]]:
+    jsonschema.validate(report, SCHEMA)
     (lay,) = report["layers"]
     w = lay["why_not_flash"]
     assert w is not None and "assumed" in w["device"]
@@ -249,3 +251,26 @@ def test_the_h100_flash_call_replays_with_its_recorded_strides():
     assert w["device"] == "sm90" and w["ran"] == "flash"
     flash = next(b for b in w["backends"] if b["backend"] == "flash")
     assert flash["eligible"] is True and [u["check"] for u in flash["unknown"]] == ["check_runtime_disabled_flash"]
+
+
+def test_hostile_launch_values_give_unknown_not_a_number(tmp_path):
+    """The H100 BERT trace with its kernels' launch fields broken in every way a file can break them."""
+    with gzip.open(shared_trace("tl_h100_bert_small_sdpa_flash")) as f:
+        doc = json.load(f)
+    bad = [("abc", 0, [128, 1, 1]), (-5, 0, [128, 1, 1]), (300, 0, [128, 1, 1]), (32, 10**12, [128, 1, 1]),
+           (32, 0, {"x": 1}), (32, 0, [0, 1, 1]), (32, 0, [4096, 1, 1]), (None, None, None), (32, 0, [1e300, 1, 1])]
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    for i, e in enumerate(kernels):
+        regs, smem, block = bad[i % len(bad)]
+        e["args"].update({"registers per thread": regs, "shared memory": smem, "block": block,
+                          "est. achieved occupancy %": "high" if i % 2 else -3})
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(doc))
+    r = analyze_file(str(path))
+    jsonschema.validate(r, SCHEMA)
+    rows = [o for lay in r["layers"] for o in lay["occupancy"]]
+    assert rows
+    for o in rows:
+        assert o["achieved_pct"] is None
+        assert o["theoretical_pct"] is None or 0 < o["theoretical_pct"] <= 100
+        assert o["reading"]

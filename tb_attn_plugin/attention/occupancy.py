@@ -61,7 +61,8 @@ def device_limits(props: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"regs_per_sm": regs, "smem_per_sm": smem, "max_warps": threads // warp, "warp_size": warp,
             "max_blocks": _int(props.get("maxBlocksPerMultiProcessor")) or (arch.max_blocks_per_sm if arch else None),
             "reserved_smem": arch.reserved_smem_per_block if arch else (1024 if major >= 8 else 0),
-            "regs_per_block": _int(props.get("regsPerBlock")), "compute_capability": cc}
+            "regs_per_block": _int(props.get("regsPerBlock")), "compute_capability": cc,
+            "max_threads_per_block": _int(props.get("maxThreadsPerBlock"))}
 
 
 def theoretical(regs_per_thread: int, smem_bytes: int, threads_per_block: int,
@@ -70,10 +71,15 @@ def theoretical(regs_per_thread: int, smem_bytes: int, threads_per_block: int,
     warp = dev["warp_size"]
     if threads_per_block <= 0 or regs_per_thread < 0 or smem_bytes < 0:
         return None
+    # A launch no SM could hold is not a launch that ran: the trace's values are wrong, not the occupancy 0.
+    if (regs_per_thread > MAX_REGS_PER_THREAD or threads_per_block > dev["max_warps"] * warp
+            or (dev.get("max_threads_per_block") and threads_per_block > dev["max_threads_per_block"])
+            or smem_bytes + dev["reserved_smem"] > dev["smem_per_sm"]):
+        return None
     warps_per_block = -(-threads_per_block // warp)
     limits: dict[str, int] = {"warps": dev["max_warps"] // warps_per_block}
     if regs_per_thread > 0:
-        regs_per_warp = -(-min(regs_per_thread, MAX_REGS_PER_THREAD) * warp // REG_UNIT) * REG_UNIT
+        regs_per_warp = -(-regs_per_thread * warp // REG_UNIT) * REG_UNIT
         limits["registers"] = (dev["regs_per_sm"] // regs_per_warp) // warps_per_block
     if smem_bytes > 0:
         per_block = -(-smem_bytes // SMEM_UNIT) * SMEM_UNIT + dev["reserved_smem"]

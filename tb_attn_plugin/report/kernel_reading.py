@@ -157,9 +157,12 @@ def _reading(name: str, acc: _Launches, row: dict[str, Any], theo, dev, amd: boo
         words.append("theoretical occupancy unknown: the trace records no registers per thread or shared memory"
                      + (" (ROCm's tracer writes grid and block only, and a CDNA CU's limits are VGPRs, SGPRs and "
                         "LDS per wavefront)" if amd else ""))
-    elif theo is None:
+    elif dev is None:
         words.append("theoretical occupancy unknown: the trace's deviceProperties lack registers or shared memory "
                      "per SM")
+    elif theo is None:
+        words.append("theoretical occupancy unknown: the recorded launch (registers, shared memory, block) does not "
+                     "fit this device's limits, so the trace's values are not trusted")
     else:
         words.append(f"theoretical {theo['theoretical_pct']:g}% ({theo['warps_per_sm']} of {theo['max_warps_per_sm']} "
                      f"warps, {theo['blocks_per_sm']} block(s) per SM), limited by {' and '.join(theo['limited_by'])}"
