@@ -274,3 +274,15 @@ def test_hostile_launch_values_give_unknown_not_a_number(tmp_path):
         assert o["achieved_pct"] is None
         assert o["theoretical_pct"] is None or 0 < o["theoretical_pct"] <= 100
         assert o["reading"]
+
+
+def test_rocm_calls_are_judged_by_rocms_limits():
+    """FLUX's VAE attention (1 head, head dim 512) ran AOTriton's attn_fwd on the MI300X: CUDA's 256 limit
+    must not refuse it; whether AOTriton takes 512 depends on its version, which the trace does not say."""
+    r = analyze_file(str(shared_trace("tl_mi300x_xdit_flux1_aiter_fmha_hipgraph")))
+    vae = [lay for lay in r["layers"] if lay["why_not_flash"] and lay["shape"] and lay["shape"]["head_dim"] == 512]
+    assert vae
+    backends = {b["backend"]: b for b in vae[0]["why_not_flash"]["backends"]}
+    assert backends["flash"]["refusals"] == [] and backends["flash"]["eligible"] is None
+    assert "check_head_dim_size_flash" in [u["check"] for u in backends["flash"]["unknown"]]
+    assert [x["check"] for x in backends["cudnn"]["refusals"]][0] == "USE_ROCM"

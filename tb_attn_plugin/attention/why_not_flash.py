@@ -102,9 +102,16 @@ def _hd(x: Inputs) -> dict[str, Any]:
     return {"dq": x.dims[0][-1], "dk": x.dims[1][-1], "dv": x.dims[2][-1]}
 
 
+ROCM_MAX_HEAD_DIM = 512  # AOTriton >= 0.9 (aotriton_max_hdim in CUDA_FILE); older AOTriton and CUDA: 256
+
+
 def _head_dim_flash(x: Inputs) -> Verdict:
     h = _hd(x)
-    return h["dq"] == h["dk"] == h["dv"] and h["dq"] <= 256, h
+    if not h["dq"] == h["dk"] == h["dv"]:
+        return False, h
+    if x.vendor == "AMD" and 256 < h["dq"] <= ROCM_MAX_HEAD_DIM:
+        return None, h  # depends on the AOTriton version, which the trace does not record
+    return h["dq"] <= 256, h
 
 
 def _in_range(x: Inputs, lo: tuple[int, int], hi: tuple[int, int]) -> Verdict:
@@ -195,8 +202,12 @@ def _head_dim_efficient(x: Inputs) -> Verdict:
     half = q in ("float16", "bfloat16")
     a = _arch(x)
     align = max(4, 128 // (16 if half else 32)) if a >= (8, 0) else (8 if half and a >= (7, 0) else 1)
+    if x.vendor == "AMD":
+        align = 8 if half else 4  # ROCm: the alignment does not depend on the architecture
     h = _hd(x)
     ok = h["dq"] == h["dk"] and h["dq"] % align == 0 and h["dv"] % align == 0 and h["dq"] > 0 and h["dv"] > 0
+    if ok and x.vendor == "AMD" and max(h["dq"], h["dv"]) > 256:
+        return None, h  # AOTriton >= 0.12 caps it at its own limit (256 or 512): the version is not recorded
     return ok, {**h, "align": align, "dtype": q}
 
 
@@ -252,7 +263,8 @@ PREDICATES: dict[tuple[str, str], Callable[[Inputs], Verdict]] = {
     ("cudnn", "check_last_dim_stride_equals_1_dense"): _last_dim_stride(True),
     ("efficient", "check_mem_efficient_hardware_support"): lambda x: _in_range(x, (5, 0), (12, 1)),
     ("efficient", "check_head_dim_size_mem_efficient"): _head_dim_efficient,
-    ("efficient", "check_batch_size_and_num_heads_dense"): _heads(True),
+    # ROCm's efficient kernel supports neither GQA nor MQA (supports_gqa = false under USE_ROCM)
+    ("efficient", "check_batch_size_and_num_heads_dense"): lambda x: _heads(x.vendor != "AMD")(x),
     ("efficient", "check_tensor_dtype"): _efficient_dtypes,
     ("cudnn", "USE_ROCM"): lambda x: (x.vendor != "AMD", {}),
     ("cudnn", "check_dtypes_low_precision"): _low_precision,

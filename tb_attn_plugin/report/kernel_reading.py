@@ -169,7 +169,7 @@ def _reading(name: str, acc: _Launches, row: dict[str, Any], theo, dev, amd: boo
                      + ("" if theo["block_limit_known"] else "; resident-block limit of this GPU unknown"))
         if theo["theoretical_pct"] < LOW_PCT:
             words.append(LOW_BY_DESIGN if P.fused_family(name) is not None
-                         else f"low: {' and '.join(theo['limited_by'])} bind")
+                         else f"below {LOW_PCT:g}%: {' and '.join(theo['limited_by'])} bind")
     if acc.measured and acc.achieved_us == 0 and acc.zero:
         api = row.get("launch_api")
         why = (f"launched by {api}, which CUPTI does not estimate" if api in EXTENDED_LAUNCHES

@@ -12,9 +12,10 @@ KERNELS = 4  # kernels per group
 
 
 def _short(name: str) -> str:
-    """A kernel's name without the return type and the argument list."""
+    """A kernel's name without the return type, anonymous namespaces and the argument list."""
     n = name[5:] if name.startswith("void ") else name
-    return cut(n.split("(")[0] if not n.startswith("(") else n, 70)
+    n = n.replace("(anonymous namespace)::", "")
+    return cut(n.split("(")[0] or n, 70)
 
 
 def _occupancy(o: dict[str, Any] | None) -> str | None:
