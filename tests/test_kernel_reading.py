@@ -286,3 +286,10 @@ def test_rocm_calls_are_judged_by_rocms_limits():
     assert backends["flash"]["refusals"] == [] and backends["flash"]["eligible"] is None
     assert "check_head_dim_size_flash" in [u["check"] for u in backends["flash"]["unknown"]]
     assert [x["check"] for x in backends["cudnn"]["refusals"]][0] == "USE_ROCM"
+
+
+def test_a_warpgroup_size_alone_does_not_claim_tensor_cores():
+    # cuBLAS's FP32 GEMM on an H100, as a public write-up quotes it (public code search): FFMA, not wgmma
+    fp = fingerprint.decode("sm90_xmma_gemm_f32f32_f32_nn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_on_"
+                            "kernel__5x_cublas")
+    assert fp["math_unit"] is None and fp["library"] == "cuBLAS" and fp["arch"] == "sm90"

@@ -100,8 +100,10 @@ RULES: tuple[Rule, ...] = (
     # -- math unit: tensor (matrix) cores or CUDA cores ------------------------------------------------------
     Rule("math_unit", r"(s16816|h16816|i8816|i16832|s1688|h1688|s161616|tensor16x8x\d+)", "tensor cores ({1})",
          AMPERE_EX, NV_MODS),
-    Rule("math_unit", r"(wgmma|gmma|warpgroup)", "tensor cores (wgmma)", SM90_GEMM_EX, H100_BERT),
-    Rule("math_unit", r"(wmma|hmma|tensorop|xmma)", "tensor cores ({1})", CUDNN_SDPA_EX, HF_POST),
+    # "xmma" and "warpgroupsize" alone say nothing: cuBLAS's FP32 (FFMA) kernels carry them too; a
+    # low-precision or TF32 operand type next to a warpgroup size is Hopper's wgmma.
+    Rule("math_unit", r"^(?=.*(?:bf16|f16|tf32|e4m3|e5m2)).*warpgroup", "tensor cores (wgmma)", SM90_GEMM_EX, H100_BERT),
+    Rule("math_unit", r"(wmma|hmma|tensorop)", "tensor cores ({1})", CUDNN_SDPA_EX, HF_POST),
     Rule("math_unit", r"Flash_fwd_kernel_traits|Flash_bwd_kernel_traits", "tensor cores (mma.sync)", FLASH_EX, FA_SRC),
     Rule("math_unit", r"_MI(\d+x\d+x\d+)(?:x\d+)?_|mfma", "matrix cores (MFMA {1})", TENSILE_EX, MI300_FLUX),
     Rule("math_unit", r"(sgemm|dgemm|hgemm)", "CUDA cores ({1})", SGEMM_EX, NV_MODS),
