@@ -1,5 +1,6 @@
-"""Each layer's kernels read closely: fingerprints (attention/fingerprint.py), occupancy as it really is
-(attention/occupancy.py, beside CUPTI's estimate) and, for SDPA calls, why not flash (attention/why_not_flash.py)."""
+"""Attention's kernels read closely: fingerprints (attention/fingerprint.py, once per name), each layer's
+occupancy as it really is (attention/occupancy.py, beside CUPTI's estimate) and, for SDPA calls, why not
+flash (attention/why_not_flash.py)."""
 
 from __future__ import annotations
 
@@ -65,27 +66,52 @@ def _threads(block: Any) -> int | None:
 
 
 def add(report: dict[str, Any], ev, L, calls, call_of: list[int], m) -> None:
-    """Adds ``fingerprints``, ``occupancy`` and ``why_not_flash`` to every layer row, and a one-line
-    ``fingerprint`` to every row of the report's kernel list."""
+    """Adds ``kernel_reading`` (each distinct kernel name's fingerprint, once, and what occupancy could be
+    read), ``occupancy`` and ``why_not_flash`` to every layer row, and a one-line ``fingerprint`` to every
+    row of the report's kernel list."""
     device = report.get("device")
     arch = fingerprint.device_arch(device)
     props = ev.device_properties[0] if ev.device_properties and isinstance(ev.device_properties[0], dict) else None
     dev = occupancy.device_limits(props)
+    stages: dict[str, str | None] = {}
     for row in report.get("kernels") or []:
         row["fingerprint"] = fingerprint.summary(fingerprint.decode(row["name"]))
+        stages.setdefault(row["name"], row.get("stage"))
     rows = {lay["layer"]: lay for lay in report["layers"]}
+    for lay in rows.values():
+        for k in lay.get("kernels") or []:
+            stages.setdefault(k["name"], k.get("stage"))
     launches = _launches(L, calls, call_of, m, rows)
     apis = _launch_apis(ev, {acc.zero_corr for acc in launches.values() if acc.zero_corr is not None})
     amd = bool(device) and device.get("vendor") == "AMD"
+    recorded = False
     for name, lay in rows.items():
-        lay["fingerprints"] = [_fingerprint_row(k, arch) for k in lay.get("kernels") or []]
         occ = []
         for k in lay.get("kernels") or []:
             acc = launches.get((name, k["name"]))
-            if acc is not None:
-                occ.append(_occupancy_row(k["name"], acc, dev, apis, amd))
+            if acc is not None and (acc.configs or acc.measured):  # nothing recorded: said once, below
+                recorded = True
+                occ.append(_occupancy_row(k["name"], acc, dev, apis))
         lay["occupancy"] = occ
+    report["kernel_reading"] = {
+        "device_arch": arch,
+        "occupancy": _occupancy_note(bool(launches), recorded, dev, amd),
+        "fingerprints": {n: _fingerprint(n, arch, st) for n, st in stages.items()},
+    }
     _why_not_flash(report, L, calls, rows, device)
+
+
+def _occupancy_note(any_kernels: bool, recorded: bool, dev, amd: bool) -> str:
+    if not any_kernels:
+        return "no GPU kernels in attention calls"
+    if not recorded:
+        return ("unknown: the trace records no registers per thread, shared memory or achieved occupancy"
+                + (" (ROCm's tracer writes grid and block only, and a CDNA CU's limits are VGPRs, SGPRs and LDS per "
+                   "wavefront, which the CUDA rules do not model)" if amd else ""))
+    if dev is None:
+        return "CUPTI's estimate only: the trace's deviceProperties lack registers or shared memory per SM"
+    return ("theoretical by the CUDA occupancy rules (attention/occupancy.py) beside CUPTI's est. achieved "
+            "occupancy %, per layer")
 
 
 def _launches(L, calls, call_of, m, rows) -> dict[tuple[str, str], _Launches]:
@@ -122,13 +148,12 @@ def _launch_apis(ev, wanted: set[int]) -> dict[int, str]:
     return out
 
 
-def _fingerprint_row(k: dict[str, Any], arch: str | None) -> dict[str, Any]:
-    fp = fingerprint.decode(k["name"])
-    return {"name": k["name"], "stage": k.get("stage"), **fp, "summary": fingerprint.summary(fp),
-            "flags": fingerprint.flags(fp, arch, k.get("stage"))}
+def _fingerprint(name: str, arch: str | None, stage: str | None) -> dict[str, Any]:
+    fp = fingerprint.decode(name)
+    return {**fp, "summary": fingerprint.summary(fp), "flags": fingerprint.flags(fp, arch, stage)}
 
 
-def _occupancy_row(name: str, acc: _Launches, dev, apis: dict[int, str], amd: bool) -> dict[str, Any]:
+def _occupancy_row(name: str, acc: _Launches, dev, apis: dict[int, str]) -> dict[str, Any]:
     row: dict[str, Any] = {"name": name, "registers_per_thread": None, "shared_memory_bytes": None,
                            "block_threads": None, "configurations": len(acc.configs), "blocks_per_sm": None,
                            "warps_per_sm": None, "max_warps_per_sm": None, "theoretical_pct": None,
@@ -147,16 +172,14 @@ def _occupancy_row(name: str, acc: _Launches, dev, apis: dict[int, str], amd: bo
         row["achieved_pct"] = round(acc.achieved_sum / acc.achieved_us, 2)
     if acc.zero_corr is not None:
         row["launch_api"] = apis.get(acc.zero_corr)
-    row["reading"] = _reading(name, acc, row, theo, dev, amd)
+    row["reading"] = _reading(name, acc, row, theo, dev)
     return row
 
 
-def _reading(name: str, acc: _Launches, row: dict[str, Any], theo, dev, amd: bool) -> str:
+def _reading(name: str, acc: _Launches, row: dict[str, Any], theo, dev) -> str:
     words = []
     if not acc.configs:
-        words.append("theoretical occupancy unknown: the trace records no registers per thread or shared memory"
-                     + (" (ROCm's tracer writes grid and block only, and a CDNA CU's limits are VGPRs, SGPRs and "
-                        "LDS per wavefront)" if amd else ""))
+        words.append("theoretical occupancy unknown: the trace records no registers per thread or shared memory")
     elif dev is None:
         words.append("theoretical occupancy unknown: the trace's deviceProperties lack registers or shared memory "
                      "per SM")

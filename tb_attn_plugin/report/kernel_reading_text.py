@@ -40,23 +40,28 @@ def why_not_flash_lines(w: dict[str, Any] | None, indent: str = "    ") -> list[
 
 
 def lines(r: dict[str, Any]) -> list[str]:
+    reading = r.get("kernel_reading") or {}
+    fps = reading.get("fingerprints") or {}
     seen = set()
     out: list[str] = []
     for lay in r.get("layers") or []:
         key = (lay["layer_type"], lay["implementation"])
-        if key in seen or not (lay.get("fingerprints") or lay.get("why_not_flash")):
+        if key in seen or not (lay.get("kernels") or lay.get("why_not_flash")):
             continue
         seen.add(key)
         if len(seen) > GROUPS:
             break
         out.append(f"  kernels of {cut(lay['layer_type'], 48)} ({lay['implementation']}), e.g. {cut(lay['layer'], 40)}:")
         occ = {o["name"]: o for o in lay.get("occupancy") or []}
-        for fp in (lay.get("fingerprints") or [])[:KERNELS]:
-            out.append(f"    {_short(fp['name'])}")
-            out.append(f"      {fp['summary']}")
-            o = _occupancy(occ.get(fp["name"]))
+        for k in (lay.get("kernels") or [])[:KERNELS]:
+            fp = fps.get(k["name"]) or {}
+            out.append(f"    {_short(k['name'])}")
+            out.append(f"      {fp.get('summary') or 'unknown'}")
+            o = _occupancy(occ.get(k["name"]))
             if o:
                 out.append(f"      {o}")
-            out.extend(f"      ! {f}" for f in fp["flags"])
+            out.extend(f"      ! {f}" for f in fp.get("flags") or [])
         out.extend(why_not_flash_lines(lay.get("why_not_flash")))
+    if out and reading.get("occupancy", "").startswith("unknown"):
+        out.append(f"  occupancy {reading['occupancy']}")
     return [""] + out if out else []
