@@ -295,3 +295,18 @@ def test_a_warpgroup_size_alone_does_not_claim_tensor_cores():
     fp = fingerprint.decode("sm90_xmma_gemm_f32f32_f32_nn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_on_"
                             "kernel__5x_cublas")
     assert fp["math_unit"] is None and fp["library"] == "cuBLAS" and fp["arch"] == "sm90"
+
+
+def test_cli_fingerprint_decodes_names_and_lists_the_rules():
+    import subprocess
+    import sys
+
+    name = "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_6_128x64x64_4x1x1_kernel0_0"
+    proc = subprocess.run([sys.executable, "-m", "tb_attn_plugin", "fingerprint", name, "--device-arch", "sm90", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["kernels"]
+    assert (row["library"], row["knob"], row["arch"]) == ("cuDNN", "6", "sm80")
+    assert any("built for sm80, ran on sm90" in f for f in row["flags"])
+    proc = subprocess.run([sys.executable, "-m", "tb_attn_plugin", "fingerprint"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and f"{len(RULES)} rules" in proc.stdout
