@@ -119,6 +119,9 @@ def test_occupancy_of_the_h100_traces_sits_beside_cuptis_estimate():
     assert rows and all(o["theoretical_pct"] is not None for o in rows)
     flash = [o for o in rows if "flash_fwd_kernel" in o["name"]]
     assert flash and all("low by design" in o["reading"] and o["achieved_pct"] is not None for o in flash)
+    # the post's flash figure, on this trace's H100: 128 threads x 255 registers -> 2 blocks -> 8 of 64 warps
+    assert {(o["block_threads"], o["registers_per_thread"], o["blocks_per_sm"], o["warps_per_sm"], o["theoretical_pct"])
+            for o in flash} == {(128, 255, 2, 8, 12.5)}
 
 
 def test_a_zero_estimate_on_an_extended_launch_is_a_measurement_gap():
