@@ -1,4 +1,5 @@
-"""The CLI's kernel-table parts: ``--patterns FILE`` on every command, ``tb-attn patterns``, ``tb-attn annotate``."""
+"""The CLI's kernel-table parts: ``--patterns FILE`` on every command, ``tb-attn patterns``, ``tb-attn annotate``,
+``tb-attn fingerprint`` (kernel names decoded by attention/fingerprint_rules.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import signal
 import sys
 import threading
 
-COMMANDS = ("patterns", "annotate")
+COMMANDS = ("patterns", "annotate", "fingerprint")
 
 
 def patterns_parent() -> argparse.ArgumentParser:
@@ -24,6 +25,12 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
     pat = sub.add_parser("patterns", help="list the kernel-name table in effect (built-in rows and --patterns rows)",
                          parents=[common])
     pat.add_argument("--json", action="store_true", help="print the table as JSON")
+    fpr = sub.add_parser("fingerprint", help="decode kernel names into library, pass, dtype, math unit, tile, layout, "
+                                              "arch, knob, split; without names, list the decoding rules",
+                         parents=[common])
+    fpr.add_argument("names", nargs="*", metavar="KERNEL", help="kernel names as the trace writes them")
+    fpr.add_argument("--device-arch", metavar="ARCH", help="the device the kernels ran on (sm90, gfx942), for the flags")
+    fpr.add_argument("--json", action="store_true", help="print JSON")
     ann = sub.add_parser("annotate", help="write a copy of a trace with the analysis on its own track "
                                           "(Perfetto, chrome://tracing, PyTorch Profiler trace view)", parents=[common])
     ann.add_argument("trace", help="trace file (.json or .json.gz) or fsspec URL")
@@ -54,7 +61,38 @@ def install_patterns(args) -> bool:
 def run(args) -> int:
     if args.command == "patterns":
         return _patterns(args)
+    if args.command == "fingerprint":
+        return _fingerprint(args)
     return _annotate(args)
+
+
+def _fingerprint(args) -> int:
+    from dataclasses import asdict
+
+    from .attention import fingerprint as F
+    from .attention.fingerprint_rules import RULES
+
+    if not args.names:
+        if args.json:
+            json.dump({"rules": [asdict(r) for r in RULES]}, sys.stdout, indent=1)
+            sys.stdout.write("\n")
+            return 0
+        print(f"{'field':<9} {'value':<40} pattern   (example; source)")
+        for r in RULES:
+            print(f"{r.field:<9} {r.value:<40} {r.pattern}\n{'':<10}e.g. {r.example[:100]}; {r.source}")
+        print(f"\n{len(RULES)} rules; per field the first match wins.")
+        return 0
+    rows = [{"name": n, **F.decode(n), "flags": F.flags(F.decode(n), args.device_arch)} for n in args.names]
+    if args.json:
+        json.dump({"kernels": rows}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    for n, row in zip(args.names, rows):
+        print(n[:120])
+        print(f"  {F.summary(F.decode(n))}")
+        for f in row["flags"]:
+            print(f"  ! {f}")
+    return 0
 
 
 def _patterns(args) -> int:

@@ -76,3 +76,23 @@ def test_needs_two_runs_and_tolerates_sparse_reports():
         compare_reports([("only", FLASH)])
     c = compare_reports([("a", {}), ("b", {"stages": None, "layers": [{"layer_type": "X"}]})])
     assert c["time_basis"] == "cpu" and c["stages"] == [] and c["layers"][0]["values"] == [0.0, 0.0]
+
+
+# Two cuBLAS-shipped CUTLASS GEMMs of the H100 BERT trace (shared/traces, tl_h100_bert_small_sdpa_flash) and
+# the cuDNN SDPA kernel the HF post names: real names, so the fingerprint rules decode them as they would a trace.
+GEMM_64 = ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>"
+           "(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8::Params)")
+GEMM_256 = ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128_64x3_tn_align2>"
+            "(cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128_64x3_tn_align2::Params)")
+CUDNN = "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_6_128x64x64_4x1x1_kernel0_0"
+
+
+def test_kernels_are_matched_across_runs_by_fingerprint():
+    a = report([("qkv_proj", "fwd", 50.0)], kernels=[(GEMM_64, "qkv_proj", 50.0), (CUDNN, "fused", 10.0)])
+    b = report([("qkv_proj", "fwd", 40.0)], kernels=[(GEMM_256, "qkv_proj", 40.0), ("flash_fwd", "fused", 9.0)])
+    c = compare_reports([("a", a), ("b", b)])
+    (row,) = c["kernel_changes"]  # cuDNN vs an undecodable name: different work, not a change
+    assert row["kernels"] == [GEMM_64, GEMM_256] and row["stage"] == "qkv_proj"
+    assert row["changed"] == {"tile": ["64x64", "256x128"]}
+    assert "tile 64x64 -> 256x128" in row["message"]
+    assert compare_reports([("a", a), ("a2", a)])["kernel_changes"] == []

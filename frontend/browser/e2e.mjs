@@ -199,6 +199,12 @@ await run(async (browser) => {
     sameUs(await cells.nth(3).textContent(), k.gpu_us, `total of ${name.slice(0, 40)}`);
     samePct(await cells.nth(5).textContent(), k.gpu_us / ATT, `share of ${name.slice(0, 40)}`);
   }
+  // Each kernel's fingerprint (the backend's decoding of its name) under the name; "unknown" is not shown.
+  for (const k of KROWS.filter((x) => x.fingerprint).slice(0, 8)) {
+    const fp = kView.locator(`tr.kernel[data-kernel="${k.name.replace(/"/g, '\\"')}"] [data-testid="fingerprint"]`);
+    if (k.fingerprint === "unknown") ok(await fp.count() === 0, `no fingerprint line for ${k.name.slice(0, 40)}`);
+    else ok((await fp.first().textContent()) === k.fingerprint, `fingerprint of ${k.name.slice(0, 40)}: ${k.fingerprint}`);
+  }
   for (const g of await kView.locator("tr.group").all()) {
     const [pass, stage] = (await g.getAttribute("data-group")).split(":");
     sameUs(await g.locator("td").nth(3).textContent(), sum(KROWS.filter((k) => k.stage === stage && (k.pass || "fwd") === pass).map((k) => k.gpu_us)), `group total ${stage}`);

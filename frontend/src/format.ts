@@ -1,5 +1,7 @@
 // Number formatting shared by every view. Pure: unit-tested in test/format.test.ts.
 
+import type { KernelOccupancy } from "./types";
+
 const MINUS = "\u2212";
 
 export function num(v: unknown): number | null {
@@ -203,4 +205,13 @@ function templateHint(name: string): string | null {
   if (!named) return null;
   const bare = shortKernelName(named);
   return bare.length > 40 ? bare.slice(0, 39) + "…" : bare;
+}
+
+/** "occupancy 12.5% (registers) · CUPTI 1%": theoretical, the limit that binds, the estimate or its gap. */
+export function occupancyText(o: KernelOccupancy): string {
+  const theo = o.theoretical_pct == null ? "occupancy unknown" : `occupancy ${o.theoretical_pct}% (${(o.limited_by || []).join(", ")})`;
+  const ach = o.achieved_pct != null ? ` · CUPTI ${o.achieved_pct}%`
+    : (o.reading || "").includes("measurement gap") ? " · CUPTI 0%: not measured" : "";
+  const design = (o.reading || "").includes("low by design") ? " · low by design" : "";
+  return theo + ach + design;
 }

@@ -57,6 +57,7 @@ td.better { color: #2e7d32; } td.worse { color: #c62828; }
 .kcell { font-family: "Roboto Mono", Menlo, monospace; font-size: 11.5px; word-break: break-all; }
 .kname summary { cursor: pointer; }
 .kname-full { color: #555; margin: 4px 0 2px 14px; white-space: pre-wrap; word-break: break-all; }
+.fingerprint { font-family: Roboto, sans-serif; font-size: 11px; color: #5f6368; word-break: normal; }
 .impl-tag { margin-left: 8px; font-family: inherit; color: #2e7d32; font-size: 11px; }
 .attn-dot { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 6px; vertical-align: -1px; }
 .stage-chip { white-space: nowrap; }

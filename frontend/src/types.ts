@@ -74,6 +74,16 @@ export interface Layer {
   tflops?: number | null;
   score_bytes?: number | null;
   memory_bytes?: number | null;
+  /** Theoretical occupancy beside CUPTI's estimate, per kernel (engine 12 on; docs/api.md). */
+  occupancy?: KernelOccupancy[];
+}
+
+export interface KernelOccupancy {
+  name: string;
+  theoretical_pct?: number | null;
+  achieved_pct?: number | null;
+  limited_by?: string[];
+  reading?: string;
 }
 
 export interface Kernel {
@@ -83,6 +93,8 @@ export interface Kernel {
   count?: number;
   gpu_us?: number;
   implementation?: string;
+  /** The name decoded: library · pass · dtype · math unit · tile · layout · arch (engine 12 on). */
+  fingerprint?: string;
 }
 
 export interface Op {

@@ -1,8 +1,18 @@
 import { describe, expect, it } from "vitest";
-import { distinctShortNames, fmtBytes, fmtCount, fmtDeltaPct, fmtDeltaUs, fmtShare, fmtSpan, fmtUs, shortKernelName } from "../src/format";
+import { distinctShortNames, fmtBytes, fmtCount, fmtDeltaPct, fmtDeltaUs, fmtShare, fmtSpan, fmtUs, occupancyText, shortKernelName } from "../src/format";
 import { decodeList, DEFAULT_STATE, encodeList, formatHash, mergeHash, parseHash, stateFromParams, stateToParams } from "../src/state";
 
 describe("format", () => {
+  it("reads a kernel's occupancy: theoretical and its limit, CUPTI's estimate or its gap", () => {
+    // the H100 BERT trace's flash kernel and the OWLv2 trace's cuBLAS kernel (tests/test_kernel_reading.py)
+    expect(occupancyText({ name: "flash", theoretical_pct: 12.5, limited_by: ["registers"], achieved_pct: 1,
+      reading: "theoretical 12.5% ...; low by design: registers/shared memory keep the tiles on chip" }))
+      .toBe("occupancy 12.5% (registers) · CUPTI 1% · low by design");
+    expect(occupancyText({ name: "gemm", theoretical_pct: 18.75, limited_by: ["registers", "shared memory"], achieved_pct: null,
+      reading: "CUPTI reported 0% achieved: a measurement gap (launched by cudaLaunchKernelExC)" }))
+      .toBe("occupancy 18.75% (registers, shared memory) · CUPTI 0%: not measured");
+    expect(occupancyText({ name: "attn_fwd", theoretical_pct: null, reading: "theoretical occupancy unknown" })).toBe("occupancy unknown");
+  });
   it("formats times, shares, bytes, counts", () => {
     expect(fmtUs(37.408)).toBe("37.4 µs");
     expect(fmtUs(513124.885)).toBe("513.12 ms");

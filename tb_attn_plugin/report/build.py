@@ -34,6 +34,7 @@ from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
 from . import finite
 from . import gpu_window
 from . import reading
+from . import kernel_reading
 from .verdicts import verdicts
 
 Progress = Callable[[str, float], None]
@@ -89,6 +90,7 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
         _add_memory(report, ev, L, calls, call_of, m, path, snapshots, timelines)
         _safety_net(report, L, call_of, m)
         gpu_window.add(report, L, calls, call_of, m)
+        kernel_reading.add(report, ev, L, calls, call_of, m)  # fingerprints, occupancy, why not flash
         if keep is not None:
             keep.update(L=L, calls=calls, call_of=call_of, measured=m, events=ev)
         report["trace"]["truncated"] = gzip_cut or ev.truncated

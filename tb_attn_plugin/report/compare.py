@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 from ..format.tags import STAGES
 from ..memory import compare as memory_compare
 from ..roofline.decompose import decompose
+from . import kernel_changes
 from .words import duration
 
 PASS_ORDER = ("fwd", "bwd")
@@ -158,6 +159,7 @@ def compare_reports(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, 
         "layers": _layers(reports, key),
         "kernels_only_in": only,
         "kernels_only_in_counts": counts,
+        "kernel_changes": kernel_changes.changes(names, reports),  # same work, other tile/dtype/arch: by fingerprint
         "totals": totals,
         "memory": memory_compare.compare(runs),
         "decomposition": decompose(names, reports, basis),

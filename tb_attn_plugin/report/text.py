@@ -9,6 +9,7 @@ from ..format.tags import STAGES
 from ..format.units import flops_rate_text
 from ..memory import text as memory_text
 from ..roofline.text import decomposition_lines, roofline_lines
+from . import kernel_reading_text
 from .words import cut, duration, plural
 
 NAME_WIDTH = 48  # layer and run names in tables; longer ones end in an ellipsis
@@ -89,6 +90,7 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     rows = [[cut(i["layer_type"], NAME_WIDTH), i["implementation"], str(i["calls"])] for i in r["implementations"]]
     out.extend("  " + line for line in _table(rows, ["layer type", "implementation", "calls"]))
     out.extend(reading_lines(r))
+    out.extend(kernel_reading_text.lines(r))
     if len(verdicts) > 1:
         out.append("")
         out.extend(f"  - {v['message']}" for v in verdicts[1:])
@@ -220,6 +222,10 @@ def render_compare(c: dict[str, Any], top: int = 12) -> str:
         out.append("")
     out.extend(f"  {plural(n, 'kernel name')} only in {name}, e.g. {cut(kernels[0]['name'], 100)}"
                for name, kernels, n in only if n)
+    changed = c.get("kernel_changes") or []
+    if changed:
+        out.append("")
+        out.extend(f"  changed kernel: {k['message']}" for k in changed[:top])
     if decomposition_lines(c):
         out.extend([""] + decomposition_lines(c))
     out.extend(memory_text.render_compare(c.get("memory")))

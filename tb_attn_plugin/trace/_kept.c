@@ -14,7 +14,8 @@
 #include <stdint.h>
 
 static PyObject *s_ph, *s_cat, *s_name, *s_pid, *s_tid, *s_ts, *s_dur, *s_args;
-static PyObject *s_dims, *s_types, *s_concrete;
+static PyObject *s_dims, *s_types, *s_concrete, *s_strides;
+#define N_SHAPE_FIELDS 4 /* dims_raw, types_raw, concrete_raw, strides_raw */
 
 /* lo < v < hi (lo <= v when lo_closed), as Python compares: NaN is never inside. Returns 1, 0, or -1. */
 static int within(PyObject *v, double lo, double hi, int lo_closed) {
@@ -176,13 +177,13 @@ static int copy_raw(PyObject *a, PyObject *attr, PyObject *null, PyObject *raw_t
 
 PyDoc_STRVAR(detach_shapes_doc,
 "detach_shapes(ops, keep, cache, null, raw_type) -> None\n\n"
-"For each op whose args hold any of dims_raw, types_raw, concrete_raw other than null: when\n"
+"For each op whose args hold any of dims_raw, types_raw, concrete_raw, strides_raw other than null: when\n"
 "keep(op.name) (remembered in cache, name -> bool), each such field becomes\n"
-"raw_type(bytes(field)), a copy that does not hold the decoded chunk; else all three become null.");
+"raw_type(bytes(field)), a copy that does not hold the decoded chunk; else all four become null.");
 
 static PyObject *detach_shapes(PyObject *self, PyObject *args) {
     PyObject *ops, *keep, *cache, *null, *raw_type;
-    PyObject *fields[3] = {s_dims, s_types, s_concrete};
+    PyObject *fields[N_SHAPE_FIELDS] = {s_dims, s_types, s_concrete, s_strides};
     (void)self;
     PyObject *ev_attrs[2] = {s_args, s_name};
     Layout EL = {0}, AL = {0};
@@ -195,16 +196,17 @@ static PyObject *detach_shapes(PyObject *self, PyObject *args) {
             /* The common case through the slots: shapes on an op whose name the cache already
              * judged not worth keeping are dropped in place; anything else takes the path below. */
             PyObject *a = SLOT(e, EL.off[0]), *name = SLOT(e, EL.off[1]);
-            if (a != NULL && a != Py_None && AL.type == NULL) layout_of(Py_TYPE(a), fields, 3, &AL);
+            if (a != NULL && a != Py_None && AL.type == NULL) layout_of(Py_TYPE(a), fields, N_SHAPE_FIELDS, &AL);
             if (a == Py_None) continue;
             if (a != NULL && name != NULL && Py_TYPE(a) == AL.type) {
-                PyObject **f[3] = {&SLOT(a, AL.off[0]), &SLOT(a, AL.off[1]), &SLOT(a, AL.off[2])};
-                if (*f[0] == NULL || *f[1] == NULL || *f[2] == NULL) goto generic;
-                if (*f[0] == null && *f[1] == null && *f[2] == null) continue;
+                PyObject **f[N_SHAPE_FIELDS] = {&SLOT(a, AL.off[0]), &SLOT(a, AL.off[1]), &SLOT(a, AL.off[2]),
+                                                &SLOT(a, AL.off[3])};
+                if (*f[0] == NULL || *f[1] == NULL || *f[2] == NULL || *f[3] == NULL) goto generic;
+                if (*f[0] == null && *f[1] == null && *f[2] == null && *f[3] == null) continue;
                 PyObject *verdict = PyDict_GetItemWithError(cache, name); /* borrowed */
                 if (verdict == NULL && PyErr_Occurred()) return NULL;
                 if (verdict == Py_False) {
-                    for (int k = 0; k < 3; k++) {
+                    for (int k = 0; k < N_SHAPE_FIELDS; k++) {
                         PyObject *old = *f[k];
                         Py_INCREF(null);
                         *f[k] = null;
@@ -219,7 +221,7 @@ static PyObject *detach_shapes(PyObject *self, PyObject *args) {
         if (a == NULL) return NULL;
         int any = 0, rc = 0;
         if (a != Py_None) {
-            for (int k = 0; k < 3 && !any && rc == 0; k++) {
+            for (int k = 0; k < N_SHAPE_FIELDS && !any && rc == 0; k++) {
                 PyObject *v = PyObject_GetAttr(a, fields[k]);
                 if (v == NULL) rc = -1;
                 else {
@@ -247,7 +249,7 @@ static PyObject *detach_shapes(PyObject *self, PyObject *args) {
                 Py_DECREF(name);
             }
             if (yes < 0) rc = -1;
-            for (int k = 0; k < 3 && rc == 0; k++)
+            for (int k = 0; k < N_SHAPE_FIELDS && rc == 0; k++)
                 rc = yes ? copy_raw(a, fields[k], null, raw_type) : PyObject_SetAttr(a, fields[k], null);
         }
         Py_DECREF(a);
@@ -418,9 +420,9 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__kept(void) {
     const char *names[] = {"ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "dims_raw", "types_raw",
-                           "concrete_raw"};
+                           "concrete_raw", "strides_raw"};
     PyObject **slots[] = {&s_ph, &s_cat, &s_name, &s_pid, &s_tid, &s_ts, &s_dur, &s_args, &s_dims, &s_types,
-                          &s_concrete};
+                          &s_concrete, &s_strides};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         *slots[i] = PyUnicode_InternFromString(names[i]);
         if (*slots[i] == NULL) return NULL;

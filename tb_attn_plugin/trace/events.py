@@ -53,6 +53,7 @@ class Args(msgspec.Struct, gc=False, omit_defaults=True):
     dims_raw: msgspec.Raw = msgspec.field(default=_NULL, name="Input Dims")
     types_raw: msgspec.Raw = msgspec.field(default=_NULL, name="Input type")
     concrete_raw: msgspec.Raw = msgspec.field(default=_NULL, name="Concrete Inputs")
+    strides_raw: msgspec.Raw = msgspec.field(default=_NULL, name="Input Strides")  # why_not_flash reads SDPA's
     device: int | None = None
     stream: int | None = None
     nbytes: int | None = msgspec.field(default=None, name="Bytes")
@@ -62,6 +63,12 @@ class Args(msgspec.Struct, gc=False, omit_defaults=True):
     addr: int | None = msgspec.field(default=None, name="Addr")
     total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
     device_id: int | None = msgspec.field(default=None, name="Device Id")
+    # A kernel's launch as CUPTI writes it (attention/occupancy.py reads them). Any: a mistyped value in
+    # one of them never costs the kernel; the reader checks the types.
+    registers: Any = msgspec.field(default=None, name="registers per thread")
+    shared_memory: Any = msgspec.field(default=None, name="shared memory")
+    block: Any = None
+    achieved_occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
 
     @property
     def dims(self) -> list[Any] | None:
@@ -74,6 +81,10 @@ class Args(msgspec.Struct, gc=False, omit_defaults=True):
     @property
     def concrete(self) -> list[Any] | None:
         return _lazy(self.concrete_raw)
+
+    @property
+    def strides(self) -> list[Any] | None:
+        return _lazy(self.strides_raw)
 
 
 class Event(msgspec.Struct, gc=False):
@@ -427,7 +438,8 @@ def _detach_shapes(ops: list[Event], keep: Callable[[str], bool], keeps: dict[st
         return
     for e in ops:
         a = e.args
-        if a is None or (a.dims_raw is _NULL and a.concrete_raw is _NULL and a.types_raw is _NULL):
+        if a is None or (a.dims_raw is _NULL and a.concrete_raw is _NULL and a.types_raw is _NULL
+                         and a.strides_raw is _NULL):
             continue
         k = keeps.get(e.name)
         if k is None:
@@ -436,8 +448,9 @@ def _detach_shapes(ops: list[Event], keep: Callable[[str], bool], keeps: dict[st
             a.dims_raw = msgspec.Raw(bytes(a.dims_raw)) if a.dims_raw is not _NULL else _NULL
             a.types_raw = msgspec.Raw(bytes(a.types_raw)) if a.types_raw is not _NULL else _NULL
             a.concrete_raw = msgspec.Raw(bytes(a.concrete_raw)) if a.concrete_raw is not _NULL else _NULL
+            a.strides_raw = msgspec.Raw(bytes(a.strides_raw)) if a.strides_raw is not _NULL else _NULL
         else:
-            a.dims_raw = a.types_raw = a.concrete_raw = _NULL
+            a.dims_raw = a.types_raw = a.concrete_raw = a.strides_raw = _NULL
 
 
 def _decode_chunked(text: bytes, head: bytes, keep_shapes: Callable[[str], bool] | None) -> _Kept | None:
@@ -499,7 +512,7 @@ _ROUTE = tuple(tuple(c.encode() for c in sorted(cats)) for cats in (CPU_CATS, GP
 # which an op keeps only when keep_shapes wants them (_Kept.slim adds the names it said no to).
 _ARG_KEYS = tuple(f.encode_name.encode() for f in msgspec.structs.fields(Args))
 _SHAPE_KEYS = tuple(f.encode_name.encode() for f in msgspec.structs.fields(Args)
-                    if f.name in ("dims_raw", "types_raw", "concrete_raw"))
+                    if f.name in ("dims_raw", "types_raw", "concrete_raw", "strides_raw"))
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 

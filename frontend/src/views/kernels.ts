@@ -1,5 +1,5 @@
 import { h } from "../dom";
-import { distinctShortNames, fmtCount, fmtShare, fmtUs } from "../format";
+import { distinctShortNames, fmtCount, fmtShare, fmtUs, occupancyText } from "../format";
 import { basisOf, kernelGroups, STAGES, stageLabel, type KernelSort } from "../model";
 import type { Kernel } from "../types";
 import { kernelName, stageChip, usCell } from "./common";
@@ -32,6 +32,12 @@ export async function kernelsView(ctx: Ctx, root: HTMLElement): Promise<void> {
   const what = useOps ? "CPU ops" : "GPU kernels";
   const unit = useOps ? "op" : "kernel";
   const short = distinctShortNames(rows.map((r) => r.name));
+  // What each name says (fingerprint) and how full it keeps an SM (the first layer that ran it).
+  const fingerprints = new Map(rows.filter((r) => r.fingerprint && r.fingerprint !== "unknown").map((r) => [r.name, r.fingerprint] as const));
+  const occupancy = new Map<string, string>();
+  for (const lay of report.layers || []) {
+    for (const o of lay.occupancy || []) if (!occupancy.has(o.name) && o.reading) occupancy.set(o.name, occupancyText(o));
+  }
 
   const el = h("section", { class: "view view-kernels", "data-view": "kernels" });
   root.appendChild(el);
@@ -83,7 +89,9 @@ export async function kernelsView(ctx: Ctx, root: HTMLElement): Promise<void> {
       for (const r of g.rows) {
         body.appendChild(h("tr", { class: "kernel", "data-kernel": r.name, "data-stage": r.stage, "data-pass": r.pass },
           h("td"), h("td", { class: "kcell" }, kernelName(r.name, short.get(r.name) ?? r.name),
-            r.implementation ? h("span", { class: "impl-tag" }, r.implementation) : null),
+            r.implementation ? h("span", { class: "impl-tag" }, r.implementation) : null,
+            fingerprints.get(r.name) ? h("div", { class: "fingerprint", "data-testid": "fingerprint" }, fingerprints.get(r.name)) : null,
+            occupancy.get(r.name) ? h("div", { class: "fingerprint", "data-testid": "occupancy" }, occupancy.get(r.name)) : null),
           h("td", { class: "num" }, fmtCount(r.count)), usCell(r.total), usCell(r.mean), h("td", { class: "num" }, fmtShare(r.share))));
       }
     }

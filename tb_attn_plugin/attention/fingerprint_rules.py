@@ -1,0 +1,147 @@
+"""The rules that decode a GPU kernel's name into fields (library, pass, dtype, math unit, tile, layout, arch, ...).
+
+Data, not code: each row is (field, pattern, value, example, source). For each field the first row whose
+pattern matches wins; ``value`` is a fixed text or a template over the match's groups (``{1}x{2}``).
+Every example is a real kernel name and the test suite checks that each row decodes its own example.
+Sources: the six shared traces (../shared/traces/README.md names their origin), the Hugging Face post
+"Profiling in PyTorch (Part 3): Attention is all you profile" (huggingface/blog torch-attention-profile.md),
+and the libraries' own naming (FlashAttention csrc/flash_attn/src, CUTLASS, Tensile).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rule:
+    field: str
+    pattern: str
+    value: str  # fixed text, or a template over the groups: "{1}x{2}"
+    example: str
+    source: str
+
+    def compiled(self) -> re.Pattern:
+        return re.compile(self.pattern)
+
+
+H100_BERT = "shared trace tl_h100_bert_small_sdpa_flash (TraceLens, H100)"
+H100_OWL = "shared trace tl_h100_owlv2_eager_bmm_softmax (TraceLens, H100)"
+A100_HTA = "shared trace hta_a100_negative_log_softmax_fwdbwd (HTA, A100)"
+MI300_BERT = "shared trace tl_mi300x_bert_small_sdpa_aotriton (TraceLens, MI300X)"
+MI300_COMPILE = "shared trace tl_mi300x_torch_compile_small (TraceLens, MI300X)"
+MI300_FLUX = "shared trace tl_mi300x_xdit_flux1_aiter_fmha_hipgraph (TraceLens, MI300X)"
+HF_POST = "HF blog torch-attention-profile.md (A100, bf16)"
+FA_SRC = "Dao-AILab/flash-attention csrc/flash_attn/src/flash_fwd_launch_template.h"
+
+FLASH_EX = ("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, false, "
+            "false, cutlass::bfloat16_t, pytorch_flash::Flash_kernel_traits<64, 128, 128, 4, cutlass::bfloat16_t> >, "
+            "false, false, false, false")
+CUDNN_SDPA_EX = "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_6_128x64x64_4x1x1_kernel0_0"
+FMHA_EX = "fmha_cutlassF_bf16_aligned_64x64_rf_sm80"
+SM90_GEMM_EX = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+CUTLASS80_EX = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8::Params)"
+CUTLASS75_EX = "void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_nn_align1>(cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_nn_align1::Params)"
+WMMA_EX = "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8>(cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8::Params)"
+TF32_EX = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4>(cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4::Params)"
+AMPERE_EX = "ampere_h16816gemm_256x128_ldg8_mods_stages_64x3_nt"
+SGEMM_EX = "ampere_sgemm_128x128_mods_nt"
+DGEMM_EX = "ampere_dgemm_128x64_mods_nt"
+INT8_EX = "ampere_int8_i16832gemm_int8_256x128_ldg16_relu_mods_stages_64x3_nt"
+NV_MODS = "cuBLAS kernel names in nvmexp/lw_firmware tools/mods/gpu/tests/lwca/linpack/ampere_mods_modular_decls.h"
+SPLITK_EX = ("void cublasLt::splitKreduce_kernel<32, 16, int, __nv_bfloat16, __nv_bfloat16, float, __nv_bfloat16, "
+             "true, true, false>(cublasLt::cublasSplitKParams<float>, __nv_bfloat16 const*")
+CUDNN_XMMA_EX = ("sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16_stage4_"
+                 "warpsize2x2x1_g1_tensor16x8x8_execute_kernel_cudnn_infer")
+CUDNN_WGRAD_EX = ("sm80_xmma_wgrad_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x16_stage4_"
+                  "warpsize2x2x1_g1_tensor16x8x8_execute_kernel_cudnn_train")
+TENSILE_EX = ("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT96x96x128_MI16x16x1_SN_LDSB1_AFC1_AG0_AFEM1_AFEM1_ASEM1_"
+              "CB0_CD1_1_CLR1_CADS0_DTLA0_DTLB0_DTLM0_DTVA0_DTVB0_DTVMXSA0_DTVMXSB0_DTVSM0_DPLB0_EPS0_ELFLR0_ISA942")
+TENSILE_OLD_EX = ("Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT16x16x128_MI16x16x1_SN_LDSB0_AFC1_AFEM1_AFEM1_ASEM1_"
+                  "CLR1_CADS0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMB_GLS0_ISA942_IU1_K1")
+AITER_EX = "aiter::fmha_fwd_hd128_bf16_rtz"
+TRITON_EX = "triton_poi_fused__unsafe_view_add_3"
+ATEN_SOFTMAX_EX = ("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 3, false, "
+                   "false>(c10::BFloat16*, c10::BFloat16 const*, int, int, int, bool const*, int, bool)")
+ATEN_FP32_EX = ("void (anonymous namespace)::softmax_warp_forward<float, float, float, 9, false, false>(float*, "
+                "float const*, int, int, int, bool const*, int, bool)")
+SPLITKV_EX = "flash_fwd_splitkv_kernel"  # the kernel's function name (FA_SRC); PyTorch's copy is pytorch_flash::
+
+RULES: tuple[Rule, ...] = (
+    # -- library: the first row that matches names it -------------------------------------------------
+    Rule("library", r"flash_fwd|flash_bwd|pytorch_flash::", "FlashAttention", FLASH_EX, H100_BERT),
+    Rule("library", r"^cudnn_generated|cudnn_(?:train|infer)\b|_cudnn_(?:train|infer)$|^void cudnn::|cutlass_cudnn",
+         "cuDNN", CUDNN_SDPA_EX, HF_POST),
+    Rule("library", r"fmha_cutlass", "CUTLASS (PyTorch mem-efficient, xFormers kernels)", FMHA_EX, HF_POST),
+    Rule("library", r"cublasLt::", "cuBLASLt", SPLITK_EX, H100_OWL),
+    Rule("library", r"_cublas$|^(?:ampere|volta|turing|maxwell|hopper)_|cublas", "cuBLAS", SM90_GEMM_EX, H100_BERT),
+    Rule("library", r"cutlass::Kernel|cutlass_\d+_", "CUTLASS (shipped in cuBLAS)", CUTLASS80_EX, H100_OWL),
+    Rule("library", r"^aiter::", "aiter", AITER_EX, MI300_FLUX),
+    Rule("library", r"^Cijk_", "hipBLASLt (Tensile)", TENSILE_EX, MI300_FLUX),
+    Rule("library", r"^attn_fwd$|^attn_bwd", "AOTriton (PyTorch SDPA on ROCm)", "attn_fwd", MI300_BERT),
+    Rule("library", r"^triton_", "Triton (torch.compile / Inductor)", TRITON_EX, MI300_COMPILE),
+    Rule("library", r"^(?:Memset|Memcpy)\b", "runtime memset/memcpy (not a kernel)", "Memset (Device)", H100_OWL),
+    Rule("library", r"^(?:void |std::enable_if<.*>::type )?(?:at::native::|\(anonymous namespace\)::)",
+         "PyTorch (ATen)", ATEN_SOFTMAX_EX, H100_OWL),
+
+    # -- pass --------------------------------------------------------------------------------------------
+    Rule("pass", r"fmha_cutlassB|_bwd|_bprop|bprop_|backward|dgrad|wgrad", "bwd", CUDNN_WGRAD_EX, A100_HTA),
+    Rule("pass", r"fmha_cutlassF|_fwd|fprop|forward", "fwd", CUDNN_SDPA_EX, HF_POST),
+
+    # -- dtype (of the inputs) -----------------------------------------------------------------------------
+    Rule("dtype", r"bf16|bfloat16|BFloat16|__nv_bfloat16|_BBS_|_B_BS_", "bf16", CUTLASS80_EX, H100_OWL),
+    Rule("dtype", r"(?<!b)f16|fp16|half_t|c10::Half|_HHS_|_H_HS_|h16816|h1688|hgemm", "fp16", CUDNN_SDPA_EX, HF_POST),
+    Rule("dtype", r"tf32|tensorop_s1688gemm_\d", "tf32", TF32_EX, A100_HTA),
+    Rule("dtype", r"int8|i16832|i8816", "int8", INT8_EX, NV_MODS),
+    Rule("dtype", r"sgemm|<float, float|\bfloat\*", "fp32", ATEN_FP32_EX, MI300_FLUX),
+    Rule("dtype", r"dgemm|<double", "fp64", DGEMM_EX, NV_MODS),
+
+    # -- math unit: tensor (matrix) cores or CUDA cores ------------------------------------------------------
+    Rule("math_unit", r"(s16816|h16816|i8816|i16832|s1688|h1688|s161616|tensor16x8x\d+)", "tensor cores ({1})",
+         AMPERE_EX, NV_MODS),
+    # "xmma" and "warpgroupsize" alone say nothing: cuBLAS's FP32 (FFMA) kernels carry them too; a
+    # low-precision or TF32 operand type next to a warpgroup size is Hopper's wgmma.
+    Rule("math_unit", r"^(?=.*(?:bf16|f16|tf32|e4m3|e5m2)).*warpgroup", "tensor cores (wgmma)", SM90_GEMM_EX, H100_BERT),
+    Rule("math_unit", r"(wmma|hmma|tensorop)", "tensor cores ({1})", CUDNN_SDPA_EX, HF_POST),
+    Rule("math_unit", r"Flash_fwd_kernel_traits|Flash_bwd_kernel_traits", "tensor cores (mma.sync)", FLASH_EX, FA_SRC),
+    Rule("math_unit", r"_MI(\d+x\d+x\d+)(?:x\d+)?_|mfma", "matrix cores (MFMA {1})", TENSILE_EX, MI300_FLUX),
+    Rule("math_unit", r"(sgemm|dgemm|hgemm)", "CUDA cores ({1})", SGEMM_EX, NV_MODS),
+
+    # -- tile ----------------------------------------------------------------------------------------------------
+    Rule("tile", r"Flash_(?:fwd|bwd)_kernel_traits<(\d+), (\d+), (\d+), (\d+)", "{2}x{3} (head dim {1}, {4} warps)",
+         FLASH_EX, FA_SRC),
+    Rule("tile", r"tilesize(\d+x\d+x\d+)", "{1}", SM90_GEMM_EX, H100_BERT),
+    Rule("tile", r"_MT(\d+x\d+x\d+)_", "{1}", TENSILE_EX, MI300_FLUX),
+    Rule("tile", r"knob_\d+_(\d+x\d+x\d+)", "{1}", CUDNN_SDPA_EX, HF_POST),
+    Rule("tile", r"fmha_cutlass[FB]_\w+?_(\d+x\d+)_", "{1}", FMHA_EX, HF_POST),
+    Rule("tile", r"gemm(?:_relu)?(?:_bf16|_f16)?_(\d+x\d+)_", "{1}", CUTLASS80_EX, H100_OWL),
+    Rule("tile", r"gemm_(?:[a-z0-9]+_)?(\d+x\d+)_ldg", "{1}", AMPERE_EX, NV_MODS),
+    Rule("tile", r"(?:sgemm|dgemm|hgemm)_(\d+x\d+)_", "{1}", SGEMM_EX, NV_MODS),
+
+    # -- layout (operand transposes: n = as stored, t = transposed) ------------------------------------------------
+    Rule("layout", r"_(tn|nn|nt|tt)(?:_|$|>)", "{1}", CUTLASS75_EX, H100_OWL),
+    # Tensile: Cijk_<A's index order>_<B's index order>; Alik = A transposed, Bjlk = B transposed
+    Rule("layout", r"^Cijk_Ailk_Bljk_", "nn", "Cijk_Ailk_Bljk_HHS_BH_MT128x128x16_MI16x16x16x1_SN_1LDSB0_APM1_ABV0",
+         "ROCm MIOpenDriver gemm log (AMD_LOG_LEVEL=3), public code search"),
+    Rule("layout", r"^Cijk_Alik_Bljk_", "tn", TENSILE_EX, MI300_FLUX),
+
+    # -- target architecture the kernel was built for -------------------------------------------------------------
+    Rule("arch", r"(?:^|_)sm_?(\d{2,3})(?:_|$|a)", "sm{1}", CUDNN_SDPA_EX, HF_POST),
+    Rule("arch", r"cutlass_(\d{2,3})_", "sm{1}", CUTLASS75_EX, H100_OWL),
+    Rule("arch", r"^ampere_", "sm80", AMPERE_EX, HF_POST),
+    Rule("arch", r"_ISA(\d+[a-f]?)(?:_|$)", "gfx{1}", TENSILE_EX, MI300_FLUX),
+
+    # -- cuDNN engine knob, split-K / split-KV --------------------------------------------------------------------
+    Rule("knob", r"knob_(\d+)", "{1}", CUDNN_SDPA_EX, HF_POST),
+    Rule("split", r"splitkv|split_kv|SplitKV", "split-KV", SPLITKV_EX, FA_SRC),
+    Rule("split", r"splitKreduce|split_k_kernel|segment_k_on", "split-K", SPLITK_EX, H100_OWL),
+    Rule("split", r"segment_k_off", "no split-K", SM90_GEMM_EX, H100_BERT),
+)
+
+FIELDS = ("library", "pass", "dtype", "math_unit", "tile", "layout", "arch", "knob", "split")
+
+# Launch APIs for which CUPTI leaves "est. achieved occupancy %" at 0 (the extended launch path).
+# Source: shared trace tl_h100_owlv2_eager_bmm_softmax (every cudaLaunchKernelExC kernel reads 0) and the
+# HF post (cuDNN's kernel launched by cuLaunchKernelEx reads 0% although 1 block per SM runs).
+EXTENDED_LAUNCHES = frozenset({"cuLaunchKernelEx", "cudaLaunchKernelExC", "cudaLaunchKernelEx"})

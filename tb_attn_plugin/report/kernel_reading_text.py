@@ -1,0 +1,67 @@
+"""The kernel reading (report/kernel_reading.py) as terminal lines: per layer type x implementation, its
+slowest layer's kernels with their fingerprints and occupancy, then why not flash."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .words import cut
+
+GROUPS = 4  # layer type x implementation groups shown
+KERNELS = 4  # kernels per group
+
+
+def _short(name: str) -> str:
+    """A kernel's name without the return type, anonymous namespaces and the argument list."""
+    n = name[5:] if name.startswith("void ") else name
+    n = n.replace("(anonymous namespace)::", "")
+    return cut(n.split("(")[0] or n, 70)
+
+
+def _occupancy(o: dict[str, Any] | None) -> str | None:
+    if o is None:
+        return None
+    ach = f"; CUPTI est. achieved {o['achieved_pct']:g}%" if o.get("achieved_pct") is not None else ""
+    return f"occupancy: {o['reading']}{ach}"
+
+
+def why_not_flash_lines(w: dict[str, Any] | None, indent: str = "    ") -> list[str]:
+    if not w:
+        return []
+    states = []
+    for b in w["backends"]:
+        states.append(f"{b['backend']} " + ("refused" if b["eligible"] is False else
+                                            "eligible" if b["eligible"] else "unknown"))
+    out = [f"{indent}why not flash ({w['device']}; ran {w.get('ran') or '?'}): " + ", ".join(states)]
+    for b in w["backends"]:
+        for x in b["refusals"]:
+            out.append(f"{indent}  {b['backend']}: {x['reason']} -> {x['fix']}  [{x['check']}]")
+    return out
+
+
+def lines(r: dict[str, Any]) -> list[str]:
+    reading = r.get("kernel_reading") or {}
+    fps = reading.get("fingerprints") or {}
+    seen = set()
+    out: list[str] = []
+    for lay in r.get("layers") or []:
+        key = (lay["layer_type"], lay["implementation"])
+        if key in seen or not (lay.get("kernels") or lay.get("why_not_flash")):
+            continue
+        seen.add(key)
+        if len(seen) > GROUPS:
+            break
+        out.append(f"  kernels of {cut(lay['layer_type'], 48)} ({lay['implementation']}), e.g. {cut(lay['layer'], 40)}:")
+        occ = {o["name"]: o for o in lay.get("occupancy") or []}
+        for k in (lay.get("kernels") or [])[:KERNELS]:
+            fp = fps.get(k["name"]) or {}
+            out.append(f"    {_short(k['name'])}")
+            out.append(f"      {fp.get('summary') or 'unknown'}")
+            o = _occupancy(occ.get(k["name"]))
+            if o:
+                out.append(f"      {o}")
+            out.extend(f"      ! {f}" for f in fp.get("flags") or [])
+        out.extend(why_not_flash_lines(lay.get("why_not_flash")))
+    if out and reading.get("occupancy", "").startswith("unknown"):
+        out.append(f"  occupancy {reading['occupancy']}")
+    return [""] + out if out else []
