@@ -24,14 +24,18 @@ from functools import lru_cache
 # kind "op": the ATen op or torch Python function that allocated (value: the op's class).
 # kind "node": an autograd backward node (value: the forward op class it differentiates;
 #              "attention" where the node is attention itself).
+# An ATen op in a C++ frame is at::_ops::<op>[_<overload>]::call (mul_Tensor, softmax_int, to_dtype,
+# masked_fill_Scalar: aten/src/ATen/Operators.h); a Python frame is the bare function name.
+OVERLOAD = r"(_[A-Za-z]\w*?)?(::|$)"
+
 RULES: list[dict] = [
     {"kind": "not_attention", "name": r"attention_mask|attn_mask|causal_mask", "value": "mask prep",
      "example": "_prepare_4d_causal_attention_mask", "source": "transformers/modeling_attn_mask_utils.py"},
     # Python functions whose name says attention.
-    {"kind": "attention", "name": r"^scaled_dot_product_attention$", "value": "sdpa",
+    {"kind": "attention", "name": r"^scaled_dot_product_attention$", "value": "function",
      "example": "scaled_dot_product_attention (a user's hand-written function, or torch's in a C++ frame)",
      "source": "torch/nn/functional.py (torch._C._nn.scaled_dot_product_attention)"},
-    {"kind": "attention", "name": r"_attention_forward$", "value": "library",
+    {"kind": "attention", "name": r"^\w*_attention_forward$", "value": "library",
      "example": "eager_attention_forward / sdpa_attention_forward / flash_attention_forward",
      "source": "transformers/models/llama/modeling_llama.py; transformers/integrations/sdpa_attention.py, "
                "flash_attention.py"},
@@ -55,7 +59,7 @@ RULES: list[dict] = [
     # ATen attention ops (C++ frames; also the autograd nodes of the fused kernels).
     {"kind": "attention", "name": r"(^|::)_?scaled_dot_product_\w*attention\w*|_efficient_attention_\w+|"
                                   r"_flash_attention_\w+|_fused_sdp_choice|_native_multi_head_attention",
-     "value": "sdpa", "example": "at::_ops::_scaled_dot_product_efficient_attention::call(...)",
+     "value": "aten", "example": "at::_ops::_scaled_dot_product_efficient_attention::call(...)",
      "source": "aten/src/ATen/native/native_functions.yaml"},
     # A qualified name (frames that carry one) of a module whose name says attention.
     {"kind": "attention", "name": r"(attention|attn)\w*\.(forward|__call__)$", "value": "module",
@@ -81,24 +85,24 @@ RULES: list[dict] = [
     {"kind": "node", "name": r"\w+Backward\d+\b", "value": "other", "example": "AddmmBackward0",
      "source": "torch/csrc/autograd/generated/Functions.h"},
     # Ops: C++ ``at::_ops::<op>::call`` / ``at::native::<op>``, torch's Python functions and modules.
-    {"kind": "op", "name": r"(^|::)(bmm|baddbmm|matmul|einsum|mm)(_out)?\b", "value": "matmul",
+    {"kind": "op", "name": r"(^|::)(bmm|baddbmm|matmul|einsum|mm)" + OVERLOAD, "value": "matmul",
      "example": "at::_ops::bmm::call(at::Tensor const&, at::Tensor const&)", "source": "aten/src/ATen/Operators.h"},
     {"kind": "op", "name": r"^einsum$", "value": "matmul", "example": "einsum", "source": "torch/functional.py"},
-    {"kind": "op", "name": r"(^|::)_?(safe_|log_)?softmax(_out)?\b|^softmax$", "value": "softmax",
+    {"kind": "op", "name": r"(^|::)_?(safe_|log_)?softmax" + OVERLOAD, "value": "softmax",
      "example": "at::_ops::_softmax::call / softmax (torch/nn/functional.py)", "source": "aten/src/ATen/Operators.h"},
-    {"kind": "op", "name": r"(^|::)(masked_fill_?|where|tril_?|triu_?)(_out)?\b", "value": "mask",
+    {"kind": "op", "name": r"(^|::)(masked_fill_?|where|tril_?|triu_?)" + OVERLOAD, "value": "mask",
      "example": "at::_ops::masked_fill_Scalar::call", "source": "aten/src/ATen/Operators.h"},
-    {"kind": "op", "name": r"(^|::)(mul|div)(_Tensor|_Scalar|_out)?\b", "value": "scale",
+    {"kind": "op", "name": r"(^|::)(mul|div)" + OVERLOAD, "value": "scale",
      "example": "at::_ops::mul_Tensor::call", "source": "aten/src/ATen/Operators.h"},
-    {"kind": "op", "name": r"(^|::)(native_)?dropout\b|^dropout$", "value": "dropout",
+    {"kind": "op", "name": r"(^|::)(native_)?dropout" + OVERLOAD, "value": "dropout",
      "example": "at::_ops::native_dropout::call / dropout (torch/nn/functional.py)",
      "source": "aten/src/ATen/Operators.h"},
-    {"kind": "op", "name": r"(^|::)(linear|addmm)(_out)?\b", "value": "linear",
+    {"kind": "op", "name": r"(^|::)(linear|addmm)" + OVERLOAD, "value": "linear",
      "example": "at::_ops::linear::call / at::_ops::addmm::call", "source": "aten/src/ATen/Operators.h"},
     {"kind": "op", "file": r"torch/nn/modules/linear\.py$", "value": "linear", "example": "Linear.forward",
      "source": "torch/nn/modules/linear.py"},
     {"kind": "op", "name": r"(^|::)(clone|contiguous|copy_|_unsafe_view|reshape|_reshape_alias|expand|"
-                           r"to|_to_copy|cat|index_select)(_\w+)?::", "value": "copy",
+                           r"to|_to_copy|cat|index_select)" + OVERLOAD, "value": "copy",
      "example": "at::_ops::clone::call", "source": "aten/src/ATen/Operators.h"},
 ]
 
