@@ -7,7 +7,7 @@
  * a string "action", appended to a list) into one row of fixed-width columns as soon as it is
  * complete; its dict and frame list are then freed. Everything else becomes the usual objects.
  * A row keeps two things of its frames: the frame a report shows (the innermost one the caller's
- * classify marks as shown, else the first) and its stack: the frames classify marks as kept
+ * classify marks as shown, else the outermost kept one, else the first) and its stack: the frames classify marks as kept
  * (attention functions, ops, autograd nodes), innermost first, interned. classify runs once per
  * distinct frame; frame dicts torch shares are looked up by identity.
  *
@@ -278,7 +278,7 @@ static int frame_code(Decoder *d, PyObject *f, int32_t *out) {
     return 0;
 }
 
-/* The row's frame (the innermost SHOWN one, else the first) and stack (its KEPT frames, innermost
+/* The row's frame (the innermost SHOWN one, else the outermost KEPT one, else the first) and stack (its KEPT frames, innermost
  * first, as an index into stacks; -1 when none). */
 static int read_frames(Decoder *d, PyObject *list, int32_t *frame, int32_t *stack) {
     int32_t kept[MAX_KEPT], first = -1, shown = -1;
@@ -293,7 +293,7 @@ static int read_frames(Decoder *d, PyObject *list, int32_t *frame, int32_t *stac
         if (shown < 0 && (b & SHOWN)) shown = k;
         if ((b & KEPT) && nk < MAX_KEPT) kept[nk++] = k;
     }
-    *frame = shown >= 0 ? shown : first;
+    *frame = shown >= 0 ? shown : nk ? kept[nk - 1] : first;
     *stack = -1;
     if (nk == 0) return 0;
     PyObject *key = PyTuple_New(nk);
@@ -837,7 +837,7 @@ static PyTypeObject DecoderType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Decoder(classify): a snapshot pickle in, trace entries out as columns. classify(filename, name) "
               "-> bits, once per distinct frame: 1, a frame a report may show (a row's frame is the first such, "
-              "else its first); 2, a frame kept in the row's stack (interned tuples of frame codes).",
+              "else its outermost kept one, else its first); 2, a frame kept in the row's stack (interned tuples of frame codes).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Decoder_init,
     .tp_dealloc = (destructor)Decoder_dealloc,

@@ -14,7 +14,8 @@ from .timeline import ADDR_MASK
 
 NOT_STR = -1  # action code: the entry's action is not a string
 NOT_DICT = -2  # action code: the entry is not a dict at all (skipped)
-# An entry's frame is its innermost frame of user Python code (else its first) and its stack the
+# An entry's frame is its innermost frame of user Python code (else its outermost frame a rule
+# matches, such as an autograd node; else its first) and its stack the
 # frames frame_rules matches; the C decoder applies the same rule through frame_bits.
 _I64 = 1 << 63
 
@@ -176,12 +177,13 @@ class _Frames:
                 kept.append(k)
         if not kept:
             return (shown if shown >= 0 else first), -1
+        shown = shown if shown >= 0 else kept[-1]  # an autograd node (or op) frame, not a C++ internal
         key = tuple(kept)
         s = self.stack_codes.get(key)
         if s is None:
             s = self.stack_codes[key] = len(self.stacks)
             self.stacks.append(key)
-        return (shown if shown >= 0 else first), s
+        return shown, s
 
 
 MAX_KEPT = 64  # as the decoder: a deeper stack keeps its innermost 64 matched frames

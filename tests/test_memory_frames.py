@@ -1,0 +1,185 @@
+"""Snapshots without tb-attn annotations, as real users record them: attention found by the
+allocations' stack frames (memory/frame_rules.py, memory/stack_attribution.py), by layer and
+stage, score blocks counted by the op that made them, and never a confident 0%."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+from importlib import resources
+
+import pytest
+
+from tb_attn_plugin.memory import engine, fast_pickle, frame_rules, text
+from tests.memory_snapshots import (GATHER, MODULE, TORCH, History, framed_snapshot, hand_written_inference,
+                                    known_snapshot, llama_training_step, ops, node, py)
+
+
+def _report(tmp_path, doc, name="s.pickle", fast=True):
+    p = tmp_path / name
+    p.write_bytes(pickle.dumps(doc))
+    saved = fast_pickle.Decoder
+    if not fast:
+        fast_pickle.Decoder = None
+    try:
+        return engine.snapshot_report(str(p)), p
+    finally:
+        fast_pickle.Decoder = saved
+
+
+def _stage_rows(mem, layer):
+    lay = next(r for r in mem["layers"] if r["layer"] == layer)
+    return {(s["stage"], s["pass"]): s for s in lay["stages"]}
+
+
+def test_training_snapshot_with_cpp_stacks_is_attributed_by_layer_stage_and_pass(tmp_path):
+    doc, want = llama_training_step()
+    r, _ = _report(tmp_path, doc)
+    mem = r["memory"]
+    assert mem["attribution"]["by"] == "frames" and mem["attribution"]["sites"] == [want["layer"]]
+    calls = mem["calls"]
+    assert [c["layer"] for c in calls] == [want["layer"]] * 4  # 2 layers forward, 2 backward
+    fwd = sum(c["bytes_allocated"] - c["bwd_bytes_allocated"] for c in calls)
+    bwd = sum(c["bwd_bytes_allocated"] for c in calls)
+    assert (fwd, bwd) == (want["att_fwd_bytes"], want["att_bwd_bytes"])
+    stages = _stage_rows(mem, want["layer"])
+    for key in [("qk_matmul", "fwd"), ("scale_mask", "fwd"), ("softmax", "fwd"), ("dropout", "fwd"),
+                ("av_matmul", "fwd"), ("softmax", "bwd"), ("av_matmul", "bwd"), ("qk_matmul", "bwd")]:
+        assert key in stages, key
+    # Score blocks by the op that made them: L = D here and the MLP's activations have the score's
+    # size, so the repeat_kv copies, the float32 softmax's cast, AV's output, dQ/dK and the MLP's
+    # blocks all have a score's size and none of them is counted.
+    assert mem["score_matrix"]["blocks"] == want["fwd_scores"] + want["bwd_scores"]
+    assert mem["layers"][0]["score_bytes"] == want["score"]
+    assert stages[("qk_matmul", "bwd")]["score_matrix_blocks"] == 0
+    assert stages[("av_matmul", "fwd")]["score_matrix_blocks"] == 0
+    assert mem["attribution"]["gqa_layers"] == [want["layer"]]
+    peak = mem["peak"]
+    assert peak["attention_share"] > 0 and "attention holds 0%" not in peak["explanation"]
+    # A block's location is the user's Python line, with the C++ frames kept beside it.
+    for row in peak["live"]:
+        if row["pass"] == "bwd":  # the autograd thread has no Python frames: the node is shown
+            assert "Backward0::apply" in row["frame"]
+        else:
+            assert row["frame"].split(":")[0].endswith(".py") and "gather_with_cpp" not in row["frame"]
+    att_row = next(row for row in peak["live"] if row["layer"] and row["pass"] == "fwd")
+    assert any(s.startswith("??:0 at::_ops::") for s in att_row["stack"])
+
+
+def test_backward_node_of_an_op_that_also_ran_outside_attention_is_unattributed(tmp_path):
+    doc, want = llama_training_step(layers=1)
+    trace = doc["device_traces"][0]
+    # A classifier's softmax outside attention: SoftmaxBackward0 can no longer be told.
+    outside = GATHER + ops("_softmax", "softmax_int") + [py(f"{TORCH}/nn/functional.py", 2140, "softmax"),
+                                                         py("/home/u/train.py", 40, "loss_fn")]
+    t0 = trace[0]["time_us"]
+    trace.insert(0, {"action": "alloc", "addr": 0x100000, "size": 4096, "stream": 0, "time_us": t0,
+                     "frames": outside})
+    r, _ = _report(tmp_path, doc)
+    a = r["memory"]["attribution"]
+    assert a["unattributed_bwd_allocs"] == 1 and a["unattributed_bwd_bytes"] == 2 * want["score"]
+    assert ("softmax", "bwd") not in _stage_rows(r["memory"], want["layer"])
+    assert "unattributed" in text.render_snapshot_report(r)
+
+
+def test_hand_written_attention_with_python_stacks_only(tmp_path):
+    doc, want = hand_written_inference()
+    r, _ = _report(tmp_path, doc)
+    mem = r["memory"]
+    assert [c["layer"] for c in mem["calls"]] == [want["layer"]] * want["calls"]
+    # Only F.softmax has a frame: its output is the score block; the matmuls' outputs stay "other".
+    assert mem["score_matrix"]["blocks"] == want["calls"]
+    assert mem["layers"][0]["score_bytes"] == want["score"]
+    assert set(_stage_rows(mem, want["layer"])) == {("softmax", "fwd"), ("other", "fwd")}
+
+
+def test_both_loaders_agree_on_frames(tmp_path):
+    doc, _ = llama_training_step()
+    fast, _ = _report(tmp_path, doc)
+    plain, _ = _report(tmp_path, doc, "p.pickle", fast=False)
+    for r in (fast, plain):
+        r.pop("analysis_seconds")
+        r["source"] = r["memory"]["snapshot"]["file"] = None
+    assert json.dumps(fast, sort_keys=True) == json.dumps(plain, sort_keys=True)
+
+
+def test_no_annotations_and_no_attention_frames_is_unknown_never_zero(tmp_path):
+    doc, _ = known_snapshot()
+    del doc["external_annotations"]
+    r, _ = _report(tmp_path, doc)
+    mem = r["memory"]
+    assert mem["attribution"]["by"] == "unknown"
+    assert mem["peak"]["attention_share"] is None and mem["peak"]["attention_bytes"] is None
+    out = text.render_snapshot_report(r)
+    assert engine.UNKNOWN in out and "0%" not in out
+
+
+def test_several_devices_say_where_attention_ran(tmp_path):
+    doc, want = hand_written_inference(device=1)
+    big = History(device=0)
+    big.alloc(64 << 20, [py("/home/u/infer.py", 5, "<module>")])  # the largest peak, no attention
+    doc["device_traces"][0] = big.trace
+    doc["segments"].append(framed_snapshot([big])["segments"][0])
+    r, _ = _report(tmp_path, doc)
+    mem = r["memory"]
+    assert mem["device"] == "cuda:1" and mem["attribution"]["devices_with_attention"] == ["cuda:1"]
+    assert {d["device"]: d["attention_calls"] for d in mem["devices"]} == {"cuda:0": 0, "cuda:1": want["calls"]}
+    assert "attention ran on cuda:1" in text.render_snapshot_report(r)
+
+
+def test_cli_report_on_a_snapshot_alone_says_where_attention_memory_went(tmp_path):
+    doc, want = llama_training_step()
+    p = tmp_path / "step.pickle"
+    p.write_bytes(pickle.dumps(doc))
+    out = subprocess.run([sys.executable, "-m", "tb_attn_plugin", "report", str(p)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert want["layer"] in out.stdout and "by stage: " in out.stdout and "softmax (bwd)" in out.stdout
+    assert "attention found by its stack frames" in out.stdout
+
+
+def test_snapshot_sections_validate(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(resources.files("tb_attn_plugin.report").joinpath("schema.json").read_text())
+    memory_schema = {"$defs": schema["$defs"], "$ref": "#/$defs/memory"}
+    unknown, _ = known_snapshot()
+    del unknown["external_annotations"]
+    for doc in (llama_training_step()[0], hand_written_inference()[0], unknown):
+        r, _ = _report(tmp_path, doc)
+        jsonschema.validate(r["memory"], memory_schema)
+
+
+def test_every_frame_rule_has_a_real_example_and_source():
+    for row in frame_rules.RULES:
+        assert row["kind"] in ("attention", "not_attention", "op", "node") and row["example"] and row["source"]
+        assert "name" in row or "file" in row
+
+
+@pytest.mark.parametrize("filename,name,want", [
+    ("/home/u/nanoGPT/model.py", "CausalSelfAttention.forward", ("attention", "module")),
+    ("/x/transformers/models/llama/modeling_llama.py", "eager_attention_forward", ("attention", "library")),
+    ("/x/transformers/integrations/sdpa_attention.py", "sdpa_attention_forward", ("attention", "library")),
+    ("/x/diffusers/models/attention_processor.py", "__call__", ("attention", "diffusers")),
+    ("??", "at::_ops::_scaled_dot_product_flash_attention::call(at::Tensor const&)", ("attention", "aten")),
+    ("/x/transformers/modeling_attn_mask_utils.py", "_prepare_4d_causal_attention_mask", ("not_attention", "mask prep")),
+    ("??", "torch::autograd::generated::ScaledDotProductEfficientAttentionBackward0::apply(x)", ("node", "attention")),
+    ("??", "torch::autograd::generated::BmmBackward0::apply(x)", ("node", "matmul")),
+    ("/home/u/model.py", "forward", None),
+    ("??", "torch::autograd::THPVariable_matmul(_object*, _object*, _object*)", None),
+])
+def test_frame_rules_on_real_names(filename, name, want):
+    assert frame_rules.match(filename, name) == want
+
+
+def test_module_forward_is_not_attention_without_a_name_that_says_so(tmp_path):
+    """torch records co_name only: an MLP's forward and a block's forward are not attention, even
+    when their blocks have exactly the score's size."""
+    h = History()
+    for _ in range(3):
+        h.free(h.alloc(1 << 20, [py(f"{TORCH}/nn/functional.py", 2140, "softmax"), py("/home/u/model.py", 30,
+                                                                                    "forward")] + MODULE))
+    r, _ = _report(tmp_path, framed_snapshot([h]))
+    assert r["memory"]["attribution"]["by"] == "unknown" and r["memory"]["score_matrix"]["blocks"] == 0
+    assert node  # the backward helper stays importable for the other tests
