@@ -167,11 +167,19 @@ def framed_snapshot(histories: list[History], live: dict[int, list] | None = Non
     return {"segments": segments, "device_traces": traces, "allocator_settings": {"expandable_segments": False}}
 
 
-def llama_training_step(layers=2, b=2, hq=8, hkv=2, lq=64, lk=64, d=64, itemsize=2) -> tuple[dict, dict]:
+def release(name):
+    """A free's stack when autograd node ``name`` drops the tensors it saved (SavedVariable::reset_data)."""
+    return GATHER[:2] + [cpp("torch::autograd::SavedVariable::reset_data()"),
+                         cpp(f"torch::autograd::generated::{name}::release_variables()")] + ENGINE
+
+
+def llama_training_step(layers=2, b=2, hq=8, hkv=2, lq=64, lk=64, d=64, itemsize=2,
+                        releases=True) -> tuple[dict, dict]:
     """(snapshot, expected) of a GQA llama training step recorded with stacks="all": per layer the
     eager attention's allocations (repeat_kv copies, QK^T, scale, mask, float32 softmax, its cast,
     dropout, AV), an MLP whose activations have exactly the score's size (d_ff·L = H·L·L), then the
-    backward through autograd nodes only."""
+    backward through autograd nodes only (``releases``: with the free of the softmax output that
+    SoftmaxBackward0 saved, as a stacks="all" record shows it)."""
     score = b * hq * lq * lk * itemsize
     qkv = b * hq * lq * d * itemsize
     h = History()
@@ -210,12 +218,14 @@ def llama_training_step(layers=2, b=2, hq=8, hkv=2, lq=64, lk=64, d=64, itemsize
         av_v = h.alloc(qkv, node("BmmBackward0", "bmm"))
         gd = h.alloc(score, node("NativeDropoutBackward0", "native_dropout_backward"))
         gs = h.alloc(2 * score, node("SoftmaxBackward0", "_softmax_backward_data"))
+        if releases:  # the node drops the softmax output it saved: links its run to this call
+            h.free(soft, release("SoftmaxBackward0"))
         gm = h.alloc(score, node("MaskedFillBackward0", "where_self"))
         gq = h.alloc(qkv, node("BmmBackward0", "bmm"))
         gk = h.alloc(qkv, node("BmmBackward0", "bmm"))
         bwd_att += 2 * score + 3 * qkv + score + 2 * score
         bwd_scores += 3  # dropout, softmax and mask backward (the AV backward's grad is not counted)
-        for blk in (masked, soft, cast, drop, out, *mlp, *g, av_p, av_v, gd, gs, gm):
+        for blk in (masked, cast, drop, out, *mlp, *g, av_p, av_v, gd, gs, gm) + (() if releases else (soft,)):
             h.free(blk)
         h.free(proj)
     doc = framed_snapshot([h])

@@ -68,8 +68,11 @@ def test_training_snapshot_with_cpp_stacks_is_attributed_by_layer_stage_and_pass
     assert any(s.startswith("??:0 at::_ops::") for s in att_row["stack"])
 
 
-def test_backward_node_of_an_op_that_also_ran_outside_attention_is_unattributed(tmp_path):
-    doc, want = llama_training_step(layers=1)
+@pytest.mark.parametrize("releases", [False, True])
+def test_backward_node_of_an_op_that_also_ran_outside_attention(tmp_path, releases):
+    """Unattributed by its kind alone; attention's when the node's release of its saved forward
+    block (a free whose stack names ``SoftmaxBackward0::release_variables``) links it to the call."""
+    doc, want = llama_training_step(layers=1, releases=releases)
     trace = doc["device_traces"][0]
     # A classifier's softmax outside attention: SoftmaxBackward0 can no longer be told.
     outside = GATHER + ops("_softmax", "softmax_int") + [py(f"{TORCH}/nn/functional.py", 2140, "softmax"),
@@ -79,6 +82,10 @@ def test_backward_node_of_an_op_that_also_ran_outside_attention_is_unattributed(
                      "frames": outside})
     r, _ = _report(tmp_path, doc)
     a = r["memory"]["attribution"]
+    if releases:
+        assert a["unattributed_bwd_allocs"] == 0
+        assert _stage_rows(r["memory"], want["layer"])[("softmax", "bwd")]["score_matrix_blocks"] == 1
+        return
     assert a["unattributed_bwd_allocs"] == 1 and a["unattributed_bwd_bytes"] == 2 * want["score"]
     assert ("softmax", "bwd") not in _stage_rows(r["memory"], want["layer"])
     assert "unattributed" in text.render_snapshot_report(r)
@@ -153,7 +160,7 @@ def test_snapshot_sections_validate(tmp_path):
 
 def test_every_frame_rule_has_a_real_example_and_source():
     for row in frame_rules.RULES:
-        assert row["kind"] in ("attention", "not_attention", "op", "node") and row["example"] and row["source"]
+        assert row["kind"] in ("attention", "not_attention", "op", "node", "release") and row["example"] and row["source"]
         assert "name" in row or "file" in row
 
 

@@ -22,6 +22,7 @@ from functools import lru_cache
 # kind "not_attention": functions whose name says attention but that only build its inputs.
 # kind "attention": the frame is inside an attention call (value: its implementation word).
 # kind "op": the ATen op or torch Python function that allocated (value: the op's class).
+# kind "release": a node releasing its saved tensors (frees).
 # kind "node": an autograd backward node (value: the forward op class it differentiates;
 #              "attention" where the node is attention itself).
 # An ATen op in a C++ frame is at::_ops::<op>[_<overload>]::call (mul_Tensor, softmax_int, to_dtype,
@@ -68,6 +69,11 @@ RULES: list[dict] = [
     # Any other function whose own name says attention ("attention", "self_attention", "attn_fn").
     {"kind": "attention", "name": r"^[a-z_]*(attention|attn)[a-z_0-9]*$", "value": "function",
      "example": "attention / self_attention / attn_fn (user functions)", "source": "naming convention"},
+    # A node freeing the tensors it saved in the forward, on a free entry's stack: links the node's
+    # run to the forward block it frees (memory/stack_attribution.py).
+    {"kind": "release", "name": r"Backward\w*::release_variables$", "value": "release",
+     "example": "torch::autograd::generated::DivBackward0::release_variables()",
+     "source": "torch/csrc/autograd/generated/Functions.h; free entries of a stacks=\"all\" snapshot"},
     # Autograd nodes (C++ frames ``torch::autograd::generated::SoftmaxBackward0::apply``).
     {"kind": "node", "name": r"ScaledDotProduct\w*AttentionBackward\d*|\w*(Attn|Attention)\w*Backward\w*",
      "value": "attention", "example": "ScaledDotProductEfficientAttentionBackward0",
@@ -106,7 +112,14 @@ RULES: list[dict] = [
      "example": "at::_ops::clone::call", "source": "aten/src/ATen/Operators.h"},
 ]
 
-ATTENTION, OP, NODE, NOT_ATTENTION = "attention", "op", "node", "not_attention"
+ATTENTION, OP, NODE, NOT_ATTENTION, RELEASE = "attention", "op", "node", "not_attention", "release"
+NODE_NAME = re.compile(r"(\w+Backwards?\d*)(::apply|::release_variables|_apply_functional)")
+
+
+def node_name(name: str) -> str | None:
+    """The autograd node a C++ frame names (``SoftmaxBackward0``), or None."""
+    m = NODE_NAME.search(name)
+    return m.group(1) if m else None
 SHOWN, KEPT = 1, 2  # bits the snapshot decoder takes (memory/_snapshot_decode.c)
 # Frames a report does not show as a block's location: torch's own Python and C++ frames.
 TORCH_FILES = re.compile(r"/torch/|/site-packages/torch|^<frozen |^\?\?|^$")

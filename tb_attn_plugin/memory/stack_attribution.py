@@ -42,6 +42,8 @@ class StackInfo:
     node: str | None  # an autograd node's forward op class ("attention": the node is attention)
     bwd: bool
     gqa: bool  # a repeat_kv-style frame: K/V heads repeated to Q's
+    node_name: str | None = None  # the autograd node running (SoftmaxBackward0)
+    released: str | None = None  # a free's stack: the node releasing its saved tensors
 
 
 @dataclass
@@ -104,7 +106,10 @@ def read_stack(rows: EntryRows, s: int, shown: str | None) -> StackInfo:
         impl = "aten"
     gqa = any(m == (R.ATTENTION, "GQA") for _, m in seq)
     fused = inner_att is not None and seq[inner_att][1][1] == "aten"
-    return StackInfo(site, impl, fused, ops[-1] if ops else None, ops[0] if ops else None, node, bwd, gqa)
+    names = [R.node_name(str(frames[k][2])) for k, m in seq if m[0] in (R.NODE, R.RELEASE)]
+    released = next((R.node_name(str(frames[k][2])) for k, m in seq if m[0] == R.RELEASE), None)
+    return StackInfo(site, impl, fused, ops[-1] if ops else None, ops[0] if ops else None, node, bwd, gqa,
+                     next((x for x in names if x), None) if nodes else None, released)
 
 
 def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
@@ -127,72 +132,76 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
             got = infos[s] = read_stack(rows, s, shown_text[f])
         return got
 
-    per_event: list[StackInfo | None] = [info(i) if delta[i] > 0 else None for i in range(n)]
-    # Forward op classes seen inside and outside attention: a generic backward node is attention's
-    # only when its forward op ran inside attention alone.
+    per_event: list[StackInfo | None] = [info(i) for i in range(n)]
+    # Forward op classes seen inside and outside attention: a generic backward node that no release
+    # links is attention's only when its forward op ran inside attention alone.
     fwd_in: dict[str, int] = {}
     fwd_out: dict[str, int] = {}
-    for si in per_event:
-        if si is None or si.bwd or si.op is None:
+    for i, si in enumerate(per_event):
+        if si is None or si.bwd or si.op is None or delta[i] <= 0:
             continue
         bucket = fwd_in if si.site else fwd_out
         bucket[si.op] = bucket.get(si.op, 0) + 1
-    sites_fwd = {si.site for si in per_event if si is not None and si.site and not si.bwd}
+    sites_fwd = {si.site for i, si in enumerate(per_event) if si is not None and si.site and not si.bwd and delta[i] > 0}
     bwd_site = next(iter(sites_fwd)) if len(sites_fwd) == 1 else "attention (backward)"
-
-    calls: list[FrameCall] = []
-    slot = array("q", [-1]) * n
-    slots: list[Slot] = []
-    slot_ix: dict[Slot, int] = {}
+    placer = _Placer(n)
     unattributed = [0, 0]
     no_frames = [0, 0]
-    cur: FrameCall | None = None
+    run: list[int] = []  # the current backward node run not placed by its own frames
+    run_node = None
+    run_linked = run_released = False
+
+    def end_run() -> None:
+        """A run no release linked: attention's by its node's kind where that is certain, else unattributed."""
+        for k in run if not run_linked else ():
+            si = per_event[k]
+            if si.node in KIND_STAGES and fwd_in.get(si.node) and not fwd_out.get(si.node):
+                placer.place(k, bwd_site, _stage(si), "bwd", si, k == run[0])
+            elif si.node in KIND_STAGES:
+                unattributed[0] += 1
+                unattributed[1] += delta[k]
+
     for i in range(n):  # record order: the order the allocations were made
         d = delta[i]
-        if d <= 0:
-            continue
         si = per_event[i]
+        if d <= 0:
+            # A node releasing what it saved: if that was an attention call's forward block, the
+            # node's run is that call's backward, in the forward block's stage.
+            if si is None or si.released is None or si.released != run_node or not run:
+                continue
+            run_released = True
+            j = tl.pair[i]
+            k = placer.slot[j] if 0 <= j < n else -1
+            if k >= 0 and placer.slots[k].pass_ == "fwd":
+                fwd = placer.slots[k]
+                site = placer.calls[fwd.call].layer
+                for r in run if not run_linked else ():
+                    rs = per_event[r]
+                    st = _stage(rs)
+                    # The forward block's stage, where it had one (a Div inside a softmax is softmax's).
+                    placer.place(r, site, fwd.stage if st in ("other", "scale_mask") and fwd.stage != "other" else st,
+                                 "bwd", rs, r == run[0])
+                run_linked = True
+            continue
         if si is None:
             if len(stack_col) and stack_col[entry_ix[i]] < 0 and frame_col[entry_ix[i]] < 0:
                 no_frames[0] += 1
                 no_frames[1] += d
-            cur = None
+            placer.cur["fwd"] = None
             continue
-        site, ps = si.site, "bwd" if si.bwd else "fwd"
-        if site is None and si.bwd and si.node in NODE_STAGE.keys() | {"matmul"}:
-            if fwd_in.get(si.node) and not fwd_out.get(si.node):
-                site = bwd_site
-            else:
-                unattributed[0] += 1
-                unattributed[1] += d
-        if site is None:
-            cur = None
+        if si.site is not None:
+            placer.place(i, si.site, _stage(si), "bwd" if si.bwd else "fwd", si)
             continue
-        stage = _stage(si)
-        if stage == "matmul":
-            # Forward: QK^T comes before the softmax, AV after; backward runs them in reverse.
-            soft = cur is not None and "softmax" in cur.seen
-            stage = ("av_matmul" if soft else "qk_matmul") if ps == "fwd" else ("qk_matmul" if soft else "av_matmul")
-        elif stage == "linear":
-            stage = "out_proj" if cur is not None and cur.seen & {"qk_matmul", "av_matmul", "fused"} else "qkv_proj"
-        # A new call: another site or pass, or the same site again with no other allocation between
-        # (a second softmax, or a forward AV after the call's AV and something else).
-        again = cur is not None and stage in cur.seen and stage != cur.last and (
-            stage == "softmax" or (ps == "fwd" and stage in ("qk_matmul", "av_matmul", "qkv_proj")))
-        if cur is None or cur.layer != site or cur.pass_ != ps or again:
-            cur = FrameCall(len(calls), site, ps, si.impl)
-            calls.append(cur)
-            if stage == "out_proj":
-                stage = "qkv_proj"
-        cur.gqa = cur.gqa or si.gqa
-        cur.seen.add(stage)
-        cur.last = stage
-        cur.stages.append((stage, i, si.made_by))
-        k = slot_ix.get(key := Slot(cur.id, stage, ps))
-        if k is None:
-            k = slot_ix[key] = len(slots)
-            slots.append(key)
-        slot[i] = k
+        if not si.bwd:
+            placer.cur["fwd"] = None
+            continue
+        if si.node_name != run_node or run_released:  # another node, or the same kind run again
+            end_run()
+            run, run_node, run_linked, run_released = [], si.node_name, False, False
+        if si.node_name:
+            run.append(i)
+    end_run()
+    calls, slot, slots = placer.calls, placer.slot, placer.slots
     _score_sizes(calls, delta)
     score_events = bytearray(n)
     for c in calls:
@@ -204,6 +213,55 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
                "allocs_without_frames": no_frames[0], "bytes_without_frames": no_frames[1],
                "gqa_calls": sum(1 for c in calls if c.gqa)}
     return FrameAttribution(Attribution(slot, slots), calls, summary, score_events)
+
+
+KIND_STAGES = set(NODE_STAGE) | {"matmul"}
+
+
+class _Placer:
+    """Events into calls and (call, stage, pass) slots: a matmul before the call's softmax is QK^T
+    and after it AV (backward: the reverse); a linear before the core is the QKV projection."""
+
+    def __init__(self, n: int):
+        self.calls: list[FrameCall] = []
+        self.slot = array("q", [-1]) * n
+        self.slots: list[Slot] = []
+        self.slot_ix: dict[Slot, int] = {}
+        self.cur: dict[str, FrameCall | None] = {"fwd": None, "bwd": None}
+
+    def place(self, i: int, site: str, stage: str, ps: str, si: StackInfo, new_run: bool = False) -> None:
+        """``new_run``: the first allocation of a backward node's run (another node instance)."""
+        cur = self.cur[ps]
+        if cur is not None and cur.layer != site:
+            cur = None
+        if stage == "matmul" and ps == "bwd" and cur is not None and "qk_matmul" in cur.seen and (
+                cur.last != "qk_matmul" or new_run):
+            cur = None  # the next call's backward begins with its AV
+        if stage == "matmul":
+            soft = cur is not None and "softmax" in cur.seen
+            stage = ("av_matmul" if soft else "qk_matmul") if ps == "fwd" else ("qk_matmul" if soft else "av_matmul")
+        elif stage == "linear":
+            stage = "out_proj" if cur is not None and cur.seen & {"qk_matmul", "av_matmul", "fused"} else "qkv_proj"
+        # The same site again: a second softmax, a forward matmul or projection after something
+        # else, or a backward AV after the call's QK^T.
+        again = cur is not None and stage in cur.seen and stage != cur.last and (
+            stage == "softmax" or (ps == "fwd" and stage in ("qk_matmul", "av_matmul", "qkv_proj")))
+        if cur is None or again:
+            cur = FrameCall(len(self.calls), site, ps, si.impl)
+            self.calls.append(cur)
+            if stage == "out_proj":
+                stage = "qkv_proj"
+        self.cur[ps] = cur
+        cur.gqa = cur.gqa or si.gqa
+        cur.seen.add(stage)
+        cur.last = stage
+        cur.stages.append((stage, i, si.made_by))
+        key = Slot(cur.id, stage, ps)
+        k = self.slot_ix.get(key)
+        if k is None:
+            k = self.slot_ix[key] = len(self.slots)
+            self.slots.append(key)
+        self.slot[i] = k
 
 
 def _stage(si: StackInfo) -> str:
