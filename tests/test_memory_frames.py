@@ -58,6 +58,9 @@ def test_training_snapshot_with_cpp_stacks_is_attributed_by_layer_stage_and_pass
     assert mem["attribution"]["gqa_layers"] == [want["layer"]]
     peak = mem["peak"]
     assert peak["attention_share"] > 0 and "attention holds 0%" not in peak["explanation"]
+    # Attention's own peak: at least what it holds at the device's peak, a share of what was live then.
+    ap = mem["attention_peak"]
+    assert ap["bytes"] >= peak["attention_bytes"] and 0 < ap["share"] <= 1
     # A block's location is the user's Python line, with the C++ frames kept beside it.
     for row in peak["live"]:
         if row["pass"] == "bwd":  # the autograd thread has no Python frames: the node is shown

@@ -128,6 +128,7 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
                           "end_us": round(s1 - t0, 3)})
     spans.sort(key=lambda s: s["start_us"])
     total_score = sum(r["score_matrix_bytes"] for r in call_rows)
+    att_peak = attention_peak(tl, att) if calls and attention_known else None
     section: dict[str, Any] = {
         "version": SECTION_VERSION,
         "source": source,
@@ -151,7 +152,30 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
         "layers": layer_rows,
         "stages": stage_rows,
     }
+    if att_peak is not None:
+        att_peak["t_us"] = round(att_peak["t_us"] - t0, 3)
+        section["attention_peak"] = att_peak
     return section
+
+
+def attention_peak(tl: Timeline, att: Attribution) -> dict[str, Any] | None:
+    """The moment attention's own live blocks were largest: {bytes, t_us, live_bytes (everything
+    live then), share}; the device's peak may come when attention's blocks are already freed."""
+    slot, pair, delta, live = att.slot, tl.pair, tl.delta, tl.live
+    cur = best = 0
+    at = -1
+    for i in range(len(tl)):
+        d = delta[i]
+        j = i if d > 0 else pair[i]
+        if j >= 0 and slot[j] >= 0:
+            cur += d
+            if cur > best:
+                best, at = cur, i
+    if at < 0:
+        return None
+    total = int(live[at])
+    return {"bytes": int(best), "t_us": float(tl.t[at]), "live_bytes": total,
+            "share": round(best / total, 4) if total > 0 else None}
 
 
 def _peak(tl: Timeline, att: Attribution, calls: list[CallInfo], p: int, is_score: bytearray,

@@ -54,6 +54,10 @@ def render(mem: dict[str, Any] | None) -> list[str]:
         out.append(f"  memory: attention's share of the peak {share:.0%}" if share is not None else f"  memory: {UNKNOWN}")
         if extra:
             out[-1] += f"; {'; '.join(extra)}"
+    ap = mem.get("attention_peak")
+    if ap:
+        share = f" ({ap['share']:.0%} of the {gib(ap['live_bytes'])} live then)" if ap.get("share") is not None else ""
+        out.append(f"  memory: attention's own peak {gib(ap['bytes'])} at {ap['t_us'] / 1e6:.3f} s{share}")
     sm = mem["score_matrix"]
     if sm["blocks"]:
         per = [lay for lay in mem["layers"] if lay["score_matrix_blocks"]]
