@@ -193,3 +193,20 @@ def test_module_forward_is_not_attention_without_a_name_that_says_so(tmp_path):
     r, _ = _report(tmp_path, framed_snapshot([h]))
     assert r["memory"]["attribution"]["by"] == "unknown" and r["memory"]["score_matrix"]["blocks"] == 0
     assert node  # the backward helper stays importable for the other tests
+
+
+def test_the_plugin_memory_route_serves_the_frame_attribution(tb_app, tmp_path):
+    """The Memory view's data: a snapshot-only run attributed by its frames, by layer and stage."""
+    from tests.conftest import all_settled, wait_runs
+    from tests.test_plugin_memory import P, _place, get
+
+    doc, want = llama_training_step()
+    logdir = tmp_path / "logdir"
+    _place(logdir / "train" / "step.pickle", pickle.dumps(doc))
+    client, _ = tb_app(logdir)
+    wait_runs(client, lambda d: all_settled(d, ["train"]))
+    code, body = get(client, f"{P}/memory?run=train")
+    mem = body["memory"]
+    assert code == 200 and mem["attribution"]["by"] == "frames" and mem["layers"][0]["layer"] == want["layer"]
+    assert {(s["stage"], s["pass"]) for s in mem["layers"][0]["stages"]} >= {("softmax", "fwd"), ("softmax", "bwd")}
+    assert mem["peak"]["attention_share"] > 0
