@@ -251,3 +251,33 @@ def hand_written_inference(calls=3, b=1, h=12, lq=128, lk=128, itemsize=2, devic
         hist.free(mlp)
         hist.free(o)
     return framed_snapshot([hist]), {"score": score, "calls": calls, "layer": "model.py:scaled_dot_product_attention"}
+
+
+def llama_sdpa_training(layers=3, qkv=4 << 20) -> tuple[dict, dict]:
+    """(snapshot, expected) of LlamaSdpaAttention as transformers 4.3x writes it: ``forward`` calls
+    ``repeat_kv`` for K and V, then F.scaled_dot_product_attention (C++ frames down to
+    at::native::_efficient_attention_forward); backward runs ScaledDotProductEfficientAttentionBackward0,
+    which then releases the output it saved. No score matrix anywhere (the kernel is fused)."""
+    fwd_line = [py(HF, 649, "forward")] + OUTER
+    sdpa = [cpp("at::native::_efficient_attention_forward(at::Tensor const&, at::Tensor const&)"),
+            cpp("at::_ops::_efficient_attention_forward::call(at::Tensor const&, at::Tensor const&)"),
+            cpp("at::_ops::_scaled_dot_product_efficient_attention::call(at::Tensor const&, at::Tensor const&)"),
+            cpp("at::_ops::scaled_dot_product_attention::call(at::Tensor const&, at::Tensor const&)")]
+    bwd = [cpp("at::native::_efficient_attention_backward(at::Tensor const&, at::Tensor const&)"),
+           cpp("at::_ops::_scaled_dot_product_efficient_attention_backward::call(at::Tensor const&)")]
+    h = History()
+    outs = []
+    for _ in range(layers):
+        kv = [h.alloc(qkv, GATHER + ops("clone", "reshape") + [py(HF, 176, "repeat_kv")] + fwd_line) for _ in "kv"]
+        out = h.alloc(qkv, GATHER + sdpa + fwd_line)
+        h.alloc(qkv, GATHER + ops("mm", "matmul", "linear") + [py(f"{TORCH}/nn/modules/linear.py", 125, "forward")]
+                + MODULE + fwd_line)  # o_proj: outside attention
+        outs.append((kv, out))
+    for kv, out in reversed(outs):
+        grads = [h.alloc(qkv, GATHER + bwd + node("ScaledDotProductEfficientAttentionBackward0")[len(GATHER):])
+                 for _ in "qkv"]
+        h.free(out, release("ScaledDotProductEfficientAttentionBackward0"))
+        for blk in (*kv, *grads):
+            h.free(blk)
+    return framed_snapshot([h]), {"layer": "modeling_llama.py:649 forward (scaled_dot_product_attention)",
+                                  "calls": layers, "fwd_bytes": 3 * qkv * layers, "bwd_bytes": 3 * qkv * layers}

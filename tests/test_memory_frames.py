@@ -210,3 +210,21 @@ def test_the_plugin_memory_route_serves_the_frame_attribution(tb_app, tmp_path):
     assert code == 200 and mem["attribution"]["by"] == "frames" and mem["layers"][0]["layer"] == want["layer"]
     assert {(s["stage"], s["pass"]) for s in mem["layers"][0]["stages"]} >= {("softmax", "fwd"), ("softmax", "bwd")}
     assert mem["peak"]["attention_share"] > 0
+
+
+def test_sdpa_called_from_a_forward_with_repeat_kv_is_one_call_per_layer_forward_and_backward(tmp_path):
+    from tests.memory_snapshots import llama_sdpa_training
+
+    doc, want = llama_sdpa_training()
+    r, _ = _report(tmp_path, doc)
+    mem = r["memory"]
+    assert mem["attribution"]["sites"] == [want["layer"]]  # repeat_kv joins the call it feeds
+    calls = mem["calls"]
+    assert sum(1 for c in calls if c["bwd_bytes_allocated"] == 0) == want["calls"]
+    assert sum(1 for c in calls if c["bwd_bytes_allocated"]) == want["calls"]  # one backward per call
+    assert sum(c["bytes_allocated"] - c["bwd_bytes_allocated"] for c in calls) == want["fwd_bytes"]
+    assert sum(c["bwd_bytes_allocated"] for c in calls) == want["bwd_bytes"]
+    stages = _stage_rows(mem, want["layer"])
+    assert {("fused", "fwd"), ("fused", "bwd"), ("other", "fwd")} <= set(stages)
+    assert mem["score_matrix"]["blocks"] == 0 and mem["attribution"]["gqa_layers"] == [want["layer"]]
+    assert not any("??" in lay["layer"] for lay in mem["layers"])  # a site is never named by a C++ frame

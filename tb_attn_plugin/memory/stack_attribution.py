@@ -43,6 +43,7 @@ class StackInfo:
     bwd: bool
     gqa: bool  # a repeat_kv-style frame: K/V heads repeated to Q's
     node_name: str | None = None  # the autograd node running (SoftmaxBackward0)
+    cpp_site: bool = False  # the site is an ATen op's C++ frame, not a Python function
     released: str | None = None  # a free's stack: the node releasing its saved tensors
 
 
@@ -58,6 +59,7 @@ class FrameCall:
     score_bytes: int | None = None
     stages: list = field(default_factory=list)  # (stage, timeline index, innermost op class)
     seen: set = field(default_factory=set)
+    nodes: set = field(default_factory=set)  # autograd nodes whose runs it holds
     last: str | None = None
 
 
@@ -75,7 +77,8 @@ def _label(frames: list, k: int, shown: str | None) -> str:
         return f"{fn.rsplit('/', 1)[-1]}:{name}"
     op = R.function_name(str(name))
     op = op.removesuffix("::call").rsplit("::", 1)[-1] or op
-    return f"{shown} ({op})" if shown else op
+    # An ATen op's site is the user line that called it (never a C++ frame).
+    return f"{shown} ({op})" if shown and R.PYTHON_FILE.search(shown.split(":", 1)[0]) else op
 
 
 def read_stack(rows: EntryRows, s: int, shown: str | None) -> StackInfo:
@@ -108,8 +111,10 @@ def read_stack(rows: EntryRows, s: int, shown: str | None) -> StackInfo:
     fused = inner_att is not None and seq[inner_att][1][1] == "aten"
     names = [R.node_name(str(frames[k][2])) for k, m in seq if m[0] in (R.NODE, R.RELEASE)]
     released = next((R.node_name(str(frames[k][2])) for k, m in seq if m[0] == R.RELEASE), None)
+    cpp = site is not None and not R.PYTHON_FILE.search(frames[seq[outer_att][0] if outer_att is not None else
+                                                          seq[-1][0]][0] or "")
     return StackInfo(site, impl, fused, ops[-1] if ops else None, ops[0] if ops else None, node, bwd, gqa,
-                     next((x for x in names if x), None) if nodes else None, released)
+                     node_name=next((x for x in names if x), None) if nodes else None, released=released, cpp_site=cpp)
 
 
 def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
@@ -147,6 +152,7 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
     placer = _Placer(n)
     unattributed = [0, 0]
     no_frames = [0, 0]
+    gqa_pending: list[int] = []
     run: list[int] = []  # the current backward node run not placed by its own frames
     run_node = None
     run_linked = run_released = False
@@ -155,7 +161,9 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
         """A run no release linked: attention's by its node's kind where that is certain, else unattributed."""
         for k in run if not run_linked else ():
             si = per_event[k]
-            if si.node in KIND_STAGES and fwd_in.get(si.node) and not fwd_out.get(si.node):
+            if si.site is not None:  # an ATen attention op's backward that no release linked: its own site
+                placer.place(k, si.site, _stage(si), "bwd", si, k == run[0])
+            elif si.node in KIND_STAGES and fwd_in.get(si.node) and not fwd_out.get(si.node):
                 placer.place(k, bwd_site, _stage(si), "bwd", si, k == run[0])
             elif si.node in KIND_STAGES:
                 unattributed[0] += 1
@@ -189,7 +197,14 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
                 no_frames[1] += d
             placer.cur["fwd"] = None
             continue
-        if si.site is not None:
+        if si.site is not None and not (si.bwd and si.cpp_site and si.node_name):
+            if not si.bwd and si.impl == "GQA" and not si.cpp_site:
+                gqa_pending.append(i)  # K/V repeated for the attention call that follows
+                continue
+            if gqa_pending:
+                for g in gqa_pending:
+                    placer.place(g, si.site if not si.bwd else per_event[g].site, "other", "fwd", per_event[g])
+                gqa_pending.clear()
             placer.place(i, si.site, _stage(si), "bwd" if si.bwd else "fwd", si)
             continue
         if not si.bwd:
@@ -201,6 +216,8 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
         if si.node_name:
             run.append(i)
     end_run()
+    for g in gqa_pending:
+        placer.place(g, per_event[g].site, "other", "fwd", per_event[g])
     calls, slot, slots = placer.calls, placer.slot, placer.slots
     _score_sizes(calls, delta)
     score_events = bytearray(n)
@@ -237,6 +254,8 @@ class _Placer:
         if stage == "matmul" and ps == "bwd" and cur is not None and "qk_matmul" in cur.seen and (
                 cur.last != "qk_matmul" or new_run):
             cur = None  # the next call's backward begins with its AV
+        if new_run and ps == "bwd" and cur is not None and si.node == "attention" and si.node_name in cur.nodes:
+            cur = None  # a fused kernel's backward node again: the next call's
         if stage == "matmul":
             soft = cur is not None and "softmax" in cur.seen
             stage = ("av_matmul" if soft else "qk_matmul") if ps == "fwd" else ("qk_matmul" if soft else "av_matmul")
@@ -253,6 +272,8 @@ class _Placer:
                 stage = "qkv_proj"
         self.cur[ps] = cur
         cur.gqa = cur.gqa or si.gqa
+        if si.node_name:
+            cur.nodes.add(si.node_name)
         cur.seen.add(stage)
         cur.last = stage
         cur.stages.append((stage, i, si.made_by))
