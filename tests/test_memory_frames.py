@@ -228,3 +228,17 @@ def test_sdpa_called_from_a_forward_with_repeat_kv_is_one_call_per_layer_forward
     assert {("fused", "fwd"), ("fused", "bwd"), ("other", "fwd")} <= set(stages)
     assert mem["score_matrix"]["blocks"] == 0 and mem["attribution"]["gqa_layers"] == [want["layer"]]
     assert not any("??" in lay["layer"] for lay in mem["layers"])  # a site is never named by a C++ frame
+
+
+def test_a_peak_after_attention_freed_its_blocks_says_where_attention_peaked(tmp_path):
+    """0% at the device's peak (an optimizer step after the backward) is true, and never the whole
+    story: the sentence names attention's own peak."""
+    doc, _ = hand_written_inference()
+    h = History(base=0x7E0000000000)
+    h.t = doc["device_traces"][0][-1]["time_us"]
+    big = h.alloc(64 << 20, [py("/home/u/optim.py", 9, "step")])
+    doc["device_traces"][0] += h.trace
+    r, _ = _report(tmp_path, doc)
+    peak, ap = r["memory"]["peak"], r["memory"]["attention_peak"]
+    assert peak["attention_share"] == 0 and ap["bytes"] > 0 and big
+    assert "attention's own peak was" in peak["explanation"]

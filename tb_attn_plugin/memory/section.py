@@ -155,6 +155,8 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
     if att_peak is not None:
         att_peak["t_us"] = round(att_peak["t_us"] - t0, 3)
         section["attention_peak"] = att_peak
+        if peak is not None and not peak["attention_bytes"]:
+            peak["explanation"] = explain(peak, att_peak)
     return section
 
 
@@ -228,8 +230,9 @@ def _peak(tl: Timeline, att: Attribution, calls: list[CallInfo], p: int, is_scor
     return out
 
 
-def explain(peak: dict[str, Any]) -> str:
-    """One sentence: where the peak is and what is live then."""
+def explain(peak: dict[str, Any], att_peak: dict[str, Any] | None = None) -> str:
+    """One sentence: where the peak is and what is live then (``att_peak``: attention's own peak, said
+    when attention holds nothing at the device's peak, so that 0% is never the whole story)."""
     total = gib(peak["bytes"])
     if not peak.get("layer"):
         where = "outside attention"
@@ -250,4 +253,8 @@ def explain(peak: dict[str, Any]) -> str:
         parts.append(UNKNOWN)
     else:
         parts.append(f"attention holds {peak['attention_share']:.0%} of it")
+        if att_peak and not peak["attention_bytes"]:
+            share = f", {att_peak['share']:.0%} of what was live then" if att_peak.get("share") is not None else ""
+            parts[-1] += (f" (its blocks are freed by then; attention's own peak was {gib(att_peak['bytes'])} at "
+                          f"{att_peak['t_us'] / 1e6:.3f} s{share})")
     return f"peak {total} {where}: " + ", ".join(parts)
