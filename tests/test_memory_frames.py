@@ -210,6 +210,9 @@ def test_the_plugin_memory_route_serves_the_frame_attribution(tb_app, tmp_path):
     assert code == 200 and mem["attribution"]["by"] == "frames" and mem["layers"][0]["layer"] == want["layer"]
     assert {(s["stage"], s["pass"]) for s in mem["layers"][0]["stages"]} >= {("softmax", "fwd"), ("softmax", "bwd")}
     assert mem["peak"]["attention_share"] > 0
+    # The view asks for the run's worker and span: a snapshot named NAME.pickle is the span "".
+    code, body = get(client, f"{P}/memory?run=train&worker=step&span=&points=1500")
+    assert code == 200 and body["memory"]["attribution"]["by"] == "frames"
 
 
 def test_sdpa_called_from_a_forward_with_repeat_kv_is_one_call_per_layer_forward_and_backward(tmp_path):
