@@ -121,12 +121,11 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
     t0 = tl.t[0] if n else 0.0
     times, values, idx = downsample(tl.t, live, MAX_CURVE_POINTS, keep=(p,) if p >= 0 else ())
     reserved = [int(tl.reserved[i]) for i in idx] if tl.reserved is not None and len(tl.reserved) == n else None
-    spans = []
-    for ci, c in enumerate(calls):
-        for st, ps, s0, s1 in c.spans:
-            spans.append({"call": ci, "layer": c.layer, "stage": st, "pass": ps, "start_us": round(s0 - t0, 3),
-                          "end_us": round(s1 - t0, 3)})
-    spans.sort(key=lambda s: s["start_us"])
+    # Sorted by start, only the first MAX_SPANS made into rows (a long snapshot has many calls).
+    raw = sorted(((round(s0 - t0, 3), ci, st, ps, s1) for ci, c in enumerate(calls) for st, ps, s0, s1 in c.spans),
+                 key=lambda x: x[0])
+    spans = [{"call": ci, "layer": calls[ci].layer, "stage": st, "pass": ps, "start_us": a0,
+              "end_us": round(s1 - t0, 3)} for a0, ci, st, ps, s1 in raw[:MAX_SPANS]]
     total_score = sum(r["score_matrix_bytes"] for r in call_rows)
     att_peak = attention_peak(tl, att) if calls and attention_known else None
     section: dict[str, Any] = {
