@@ -245,3 +245,19 @@ def test_a_peak_after_attention_freed_its_blocks_says_where_attention_peaked(tmp
     peak, ap = r["memory"]["peak"], r["memory"]["attention_peak"]
     assert peak["attention_share"] == 0 and ap["bytes"] > 0 and big
     assert "attention's own peak was" in peak["explanation"]
+
+
+def test_kv_repeated_inside_a_hand_written_attention_is_named_gqa(tmp_path):
+    fn = [py("/home/u/model.py", 30, "attention"), py("/home/u/model.py", 58, "forward")] + MODULE
+    h = History()
+    for _ in range(2):
+        kv = [h.alloc(1 << 20, GATHER + ops("repeat_interleave_self_int") + fn) for _ in "kv"]
+        s = h.alloc(4 << 20, GATHER + ops("bmm", "matmul") + fn)
+        p = h.alloc(4 << 20, GATHER + ops("_softmax", "softmax_int") + fn)
+        for blk in (*kv, s, p):
+            h.free(blk)
+        h.free(h.alloc(1 << 20, [py("/home/u/model.py", 70, "forward")] + MODULE))
+    r, _ = _report(tmp_path, framed_snapshot([h]))
+    a = r["memory"]["attribution"]
+    assert a["gqa_layers"] == ["model.py:attention"] and a["gqa_calls"] == 2
+    assert r["memory"]["score_matrix"]["blocks"] == 4

@@ -107,6 +107,9 @@ RULES: list[dict] = [
      "example": "at::_ops::linear::call / at::_ops::addmm::call", "source": "aten/src/ATen/Operators.h"},
     {"kind": "op", "file": r"torch/nn/modules/linear\.py$", "value": "linear", "example": "Linear.forward",
      "source": "torch/nn/modules/linear.py"},
+    {"kind": "op", "name": r"(^|::)repeat_interleave" + OVERLOAD, "value": "repeat",
+     "example": "at::_ops::repeat_interleave_self_int::call (K/V heads repeated to Q's: GQA/MQA)",
+     "source": "aten/src/ATen/Operators.h; torch.Tensor.repeat_interleave"},
     {"kind": "op", "name": r"(^|::)(clone|contiguous|copy_|_unsafe_view|reshape|_reshape_alias|expand|"
                            r"to|_to_copy|cat|index_select)" + OVERLOAD, "value": "copy",
      "example": "at::_ops::clone::call", "source": "aten/src/ATen/Operators.h"},

@@ -26,7 +26,7 @@ from .section import CUDA_BLOCK
 # backward, the gradients of those (QK^T's backward writes dQ and dK, AV's writes dP and dV: not told apart).
 SCORE_STAGES = {"fwd": ("qk_matmul", "scale_mask", "softmax", "dropout"), "bwd": ("scale_mask", "softmax", "dropout")}
 OP_STAGE = {"softmax": "softmax", "mask": "scale_mask", "scale": "scale_mask", "dropout": "dropout",
-            "copy": "other"}
+            "copy": "other", "repeat": "other"}
 NODE_STAGE = {"softmax": "softmax", "mask": "scale_mask", "scale": "scale_mask", "dropout": "dropout"}
 
 
@@ -107,7 +107,7 @@ def read_stack(rows: EntryRows, s: int, shown: str | None) -> StackInfo:
     elif node == "attention":
         site = _label(frames, next(k for k, m in seq if m == (R.NODE, "attention")), shown)
         impl = "aten"
-    gqa = any(m == (R.ATTENTION, "GQA") for _, m in seq)
+    gqa = any(m == (R.ATTENTION, "GQA") for _, m in seq) or (site is not None and "repeat" in ops)
     fused = inner_att is not None and seq[inner_att][1][1] == "aten"
     names = [R.node_name(str(frames[k][2])) for k, m in seq if m[0] in (R.NODE, R.RELEASE)]
     released = next((R.node_name(str(frames[k][2])) for k, m in seq if m[0] == R.RELEASE), None)
