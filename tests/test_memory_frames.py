@@ -261,3 +261,16 @@ def test_kv_repeated_inside_a_hand_written_attention_is_named_gqa(tmp_path):
     a = r["memory"]["attribution"]
     assert a["gqa_layers"] == ["model.py:attention"] and a["gqa_calls"] == 2
     assert r["memory"]["score_matrix"]["blocks"] == 4
+
+
+def test_the_same_aten_stack_from_two_lines_is_two_sites(tmp_path):
+    """A self-attention and a cross-attention both calling F.scaled_dot_product_attention: their
+    kept frames are the same ATen ones; the user line that called them tells the sites apart."""
+    sdpa = ops("_scaled_dot_product_efficient_attention", "scaled_dot_product_attention")
+    h = History()
+    for line in (40, 90):
+        h.free(h.alloc(1 << 20, GATHER + sdpa + [py("/home/u/unet.py", line, "forward")] + MODULE))
+        h.free(h.alloc(4096, [py("/home/u/unet.py", 120, "forward")] + MODULE))
+    r, _ = _report(tmp_path, framed_snapshot([h]))
+    assert r["memory"]["attribution"]["sites"] == ["unet.py:40 forward (scaled_dot_product_attention)",
+                                                  "unet.py:90 forward (scaled_dot_product_attention)"]

@@ -1,13 +1,16 @@
 """Attention's allocations in a snapshot without annotations, from their stack frames (memory/frame_rules.py).
 
 An allocation belongs to attention when the outermost of its frames that a rule names attention
-or "not attention" is attention; its site (the layer row) is that outermost attention frame. Its
+or "not attention" is attention; its site (the layer row) is that outermost attention frame (for an
+ATen op in C++ frames, the user line that called it; a ``repeat_kv`` joins the call it feeds). Its
 stage comes from the op that allocated: the outermost op frame inside the innermost attention
 frame (the op the attention code called: ``softmax``, ``linear``), and the innermost op (what
 made the bytes: a ``clone`` inside ``matmul`` is a copy, not a score). Within a call, a matmul
 before the softmax is QK^T and after it AV (backward: the reverse), as attention/stages.py does
-for ops. Backward allocations carry only autograd frames: a node that is attention itself
-(``ScaledDotProductEfficientAttentionBackward0``) is attention's; a generic node
+for ops. Backward allocations carry only autograd frames: a node's run belongs to the call whose
+forward block the node frees right after it ran (``<Node>::release_variables`` on the free's
+stack), in that block's stage; else a node that is attention itself
+(``ScaledDotProductEfficientAttentionBackward0``) is attention's, a generic node
 (``SoftmaxBackward0``) is attention's when every forward allocation of its op in this snapshot
 was inside attention, and "unattributed" otherwise.
 """
@@ -120,7 +123,7 @@ def read_stack(rows: EntryRows, s: int, shown: str | None) -> StackInfo:
 def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
     """Attribute a snapshot device's timeline by its allocations' stacks."""
     n = len(tl)
-    infos: dict[int, StackInfo] = {}
+    infos: dict[tuple[int, int], StackInfo] = {}  # by (stack, shown frame): an ATen op's site is its caller's line
     shown_text: dict[int, str | None] = {}
     delta, stack_col, frame_col = tl.delta, rows.stack, rows.frame
 
@@ -129,12 +132,12 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
         s = stack_col[e] if len(stack_col) else -1
         if s < 0:
             return None
-        got = infos.get(s)
+        f = frame_col[e]
+        got = infos.get((s, f))
         if got is None:
-            f = frame_col[e]
             if f not in shown_text:
                 shown_text[f] = text_of(rows.frames[f]) if f >= 0 else None
-            got = infos[s] = read_stack(rows, s, shown_text[f])
+            got = infos[s, f] = read_stack(rows, s, shown_text[f])
         return got
 
     per_event: list[StackInfo | None] = [info(i) for i in range(n)]
