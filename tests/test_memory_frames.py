@@ -105,8 +105,11 @@ def test_hand_written_attention_with_python_stacks_only(tmp_path):
     assert set(_stage_rows(mem, want["layer"])) == {("softmax", "fwd"), ("other", "fwd")}
 
 
-def test_both_loaders_agree_on_frames(tmp_path):
-    doc, _ = llama_training_step()
+@pytest.mark.parametrize("make", ["llama_training_step", "llama_sdpa_training", "hand_written_inference"])
+def test_both_loaders_agree_on_frames(tmp_path, make):
+    import tests.memory_snapshots as M
+
+    doc, _ = getattr(M, make)()
     fast, _ = _report(tmp_path, doc)
     plain, _ = _report(tmp_path, doc, "p.pickle", fast=False)
     for r in (fast, plain):
