@@ -18,7 +18,7 @@ import _snapshot_decode as dec
 from tests.memory_snapshots import known_snapshot
 
 def run(raw, step):
-    d = dec.Decoder(b"/torch/", b"??")
+    d = dec.Decoder(lambda fn, name: 3)
     buf = bytearray()
     for i in range(0, len(raw), step):
         buf += raw[i:i + step]

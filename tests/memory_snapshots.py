@@ -77,3 +77,207 @@ def malicious_pickle(marker: str) -> bytes:
     snap, _ = known_snapshot()
     snap["device_traces"][0].append(RunsACommand(marker))
     return pickle.dumps(snap)
+
+
+# Snapshots as real users record them: no tb-attn annotations, every entry with its stack frames,
+# innermost first ({filename, line, name}; a Python frame's name is its co_name:
+# torch/csrc/profiler/python/combined_traceback.cpp). Names and files below are real:
+#   torch/nn/functional.py softmax / dropout; torch/nn/modules/module.py _call_impl /
+#   _wrapped_call_impl; torch/nn/modules/linear.py forward (pytorch/pytorch)
+#   transformers/models/llama/modeling_llama.py eager_attention_forward, repeat_kv, forward (huggingface/transformers)
+#   at::_ops::<op>::call, torch::autograd::generated::<Node>::apply, torch::autograd::Engine::evaluate_function,
+#   torch::CapturedTraceback::gather, gather_with_cpp (C++ frames of stacks="all": pytorch/pytorch
+#   torch/csrc/cuda/memory_snapshot.cpp; torch/cuda/_memory_viz.py filters the same names)
+TORCH = "/opt/conda/lib/python3.11/site-packages/torch"
+HF = "/opt/conda/lib/python3.11/site-packages/transformers/models/llama/modeling_llama.py"
+
+
+def py(filename, line, name):
+    return {"filename": filename, "line": line, "name": name}
+
+
+def cpp(name, filename="??"):
+    return {"filename": filename, "line": 0, "name": name}
+
+
+GATHER = [cpp("torch::unwind::unwind()"), cpp("torch::CapturedTraceback::gather(bool, bool, bool)"),
+          cpp("gather_with_cpp()", "torch/csrc/cuda/memory_snapshot.cpp"),
+          cpp("c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::malloc(void**, signed char, "
+              "unsigned long, CUstream_st*)")]
+MODULE = [py(f"{TORCH}/nn/modules/module.py", 1762, "_call_impl"),
+          py(f"{TORCH}/nn/modules/module.py", 1751, "_wrapped_call_impl")]
+OUTER = MODULE + [py(HF, 331, "forward")] + MODULE + [py("/home/u/train.py", 48, "train_step"),
+                                                      py("/home/u/train.py", 90, "main")]
+ATTN_FN = [py(HF, 190, "eager_attention_forward"), py(HF, 262, "forward")] + OUTER  # LlamaAttention.forward
+ENGINE = [cpp("torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&, "
+              "torch::autograd::Node*, torch::autograd::InputBuffer&, std::shared_ptr<torch::autograd::ReadyQueue> "
+              "const&)", "torch/csrc/autograd/engine.cpp"),
+          cpp("torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)",
+              "torch/csrc/autograd/engine.cpp")]
+
+
+def ops(*names):
+    """C++ op frames, innermost first: ops("bmm", "matmul") is at::_ops::bmm inside at::_ops::matmul."""
+    return [cpp(f"at::_ops::{n}::call(at::Tensor const&, at::Tensor const&)") for n in names]
+
+
+def node(name, *inner):
+    return (GATHER + ops(*inner) + [cpp(f"torch::autograd::generated::{name}::apply(std::vector<at::Tensor, "
+                                        "std::allocator<at::Tensor> >&&)",
+                                        "torch/csrc/autograd/generated/Functions.cpp")] + ENGINE)
+
+
+class History:
+    """A device trace written entry by entry: alloc / free with their stacks, times in µs."""
+
+    def __init__(self, device=0, base=0x7F0000000000):
+        self.trace: list[dict] = []
+        self.t = 0
+        self.next = base
+        self.device = device
+
+    def alloc(self, size, frames):
+        self.t += 1
+        addr = self.next
+        self.next += -(-size // 512) * 512 + 512
+        self.trace.append({"action": "alloc", "addr": addr, "size": size, "stream": 0, "time_us": self.t,
+                           "frames": frames})
+        return addr, size
+
+    def free(self, block, frames=()):
+        self.t += 1
+        addr, size = block
+        for a in ("free_requested", "free_completed"):
+            self.trace.append({"action": a, "addr": addr, "size": size, "stream": 0, "time_us": self.t,
+                               "frames": list(frames)})
+
+
+def framed_snapshot(histories: list[History], live: dict[int, list] | None = None) -> dict:
+    """The document _dump_snapshot writes for these histories (one per device), no annotations."""
+    segments = []
+    for h in histories:
+        blocks = [{"address": a, "size": s, "requested_size": s, "state": "active_allocated", "frames": []}
+                  for a, s in (live or {}).get(h.device, [])]
+        segments.append({"device": h.device, "address": 0x7F0000000000, "total_size": 1 << 34, "allocated_size": 0,
+                         "active_size": 0, "requested_size": 0, "stream": 0, "segment_type": "large",
+                         "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "blocks": blocks})
+    traces = [[] for _ in range(max(h.device for h in histories) + 1)]
+    for h in histories:
+        traces[h.device] = h.trace
+    return {"segments": segments, "device_traces": traces, "allocator_settings": {"expandable_segments": False}}
+
+
+def release(name):
+    """A free's stack when autograd node ``name`` drops the tensors it saved (SavedVariable::reset_data)."""
+    return GATHER[:2] + [cpp("torch::autograd::SavedVariable::reset_data()"),
+                         cpp(f"torch::autograd::generated::{name}::release_variables()")] + ENGINE
+
+
+def llama_training_step(layers=2, b=2, hq=8, hkv=2, lq=64, lk=64, d=64, itemsize=2,
+                        releases=True) -> tuple[dict, dict]:
+    """(snapshot, expected) of a GQA llama training step recorded with stacks="all": per layer the
+    eager attention's allocations (repeat_kv copies, QK^T, scale, mask, float32 softmax, its cast,
+    dropout, AV), an MLP whose activations have exactly the score's size (d_ff·L = H·L·L), then the
+    backward through autograd nodes only (``releases``: with the free of the softmax output that
+    SoftmaxBackward0 saved, as a stacks="all" record shows it)."""
+    score = b * hq * lq * lk * itemsize
+    qkv = b * hq * lq * d * itemsize
+    h = History()
+    att_bytes = 0
+    scores = 0
+    kept = []  # forward blocks saved for the backward, freed in it
+    for layer in range(layers):
+        proj = h.alloc(qkv, GATHER + ops("mm", "matmul", "linear") + [py(f"{TORCH}/nn/modules/linear.py", 125,
+                                                                         "forward")] + MODULE + ATTN_FN[1:])
+        kv = [h.alloc(qkv, GATHER + ops("clone", "reshape") + [py(HF, 176, "repeat_kv")] + ATTN_FN) for _ in "kv"]
+        qk = h.alloc(score, GATHER + ops("bmm", "matmul") + ATTN_FN)
+        scaled = h.alloc(score, GATHER + ops("mul_Tensor") + ATTN_FN)
+        masked = h.alloc(score, GATHER + ops("masked_fill_Scalar") + ATTN_FN)
+        soft = h.alloc(2 * score, GATHER + ops("_softmax", "softmax_int") + [py(f"{TORCH}/nn/functional.py", 2140,
+                                                                               "softmax")] + ATTN_FN)
+        cast = h.alloc(score, GATHER + ops("_to_copy", "to_dtype") + ATTN_FN)
+        drop = h.alloc(score, GATHER + ops("native_dropout", "dropout") + [py(f"{TORCH}/nn/functional.py", 1425,
+                                                                              "dropout")] + ATTN_FN)
+        out = h.alloc(qkv, GATHER + ops("bmm", "matmul") + ATTN_FN)
+        att_bytes += 2 * qkv + 6 * score + qkv + score
+        scores += 6  # qk, scaled, masked, softmax (float32), dropout, and not the cast (a copy)
+        scores -= 1  # the cast is made by _to_copy
+        for blk in (qk, scaled):
+            h.free(blk)
+        # The MLP: activations of exactly the score's size, outside attention.
+        mlp = [h.alloc(score, GATHER + ops("mm", "matmul", "linear") + [py(f"{TORCH}/nn/modules/linear.py", 125,
+                                                                           "forward")] + MODULE + OUTER)
+               for _ in range(2)]
+        kept.append((kv, masked, soft, cast, drop, out, mlp, proj))
+    # Backward: autograd nodes only, in reverse.
+    bwd_att = 0
+    bwd_scores = 0
+    for kv, masked, soft, cast, drop, out, mlp, proj in reversed(kept):
+        g = [h.alloc(score, node("MmBackward0", "mm")) for _ in range(2)]  # MLP grads: outside attention
+        av_p = h.alloc(score, node("BmmBackward0", "bmm"))  # grad of the probabilities
+        av_v = h.alloc(qkv, node("BmmBackward0", "bmm"))
+        gd = h.alloc(score, node("NativeDropoutBackward0", "native_dropout_backward"))
+        gs = h.alloc(2 * score, node("SoftmaxBackward0", "_softmax_backward_data"))
+        if releases:  # the node drops the softmax output it saved: links its run to this call
+            h.free(soft, release("SoftmaxBackward0"))
+        gm = h.alloc(score, node("MaskedFillBackward0", "where_self"))
+        gq = h.alloc(qkv, node("BmmBackward0", "bmm"))
+        gk = h.alloc(qkv, node("BmmBackward0", "bmm"))
+        bwd_att += 2 * score + 3 * qkv + score + 2 * score
+        bwd_scores += 3  # dropout, softmax and mask backward (the AV backward's grad is not counted)
+        for blk in (masked, cast, drop, out, *mlp, *g, av_p, av_v, gd, gs, gm) + (() if releases else (soft,)):
+            h.free(blk)
+        h.free(proj)
+    doc = framed_snapshot([h])
+    return doc, {"score": score, "fwd_scores": scores, "bwd_scores": bwd_scores, "att_fwd_bytes": att_bytes,
+                 "att_bwd_bytes": bwd_att, "layer": "modeling_llama.py:eager_attention_forward"}
+
+
+def hand_written_inference(calls=3, b=1, h=12, lq=128, lk=128, itemsize=2, device=0) -> tuple[dict, dict]:
+    """(snapshot, expected) of inference through a user's own ``scaled_dot_product_attention``,
+    recorded with Python stacks only (``stacks="python"``): matmuls have no frame, F.softmax does."""
+    score = b * h * lq * lk * itemsize
+    fn = [py("/home/u/model.py", 21, "scaled_dot_product_attention"), py("/home/u/model.py", 58, "forward")] + \
+        MODULE + [py("/home/u/model.py", 80, "forward")] + MODULE + [py("/home/u/infer.py", 12, "<module>")]
+    hist = History(device)
+    for _ in range(calls):
+        s = hist.alloc(score, fn)  # q @ k.transpose(-2, -1) / sqrt(d): no frame of its own
+        p = hist.alloc(score, [py(f"{TORCH}/nn/functional.py", 2140, "softmax")] + fn)
+        hist.free(s)
+        o = hist.alloc(b * h * lq * 64 * itemsize, fn)
+        hist.free(p)
+        mlp = hist.alloc(4 * score, [py(f"{TORCH}/nn/modules/linear.py", 125, "forward")] + MODULE +
+                         [py("/home/u/model.py", 70, "forward")] + MODULE)
+        hist.free(mlp)
+        hist.free(o)
+    return framed_snapshot([hist]), {"score": score, "calls": calls, "layer": "model.py:scaled_dot_product_attention"}
+
+
+def llama_sdpa_training(layers=3, qkv=4 << 20) -> tuple[dict, dict]:
+    """(snapshot, expected) of LlamaSdpaAttention as transformers 4.3x writes it: ``forward`` calls
+    ``repeat_kv`` for K and V, then F.scaled_dot_product_attention (C++ frames down to
+    at::native::_efficient_attention_forward); backward runs ScaledDotProductEfficientAttentionBackward0,
+    which then releases the output it saved. No score matrix anywhere (the kernel is fused)."""
+    fwd_line = [py(HF, 649, "forward")] + OUTER
+    sdpa = [cpp("at::native::_efficient_attention_forward(at::Tensor const&, at::Tensor const&)"),
+            cpp("at::_ops::_efficient_attention_forward::call(at::Tensor const&, at::Tensor const&)"),
+            cpp("at::_ops::_scaled_dot_product_efficient_attention::call(at::Tensor const&, at::Tensor const&)"),
+            cpp("at::_ops::scaled_dot_product_attention::call(at::Tensor const&, at::Tensor const&)")]
+    bwd = [cpp("at::native::_efficient_attention_backward(at::Tensor const&, at::Tensor const&)"),
+           cpp("at::_ops::_scaled_dot_product_efficient_attention_backward::call(at::Tensor const&)")]
+    h = History()
+    outs = []
+    for _ in range(layers):
+        kv = [h.alloc(qkv, GATHER + ops("clone", "reshape") + [py(HF, 176, "repeat_kv")] + fwd_line) for _ in "kv"]
+        out = h.alloc(qkv, GATHER + sdpa + fwd_line)
+        h.alloc(qkv, GATHER + ops("mm", "matmul", "linear") + [py(f"{TORCH}/nn/modules/linear.py", 125, "forward")]
+                + MODULE + fwd_line)  # o_proj: outside attention
+        outs.append((kv, out))
+    for kv, out in reversed(outs):
+        grads = [h.alloc(qkv, GATHER + bwd + node("ScaledDotProductEfficientAttentionBackward0")[len(GATHER):])
+                 for _ in "qkv"]
+        h.free(out, release("ScaledDotProductEfficientAttentionBackward0"))
+        for blk in (*kv, *grads):
+            h.free(blk)
+    return framed_snapshot([h]), {"layer": "modeling_llama.py:649 forward (scaled_dot_product_attention)",
+                                  "calls": layers, "fwd_bytes": 3 * qkv * layers, "bwd_bytes": 3 * qkv * layers}

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from tests.browser import ROOT, require_browser, run_script, serving, shots_dir
-from tests.memory_snapshots import known_snapshot
+from tests.memory_snapshots import known_snapshot, llama_training_step
 from tests.test_browser import _put
 
 LENGTHS = (128, 256, 512)
@@ -35,8 +35,10 @@ def memory_logdir(tmp_path_factory, cpu_traces):
     _put(logdir / "no_memory" / f"worker0.{SPAN}.pt.trace.json", json.dumps(doc).encode())
     # A CUDA snapshot on its own (no trace beside it): a run with memory only.
     _put(logdir / "snapshot_only" / "host_1.1700000000.memory.pickle", pickle.dumps(known_snapshot()[0]))
+    # One recorded without tb-attn (no annotations): attention found by its stack frames.
+    _put(logdir / "snapshot_frames" / "step.pickle", pickle.dumps(llama_training_step()[0]))
     runs = {"eager": [f"demo/eager-L{n}" for n in LENGTHS], "sdpa": [f"demo/sdpa-L{n}" for n in LENGTHS], "nomem": "no_memory",
-            "snapshot": "snapshot_only"}
+            "snapshot": "snapshot_only", "framed": "snapshot_frames"}
     return logdir, runs
 
 

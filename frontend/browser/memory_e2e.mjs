@@ -69,6 +69,20 @@ await run(async (browser) => {
   await sExpl.waitFor({ timeout: 60000 });
   ok(await frame.locator('.attn-tabs [data-tab="memory"]').getAttribute("aria-selected") === "true", "its button opens the Memory view");
 
+  // ---- a snapshot recorded without tb-attn: attention found by its stack frames, by layer and stage --
+  if (RUNS.framed) {
+    const fMem = (await api(`memory?run=${encodeURIComponent(RUNS.framed)}&points=1500`)).body.memory;
+    ok(fMem && fMem.attribution && fMem.attribution.by === "frames", `backend: ${RUNS.framed} is attributed by frames`);
+    await frame.locator('.attn-tabs [data-tab="memory"]').click();
+    await frame.locator('[data-testid="run-select"]').selectOption(RUNS.framed);
+    const how = frame.locator('[data-view="memory"] [data-testid="memory-attribution"]');
+    await how.waitFor({ timeout: 60000 });
+    ok((await how.getAttribute("data-by")) === "frames" && (await how.textContent()).includes(fMem.attribution.sites[0]),
+      `the view says how attention was found: ${await how.textContent()}`);
+    const stagesCell = frame.locator(`[data-view="memory"] [data-testid="memory-layers"] tr[data-layer="${fMem.layers[0].layer}"] [data-testid="layer-stages"]`);
+    ok((await stagesCell.textContent()).includes("(bwd)"), `the layer's stages, backward included: ${await stagesCell.textContent()}`);
+  }
+
   // ---- Compare overlays the two runs' curves ------------------------------------------------------
   await frame.locator('.attn-tabs [data-tab="compare"]').click();
   for (const r of [eager, sdpa]) await frame.locator(`[data-view="compare"] input[data-run="${r}"]`).check();

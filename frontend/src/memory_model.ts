@@ -1,7 +1,7 @@
 // The Memory view's data shaping: pure functions from the memory section to what the view draws
 // (unit-tested in test/memory_model.test.ts).
 
-import { naturalCompare, num } from "./format";
+import { fmtBytes, fmtShare, naturalCompare, num } from "./format";
 import type { MemoryDoc, MemorySection } from "./memory_types";
 import { dominantImplementation, logSlope, seqLenOf, stageColor, stageLabel } from "./model";
 import type { Report } from "./types";
@@ -97,4 +97,27 @@ export function memoryScaling(items: { run: string; report: Report }[]): {
     return { implementation, points, exponent: logSlope(points.map((p) => [p.seqLen, p.growth])) };
   });
   return { series, skipped };
+}
+
+/** One line on how a snapshot's attention was found (null for profiler sections): by the
+ * collector's annotations, by stack frames (where, on which device, what stays unattributed), or
+ * unknown, never a 0% share. */
+export function attributionLine(mem: MemorySection): string | null {
+  const a = mem.attribution;
+  if (!a) return null;
+  if (a.by === "unknown") return a.reason || "attention: unknown (this snapshot has no annotations and no attention frames)";
+  if (a.by === "annotations") return "Attention found by the collector's annotations.";
+  const parts = [`Attention found by its stack frames in ${(a.sites || []).join(", ") || "no site"}`];
+  if (a.devices_with_attention?.length) parts.push(`ran on ${a.devices_with_attention.join(", ")}`);
+  if (a.gqa_layers?.length) parts.push(`MQA/GQA (K/V heads repeated) in ${a.gqa_layers.join(", ")}`);
+  if (a.unattributed_bwd_allocs) parts.push(`${a.unattributed_bwd_allocs} backward allocations (${fmtBytes(a.unattributed_bwd_bytes ?? 0)}) unattributed`);
+  const ap = mem.attention_peak;
+  if (ap) parts.push(`attention's own peak ${fmtBytes(ap.bytes)}${ap.share !== null ? ` (${fmtShare(ap.share)} of what was live then)` : ""}`);
+  return parts.join("; ") + ".";
+}
+
+/** A layer's stages as "softmax 1.0 MiB · softmax (bwd) 512.0 KiB", largest first. */
+export function layerStagesText(layer: MemorySection["layers"][number], top = 6): string {
+  return (layer.stages || []).slice(0, top)
+    .map((s) => `${stageLabel(s.stage)}${s.pass === "bwd" ? " (bwd)" : ""} ${fmtBytes(s.bytes_allocated)}`).join(" · ");
 }

@@ -9,6 +9,7 @@ export interface MemoryLive {
   blocks: number;
   largest_block: number;
   frame: string | null;
+  stack?: string[] | null; // snapshots: the frames the rules name, C++ ones included, innermost first
 }
 
 export interface MemoryPeak {
@@ -17,8 +18,8 @@ export interface MemoryPeak {
   layer: string | null;
   stage: string | null;
   pass: "fwd" | "bwd" | null;
-  attention_bytes: number;
-  attention_share: number;
+  attention_bytes: number | null; // null: attention unknown (see MemorySection.attribution)
+  attention_share: number | null;
   score_matrix_bytes: number;
   before_record_bytes: number;
   reserved_bytes: number | null;
@@ -36,6 +37,20 @@ export interface MemoryLayer {
   score_bytes: number | null;
   score_matrix_bytes_per_call: number;
   score_matrix_blocks: number;
+  stages?: { stage: string; pass: "fwd" | "bwd"; bytes_allocated: number; allocs: number; score_matrix_blocks: number }[];
+}
+
+/** Snapshots: how attention's allocations were found. */
+export interface MemoryAttribution {
+  by: "annotations" | "frames" | "unknown";
+  reason?: string;
+  sites?: string[];
+  unattributed_bwd_allocs?: number;
+  unattributed_bwd_bytes?: number;
+  allocs_without_frames?: number;
+  bytes_without_frames?: number;
+  gqa_layers?: string[];
+  devices_with_attention?: string[];
 }
 
 export interface MemorySpan {
@@ -61,6 +76,8 @@ export interface MemorySection {
   spans: MemorySpan[];
   layers: MemoryLayer[];
   stages: { stage: string; pass: "fwd" | "bwd"; bytes_allocated: number; allocs: number; score_matrix_blocks: number }[];
+  attribution?: MemoryAttribution;
+  attention_peak?: { bytes: number; t_us: number; live_bytes: number; share: number | null };
   snapshot_section?: MemorySection;
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { memoryModel, memoryScaling, overlayModel } from "../src/memory_model";
+import { attributionLine, layerStagesText, memoryModel, memoryScaling, overlayModel } from "../src/memory_model";
 import type { MemorySection } from "../src/memory_types";
 import type { Report } from "../src/types";
 
@@ -59,5 +59,31 @@ describe("overlay and scaling", () => {
     ]);
     expect(m.series.map((s) => [s.implementation, s.exponent])).toEqual([["cpu_fused", 1], ["eager", 2]]);
     expect(m.skipped).toEqual(["none"]);
+  });
+});
+
+describe("snapshot attribution", () => {
+  it("says unknown, never 0%, when nothing tells attention's blocks", () => {
+    const mem = section({ source: "snapshot", attribution: { by: "unknown", reason: "attention: unknown (this snapshot has no annotations and no attention frames)" } });
+    mem.peak!.attention_share = null;
+    expect(attributionLine(mem)).toContain("attention: unknown");
+    expect(attributionLine(mem)).not.toContain("0%");
+  });
+  it("names the sites, the device and what stays unattributed when frames tell", () => {
+    const line = attributionLine(section({ source: "snapshot", attribution: { by: "frames", sites: ["model.py:scaled_dot_product_attention"],
+      devices_with_attention: ["cuda:1"], unattributed_bwd_allocs: 3, unattributed_bwd_bytes: 3072, gqa_layers: [] },
+    attention_peak: { bytes: 2048, t_us: 5, live_bytes: 4096, share: 0.5 } }))!;
+    expect(line).toContain("model.py:scaled_dot_product_attention");
+    expect(line).toContain("cuda:1");
+    expect(line).toContain("3 backward allocations (3.0 KiB) unattributed");
+    expect(line).toContain("50.0%");
+    expect(attributionLine(section())).toBeNull();
+  });
+  it("lists a layer's stages, backward marked", () => {
+    const text = layerStagesText({ layer: "a", calls: 1, bytes_allocated: 3072, allocs: 2, peak_growth_bytes: 0, score_bytes: null,
+      score_matrix_bytes_per_call: 0, score_matrix_blocks: 0, stages: [
+        { stage: "softmax", pass: "fwd", bytes_allocated: 2048, allocs: 1, score_matrix_blocks: 1 },
+        { stage: "softmax", pass: "bwd", bytes_allocated: 1024, allocs: 1, score_matrix_blocks: 1 }] });
+    expect(text).toMatch(/softmax.* 2\.0 KiB · .*\(bwd\) 1\.0 KiB/i);
   });
 });

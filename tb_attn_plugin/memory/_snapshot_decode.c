@@ -6,6 +6,10 @@
  * global, no persistent id, nothing that could run code), and turns each trace entry (a dict with
  * a string "action", appended to a list) into one row of fixed-width columns as soon as it is
  * complete; its dict and frame list are then freed. Everything else becomes the usual objects.
+ * A row keeps two things of its frames: the frame a report shows (the innermost one the caller's
+ * classify marks as shown, else the outermost kept one, else the first) and its stack: the frames classify marks as kept
+ * (attention functions, ops, autograd nodes), innermost first, interned. classify runs once per
+ * distinct frame; frame dicts torch shares are looked up by identity.
  *
  * It only speeds up the common case. On anything it does not handle plainly (an opcode outside
  * that subset, a damaged or truncated stream, an entry referenced twice) it raises Unsupported and
@@ -22,7 +26,10 @@
 
 static PyObject *Unsupported;
 static PyObject *Tombstone; /* memo slot of an entry already turned into a row */
-static PyObject *TokenTag;  /* (TokenTag, frame index): memo slot of a frame list already read */
+static PyObject *TokenTag;  /* (TokenTag, frame, stack): memo slot of a frame list already read */
+#define SHOWN 1 /* classify's bits: a frame a report may show */
+#define KEPT 2  /* a frame kept in the row's stack */
+#define MAX_KEPT 64
 
 typedef struct {
     char *p;
@@ -46,9 +53,9 @@ static int buf_put(Buf *b, const void *x, Py_ssize_t k) {
     return 0;
 }
 
-enum { C_GROUP, C_ACTION, C_SIZE, C_ADDR, C_STREAM, C_TIME, C_TKIND, C_DFREE, C_FRAME, N_COLS };
+enum { C_GROUP, C_ACTION, C_SIZE, C_ADDR, C_STREAM, C_TIME, C_TKIND, C_DFREE, C_FRAME, C_STACK, N_COLS };
 static const char *col_names[N_COLS] = {"group", "action", "size", "addr", "stream", "time_us", "time_kind",
-                                        "device_free", "frame"};
+                                        "device_free", "frame", "stack"};
 
 typedef struct {
     PyObject_HEAD
@@ -63,11 +70,13 @@ typedef struct {
     PyObject *targets, *last_target;
     Py_ssize_t last_group;
     PyObject *actions, *action_codes;
-    PyObject *frames, *frame_codes, *tokens, *no_frame_token;
+    PyObject *frames, *frame_codes, *stacks, *stack_codes, *classify;
+    Buf fbits;           /* per frame code: classify's bits (one byte) */
+    PyObject **pkeys;    /* identity table: frame dicts (held) -> frame code */
+    int32_t *pvals;
+    Py_ssize_t pcap, pn;
     PyObject *result;
     int stopped;
-    char *skip, *prefix;
-    Py_ssize_t skip_n, prefix_n;
     Py_ssize_t tokens_pushed, tokens_used, rows;
     Buf col[N_COLS];
     PyObject *k_action, *k_addr, *k_size, *k_stream, *k_time, *k_dfree, *k_frames, *k_filename, *k_line, *k_name;
@@ -152,7 +161,7 @@ static int memo_get(Decoder *d, Py_ssize_t idx) {
     if (idx < 0 || idx >= d->memo_n || d->memo[idx] == NULL) return unsupported("memo index not stored");
     PyObject *o = d->memo[idx];
     if (o == Tombstone) return unsupported("an entry referenced twice");
-    if (PyTuple_CheckExact(o) && PyTuple_GET_SIZE(o) == 2 && PyTuple_GET_ITEM(o, 0) == TokenTag) d->tokens_pushed++;
+    if (PyTuple_CheckExact(o) && PyTuple_GET_SIZE(o) == 3 && PyTuple_GET_ITEM(o, 0) == TokenTag) d->tokens_pushed++;
     Py_INCREF(o);
     if (push(d, o) < 0) return -1;
     d->smemo[d->sn - 1] = idx;
@@ -171,80 +180,160 @@ static int64_t int_field(PyObject *dict, PyObject *key) {
     return (int64_t)v;
 }
 
-/* The row's frame: the innermost one outside torch (snapshot.frame_text's rule), else the first. */
-static int choose_frame(Decoder *d, PyObject *list, int32_t *out) {
-    PyObject *first = NULL, *chosen = NULL, *fn_first = NULL, *fn_chosen = NULL;
-    Py_ssize_t n = PyList_GET_SIZE(list);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *f = PyList_GET_ITEM(list, i);
-        if (!PyDict_CheckExact(f)) continue;
-        PyObject *fn = PyDict_GetItemWithError(f, d->k_filename);
-        if (fn == NULL || !PyUnicode_CheckExact(fn)) continue;
-        if (first == NULL) {
-            first = f;
-            fn_first = fn;
+static Py_ssize_t ptr_slot(Decoder *d, PyObject *f) {
+    size_t h = ((size_t)f >> 4) * 0x9E3779B97F4A7C15ULL;
+    Py_ssize_t mask = d->pcap - 1, i = (Py_ssize_t)(h & (size_t)mask);
+    while (d->pkeys[i] != NULL && d->pkeys[i] != f) i = (i + 1) & mask;
+    return i;
+}
+
+static int ptr_put(Decoder *d, PyObject *f, int32_t code) {
+    if ((d->pn + 1) * 2 > d->pcap) {
+        Py_ssize_t old = d->pcap, cap = old ? old * 2 : 1024;
+        PyObject **ok = d->pkeys;
+        int32_t *ov = d->pvals;
+        d->pkeys = PyMem_Calloc((size_t)cap, sizeof(PyObject *));
+        d->pvals = PyMem_Calloc((size_t)cap, sizeof(int32_t));
+        if (!d->pkeys || !d->pvals) {
+            PyMem_Free(d->pkeys);
+            PyMem_Free(d->pvals);
+            d->pkeys = ok;
+            d->pvals = ov;
+            PyErr_NoMemory();
+            return -1;
         }
-        Py_ssize_t len;
-        const char *u = PyUnicode_AsUTF8AndSize(fn, &len);
-        if (u == NULL) return as_unsupported();
-        int prefixed = len >= d->prefix_n && memcmp(u, d->prefix, (size_t)d->prefix_n) == 0;
-        if (!prefixed && memmem(u, (size_t)len, d->skip, (size_t)d->skip_n) == NULL) {
-            chosen = f;
-            fn_chosen = fn;
-            break;
+        d->pcap = cap;
+        for (Py_ssize_t i = 0; i < old; i++)
+            if (ok[i] != NULL) {
+                Py_ssize_t j = ptr_slot(d, ok[i]);
+                d->pkeys[j] = ok[i];
+                d->pvals[j] = ov[i];
+            }
+        PyMem_Free(ok);
+        PyMem_Free(ov);
+    }
+    Py_ssize_t i = ptr_slot(d, f);
+    Py_INCREF(f);
+    d->pkeys[i] = f;
+    d->pvals[i] = code;
+    d->pn++;
+    return 0;
+}
+
+/* The code of frame dict f (-1: not a frame with a string filename), classifying a new one. */
+static int frame_code(Decoder *d, PyObject *f, int32_t *out) {
+    if (d->pcap) {
+        Py_ssize_t i = ptr_slot(d, f);
+        if (d->pkeys[i] == f) {
+            *out = d->pvals[i];
+            return 0;
         }
     }
-    if (chosen == NULL) {
-        chosen = first;
-        fn_chosen = fn_first;
-    }
-    if (chosen == NULL) {
-        *out = -1;
-        return 0;
-    }
-    PyObject *line = PyDict_GetItemWithError(chosen, d->k_line);
-    PyObject *name = PyDict_GetItemWithError(chosen, d->k_name);
-    PyObject *key = PyTuple_Pack(3, fn_chosen, line ? line : Py_None, name ? name : Py_None);
+    *out = -1;
+    if (!PyDict_CheckExact(f)) return 0;
+    PyObject *fn = PyDict_GetItemWithError(f, d->k_filename);
+    if (fn == NULL || !PyUnicode_CheckExact(fn)) return PyErr_Occurred() ? as_unsupported() : 0;
+    PyObject *line = PyDict_GetItemWithError(f, d->k_line);
+    PyObject *name = PyDict_GetItemWithError(f, d->k_name);
+    if (PyErr_Occurred()) return as_unsupported();
+    PyObject *key = PyTuple_Pack(3, fn, line ? line : Py_None, name ? name : Py_None);
     if (key == NULL) return -1;
     PyObject *code = PyDict_GetItemWithError(d->frame_codes, key);
+    int32_t k;
     if (code == NULL) {
         if (PyErr_Occurred()) { /* an unhashable line or name */
             Py_DECREF(key);
             return as_unsupported();
         }
-        Py_ssize_t k = PyList_GET_SIZE(d->frames);
-        if (k >= INT32_MAX - 1) {
+        Py_ssize_t n = PyList_GET_SIZE(d->frames);
+        if (n >= INT32_MAX - 1) {
             Py_DECREF(key);
             return unsupported("too many frames");
         }
-        code = PyLong_FromSsize_t(k);
-        if (code == NULL || PyDict_SetItem(d->frame_codes, key, code) < 0 || PyList_Append(d->frames, key) < 0) {
+        PyObject *bits = PyObject_CallFunctionObjArgs(d->classify, fn, name ? name : Py_None, NULL);
+        long bv = bits ? PyLong_AsLong(bits) : -1;
+        Py_XDECREF(bits);
+        if (bv == -1 && PyErr_Occurred()) {
+            Py_DECREF(key);
+            return -1;
+        }
+        int8_t b8 = (int8_t)(bv & (SHOWN | KEPT));
+        code = PyLong_FromSsize_t(n);
+        if (code == NULL || PyDict_SetItem(d->frame_codes, key, code) < 0 || PyList_Append(d->frames, key) < 0 ||
+            buf_put(&d->fbits, &b8, 1) < 0) {
             Py_XDECREF(code);
             Py_DECREF(key);
             return -1;
         }
         Py_DECREF(code);
-        *out = (int32_t)k;
+        k = (int32_t)n;
     } else {
-        *out = (int32_t)PyLong_AsLong(code);
+        k = (int32_t)PyLong_AsLong(code);
+    }
+    Py_DECREF(key);
+    /* Only dicts something else holds (the memo: torch shares them) go in the identity table, so it
+     * never grows with frame dicts that are freed after their entry. */
+    if (Py_REFCNT(f) > 1 && ptr_put(d, f, k) < 0) return -1;
+    *out = k;
+    return 0;
+}
+
+/* The row's frame (the innermost SHOWN one, else the outermost KEPT one, else the first) and stack (its KEPT frames, innermost
+ * first, as an index into stacks; -1 when none). */
+static int read_frames(Decoder *d, PyObject *list, int32_t *frame, int32_t *stack) {
+    int32_t kept[MAX_KEPT], first = -1, shown = -1;
+    int nk = 0;
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t k;
+        if (frame_code(d, PyList_GET_ITEM(list, i), &k) < 0) return -1;
+        if (k < 0) continue;
+        int8_t b = d->fbits.p[k];
+        if (first < 0) first = k;
+        if (shown < 0 && (b & SHOWN)) shown = k;
+        if ((b & KEPT) && nk < MAX_KEPT) kept[nk++] = k;
+    }
+    *frame = shown >= 0 ? shown : nk ? kept[nk - 1] : first;
+    *stack = -1;
+    if (nk == 0) return 0;
+    PyObject *key = PyTuple_New(nk);
+    if (key == NULL) return -1;
+    for (int i = 0; i < nk; i++) {
+        PyObject *x = PyLong_FromLong(kept[i]);
+        if (x == NULL) {
+            Py_DECREF(key);
+            return -1;
+        }
+        PyTuple_SET_ITEM(key, i, x);
+    }
+    PyObject *code = PyDict_GetItemWithError(d->stack_codes, key);
+    if (code == NULL) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(key);
+            return -1;
+        }
+        Py_ssize_t m = PyList_GET_SIZE(d->stacks);
+        code = m < INT32_MAX - 1 ? PyLong_FromSsize_t(m) : NULL;
+        if (code == NULL || PyDict_SetItem(d->stack_codes, key, code) < 0 || PyList_Append(d->stacks, key) < 0) {
+            Py_XDECREF(code);
+            Py_DECREF(key);
+            return code == NULL && !PyErr_Occurred() ? unsupported("too many stacks") : -1;
+        }
+        Py_DECREF(code);
+        *stack = (int32_t)m;
+    } else {
+        *stack = (int32_t)PyLong_AsLong(code);
     }
     Py_DECREF(key);
     return 0;
 }
 
-static PyObject *token_for(Decoder *d, int32_t frame) {
-    if (frame < 0) return d->no_frame_token;
-    while (PyList_GET_SIZE(d->tokens) <= frame) {
-        PyObject *ix = PyLong_FromSsize_t(PyList_GET_SIZE(d->tokens));
-        PyObject *t = ix ? PyTuple_Pack(2, TokenTag, ix) : NULL;
-        Py_XDECREF(ix);
-        if (t == NULL || PyList_Append(d->tokens, t) < 0) {
-            Py_XDECREF(t);
-            return NULL;
-        }
-        Py_DECREF(t);
-    }
-    return PyList_GET_ITEM(d->tokens, frame);
+static PyObject *token_for(int32_t frame, int32_t stack) {
+    PyObject *f = PyLong_FromLong(frame), *s = PyLong_FromLong(stack);
+    PyObject *t = f && s ? PyTuple_Pack(3, TokenTag, f, s) : NULL;
+    Py_XDECREF(f);
+    Py_XDECREF(s);
+    return t;
 }
 
 /* The entry at stack slot ``slot`` becomes a row of group ``list``; its dict is dropped. */
@@ -302,19 +391,19 @@ static int to_row(Decoder *d, PyObject *list, Py_ssize_t slot, PyObject *action)
             t = PyFloat_AS_DOUBLE(x);
         }
     }
-    int32_t frame = -1;
+    int32_t frame = -1, stack = -1;
     x = PyDict_GetItemWithError(e, d->k_frames);
-    if (x != NULL && PyTuple_CheckExact(x) && PyTuple_GET_SIZE(x) == 2 && PyTuple_GET_ITEM(x, 0) == TokenTag) {
+    if (x != NULL && PyTuple_CheckExact(x) && PyTuple_GET_SIZE(x) == 3 && PyTuple_GET_ITEM(x, 0) == TokenTag) {
         frame = (int32_t)PyLong_AsLong(PyTuple_GET_ITEM(x, 1));
+        stack = (int32_t)PyLong_AsLong(PyTuple_GET_ITEM(x, 2));
         d->tokens_used++;
     } else if (x != NULL && PyList_CheckExact(x)) {
-        if (choose_frame(d, x, &frame) < 0) return -1;
+        if (read_frames(d, x, &frame, &stack) < 0) return -1;
         Py_ssize_t m = d->sframes[slot];
         if (m >= 0 && m < d->memo_n && d->memo[m] == x) {
-            /* Another entry may name the same list later: it then gets this row's frame. */
-            PyObject *tok = token_for(d, frame);
+            /* Another entry may name the same list later: it then gets this row's frame and stack. */
+            PyObject *tok = token_for(frame, stack);
             if (tok == NULL) return -1;
-            Py_INCREF(tok);
             Py_SETREF(d->memo[m], tok);
         }
     }
@@ -328,7 +417,7 @@ static int to_row(Decoder *d, PyObject *list, Py_ssize_t slot, PyObject *action)
         buf_put(&d->col[C_SIZE], &size, 8) < 0 || buf_put(&d->col[C_ADDR], &addr, 8) < 0 ||
         buf_put(&d->col[C_STREAM], &stream, 8) < 0 || buf_put(&d->col[C_TIME], &t, 8) < 0 ||
         buf_put(&d->col[C_TKIND], &tkind, 1) < 0 || buf_put(&d->col[C_DFREE], &dfree, 8) < 0 ||
-        buf_put(&d->col[C_FRAME], &frame, 4) < 0)
+        buf_put(&d->col[C_FRAME], &frame, 4) < 0 || buf_put(&d->col[C_STACK], &stack, 4) < 0)
         return -1;
     d->rows++;
     return 0;
@@ -646,7 +735,7 @@ static void clear_memo(Decoder *d) {
     pop_to(d, 0);
 }
 
-/* (object, targets, actions, frames, {column: bytes}, rows); the decoder is spent afterwards. */
+/* (object, targets, actions, frames, stacks, {column: bytes}, rows); the decoder is spent afterwards. */
 static PyObject *Decoder_result(Decoder *d, PyObject *unused) {
     if (!d->stopped) return PyErr_SetString(Unsupported, "the pickle ends before its STOP"), NULL;
     if (d->tokens_pushed != d->tokens_used)
@@ -666,34 +755,26 @@ static PyObject *Decoder_result(Decoder *d, PyObject *unused) {
         }
         Py_DECREF(b);
     }
-    PyObject *r = Py_BuildValue("(OOOONn)", d->result, d->targets, d->actions, d->frames, cols, d->rows);
+    PyObject *r = Py_BuildValue("(OOOOONn)", d->result, d->targets, d->actions, d->frames, d->stacks, cols, d->rows);
     return r;
 }
 
 static int Decoder_init(Decoder *d, PyObject *args, PyObject *kw) {
-    const char *skip, *prefix;
-    Py_ssize_t skip_n, prefix_n;
-    if (!PyArg_ParseTuple(args, "y#y#", &skip, &skip_n, &prefix, &prefix_n)) return -1;
-    if (skip_n == 0) return PyErr_SetString(PyExc_ValueError, "empty skip"), -1;
-    d->skip = PyMem_Malloc((size_t)skip_n);
-    d->prefix = PyMem_Malloc((size_t)prefix_n + 1);
-    if (!d->skip || !d->prefix) return PyErr_NoMemory(), -1;
-    memcpy(d->skip, skip, (size_t)skip_n);
-    memcpy(d->prefix, prefix, (size_t)prefix_n);
-    d->skip_n = skip_n;
-    d->prefix_n = prefix_n;
+    PyObject *classify;
+    if (!PyArg_ParseTuple(args, "O", &classify)) return -1;
+    if (!PyCallable_Check(classify)) return PyErr_SetString(PyExc_TypeError, "classify is not callable"), -1;
+    Py_INCREF(classify);
+    Py_XSETREF(d->classify, classify);
     d->targets = PyList_New(0);
     d->actions = PyList_New(0);
     d->action_codes = PyDict_New();
     d->frames = PyList_New(0);
     d->frame_codes = PyDict_New();
-    d->tokens = PyList_New(0);
-    PyObject *m1 = PyLong_FromLong(-1);
-    d->no_frame_token = m1 ? PyTuple_Pack(2, TokenTag, m1) : NULL;
-    Py_XDECREF(m1);
+    d->stacks = PyList_New(0);
+    d->stack_codes = PyDict_New();
 #define KEY(f, s) (d->f = PyUnicode_InternFromString(s))
-    if (!d->targets || !d->actions || !d->action_codes || !d->frames || !d->frame_codes || !d->tokens ||
-        !d->no_frame_token || !KEY(k_action, "action") || !KEY(k_addr, "addr") || !KEY(k_size, "size") ||
+    if (!d->targets || !d->actions || !d->action_codes || !d->frames || !d->frame_codes || !d->stacks ||
+        !d->stack_codes || !KEY(k_action, "action") || !KEY(k_addr, "addr") || !KEY(k_size, "size") ||
         !KEY(k_stream, "stream") || !KEY(k_time, "time_us") || !KEY(k_dfree, "device_free") ||
         !KEY(k_frames, "frames") || !KEY(k_filename, "filename") || !KEY(k_line, "line") || !KEY(k_name, "name"))
         return -1;
@@ -708,8 +789,10 @@ static void Decoder_dealloc(Decoder *d) {
     PyMem_Free(d->smemo);
     PyMem_Free(d->sframes);
     PyMem_Free(d->marks);
-    PyMem_Free(d->skip);
-    PyMem_Free(d->prefix);
+    for (Py_ssize_t i = 0; i < d->pcap; i++) Py_XDECREF(d->pkeys[i]);
+    PyMem_Free(d->pkeys);
+    PyMem_Free(d->pvals);
+    PyMem_Free(d->fbits.p);
     for (int i = 0; i < N_COLS; i++) PyMem_Free(d->col[i].p);
     Py_XDECREF(d->result);
     Py_XDECREF(d->targets);
@@ -717,8 +800,9 @@ static void Decoder_dealloc(Decoder *d) {
     Py_XDECREF(d->action_codes);
     Py_XDECREF(d->frames);
     Py_XDECREF(d->frame_codes);
-    Py_XDECREF(d->tokens);
-    Py_XDECREF(d->no_frame_token);
+    Py_XDECREF(d->stacks);
+    Py_XDECREF(d->stack_codes);
+    Py_XDECREF(d->classify);
     Py_XDECREF(d->k_action);
     Py_XDECREF(d->k_addr);
     Py_XDECREF(d->k_size);
@@ -736,7 +820,7 @@ static PyMethodDef Decoder_methods[] = {
     {"feed", (PyCFunction)Decoder_feed, METH_O,
      "feed(buffer) -> bytes used: runs the complete opcodes at the buffer's start; pass the rest again with more"},
     {"result", (PyCFunction)Decoder_result, METH_NOARGS,
-     "result() -> (object, targets, actions, frames, columns, rows) once the pickle's STOP was fed"},
+     "result() -> (object, targets, actions, frames, stacks, columns, rows) once the pickle's STOP was fed"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -751,9 +835,9 @@ static PyTypeObject DecoderType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tb_attn_plugin.memory._snapshot_decode.Decoder",
     .tp_basicsize = sizeof(Decoder),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Decoder(skip: bytes, prefix: bytes): a snapshot pickle in, trace entries out as columns. "
-              "A row's frame is its entries' first frame whose filename neither contains skip nor starts "
-              "with prefix, else the first.",
+    .tp_doc = "Decoder(classify): a snapshot pickle in, trace entries out as columns. classify(filename, name) "
+              "-> bits, once per distinct frame: 1, a frame a report may show (a row's frame is the first such, "
+              "else its outermost kept one, else its first); 2, a frame kept in the row's stack (interned tuples of frame codes).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Decoder_init,
     .tp_dealloc = (destructor)Decoder_dealloc,

@@ -14,8 +14,9 @@ from ..format.errors import TraceError
 from ..trace import columns
 from ..trace.read import is_url
 from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
-from . import attribute, profiler_events, section
+from . import attribute, profiler_events, section, stack_attribution
 from . import snapshot as snap
+from .rows import text_of
 from .joining import is_snapshot_path, joining_names  # noqa: F401  (is_snapshot_path: cli_paths, plugin/work)
 
 NO_MEMORY = ("no memory events in this trace: record them with torch.profiler.profile(profile_memory=True) "
@@ -127,14 +128,38 @@ def snapshot_section(path: str) -> dict[str, Any]:
             gc.enable()
 
 
+UNKNOWN = section.UNKNOWN
+
+
 def _snapshot_section(path: str) -> dict[str, Any]:
     s = snap.load(path)
-    dev = max(s.devices, key=lambda d: max(s.devices[d].timeline.live) if len(s.devices[d].timeline) else 0)
+    peak_of = {d: (max(r.timeline.live) if len(r.timeline) else 0) for d, r in s.devices.items()}
+    dev = max(s.devices, key=peak_of.__getitem__)
+    att, acalls = attribute.from_annotations(s.devices[dev].timeline, s.annotations)
+    framed: dict[int, stack_attribution.FrameAttribution] = {}
+    if acalls:
+        how = {"by": "annotations"}
+        infos = [section.CallInfo(c.layer, -1, _tag_score_bytes(c.info), [("call", "fwd", c.start_us, c.end_us)])
+                 for c in acalls]
+        score_events = None
+    else:
+        # No collector annotations: the allocations' own stacks, on every device; the section is
+        # the device where attention ran (the most attention bytes), else the largest peak.
+        for d, r in s.devices.items():
+            framed[d] = stack_attribution.attribute(r.timeline, r.rows, r.entry)
+        att_bytes = {d: sum(int(r.timeline.delta[i]) for i in range(len(r.timeline)) if f.attribution.slot[i] >= 0)
+                     for d, r in s.devices.items() if (f := framed[d]).calls}
+        if att_bytes:
+            dev = max(att_bytes, key=lambda d: (att_bytes[d], peak_of[d]))
+        fa = framed[dev]
+        att, score_events = fa.attribution, fa.score_events
+        how = dict(fa.summary) if fa.calls else {"by": "unknown", "reason": UNKNOWN}
+        how["devices_with_attention"] = [f"cuda:{d}" for d in sorted(att_bytes)]
+        infos = [section.CallInfo(c.layer, -1, c.score_bytes, _frame_spans(s.devices[dev].timeline, c))
+                 for c in fa.calls]
+        acalls = []
     rec = s.devices[dev]
     tl = rec.timeline
-    att, acalls = attribute.from_annotations(tl, s.annotations)
-    infos = [section.CallInfo(c.layer, -1, _tag_score_bytes(c.info), [("call", "fwd", c.start_us, c.end_us)])
-             for c in acalls]
     churn = dict(rec.churn)
     ooms = churn.pop("ooms")
     for o in ooms:
@@ -147,14 +172,36 @@ def _snapshot_section(path: str) -> dict[str, Any]:
     def frame_of(i: int) -> str | None:
         return rows.frame_text(entry_ix[i])
 
-    devices = [{"device": f"cuda:{d}", "peak_bytes": int(max(r.timeline.live)) if len(r.timeline) else 0,
-                "events": len(r.timeline)} for d, r in sorted(s.devices.items())]
+    def stack_of(i: int) -> list[str] | None:
+        k = rows.stack[entry_ix[i]] if len(rows.stack) else -1
+        return [text_of(rows.frames[f]) for f in rows.stacks[k]] if k >= 0 else None
+
+    devices = [{"device": f"cuda:{d}", "peak_bytes": int(peak_of[d]), "events": len(r.timeline)}
+               for d, r in sorted(s.devices.items())]
+    for row, d in zip(devices, sorted(s.devices)):
+        if d in framed:
+            fa_d = framed[d]
+            row["attention_calls"] = len(fa_d.calls)
     out = section.build(tl, att, infos, source="snapshot", churn=churn, frame_of=frame_of,
-                        time_basis=rec.time_basis, devices=devices)
+                        time_basis=rec.time_basis, devices=devices, score_events=score_events,
+                        stack_of=stack_of, attention_known=how["by"] != "unknown")
+    out["attribution"] = how
+    if how["by"] == "frames":
+        out["attribution"]["gqa_layers"] = sorted({c.layer for c in framed[dev].calls if c.gqa})
     out["snapshot"] = {"file": os.path.basename(path), "entries": s.entries, "segments": s.segments,
                        "annotations": len(s.annotations),
                        "allocator_settings": {str(k)[:100]: v for k, v in s.settings.items() if _plain_setting(v)}}
     return out
+
+
+def _frame_spans(tl, c) -> list[tuple[str, str, float, float]]:
+    """(stage, pass, first, last allocation time) of a call found from frames, for shading the curve."""
+    got: dict[str, list[float]] = {}
+    for st, i, _ in c.stages:
+        t = tl.t[i]
+        span = got.setdefault(st, [t, t])
+        span[1] = t
+    return [(st, c.pass_, a, b) for st, (a, b) in got.items()]
 
 
 def _plain_setting(v: Any) -> bool:

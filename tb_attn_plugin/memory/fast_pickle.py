@@ -35,7 +35,7 @@ def load(path: str) -> tuple[dict[str, Any], dict[int, rows_mod.EntryRows]] | No
         pieces = open_pieces(path, limit)
     except Exception:  # TraceError included: the plain loader opens it again and words what is wrong
         return None
-    dec = Decoder(rows_mod.SKIP_FRAMES.encode(), rows_mod.SKIP_PREFIX.encode())
+    dec = Decoder(rows_mod.frame_bits)
     buf = bytearray()
     total = 0
     try:
@@ -61,11 +61,11 @@ def load(path: str) -> tuple[dict[str, Any], dict[int, rows_mod.EntryRows]] | No
         close = getattr(pieces, "close", None)
         if close is not None:
             close()
-    doc, targets, actions, frames, cols, n = out
-    return _split(doc, targets, actions, frames, cols, n)
+    doc, targets, actions, frames, stacks, cols, n = out
+    return _split(doc, targets, actions, frames, stacks, cols, n)
 
 
-def _split(doc, targets, actions, frames, cols, n) -> tuple[dict[str, Any], dict[int, rows_mod.EntryRows]] | None:
+def _split(doc, targets, actions, frames, stacks, cols, n) -> tuple[dict[str, Any], dict[int, rows_mod.EntryRows]] | None:
     """Rows per device; None when a row's list is not one of the document's device traces, or a
     device trace still holds something that is not an entry."""
     if not isinstance(doc, dict):
@@ -85,4 +85,4 @@ def _split(doc, targets, actions, frames, cols, n) -> tuple[dict[str, Any], dict
         if dev is None:
             return None
         groups.append(dev)
-    return doc, rows_mod.from_columns(cols, n, groups, actions, frames)
+    return doc, rows_mod.from_columns(cols, n, groups, actions, frames, stacks)

@@ -9,14 +9,14 @@ from array import array
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from .frame_rules import KEPT, SHOWN, frame_bits
 from .timeline import ADDR_MASK
 
 NOT_STR = -1  # action code: the entry's action is not a string
 NOT_DICT = -2  # action code: the entry is not a dict at all (skipped)
-# An entry's frame is its innermost Python frame outside torch (else its first); the C decoder
-# applies the same rule with these two strings.
-SKIP_FRAMES = "/torch/"
-SKIP_PREFIX = "??"
+# An entry's frame is its innermost frame of user Python code (else its outermost frame a rule
+# matches, such as an autograd node; else its first) and its stack the
+# frames frame_rules matches; the C decoder applies the same rule through frame_bits.
 _I64 = 1 << 63
 
 
@@ -36,6 +36,8 @@ class EntryRows:
     device_free: Sequence[int]
     frame: Sequence[int]  # index into frames, -1: none
     frames: list  # (filename, line, name) of the frames rows name
+    stack: Sequence[int] = ()  # index into stacks, -1: no frame a rule matches
+    stacks: list = ()  # tuples of indices into frames: the frames rules match, innermost first
 
     def __len__(self) -> int:
         return len(self.action)
@@ -45,33 +47,38 @@ class EntryRows:
         k = self.frame[i]
         if k < 0:
             return None
-        fn, line, name = self.frames[k]
-        return f"{fn.rsplit('/', 1)[-1]}:{line} {name}"
+        return text_of(self.frames[k])
+
+
+def text_of(frame: tuple) -> str:
+    fn, line, name = frame
+    return f"{fn.rsplit('/', 1)[-1]}:{line} {name}"
 
 
 _VIEWS = {"group": "i", "action": "h", "size": "q", "addr": "q", "stream": "q", "time_us": "d", "time_kind": "b",
-          "device_free": "q", "frame": "i"}
+          "device_free": "q", "frame": "i", "stack": "i"}
 
 
 def from_columns(cols: dict[str, bytes], n: int, groups: list[int], actions: list,
-                 frames: list) -> dict[int, EntryRows]:
+                 frames: list, stacks: list) -> dict[int, EntryRows]:
     """The C decoder's columns, split by device (``groups[g]``: the device of row group g)."""
     views = {k: memoryview(cols[k]).cast(t) for k, t in _VIEWS.items()}
     devices = sorted(set(groups))
     if len(devices) == 1:  # the usual snapshot: one process, one device; no copy
-        return {devices[0]: _rows(views, actions, frames)}
+        return {devices[0]: _rows(views, actions, frames, stacks)}
     out = {}
     group = views.pop("group")
     for dev in devices:
         mine = {g for g, d in enumerate(groups) if d == dev}
         keep = [i for i in range(n) if group[i] in mine]
-        out[dev] = _rows({k: array(_VIEWS[k], (col[i] for i in keep)) for k, col in views.items()}, actions, frames)
+        out[dev] = _rows({k: array(_VIEWS[k], (col[i] for i in keep)) for k, col in views.items()}, actions, frames,
+                         stacks)
     return out
 
 
-def _rows(cols: dict[str, Sequence], actions: list, frames: list) -> EntryRows:
+def _rows(cols: dict[str, Sequence], actions: list, frames: list, stacks: list) -> EntryRows:
     return EntryRows(cols["action"], actions, cols["size"], cols["addr"], cols["stream"], cols["time_us"],
-                     cols["time_kind"], cols["device_free"], cols["frame"], frames)
+                     cols["time_kind"], cols["device_free"], cols["frame"], frames, cols["stack"], stacks)
 
 
 def _int64(v: Any) -> int:
@@ -80,17 +87,17 @@ def _int64(v: Any) -> int:
 
 def from_dicts(entries: list) -> EntryRows:
     """The same columns from the plain unpickler's entry dicts (the slow path: any layout)."""
-    action, size, addr, stream, t, kind, dfree, frame = (array("h"), array("q"), array("q"), array("q"), array("d"),
-                                                         array("b"), array("q"), array("i"))
+    action, size, addr, stream, t, kind, dfree, frame, stack = (array("h"), array("q"), array("q"), array("q"),
+                                                                array("d"), array("b"), array("q"), array("i"),
+                                                                array("i"))
     codes: dict[str, int] = {}
     actions: list[str] = []
-    frame_codes: dict[tuple, int] = {}
-    frames: list[tuple] = []
+    fr = _Frames()
     for e in entries:
         if type(e) is not dict:
             action.append(NOT_DICT)
-            for col in (size, addr, stream, dfree, frame):
-                col.append(0 if col is not frame else -1)
+            for col in (size, addr, stream, dfree, frame, stack):
+                col.append(0 if col is not frame and col is not stack else -1)
             t.append(math.nan)
             kind.append(0)
             continue
@@ -116,32 +123,67 @@ def from_dicts(entries: list) -> EntryRows:
                 t.append(math.nan)
         else:
             t.append(x if type(x) is float else math.nan)
-        f = _chosen_frame(e.get("frames"))
-        if f is None:
-            frame.append(-1)
-            continue
-        try:
-            k = frame_codes.setdefault(f, len(frames))
-        except TypeError:  # an unhashable line or name: not shared, still shown
-            k = len(frames)
-        if k == len(frames):
-            frames.append(f)
-        frame.append(k)
-    return EntryRows(action, actions, size, addr, stream, t, kind, dfree, frame, frames)
+        f, s = fr.read(e.get("frames"))
+        frame.append(f)
+        stack.append(s)
+    return EntryRows(action, actions, size, addr, stream, t, kind, dfree, frame, fr.frames, stack, fr.stacks)
 
 
-def _chosen_frame(frames: Any) -> tuple | None:
-    if not isinstance(frames, list):
-        return None
-    first = None
-    for f in frames:
-        if not isinstance(f, dict):
-            continue
+class _Frames:
+    """_snapshot_decode.c's read_frames in Python: frames and stacks interned, frame_bits once per frame."""
+
+    def __init__(self):
+        self.frames: list[tuple] = []
+        self.bits: list[int] = []
+        self.codes: dict[tuple, int] = {}
+        self.stacks: list[tuple] = []
+        self.stack_codes: dict[tuple, int] = {}
+
+    def code(self, f: Any) -> int:
+        if type(f) is not dict:
+            return -1
         fn = f.get("filename")
-        if not isinstance(fn, str):
-            continue
-        this = (fn, f.get("line"), f.get("name"))
-        first = first or this
-        if SKIP_FRAMES not in fn and not fn.startswith(SKIP_PREFIX):
-            return this
-    return first
+        if type(fn) is not str:
+            return -1
+        key = (fn, f.get("line"), f.get("name"))
+        try:
+            k = self.codes.get(key)
+        except TypeError:  # an unhashable line or name: not shared, still read
+            k, key = None, None
+        if k is None:
+            k = len(self.frames)
+            self.frames.append((fn, f.get("line"), f.get("name")))
+            self.bits.append(frame_bits(fn, f.get("name")))
+            if key is not None:
+                self.codes[key] = k
+        return k
+
+    def read(self, frames: Any) -> tuple[int, int]:
+        """(the shown frame or the first, -1: none; the stack, -1: none) of one entry's frame list."""
+        if type(frames) is not list:
+            return -1, -1
+        first = shown = -1
+        kept: list[int] = []
+        for f in frames:
+            k = self.code(f)
+            if k < 0:
+                continue
+            b = self.bits[k]
+            if first < 0:
+                first = k
+            if shown < 0 and b & SHOWN:
+                shown = k
+            if b & KEPT and len(kept) < MAX_KEPT:
+                kept.append(k)
+        if not kept:
+            return (shown if shown >= 0 else first), -1
+        shown = shown if shown >= 0 else kept[-1]  # an autograd node (or op) frame, not a C++ internal
+        key = tuple(kept)
+        s = self.stack_codes.get(key)
+        if s is None:
+            s = self.stack_codes[key] = len(self.stacks)
+            self.stacks.append(key)
+        return shown, s
+
+
+MAX_KEPT = 64  # as the decoder: a deeper stack keeps its innermost 64 matched frames

@@ -17,6 +17,7 @@ MAX_CALL_ROWS = 2000
 MAX_SPANS = 3000
 MAX_LIVE_ROWS = 12
 CUDA_BLOCK = 512  # the caching allocator rounds every block up to a multiple of 512 bytes
+UNKNOWN = "attention: unknown (this snapshot has no annotations and no attention frames)"
 
 
 @dataclass
@@ -38,7 +39,13 @@ gib = bytes_text  # the one byte formatter (format/units.py); the name memory/ h
 
 def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
           churn: dict[str, Any] | None = None, frame_of: Callable[[int], str | None] | None = None,
-          time_basis: str = "us", devices: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+          time_basis: str = "us", devices: list[dict[str, Any]] | None = None,
+          score_events: bytearray | None = None, stack_of: Callable[[int], list[str] | None] | None = None,
+          attention_known: bool = True) -> dict[str, Any]:
+    """``score_events``: per event, 1 for a score-matrix block, where the ops that made the blocks are
+    known (snapshot frames); else a block of its call's B·H·Lq·Lk·itemsize is one. ``stack_of``: an
+    event's matched frames (C++ ones included) for the peak's live rows; ``attention_known`` False:
+    nothing could tell attention's blocks (the peak's share is null, never 0)."""
     n = len(tl)
     delta, live, slot, slots = tl.delta, tl.live, att.slot, att.slots
     score_of = [c.score_bytes for c in calls]
@@ -48,6 +55,7 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
     per_call = [{"bytes_allocated": 0, "allocs": 0, "score_matrix_bytes": 0, "score_matrix_blocks": 0,
                  "bwd_bytes_allocated": 0, "first": -1, "last": -1} for _ in calls]
     per_stage: dict[tuple[str, str], list[int]] = {}
+    per_layer_stage: dict[tuple[str, str, str], list[int]] = {}
     is_score = bytearray(n)
     allocs, zeros, allocated_total, unpaired_frees, live_at_end, inside = columns.byte_counts(delta, tl.pair, slot)
     frees = n - allocs - zeros
@@ -63,13 +71,17 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
             if row["first"] < 0:
                 row["first"] = i
             row["last"] = i
+        ls = per_layer_stage.setdefault((calls[s.call].layer, s.stage, s.pass_), [0, 0, 0])
+        ls[0] += d
+        ls[1] += 1
         st = per_stage.setdefault((s.stage, s.pass_), [0, 0, 0, 0])
         st[0] += d
         st[1] += 1
-        if is_score_block(d, score_of[s.call]):
+        if score_events[i] if score_events is not None else is_score_block(d, score_of[s.call]):
             is_score[i] = 1
             row["score_matrix_bytes"] += d
             row["score_matrix_blocks"] += 1
+            ls[2] += 1
             st[2] += 1
             st[3] += d
 
@@ -93,23 +105,26 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
         lay["peak_growth_bytes"] = max(lay["peak_growth_bytes"], r["peak_growth_bytes"])
         lay["score_matrix_bytes_per_call"] = max(lay["score_matrix_bytes_per_call"], r["score_matrix_bytes"])
         lay["score_matrix_blocks"] += r["score_matrix_blocks"]
+    for (layer, st, ps), (b, k, sb) in sorted(per_layer_stage.items(), key=lambda kv: -kv[1][0]):
+        layers[layer].setdefault("stages", []).append({"stage": st, "pass": ps, "bytes_allocated": b, "allocs": k,
+                                                       "score_matrix_blocks": sb})
     layer_rows = sorted(layers.values(), key=lambda r: -r["peak_growth_bytes"])
 
     stage_rows = [{"stage": st, "pass": ps, "bytes_allocated": v[0], "allocs": v[1], "score_matrix_blocks": v[2],
                    "score_matrix_bytes": v[3]} for (st, ps), v in sorted(per_stage.items(), key=lambda kv: -kv[1][0])]
 
     p = tl.peak_index()
-    peak = _peak(tl, att, calls, p, is_score, frame_of) if p >= 0 else None
+    peak = _peak(tl, att, calls, p, is_score, frame_of, stack_of, attention_known) if p >= 0 else None
     t0 = tl.t[0] if n else 0.0
     times, values, idx = downsample(tl.t, live, MAX_CURVE_POINTS, keep=(p,) if p >= 0 else ())
     reserved = [int(tl.reserved[i]) for i in idx] if tl.reserved is not None and len(tl.reserved) == n else None
-    spans = []
-    for ci, c in enumerate(calls):
-        for st, ps, s0, s1 in c.spans:
-            spans.append({"call": ci, "layer": c.layer, "stage": st, "pass": ps, "start_us": round(s0 - t0, 3),
-                          "end_us": round(s1 - t0, 3)})
-    spans.sort(key=lambda s: s["start_us"])
+    # Sorted by start, only the first MAX_SPANS made into rows (a long snapshot has many calls).
+    raw = sorted(((round(s0 - t0, 3), ci, st, ps, s1) for ci, c in enumerate(calls) for st, ps, s0, s1 in c.spans),
+                 key=lambda x: x[0])
+    spans = [{"call": ci, "layer": calls[ci].layer, "stage": st, "pass": ps, "start_us": a0,
+              "end_us": round(s1 - t0, 3)} for a0, ci, st, ps, s1 in raw[:MAX_SPANS]]
     total_score = sum(r["score_matrix_bytes"] for r in call_rows)
+    att_peak = attention_peak(tl, att) if calls and attention_known else None
     section: dict[str, Any] = {
         "version": SECTION_VERSION,
         "source": source,
@@ -133,11 +148,36 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
         "layers": layer_rows,
         "stages": stage_rows,
     }
+    if att_peak is not None:
+        att_peak["t_us"] = round(att_peak["t_us"] - t0, 3)
+        section["attention_peak"] = att_peak
+        if peak is not None and not peak["attention_bytes"]:
+            peak["explanation"] = explain(peak, att_peak)
     return section
 
 
+def attention_peak(tl: Timeline, att: Attribution) -> dict[str, Any] | None:
+    """The moment attention's own live blocks were largest: {bytes, t_us, live_bytes (everything
+    live then), share}; the device's peak may come when attention's blocks are already freed."""
+    slot, pair, delta, live = att.slot, tl.pair, tl.delta, tl.live
+    cur = best = 0
+    at = -1
+    for i in range(len(tl)):
+        d = delta[i]
+        j = i if d > 0 else pair[i]
+        if j >= 0 and slot[j] >= 0:
+            cur += d
+            if cur > best:
+                best, at = cur, i
+    if at < 0:
+        return None
+    total = int(live[at])
+    return {"bytes": int(best), "t_us": float(tl.t[at]), "live_bytes": total,
+            "share": round(best / total, 4) if total > 0 else None}
+
+
 def _peak(tl: Timeline, att: Attribution, calls: list[CallInfo], p: int, is_score: bytearray,
-          frame_of) -> dict[str, Any]:
+          frame_of, stack_of=None, attention_known: bool = True) -> dict[str, Any]:
     k = att.slot[p]
     where = att.slots[k] if k >= 0 else None
     live_ix = tl.live_at(p)
@@ -162,6 +202,8 @@ def _peak(tl: Timeline, att: Attribution, calls: list[CallInfo], p: int, is_scor
     for (layer, stage, ps, sc), (b, cnt, biggest) in sorted(groups.items(), key=lambda kv: -kv[1][0])[:MAX_LIVE_ROWS]:
         rows.append({"layer": layer, "stage": stage, "pass": ps, "score_matrix": sc, "bytes": int(b), "blocks": cnt,
                      "largest_block": int(tl.delta[biggest]), "frame": frame_of(biggest) if frame_of else None})
+        if stack_of is not None:
+            rows[-1]["stack"] = stack_of(biggest)
     peak_bytes = int(tl.live[p])
     seen = sum(tl.delta[j] for j in live_ix)
     reserved = int(tl.reserved[p]) if tl.reserved is not None and len(tl.reserved) == len(tl) else None
@@ -172,8 +214,8 @@ def _peak(tl: Timeline, att: Attribution, calls: list[CallInfo], p: int, is_scor
         "step": calls[where.call].step if where else None,
         "stage": where.stage if where else None,
         "pass": where.pass_ if where else None,
-        "attention_bytes": int(att_bytes),
-        "attention_share": round(att_bytes / peak_bytes, 4) if peak_bytes > 0 else 0.0,
+        "attention_bytes": int(att_bytes) if attention_known else None,
+        "attention_share": (round(att_bytes / peak_bytes, 4) if peak_bytes > 0 else 0.0) if attention_known else None,
         "score_matrix_bytes": int(score_bytes),
         "before_record_bytes": int(max(0, peak_bytes - seen)),  # live before the first event (unseen allocations)
         "reserved_bytes": reserved,
@@ -184,8 +226,9 @@ def _peak(tl: Timeline, att: Attribution, calls: list[CallInfo], p: int, is_scor
     return out
 
 
-def explain(peak: dict[str, Any]) -> str:
-    """One sentence: where the peak is and what is live then."""
+def explain(peak: dict[str, Any], att_peak: dict[str, Any] | None = None) -> str:
+    """One sentence: where the peak is and what is live then (``att_peak``: attention's own peak, said
+    when attention holds nothing at the device's peak, so that 0% is never the whole story)."""
     total = gib(peak["bytes"])
     if not peak.get("layer"):
         where = "outside attention"
@@ -202,5 +245,12 @@ def explain(peak: dict[str, Any]) -> str:
         size = score_rows[0]["largest_block"]
         parts.append(f"{blocks} score-matrix block{'s' if blocks != 1 else ''} of {gib(size)} "
                      f"({gib(peak['score_matrix_bytes'])}) {'are' if blocks != 1 else 'is'} live")
-    parts.append(f"attention holds {peak['attention_share']:.0%} of it")
+    if peak.get("attention_share") is None:
+        parts.append(UNKNOWN)
+    else:
+        parts.append(f"attention holds {peak['attention_share']:.0%} of it")
+        if att_peak and not peak["attention_bytes"]:
+            share = f", {att_peak['share']:.0%} of what was live then" if att_peak.get("share") is not None else ""
+            parts[-1] += (f" (its blocks are freed by then; attention's own peak was {gib(att_peak['bytes'])} at "
+                          f"{att_peak['t_us'] / 1e6:.3f} s{share})")
     return f"peak {total} {where}: " + ", ".join(parts)

@@ -5,9 +5,36 @@ from __future__ import annotations
 from typing import Any
 
 from .engine import NO_MEMORY
-from .section import gib
+from .section import UNKNOWN, gib
 
 TOP_LAYERS = 6
+TOP_STAGES = 8
+
+
+def _attribution(a: dict[str, Any] | None) -> list[str]:
+    """How attention's allocations were found (snapshots only)."""
+    if not a:
+        return []
+    if a["by"] == "unknown":
+        return [f"  memory: {a.get('reason') or UNKNOWN}"]
+    if a["by"] == "annotations":
+        return ["  memory: attention found by the collector's annotations"]
+    line = f"  memory: attention found by its stack frames ({len(a.get('sites', []))} sites"
+    devs = a.get("devices_with_attention") or []
+    if devs:
+        line += f"; attention ran on {', '.join(devs)}"
+    line += ")"
+    if a.get("gqa_layers"):
+        line += f"; MQA/GQA (K/V heads repeated to Q's) in {', '.join(a['gqa_layers'])}"
+    out = [line]
+    if a.get("unattributed_bwd_allocs"):
+        out.append(f"  memory: {a['unattributed_bwd_allocs']} backward allocations "
+                   f"({gib(a['unattributed_bwd_bytes'])}) unattributed: their autograd node's forward op "
+                   "also ran outside attention, or its forward is not in the record")
+    if a.get("allocs_without_frames"):
+        out.append(f"  memory: {a['allocs_without_frames']} allocations ({gib(a['bytes_without_frames'])}) have no "
+                   "frames (backward on the autograd thread records none without stacks=\"all\"): not attributed")
+    return out
 
 
 def render(mem: dict[str, Any] | None) -> list[str]:
@@ -23,8 +50,14 @@ def render(mem: dict[str, Any] | None) -> list[str]:
             extra.append(f"reserved minus allocated at the peak {gib(p['reserved_minus_allocated'])}")
         if p.get("before_record_bytes"):
             extra.append(f"{gib(p['before_record_bytes'])} live from before the record")
-        out.append(f"  memory: attention's share of the peak {p['attention_share']:.0%}"
-                   + (f"; {'; '.join(extra)}" if extra else ""))
+        share = p["attention_share"]
+        out.append(f"  memory: attention's share of the peak {share:.0%}" if share is not None else f"  memory: {UNKNOWN}")
+        if extra:
+            out[-1] += f"; {'; '.join(extra)}"
+    ap = mem.get("attention_peak")
+    if ap:
+        share = f" ({ap['share']:.0%} of the {gib(ap['live_bytes'])} live then)" if ap.get("share") is not None else ""
+        out.append(f"  memory: attention's own peak {gib(ap['bytes'])} at {ap['t_us'] / 1e6:.3f} s{share}")
     sm = mem["score_matrix"]
     if sm["blocks"]:
         per = [lay for lay in mem["layers"] if lay["score_matrix_blocks"]]
@@ -42,6 +75,7 @@ def render(mem: dict[str, Any] | None) -> list[str]:
         where = ", ".join(f"{o['layer'] or 'outside attention'}" for o in ch["ooms"][:3])
         churn += f"; {len(ch['ooms'])} OOMs ({where})"
     out.append(f"  memory churn: {churn}")
+    out.extend(_attribution(mem.get("attribution")))
     rows = [lay for lay in mem["layers"] if lay["allocs"]][:TOP_LAYERS]
     if rows:
         out.append("")
@@ -50,6 +84,10 @@ def render(mem: dict[str, Any] | None) -> list[str]:
         for r in rows:
             out.append(f"  {r['layer'].ljust(w)}  {gib(r['peak_growth_bytes']):>11}  {gib(r['bytes_allocated']):>10}  "
                        f"{r['allocs']:>6}  {r['score_matrix_blocks']:>12}")
+            stages = ", ".join(f"{st['stage']}{' (bwd)' if st['pass'] == 'bwd' else ''} {gib(st['bytes_allocated'])}"
+                               for st in r.get("stages", [])[:TOP_STAGES])
+            if stages:
+                out.append(f"  {''.ljust(w)}    by stage: {stages}")
     if mem.get("snapshot_section"):
         out.append("  memory snapshot:")
         out.extend("  " + line for line in render(mem["snapshot_section"]))

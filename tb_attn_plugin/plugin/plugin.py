@@ -90,7 +90,8 @@ def _route(handler: Callable) -> Callable:
     return wrappers.Request.application(wrapped)
 
 
-def _param(request, name: str, *, required: bool = False) -> str | None:
+def _param(request, name: str, *, required: bool = False, empty_ok: bool = False) -> str | None:
+    """``empty_ok``: an empty value is a value (a snapshot named NAME.pickle is the span "" of worker NAME)."""
     values = request.args.getlist(name)
     if not values:
         if required:
@@ -98,6 +99,8 @@ def _param(request, name: str, *, required: bool = False) -> str | None:
         return None
     if len(values) > 1:
         raise ApiError(400, f"parameter '{name}' given {len(values)} times; give it once")
+    if empty_ok and values[0] == "":
+        return ""
     return _check(name, values[0])
 
 
@@ -220,7 +223,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             raise ApiError(404, "TensorBoard was started without --logdir (or --logdir_spec), so there are no runs")
         run = _param(request, "run", required=True)
         try:
-            return self._index.lookup(run, _param(request, "worker"), _param(request, "span"))
+            return self._index.lookup(run, _param(request, "worker"), _param(request, "span", empty_ok=True))
         except UnknownName as exc:
             raise ApiError(404, str(exc)) from None
 

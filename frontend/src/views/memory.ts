@@ -6,7 +6,7 @@ import { api, untilReady } from "../api";
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
 import { fmtBytes, fmtCount, fmtShare, niceByteStep } from "../format";
-import { memoryModel, memoryScaling, overlayModel, sectionOf } from "../memory_model";
+import { attributionLine, layerStagesText, memoryModel, memoryScaling, overlayModel, sectionOf } from "../memory_model";
 import type { MemoryDoc, MemorySection } from "../memory_types";
 import { defaultTarget, implColor, stageColor, stageLabel } from "../model";
 import type { Report } from "../types";
@@ -61,6 +61,8 @@ function drawSection(ctx: Ctx, el: HTMLElement, mem: MemorySection, id: string):
       `${mem.source === "snapshot" ? "CUDA allocator snapshot" : "profiler memory events"} on ${mem.device}: `
       + `${fmtCount(mem.events)} allocation events (${fmtCount(mem.curve.points_total)} drawn as ${fmtCount(m.points.length)} points, every peak kept); `
       + `score-matrix blocks are allocations of exactly B·H·Lq·Lk·itemsize bytes.`)));
+  const how = attributionLine(mem);
+  if (how) el.appendChild(h("p", { class: "hint", "data-testid": `${id}-attribution`, "data-by": mem.attribution!.by }, how));
   const chartEl = h("div", { class: "chart chart-tall", "data-chart": id });
   el.appendChild(chartEl);
   requestAnimationFrame(() => {
@@ -121,9 +123,12 @@ function drawSection(ctx: Ctx, el: HTMLElement, mem: MemorySection, id: string):
         h("td", null, r.layer ?? "outside attention"), h("td", null, r.stage ? stageChip(r.stage, r.pass ?? undefined) : "—"),
         h("td", null, r.score_matrix ? "yes" : ""), h("td", { class: "num", "data-bytes": String(r.bytes) }, fmtBytes(r.bytes)),
         h("td", { class: "num" }, fmtCount(r.blocks)), h("td", { class: "num" }, fmtBytes(r.largest_block)),
-        frames ? h("td", null, r.frame ?? "") : null))),
+        frames ? h("td", null, r.stack?.length
+          ? h("details", null, h("summary", null, r.frame ?? ""), h("pre", { class: "stack" }, r.stack.join("\n")))
+          : r.frame ?? "") : null))),
     ));
-    const extra: string[] = [`attention holds ${fmtShare(p.attention_share)} of the peak`];
+    const extra: string[] = [p.attention_share === null ? (mem.attribution?.reason || "attention: unknown")
+      : `attention holds ${fmtShare(p.attention_share)} of the peak`];
     if (p.before_record_bytes) extra.push(`${fmtBytes(p.before_record_bytes)} were live before the record began`);
     if (p.reserved_minus_allocated !== null) extra.push(`reserved minus allocated at the peak: ${fmtBytes(p.reserved_minus_allocated)}`);
     el.appendChild(h("p", { class: "hint" }, extra.join("; ") + "."));
@@ -131,14 +136,15 @@ function drawSection(ctx: Ctx, el: HTMLElement, mem: MemorySection, id: string):
 
   el.appendChild(h("h3", null, "By layer"));
   el.appendChild(h("table", { class: "grid", "data-testid": `${id}-layers` },
-    h("thead", null, h("tr", null, ...["Layer", "Calls", "Peak growth / call", "Allocated", "Allocations", "Score matrix", "Score blocks"]
-      .map((c, i) => h("th", { class: i ? "num" : null }, c)))),
+    h("thead", null, h("tr", null, ...["Layer", "Calls", "Peak growth / call", "Allocated", "Allocations", "Score matrix", "Score blocks", "By stage"]
+      .map((c, i) => h("th", { class: i && i < 7 ? "num" : null }, c)))),
     h("tbody", null, ...m.layers.map((l) => h("tr", { "data-layer": l.layer },
       h("td", null, l.layer), h("td", { class: "num" }, fmtCount(l.calls)),
       h("td", { class: "num", "data-bytes": String(l.peak_growth_bytes) }, fmtBytes(l.peak_growth_bytes)),
       h("td", { class: "num" }, fmtBytes(l.bytes_allocated)), h("td", { class: "num" }, fmtCount(l.allocs)),
       h("td", { class: "num" }, l.score_bytes ? fmtBytes(l.score_bytes) : "—"),
-      h("td", { class: "num", "data-blocks": String(l.score_matrix_blocks) }, fmtCount(l.score_matrix_blocks)))))));
+      h("td", { class: "num", "data-blocks": String(l.score_matrix_blocks) }, fmtCount(l.score_matrix_blocks)),
+      h("td", { "data-testid": "layer-stages" }, layerStagesText(l)))))));
   const ch = mem.churn;
   const seg = typeof ch.segment_allocs === "number"
     ? `; segments: ${ch.segment_allocs} allocated, ${ch.segment_frees} freed, ${ch.flush_retries} cache flushes, ${(ch.ooms as unknown[] | undefined)?.length ?? 0} OOMs` : "";

@@ -1,0 +1,333 @@
+"""Attention's allocations in a snapshot without annotations, from their stack frames (memory/frame_rules.py).
+
+An allocation belongs to attention when the outermost of its frames that a rule names attention
+or "not attention" is attention; its site (the layer row) is that outermost attention frame (for an
+ATen op in C++ frames, the user line that called it; a ``repeat_kv`` joins the call it feeds). Its
+stage comes from the op that allocated: the outermost op frame inside the innermost attention
+frame (the op the attention code called: ``softmax``, ``linear``), and the innermost op (what
+made the bytes: a ``clone`` inside ``matmul`` is a copy, not a score). Within a call, a matmul
+before the softmax is QK^T and after it AV (backward: the reverse), as attention/stages.py does
+for ops. Backward allocations carry only autograd frames: a node's run belongs to the call whose
+forward block the node frees right after it ran (``<Node>::release_variables`` on the free's
+stack), in that block's stage; else a node that is attention itself
+(``ScaledDotProductEfficientAttentionBackward0``) is attention's, a generic node
+(``SoftmaxBackward0``) is attention's when every forward allocation of its op in this snapshot
+was inside attention, and "unattributed" otherwise.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+
+from . import frame_rules as R
+from .attribute import Attribution, Slot
+from .rows import EntryRows, text_of
+from .section import CUDA_BLOCK
+
+# Ops that write a B·H·Lq·Lk matrix: forward, QK^T and what follows it up to the probabilities;
+# backward, the gradients of those (QK^T's backward writes dQ and dK, AV's writes dP and dV: not told apart).
+SCORE_STAGES = {"fwd": ("qk_matmul", "scale_mask", "softmax", "dropout"), "bwd": ("scale_mask", "softmax", "dropout")}
+OP_STAGE = {"softmax": "softmax", "mask": "scale_mask", "scale": "scale_mask", "dropout": "dropout",
+            "copy": "other", "repeat": "other"}
+NODE_STAGE = {"softmax": "softmax", "mask": "scale_mask", "scale": "scale_mask", "dropout": "dropout"}
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    """What one distinct stack says."""
+
+    site: str | None  # the attention site (layer row), None outside attention
+    impl: str | None  # the site rule's value: aten, library, function, GQA, ...
+    fused: bool  # the innermost attention frame is an ATen attention op (its kernels allocate, no op below)
+    op: str | None  # the op class the attention code called (frame_rules "op" values)
+    made_by: str | None  # the innermost op class
+    node: str | None  # an autograd node's forward op class ("attention": the node is attention)
+    bwd: bool
+    gqa: bool  # a repeat_kv-style frame: K/V heads repeated to Q's
+    node_name: str | None = None  # the autograd node running (SoftmaxBackward0)
+    cpp_site: bool = False  # the site is an ATen op's C++ frame, not a Python function
+    released: str | None = None  # a free's stack: the node releasing its saved tensors
+
+
+@dataclass
+class FrameCall:
+    """One attention call found from frames: a run of allocations at one site."""
+
+    id: int
+    layer: str
+    pass_: str
+    impl: str | None
+    gqa: bool = False
+    score_bytes: int | None = None
+    stages: list = field(default_factory=list)  # (stage, timeline index, innermost op class)
+    seen: set = field(default_factory=set)
+    nodes: set = field(default_factory=set)  # autograd nodes whose runs it holds
+    last: str | None = None
+
+
+@dataclass
+class FrameAttribution:
+    attribution: Attribution
+    calls: list[FrameCall]
+    summary: dict
+    score_events: bytearray  # per timeline event: 1 for a score-matrix block (is_score_allocation)
+
+
+def _label(frames: list, k: int, shown: str | None) -> str:
+    fn, line, name = frames[k]
+    if R.PYTHON_FILE.search(fn or ""):
+        return f"{fn.rsplit('/', 1)[-1]}:{name}"
+    op = R.function_name(str(name))
+    op = op.removesuffix("::call").rsplit("::", 1)[-1] or op
+    # An ATen op's site is the user line that called it (never a C++ frame).
+    return f"{shown} ({op})" if shown and R.PYTHON_FILE.search(shown.split(":", 1)[0]) else op
+
+
+def read_stack(rows: EntryRows, s: int, shown: str | None) -> StackInfo:
+    """The meaning of stack ``s`` (innermost first) of ``rows``; ``shown``: the entry's user frame."""
+    frames = rows.frames
+    seq = [(k, R.match(frames[k][0], str(frames[k][2] or ""))) for k in rows.stacks[s]]
+    seq = [(k, m) for k, m in seq if m is not None]
+    outer_att = inner_att = None
+    for i in range(len(seq) - 1, -1, -1):  # outermost first
+        kind = seq[i][1][0]
+        if kind == R.NOT_ATTENTION and outer_att is None:
+            break
+        if kind == R.ATTENTION:
+            if outer_att is None:
+                outer_att = i
+            inner_att = i
+    nodes = [m[1] for _, m in seq if m[0] == R.NODE]
+    node = next((v for v in nodes if v == "attention"), nodes[0] if nodes else None)
+    bwd = bool(nodes) or (outer_att is not None and str(frames[seq[outer_att][0]][2]) == "backward")
+    limit = inner_att if inner_att is not None else len(seq)
+    ops = [m[1] for _, m in seq[:limit] if m[0] == R.OP]
+    site = impl = None
+    if outer_att is not None:
+        site = _label(frames, seq[outer_att][0], shown)
+        impl = seq[outer_att][1][1]
+    elif node == "attention":
+        site = _label(frames, next(k for k, m in seq if m == (R.NODE, "attention")), shown)
+        impl = "aten"
+    gqa = any(m == (R.ATTENTION, "GQA") for _, m in seq) or (site is not None and "repeat" in ops)
+    fused = inner_att is not None and seq[inner_att][1][1] == "aten"
+    names = [R.node_name(str(frames[k][2])) for k, m in seq if m[0] in (R.NODE, R.RELEASE)]
+    released = next((R.node_name(str(frames[k][2])) for k, m in seq if m[0] == R.RELEASE), None)
+    cpp = site is not None and not R.PYTHON_FILE.search(frames[seq[outer_att][0] if outer_att is not None else
+                                                          seq[-1][0]][0] or "")
+    return StackInfo(site, impl, fused, ops[-1] if ops else None, ops[0] if ops else None, node, bwd, gqa,
+                     node_name=next((x for x in names if x), None) if nodes else None, released=released, cpp_site=cpp)
+
+
+def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
+    """Attribute a snapshot device's timeline by its allocations' stacks."""
+    n = len(tl)
+    infos: dict[tuple[int, int], StackInfo] = {}  # by (stack, shown frame): an ATen op's site is its caller's line
+    shown_text: dict[int, str | None] = {}
+    delta, stack_col, frame_col = tl.delta, rows.stack, rows.frame
+
+    def info(i: int) -> StackInfo | None:
+        e = entry_ix[i]
+        s = stack_col[e] if len(stack_col) else -1
+        if s < 0:
+            return None
+        f = frame_col[e]
+        got = infos.get((s, f))
+        if got is None:
+            if f not in shown_text:
+                shown_text[f] = text_of(rows.frames[f]) if f >= 0 else None
+            got = infos[s, f] = read_stack(rows, s, shown_text[f])
+        return got
+
+    per_event: list[StackInfo | None] = [info(i) for i in range(n)]
+    # Forward op classes seen inside and outside attention: a generic backward node that no release
+    # links is attention's only when its forward op ran inside attention alone.
+    fwd_in: dict[str, int] = {}
+    fwd_out: dict[str, int] = {}
+    for i, si in enumerate(per_event):
+        if si is None or si.bwd or si.op is None or delta[i] <= 0:
+            continue
+        bucket = fwd_in if si.site else fwd_out
+        bucket[si.op] = bucket.get(si.op, 0) + 1
+    sites_fwd = {si.site for i, si in enumerate(per_event) if si is not None and si.site and not si.bwd and delta[i] > 0}
+    bwd_site = next(iter(sites_fwd)) if len(sites_fwd) == 1 else "attention (backward)"
+    placer = _Placer(n)
+    unattributed = [0, 0]
+    no_frames = [0, 0]
+    gqa_pending: list[int] = []
+    run: list[int] = []  # the current backward node run not placed by its own frames
+    run_node = None
+    run_linked = run_released = False
+
+    def end_run() -> None:
+        """A run no release linked: attention's by its node's kind where that is certain, else unattributed."""
+        for k in run if not run_linked else ():
+            si = per_event[k]
+            if si.site is not None:  # an ATen attention op's backward that no release linked: its own site
+                placer.place(k, si.site, _stage(si), "bwd", si, k == run[0])
+            elif si.node in KIND_STAGES and fwd_in.get(si.node) and not fwd_out.get(si.node):
+                placer.place(k, bwd_site, _stage(si), "bwd", si, k == run[0])
+            elif si.node in KIND_STAGES:
+                unattributed[0] += 1
+                unattributed[1] += delta[k]
+
+    for i in range(n):  # record order: the order the allocations were made
+        d = delta[i]
+        si = per_event[i]
+        if d <= 0:
+            # A node releasing what it saved: if that was an attention call's forward block, the
+            # node's run is that call's backward, in the forward block's stage.
+            if si is None or si.released is None or si.released != run_node or not run:
+                continue
+            run_released = True
+            j = tl.pair[i]
+            k = placer.slot[j] if 0 <= j < n else -1
+            if k >= 0 and placer.slots[k].pass_ == "fwd":
+                fwd = placer.slots[k]
+                site = placer.calls[fwd.call].layer
+                for r in run if not run_linked else ():
+                    rs = per_event[r]
+                    st = _stage(rs)
+                    # The forward block's stage, where it had one (a Div inside a softmax is softmax's).
+                    placer.place(r, site, fwd.stage if st in ("other", "scale_mask") and fwd.stage != "other" else st,
+                                 "bwd", rs, r == run[0])
+                run_linked = True
+            continue
+        if si is None:
+            if len(stack_col) and stack_col[entry_ix[i]] < 0 and frame_col[entry_ix[i]] < 0:
+                no_frames[0] += 1
+                no_frames[1] += d
+            placer.cur["fwd"] = None
+            continue
+        if si.site is not None and not (si.bwd and si.cpp_site and si.node_name):
+            if not si.bwd and si.impl == "GQA" and not si.cpp_site:
+                gqa_pending.append(i)  # K/V repeated for the attention call that follows
+                continue
+            if gqa_pending:
+                for g in gqa_pending:
+                    placer.place(g, si.site if not si.bwd else per_event[g].site, "other", "fwd", per_event[g])
+                gqa_pending.clear()
+            placer.place(i, si.site, _stage(si), "bwd" if si.bwd else "fwd", si)
+            continue
+        if not si.bwd:
+            placer.cur["fwd"] = None
+            continue
+        if si.node_name != run_node or run_released:  # another node, or the same kind run again
+            end_run()
+            run, run_node, run_linked, run_released = [], si.node_name, False, False
+        if si.node_name:
+            run.append(i)
+    end_run()
+    for g in gqa_pending:
+        placer.place(g, per_event[g].site, "other", "fwd", per_event[g])
+    calls, slot, slots = placer.calls, placer.slot, placer.slots
+    _score_sizes(calls, delta)
+    score_events = bytearray(n)
+    for c in calls:
+        for st, i, made in c.stages:
+            if is_score_allocation(int(delta[i]), st, made, c.score_bytes, c.pass_):
+                score_events[i] = 1
+    summary = {"by": "frames", "sites": sorted({c.layer for c in calls}),
+               "unattributed_bwd_allocs": unattributed[0], "unattributed_bwd_bytes": unattributed[1],
+               "allocs_without_frames": no_frames[0], "bytes_without_frames": no_frames[1],
+               "gqa_calls": sum(1 for c in calls if c.gqa)}
+    return FrameAttribution(Attribution(slot, slots), calls, summary, score_events)
+
+
+KIND_STAGES = set(NODE_STAGE) | {"matmul"}
+
+
+class _Placer:
+    """Events into calls and (call, stage, pass) slots: a matmul before the call's softmax is QK^T
+    and after it AV (backward: the reverse); a linear before the core is the QKV projection."""
+
+    def __init__(self, n: int):
+        self.calls: list[FrameCall] = []
+        self.slot = array("q", [-1]) * n
+        self.slots: list[Slot] = []
+        self.slot_ix: dict[Slot, int] = {}
+        self.cur: dict[str, FrameCall | None] = {"fwd": None, "bwd": None}
+
+    def place(self, i: int, site: str, stage: str, ps: str, si: StackInfo, new_run: bool = False) -> None:
+        """``new_run``: the first allocation of a backward node's run (another node instance)."""
+        cur = self.cur[ps]
+        if cur is not None and cur.layer != site:
+            cur = None
+        if stage == "matmul" and ps == "bwd" and cur is not None and "qk_matmul" in cur.seen and (
+                cur.last != "qk_matmul" or new_run):
+            cur = None  # the next call's backward begins with its AV
+        if new_run and ps == "bwd" and cur is not None and si.node == "attention" and si.node_name in cur.nodes:
+            cur = None  # a fused kernel's backward node again: the next call's
+        if stage == "matmul":
+            soft = cur is not None and "softmax" in cur.seen
+            stage = ("av_matmul" if soft else "qk_matmul") if ps == "fwd" else ("qk_matmul" if soft else "av_matmul")
+        elif stage == "linear":
+            stage = "out_proj" if cur is not None and cur.seen & {"qk_matmul", "av_matmul", "fused"} else "qkv_proj"
+        # The same site again: a second softmax, a forward matmul or projection after something
+        # else, or a backward AV after the call's QK^T.
+        again = cur is not None and stage in cur.seen and stage != cur.last and (
+            stage == "softmax" or (ps == "fwd" and stage in ("qk_matmul", "av_matmul", "qkv_proj")))
+        if cur is None or again:
+            cur = FrameCall(len(self.calls), site, ps, si.impl)
+            self.calls.append(cur)
+            if stage == "out_proj":
+                stage = "qkv_proj"
+        self.cur[ps] = cur
+        cur.gqa = cur.gqa or si.gqa
+        if si.node_name:
+            cur.nodes.add(si.node_name)
+        cur.seen.add(stage)
+        cur.last = stage
+        cur.stages.append((stage, i, si.made_by))
+        key = Slot(cur.id, stage, ps)
+        k = self.slot_ix.get(key)
+        if k is None:
+            k = self.slot_ix[key] = len(self.slots)
+            self.slots.append(key)
+        self.slot[i] = k
+
+
+def _stage(si: StackInfo) -> str:
+    """The stage before position decides (matmul: QK^T or AV; linear: QKV or output projection)."""
+    if si.bwd:
+        if si.node in NODE_STAGE:
+            return NODE_STAGE[si.node]
+        if si.node == "matmul":
+            return "matmul"
+    op = si.op
+    if op == "matmul":
+        return "other" if si.made_by == "copy" else "matmul"
+    if op == "linear":
+        return "linear"
+    if op is None:
+        return "fused" if si.fused or si.node == "attention" else "other"
+    return OP_STAGE.get(op, "other")
+
+
+def _score_sizes(calls: list[FrameCall], delta) -> None:
+    """Each call's score block size from its own allocations: its QK^T output, else its softmax's
+    (the same B·H·Lq·Lk matrix; a softmax upcast to float32 is twice the QK^T's bf16)."""
+    by_site: dict[str, int] = {}
+    for c in calls:
+        if c.pass_ != "fwd":
+            continue
+        for want in ("qk_matmul", "softmax"):
+            got = next((int(delta[i]) for st, i, made in c.stages if st == want and made != "copy"), None)
+            if got:
+                c.score_bytes = got
+                by_site[c.layer] = max(by_site.get(c.layer, 0), got)
+                break
+    widest = max(by_site.values(), default=0)
+    for c in calls:
+        if c.score_bytes is None:  # a backward call (or a forward one without QK^T or softmax frames)
+            c.score_bytes = by_site.get(c.layer) or (widest if c.pass_ == "bwd" else 0) or None
+
+
+def is_score_allocation(size: int, stage: str, made_by: str | None, score: int | None, pass_: str = "fwd") -> bool:
+    """A block the score ops made (QK^T, scale, mask, softmax, dropout, forward or backward) of
+    the call's score size, or of the same matrix in a dtype twice or half as wide. Never by size
+    alone: a Q/K/V copy or an MLP activation of the same size is made by another op."""
+    if not score or stage not in SCORE_STAGES[pass_] or made_by == "copy":
+        return False
+    return any(size == s or size == -(-s // CUDA_BLOCK) * CUDA_BLOCK for s in (score, score * 2, score // 2))
