@@ -189,6 +189,7 @@ def _labels(paths: list[str]) -> list[str]:
 
 def _compare(args) -> int:
     from .report.compare import compare_reports
+    from .report.spans import is_empty, pick_latest
     from .report.text import render_compare
 
     paths, errors = _expand(args.paths)
@@ -210,11 +211,15 @@ def _compare(args) -> int:
             errors.append(TraceError(path, f"holds {len(names)} runs ({shown}); compare takes trace files or run "
                                            f"directories: name the runs, e.g. {os.path.join(path, names[0])}"))
             continue
-        # One run of several workers or spans: the first worker's latest span, and say which.
+        # One run of several workers or spans: the first worker's latest span that recorded
+        # something (not an empty tail window), and say which.
         first = items[0][0].worker
-        tf, result = [(tf, r) for tf, r in items if tf.worker == first][-1]
+        mine = [(tf, r) for tf, r in items if tf.worker == first]
+        tf, result = pick_latest(mine, lambda item: is_empty(item[1]))
         if len(items) > 1:
-            print(f"tb-attn: note: {path}: comparing {os.path.basename(tf.path)} (worker {first}, latest span) "
+            later = len(mine) - 1 - [t for t, _ in mine].index(tf)
+            which = "latest span" + (f" that recorded something; {later} later recorded nothing" if later else "")
+            print(f"tb-attn: note: {path}: comparing {os.path.basename(tf.path)} (worker {first}, {which}) "
                   f"of its {len(items)} trace files", file=sys.stderr)
         for w in result.get("warnings", []):
             print(f"tb-attn: warning: {tf.path}: {w}", file=sys.stderr)

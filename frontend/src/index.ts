@@ -5,7 +5,7 @@ import { api, ApiError, untilReady } from "./api";
 import { disposeCharts } from "./charts";
 import { fmtSpan } from "./format";
 import { clear, h, notice } from "./dom";
-import { defaultRun, defaultTarget } from "./model";
+import { defaultRun, defaultSpan, defaultTarget } from "./model";
 import { mergeHash, parseHash, stateFromParams, type State, type View } from "./state";
 import { STYLE } from "./style";
 import type { Report, RunsDoc } from "./types";
@@ -128,7 +128,7 @@ class App {
     const worker = this.state.worker && info.workers.some((w) => w.worker === this.state.worker) ? this.state.worker : def?.worker ?? null;
     const w = info.workers.find((x) => x.worker === worker);
     const span = this.state.span !== null && w?.spans.some((s) => s.span === this.state.span)
-      ? this.state.span : w?.spans[w.spans.length - 1]?.span ?? null;
+      ? this.state.span : (w ? defaultSpan(w) : null);
     return { run, worker, span };
   }
 
@@ -153,7 +153,8 @@ class App {
     const spans = workers.find((w) => w.worker === t?.worker)?.spans || [];
     const spanSel = h("select", { "aria-label": "span", "data-testid": "span-select", disabled: spans.length < 2 },
       ...spans.map((s) => h("option", { value: s.span, selected: s.span === t?.span, title: s.span },
-        fmtSpan(s.span) + (s.status === "loading" ? " (analysing…)" : s.status === "error" ? " (cannot be read)" : ""))));
+        fmtSpan(s.span) + (s.status === "loading" ? " (analysing…)" : s.status === "error" ? " (cannot be read)"
+          : s.summary?.empty ? " (recorded nothing)" : ""))));
     spanSel.addEventListener("change", () => this.set({ span: spanSel.value, layer: null, call: null }));
     const needsTarget = this.state.view !== "compare" && this.state.view !== "scaling" && this.state.view !== "sweep";
     this.header.appendChild(h("div", { class: "attn-pickers" },

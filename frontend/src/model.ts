@@ -4,7 +4,7 @@
 
 import { num } from "./format";
 import type {
-  Basis, CompareDoc, Kernel, Layer, Pass, Report, RunsDoc, StageRow,
+  Basis, CompareDoc, Kernel, Layer, Pass, Report, RunsDoc, SpanInfo, StageRow,
 } from "./types";
 
 export const STAGES = [
@@ -142,12 +142,23 @@ export function flattenRuns(doc: RunsDoc | null | undefined): Target[] {
   return out;
 }
 
-/** The run's default worker and span: the first worker's latest span, as the backend chooses. */
+/** The run's default worker and span: the first worker's default span, as the backend chooses. */
 export function defaultTarget(doc: RunsDoc | null | undefined, run: string): { worker: string; span: string } | null {
   const r = (doc?.runs || []).find((x) => x.run === run);
   if (!r || !r.workers?.length || !r.workers[0].spans?.length) return null;
-  const spans = r.workers[0].spans;
-  return { worker: r.workers[0].worker, span: spans[spans.length - 1].span };
+  const span = defaultSpan(r.workers[0]);
+  return span === null ? null : { worker: r.workers[0].worker, span };
+}
+
+/** A worker's span shown by default: the backend's choice (the latest that recorded something),
+ *  else the latest not known to be empty, else the latest. */
+export function defaultSpan(w: { spans: SpanInfo[]; default_span?: string }): string | null {
+  const spans = w.spans || [];
+  if (w.default_span && spans.some((s) => s.span === w.default_span)) return w.default_span;
+  for (let i = spans.length - 1; i >= 0; i--) {
+    if (!(spans[i].status === "ready" && spans[i].summary?.empty)) return spans[i].span;
+  }
+  return spans.length ? spans[spans.length - 1].span : null;
 }
 
 /** The run to open first: the one with the largest attention time among ready runs, else the first. */

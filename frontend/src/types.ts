@@ -20,13 +20,14 @@ export interface SpanInfo {
     attention_cpu_us?: number;
     implementations?: string[];
     device?: string | null;
+    empty?: boolean; // no step took time and no attention call: never the default span
   };
 }
 
 export interface RunInfo {
   run: string;
   status?: "loading" | "ready" | "error";
-  workers: { worker: string; spans: SpanInfo[] }[];
+  workers: { worker: string; spans: SpanInfo[]; default_span?: string }[];
   metadata?: Record<string, unknown>;
 }
 

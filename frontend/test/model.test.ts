@@ -280,4 +280,15 @@ describe("runs", () => {
     expect(defaultTarget(doc, "b")).toEqual({ worker: "w0", span: "2" });
     expect(defaultTarget(doc, "zz")).toBeNull();
   });
+
+  it("never opens a span that recorded nothing when an earlier one has steps", () => {
+    const ready = (span: string, empty: boolean) => ({ span, status: "ready" as const, summary: { empty, calls: empty ? 0 : 2 } });
+    const doc: RunsDoc = { runs: [{ run: "r", workers: [{ worker: "w", spans: [ready("1", false), ready("2", true)] }] }] };
+    expect(defaultTarget(doc, "r")).toEqual({ worker: "w", span: "1" });
+    doc.runs[0].workers[0].default_span = "1";
+    expect(defaultTarget(doc, "r")).toEqual({ worker: "w", span: "1" });
+    doc.runs[0].workers[0].spans = [ready("1", true)];
+    doc.runs[0].workers[0].default_span = undefined;
+    expect(defaultTarget(doc, "r")).toEqual({ worker: "w", span: "1" }); // all empty: the latest
+  });
 });
