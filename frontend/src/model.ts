@@ -699,3 +699,14 @@ export function scalingModel(items: { run: string; report: Report }[]): ScalingM
 export function stageRowsTotal(rows: StageRow[] | undefined, basis: Basis): number {
   return (rows || []).reduce((s, r) => s + timeOf(r, basis), 0);
 }
+
+/** The files the listing skipped, grouped by reason: [reason, files] in the order first seen. */
+export function skippedByReason(doc: RunsDoc | null | undefined): { reason: string; files: string[] }[] {
+  const out: { reason: string; files: string[] }[] = [];
+  for (const k of doc?.skipped || []) {
+    let g = out.find((x) => x.reason === k.reason);
+    if (!g) out.push((g = { reason: k.reason, files: [] }));
+    g.files.push(k.file);
+  }
+  return out;
+}

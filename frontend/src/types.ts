@@ -35,6 +35,9 @@ export interface RunsDoc {
   runs: RunInfo[];
   scanned?: boolean;
   error?: string;
+  /** Files that look like traces but are not listed, and why (at most 200; skipped_count counts all). */
+  skipped?: { file: string; reason: string }[];
+  skipped_count?: number;
 }
 
 export interface StageRow {

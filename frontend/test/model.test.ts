@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
   compareHeadline, compareModel, defaultRun, defaultTarget, dominantImplementation, flattenRuns, implementationBadges,
-  implKind, kernelGroups, layerDetail, logSlope, scalingModel, seqLenOf, stagesByLayer, summaryModel,
+  implKind, kernelGroups, layerDetail, logSlope, scalingModel, seqLenOf, skippedByReason, stagesByLayer, summaryModel,
 } from "../src/model";
 import type { CompareDoc, Report, RunsDoc } from "../src/types";
 
@@ -290,5 +290,15 @@ describe("runs", () => {
     doc.runs[0].workers[0].spans = [ready("1", true)];
     doc.runs[0].workers[0].default_span = undefined;
     expect(defaultTarget(doc, "r")).toEqual({ worker: "w", span: "1" }); // all empty: the latest
+  });
+});
+
+describe("skipped files", () => {
+  it("groups the listing's skipped files by reason", () => {
+    const doc: RunsDoc = { runs: [], skipped: [{ file: "a/x.json", reason: "r1" }, { file: "b.fifo.pt.trace.json", reason: "r2" },
+      { file: "c/y.json.gz", reason: "r1" }] };
+    expect(skippedByReason(doc)).toEqual([{ reason: "r1", files: ["a/x.json", "c/y.json.gz"] },
+      { reason: "r2", files: ["b.fifo.pt.trace.json"] }]);
+    expect(skippedByReason({ runs: [] })).toEqual([]);
   });
 });

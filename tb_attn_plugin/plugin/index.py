@@ -25,7 +25,7 @@ import msgspec
 from ..memory.joining import is_snapshot_path
 from ..report.spans import pick_latest
 from .cache import ReportCache, Result, cache_key
-from .layout import Found, Source
+from .layout import MAX_SKIPPED, Found, Source
 from .pool import AnalysisPool, Unavailable
 
 logger = logging.getLogger(__name__)
@@ -108,6 +108,7 @@ class RunIndex:
         self._runs_bytes: tuple[int, bytes] | None = None
         self._scanned = threading.Event()
         self._scan_error: str | None = None
+        self._skipped: list[dict[str, str]] = []  # files that look like traces but are not listed, and why
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -147,6 +148,10 @@ class RunIndex:
         with self._lock:
             if error != self._scan_error:
                 self._scan_error = error
+                self._version += 1
+            skipped = getattr(found, "skipped", None)
+            if skipped is not None and skipped != self._skipped:
+                self._skipped = list(skipped)
                 self._version += 1
         if found is not None:
             self._merge(found)
@@ -391,6 +396,9 @@ class RunIndex:
         doc: dict[str, Any] = {"runs": runs, "scanned": self._scanned.is_set()}
         if self._scan_error:
             doc["error"] = self._scan_error
+        if self._skipped:
+            doc["skipped"] = self._skipped[:MAX_SKIPPED]
+            doc["skipped_count"] = len(self._skipped)
         return doc
 
 
