@@ -147,7 +147,7 @@ export interface Report {
   attention_cpu_us?: number;
   attention_share?: number;
   calls?: number;
-  steps?: { step: number; gpu_us?: number; cpu_us?: number; calls?: number }[];
+  steps?: { step: number; gpu_us?: number; cpu_us?: number; attention_gpu_us?: number; attention_cpu_us?: number; calls?: number }[];
   stages?: StageRow[];
   layers?: Layer[];
   implementations?: { layer_type?: string; implementation?: string; calls?: number }[];
