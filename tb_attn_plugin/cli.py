@@ -154,9 +154,8 @@ def _report(args) -> int:
         if errors:
             _fail_json(errors, **({"reports": reports, **ranks_doc} if reports else {}))
         else:
-            one = len(reports) == 1 and len(paths) == 1 and not os.path.isdir(paths[0])
-            doc = reports[0] if one else {"reports": reports}
-            doc.update(ranks_doc)
+            # One shape whatever was given (a file, a directory, several): the reports in a list.
+            doc = {"reports": reports, **ranks_doc}
             json.dump(doc, sys.stdout, indent=None if args.compact else 1)
             sys.stdout.write("\n")
     elif reports:
@@ -271,9 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     from .sweeps import cli as sweep_cli
 
     sweep_cli.add_parser(sub, [common])  # --patterns reaches the reports of --profile cells
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    # A mistake in a subcommand's arguments gets that subcommand's usage, not the top-level one.
+    if unknown:
+        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "compare" and len(args.paths) < 2:
-        parser.error("compare needs at least two paths")
+        cmp_.error("compare needs at least two paths")
     try:
         if not cli_kernels.install_patterns(args):
             return 2
