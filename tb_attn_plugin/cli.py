@@ -244,6 +244,16 @@ def _compare(args) -> int:
     return 0
 
 
+def _usage_error(subparser: argparse.ArgumentParser, message: str) -> int:
+    """The subcommand's usage, then one ``tb-attn: error:`` line, as every other error; exit status 2.
+    A subcommand with its own error() (sweep: one line) says it its way."""
+    if "error" in vars(subparser):
+        subparser.error(message)
+    subparser.print_usage(sys.stderr)
+    print(f"tb-attn: error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     from . import cli_kernels
     from .format.version import ENGINE_VERSION, SCHEMA_VERSION, __version__
@@ -273,9 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     # A mistake in a subcommand's arguments gets that subcommand's usage, not the top-level one.
     if unknown:
-        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+        return _usage_error(sub.choices[args.command], f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "compare" and len(args.paths) < 2:
-        cmp_.error("compare needs at least two paths")
+        return _usage_error(cmp_, "compare needs at least two paths")
     try:
         if not cli_kernels.install_patterns(args):
             return 2

@@ -19,8 +19,8 @@ def cli(*args, preexec_fn=None, timeout=300):
 
 
 @pytest.mark.parametrize("args,usage,message", [
-    (("report", "x.json", "--jsn"), "usage: tb-attn report ", "tb-attn report: error: unrecognized arguments: --jsn"),
-    (("compare", "x.json"), "usage: tb-attn compare ", "tb-attn compare: error: compare needs at least two paths"),
+    (("report", "x.json", "--jsn"), "usage: tb-attn report ", "tb-attn: error: unrecognized arguments: --jsn"),
+    (("compare", "x.json"), "usage: tb-attn compare ", "tb-attn: error: compare needs at least two paths"),
 ])
 def test_a_subcommand_mistake_prints_that_subcommands_usage(args, usage, message):
     proc = cli(*args, timeout=120)
