@@ -79,7 +79,7 @@ export async function scalingView(ctx: Ctx, root: HTMLElement): Promise<void> {
   el.appendChild(h("table", { class: "grid", "data-testid": "scaling-table" },
     h("thead", null, h("tr", null, ...["Implementation", "Model · device", "Run", "Sequence length", "from", "Time per call", "Steps", "Score matrix / call"]
       .map((c, i) => h("th", { class: i >= 3 && i !== 4 ? "num" : null }, c)))),
-    h("tbody", null, ...m.series.flatMap((s) => s.points.map((p) => h("tr", { "data-run": p.run },
+    h("tbody", null, ...m.series.flatMap((s) => s.points.map((p) => h("tr", { "data-run": p.run, "data-basis": s.basis },
       h("td", null, badge(s.implementation), s.variant && s.variant !== s.implementation ? ` ${s.variant}` : ""),
       h("td", null, `${s.model} · ${s.device}`), h("td", null, p.run), h("td", { class: "num" }, fmtCount(p.seqLen)),
       h("td", null, p.seqSource), usCell(p.usPerCall),
