@@ -74,3 +74,11 @@ def test_layers_of_other_shapes_never_pair():
     a = {"layers": [{"layer": "eager#0", "shape": {"q_len": 128, "k_len": 128, "q_heads": 4, "head_dim": 16}}]}
     b = {"layers": [{"layer": "flash#0", "shape": {"q_len": 256, "k_len": 256, "q_heads": 4, "head_dim": 16}}]}
     assert match_layers([a, b]) == [{"eager#0": "eager#0"}, {"flash#0": "flash#0"}]
+
+
+def test_a_run_never_puts_two_of_its_layers_under_one_name():
+    shape = {"q_len": 128, "k_len": 128, "q_heads": 4, "head_dim": 16}
+    a = {"layers": [{"layer": "model.0", "shape": shape}]}
+    b = {"layers": [{"layer": "model.0", "shape": shape}, {"layer": "eager#0", "shape": shape}]}
+    keys = match_layers([a, b])
+    assert keys[1] == {"model.0": "model.0", "eager#0": "eager#0"}

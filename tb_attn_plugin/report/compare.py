@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 from ..format.tags import STAGES
 from ..memory import compare as memory_compare
 from ..roofline.decompose import decompose
-from .layer_match import _natural, layer_types, match_layers
+from .layer_match import natural_key, layer_types, match_layers
 from .words import duration
 
 PASS_ORDER = ("fwd", "bwd")
@@ -96,7 +96,7 @@ def _layers(reports: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, An
         rows.append({"layer_type": lt, "values": values, "implementations": impls, "delta_us": delta,
                      "delta_pct": pct, "_order": order[lt],
                      # each run's layers in this row, by their own names ([] where the run has none)
-                     "layers": [sorted(acc[lt][2], key=_natural) if lt in acc else [] for acc in per_run]})
+                     "layers": [sorted(acc[lt][2], key=natural_key) if lt in acc else [] for acc in per_run]})
     return _finish(rows)
 
 

@@ -13,7 +13,7 @@ _DIGITS = re.compile(r"(\d+)")
 _ORDINAL = re.compile(r"#\d+$")
 
 
-def _natural(name: str) -> list:
+def natural_key(name: str) -> list:
     """blocks.2 before blocks.10: numbers compare as numbers."""
     return [int(p) if p.isdigit() else p for p in _DIGITS.split(name)]
 
@@ -42,13 +42,14 @@ def match_layers(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
             sig = _shape_of(lay)
             if sig is not None:
                 by_shape.setdefault(sig, []).append(lay["layer"])
-        slot.append({n: (sig, i) for sig, names in by_shape.items() for i, n in enumerate(sorted(names, key=_natural))})
+        slot.append({n: (sig, i) for sig, names in by_shape.items() for i, n in enumerate(sorted(names, key=natural_key))})
     members: dict[tuple, list[str]] = {}
     for names in slot:
         for n, s in names.items():
             members.setdefault(s, []).append(n)
     out = []
     for layers, names in zip(runs, slot):
+        own = {lay["layer"] for lay in layers}
         keys = {}
         for lay in layers:
             name = lay["layer"]
@@ -57,7 +58,9 @@ def match_layers(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
                 continue
             at = members[names[name]]
             shared = Counter(n for n in at if seen_in[n] >= 2)
-            keys[name] = shared.most_common(1)[0][0] if shared else min(at, key=_informative)
+            key = shared.most_common(1)[0][0] if shared else min(at, key=_informative)
+            # never two layers of one run under one key: a name the run has itself stays that layer's
+            keys[name] = name if key != name and key in own else key
         out.append(keys)
     return out
 
