@@ -46,6 +46,8 @@ setup(
         "dask": ["dask[distributed]>=2023.1"],
         # collector callbacks and the demo's tiny Llama; tests skip these parts when absent
         "integrations": ["transformers>=4.48", "accelerate>=1.0", "lightning>=2.0"],
+        # python -m demo: its tiny Llama variants (hf-eager, hf-sdpa); transformers needs no CUDA torch of its own
+        "demo": ["transformers>=4.48"],
         "test": [
             "pytest>=7", "hypothesis>=6", "orjson>=3", "fsspec>=2023.1", "jsonschema>=4",
             # the plugin tests serve an s3:// logdir from a local S3-compatible server

@@ -174,9 +174,8 @@ def _report(args) -> int:
         if errors:
             _fail_json(errors, **({"reports": reports, **ranks_doc} if reports else {}))
         else:
-            one = len(reports) == 1 and len(paths) == 1 and not os.path.isdir(paths[0])
-            doc = reports[0] if one else {"reports": reports}
-            doc.update(ranks_doc)
+            # One shape whatever was given (a file, a directory, several): the reports in a list.
+            doc = {"reports": reports, **ranks_doc}
             json.dump(doc, sys.stdout, indent=None if args.compact else 1)
             sys.stdout.write("\n")
     elif reports:
@@ -209,6 +208,7 @@ def _labels(paths: list[str]) -> list[str]:
 
 def _compare(args) -> int:
     from .report.compare import compare_reports
+    from .report.spans import is_empty, pick_latest
     from .report.text import render_compare
 
     paths, errors = _expand(args.paths)
@@ -230,11 +230,15 @@ def _compare(args) -> int:
             errors.append(TraceError(path, f"holds {len(names)} runs ({shown}); compare takes trace files or run "
                                            f"directories: name the runs, e.g. {os.path.join(path, names[0])}"))
             continue
-        # One run of several workers or spans: the first worker's latest span, and say which.
+        # One run of several workers or spans: the first worker's latest span that recorded
+        # something (not an empty tail window), and say which.
         first = items[0][0].worker
-        tf, result = [(tf, r) for tf, r in items if tf.worker == first][-1]
+        mine = [(tf, r) for tf, r in items if tf.worker == first]
+        tf, result = pick_latest(mine, lambda item: is_empty(item[1]))
         if len(items) > 1:
-            print(f"tb-attn: note: {path}: comparing {os.path.basename(tf.path)} (worker {first}, latest span) "
+            later = len(mine) - 1 - [t for t, _ in mine].index(tf)
+            which = "latest span" + (f" that recorded something; {later} later recorded nothing" if later else "")
+            print(f"tb-attn: note: {path}: comparing {os.path.basename(tf.path)} (worker {first}, {which}) "
                   f"of its {len(items)} trace files", file=sys.stderr)
         for w in result.get("warnings", []):
             print(f"tb-attn: warning: {tf.path}: {w}", file=sys.stderr)
@@ -258,6 +262,16 @@ def _compare(args) -> int:
         for label, w in warned:  # on stdout too: a side cut short must not look like a complete run
             print(f"  warning: {label}: {w}")
     return 0
+
+
+def _usage_error(subparser: argparse.ArgumentParser, message: str) -> int:
+    """The subcommand's usage, then one ``tb-attn: error:`` line, as every other error; exit status 2.
+    A subcommand with its own error() (sweep: one line) says it its way."""
+    if "error" in vars(subparser):
+        subparser.error(message)
+    subparser.print_usage(sys.stderr)
+    print(f"tb-attn: error: {message}", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -289,9 +303,12 @@ def main(argv: list[str] | None = None) -> int:
     from .sweeps import cli as sweep_cli
 
     sweep_cli.add_parser(sub, [common])  # --patterns reaches the reports of --profile cells
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    # A mistake in a subcommand's arguments gets that subcommand's usage, not the top-level one.
+    if unknown:
+        return _usage_error(sub.choices[args.command], f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "compare" and len(args.paths) < 2:
-        parser.error("compare needs at least two paths")
+        return _usage_error(cmp_, "compare needs at least two paths")
     try:
         if not cli_kernels.install_patterns(args):
             return 2

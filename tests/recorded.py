@@ -10,6 +10,8 @@ conftest fixture ``recorded_traces`` calls it once per session in the same subpr
     math      two layers, SDPA pinned to the math backend with dropout
     eager     two hand-written attention layers (matmul, softmax, dropout, matmul)
     negative  an MLP with log_softmax, forward and backward: no attention at all
+    tail      the trace torch.profiler writes when a loop ends one step into a window (the README's
+              schedule wait=1, warmup=1, active=2 without repeat, over 6 steps): an empty step, no attention
 """
 
 from __future__ import annotations
@@ -66,4 +68,33 @@ def record_roles(out: str | os.PathLike) -> dict[str, Path]:
         paths[role] = out / f"{role}.json.gz"
         paths[role].write_bytes(gzip.compress(data, mtime=0))
         plain.unlink()
+    paths["tail"] = _record_tail(out)
     return paths
+
+
+def _record_tail(out: Path) -> Path:
+    """The last trace of a 6-step loop under schedule(wait=1, warmup=1, active=2): torch writes the
+    cut-short second window on exit."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    from tests.cpu_models import B, D, L, model
+
+    written: list[Path] = []
+
+    def save(prof):
+        written.append(out / f"tail{len(written)}.json")
+        prof.export_chrome_trace(str(written[-1]))
+
+    m, x = model("sdpa"), torch.randn(B, L, D)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                 schedule=schedule(wait=1, warmup=1, active=2), on_trace_ready=save) as prof:
+        for _ in range(6):
+            m(x).sum().backward()
+            prof.step()
+    assert len(written) == 2, f"expected a full window and a cut-short one, got {len(written)} traces"
+    dst = out / "tail.json.gz"
+    dst.write_bytes(gzip.compress(written[-1].read_bytes(), mtime=0))
+    for w in written:
+        w.unlink()
+    return dst

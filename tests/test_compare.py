@@ -39,7 +39,7 @@ def test_deltas_are_last_minus_first_and_sorted_by_size():
     assert softmax["values"] == [300.0, 0.0] and softmax["delta_pct"] == -100.0
     assert c["stages"][1]["delta_pct"] is None  # no percentage of zero
     assert c["layers"] == [{"layer_type": "Attn", "values": [500.0, 120.0], "implementations": ["eager", "flash"],
-                            "delta_us": -380.0, "delta_pct": -76.0}]
+                            "delta_us": -380.0, "delta_pct": -76.0, "layers": [["Attn_0"], ["Attn_0"]]}]
     assert [k["name"] for k in c["kernels_only_in"]["eager"]] == ["softmax_k", "gemm_a", "gemm_b"]
     assert [k["name"] for k in c["kernels_only_in"]["flash"]] == ["flash_fwd"]
     assert c["summary"] == ("flash vs eager: attention 500.0 µs -> 120.0 µs GPU time (-76.0%); "

@@ -236,11 +236,11 @@ def test_cli_dask_workers_get_the_patterns_rows(cluster, tmp_path, capsys):
     try:
         assert cli.main(["report", str(trace), "-q", "--json", "--dask", cluster.scheduler_address,
                          "--patterns", str(table)]) == 0
-        with_rows = json.loads(capsys.readouterr().out)
+        (with_rows,) = json.loads(capsys.readouterr().out)["reports"]
         P.set_user_families(())
         local = analyze_file(str(trace))
         assert cli.main(["report", str(trace), "-q", "--json", "--dask", cluster.scheduler_address]) == 0
-        without = json.loads(capsys.readouterr().out)
+        (without,) = json.loads(capsys.readouterr().out)["reports"]
     finally:
         P.set_user_families(())
     assert with_rows["calls"] == 3 and with_rows["unknown_kernels"] == []
@@ -356,3 +356,10 @@ def test_an_s3_logdir_read_by_the_workers_themselves_equals_in_process(s3, cpu_t
     assert len(b["reports"]) == 3 and [r["source"]["path"] for r in b["reports"]][0].startswith("s3://logs/job/")
     assert [_same(r) for r in a["reports"]] == [_same(r) for r in b["reports"]]
     assert a["ranks"] == b["ranks"] and b["ranks"][0]["rank_count"] == 3 and b["ranks"][0]["slowest"]["rank"] in (1, 2)
+
+
+def test_dask_progress_in_a_log_is_whole_lines(cluster, logdir, capsys):
+    # capsys's stderr is no terminal, as when stderr is redirected to a file: no "\r" redraws there.
+    assert cli.main(["report", str(logdir / "job"), "--json", "--compact", "--dask", cluster.scheduler_address]) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err and err.rstrip().splitlines()[-1].endswith(" traces analysed on Dask"), err

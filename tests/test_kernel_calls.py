@@ -117,7 +117,7 @@ def test_patterns_file_turns_the_unknown_kernel_into_calls(tmp_path):
     b = TraceBuilder()
     b.graph_replay([[(UNKNOWN, 50.0), ("zz_custom_attn_combine", 5.0)] for _ in range(5)], between=MLP)
     trace = b.write(tmp_path / "custom.json.gz")
-    before = json.loads(_cli("report", str(trace), "--json", "-q").stdout)
+    (before,) = json.loads(_cli("report", str(trace), "--json", "-q").stdout)["reports"]
     assert before["calls"] == 0 and len(before["unknown_kernels"]) == 2
     table = tmp_path / "mine.toml"
     table.write_text('''
@@ -140,7 +140,7 @@ source = "our own kernels"
 ''')
     p = _cli("report", str(trace), "--json", "-q", "--patterns", str(table))
     assert p.returncode == 0, p.stderr
-    after = json.loads(p.stdout)
+    (after,) = json.loads(p.stdout)["reports"]
     assert after["calls"] == 5  # one per invocation: the combine kernel joins its call
     assert stage_us(after, "fused") == pytest.approx(250.0) and stage_us(after, "split_kv_reduce") == pytest.approx(25.0)
     assert after["unknown_kernels"] == [] and after["warnings"] == []

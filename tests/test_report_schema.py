@@ -34,10 +34,19 @@ def test_schema_rejects_a_broken_report():
         jsonschema.validate(r, SCHEMA)
 
 
-def test_cli_json_is_the_report():
+def test_cli_json_is_the_report_in_one_shape_for_a_file_and_a_directory(tmp_path):
     path = str(recorded_trace("sdpa"))
     proc = subprocess.run([sys.executable, "-m", "tb_attn_plugin", "report", path, "--json", "-q"],
                           capture_output=True, text=True, timeout=120, check=True)
     doc = json.loads(proc.stdout)
-    jsonschema.validate(doc, SCHEMA)
-    assert doc["calls"] == 2 and doc["source"]["path"] == path
+    assert list(doc) == ["reports"]
+    (report,) = doc["reports"]
+    jsonschema.validate(report, SCHEMA)
+    assert report["calls"] == 2 and report["source"]["path"] == path
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "w.1.pt.trace.json.gz").write_bytes(recorded_trace("sdpa").read_bytes())
+    proc = subprocess.run([sys.executable, "-m", "tb_attn_plugin", "report", str(run), "--json", "-q"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    from_dir = json.loads(proc.stdout)
+    assert list(from_dir) == ["reports"] and from_dir["reports"][0]["calls"] == report["calls"]

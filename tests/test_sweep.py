@@ -268,13 +268,20 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path, capsys, argv, needle):
     assert not (tmp_path / "s" / "sweep.jsonl").exists()
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_keeps_finished_cells_and_rerun_measures_the_rest(tmp_path):
     logdir = tmp_path / "s"
     cmd = [sys.executable, "-m", "tb_attn_plugin.cli", "sweep", "--logdir", str(logdir), "--device", "cpu",
            "--backends", "math,eager", "--seq-len", "64:8192:x2", "--batch", "1", "--heads", "2", "--head-dim", "16",
            "--dtype", "float32", "--threads", "1", "--min-run-time", "0.3", "--warmup", "1", "--no-summaries"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A shell that starts the suite in the background (``cmd &`` without job control) hands it SIGINT
+    # ignored, and an ignored signal stays ignored across exec: the child gets Ctrl-C's default back.
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
     jsonl = logdir / "sweep.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:

@@ -338,10 +338,11 @@ await run(async (browser) => {
   for (const row of sRows) {
     const run = await row.getAttribute("data-run");
     const R = (await api(`report?run=${encodeURIComponent(run)}`)).body;
-    const basis = (await sView.locator("h3").first().textContent()).includes("GPU") ? "gpu" : "cpu";
-    sameUs(await row.locator("td").nth(4).textContent(), R[`attention_${basis}_us`] / R.calls, `scaling time per call of ${run}`);
+    const basis = await row.getAttribute("data-basis"); // each series on its own time basis
+    ok(basis === R.time_basis, `scaling basis of ${run}: ${basis}, the report's ${R.time_basis}`);
+    sameUs(await row.locator("td").nth(5).textContent(), R[`attention_${basis}_us`] / R.calls, `scaling time per call of ${run}`);
     const want = R.metadata?.seq_len ?? R.layers.reduce((a, b) => (b[`${basis}_us`] > a[`${basis}_us`] ? b : a)).shape.q_len;
-    ok(Number((await row.locator("td").nth(2).textContent()).replace(/,/g, "")) === Number(want), `scaling length of ${run}: ${want}`);
+    ok(Number((await row.locator("td").nth(3).textContent()).replace(/,/g, "")) === Number(want), `scaling length of ${run}: ${want}`);
   }
   await shot(page, "scaling");
 

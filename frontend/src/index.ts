@@ -5,7 +5,7 @@ import { api, ApiError, untilReady } from "./api";
 import { disposeCharts } from "./charts";
 import { fmtSpan } from "./format";
 import { clear, h, notice } from "./dom";
-import { defaultRun, defaultTarget } from "./model";
+import { defaultRun, defaultSpan, defaultTarget, skippedByReason } from "./model";
 import { mergeHash, parseHash, stateFromParams, type State, type View } from "./state";
 import { STYLE } from "./style";
 import { splitSweepRuns } from "./sweep_runs";
@@ -129,7 +129,7 @@ class App {
     const worker = this.state.worker && info.workers.some((w) => w.worker === this.state.worker) ? this.state.worker : def?.worker ?? null;
     const w = info.workers.find((x) => x.worker === worker);
     const span = this.state.span !== null && w?.spans.some((s) => s.span === this.state.span)
-      ? this.state.span : w?.spans[w.spans.length - 1]?.span ?? null;
+      ? this.state.span : (w ? defaultSpan(w) : null);
     return { run, worker, span };
   }
 
@@ -159,7 +159,8 @@ class App {
     const spans = workers.find((w) => w.worker === t?.worker)?.spans || [];
     const spanSel = h("select", { "aria-label": "span", "data-testid": "span-select", disabled: spans.length < 2 },
       ...spans.map((s) => h("option", { value: s.span, selected: s.span === t?.span, title: s.span },
-        fmtSpan(s.span) + (s.status === "loading" ? " (analysing…)" : s.status === "error" ? " (cannot be read)" : ""))));
+        fmtSpan(s.span) + (s.status === "loading" ? " (analysing…)" : s.status === "error" ? " (cannot be read)"
+          : s.summary?.empty ? " (recorded nothing)" : ""))));
     spanSel.addEventListener("change", () => this.set({ span: spanSel.value, layer: null, call: null }));
     const needsTarget = this.state.view !== "compare" && this.state.view !== "scaling" && this.state.view !== "sweep";
     this.header.appendChild(h("div", { class: "attn-pickers" },
@@ -184,10 +185,12 @@ class App {
       this.main.appendChild(this.runs.scanned === false
         ? notice("loading", "Looking for profiler traces…", "TensorBoard is listing the logdir.")
         : notice("empty", "No profiler traces in this logdir",
-          this.runs.error || "tb-attn reads files named {worker}.{span}.pt.trace.json[.gz], as torch.profiler.tensorboard_trace_handler writes them. "
+          this.runs.error || "tb-attn reads files named *.pt.trace.json[.gz], as torch.profiler.tensorboard_trace_handler writes them. "
             + "A tb-attn sweep (sweep.jsonl) opens in the Sweep tab."));
+      this.drawSkipped();
       return;
     }
+    this.drawSkipped();
     const target = this.target();
     if (target && !this.state.run) {
       // Pin the default, so that runs finishing their analysis later do not switch the view under the reader.
@@ -211,6 +214,18 @@ class App {
       console.warn("tb-attn view failed", e);
       root.appendChild(notice("error", "This view failed to draw", (e as Error).message || String(e)));
     });
+  }
+
+  /** Which files the listing skipped and why, folded away under one line. */
+  private drawSkipped(): void {
+    const groups = skippedByReason(this.runs);
+    if (!groups.length) return;
+    const n = this.runs.skipped_count ?? this.runs.skipped?.length ?? 0;
+    const shown = this.runs.skipped?.length ?? 0;
+    this.main.appendChild(h("details", { class: "notice notice-info skipped-files", "data-testid": "skipped-files" },
+      h("summary", null, `${n} file${n === 1 ? "" : "s"} in the logdir not listed`),
+      ...groups.map((g) => h("div", { class: "notice-detail" }, h("b", null, g.reason + ": "), g.files.join(", "))),
+      n > shown ? h("div", { class: "notice-detail" }, `… and ${n - shown} more`) : null));
   }
 
   private async report(into: HTMLElement, t: Target | null, alive: () => boolean): Promise<Report | null> {

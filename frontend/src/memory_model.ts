@@ -3,7 +3,8 @@
 
 import { fmtBytes, fmtShare, naturalCompare, num } from "./format";
 import type { MemoryDoc, MemorySection } from "./memory_types";
-import { dominantImplementation, logSlope, seqLenOf, stageColor, stageLabel } from "./model";
+import { logSlope, seqLenOf, seriesKeyOf, seriesLabel, stageColor, stageLabel } from "./model";
+import type { SeriesKey } from "./model";
 import type { Report } from "./types";
 
 export interface Band {
@@ -77,24 +78,29 @@ export interface MemScalingPoint {
 
 /** Attention's memory against sequence length per implementation, with the fitted exponent of L. */
 export function memoryScaling(items: { run: string; report: Report }[]): {
-  series: { implementation: string; points: MemScalingPoint[]; exponent: number | null }[];
+  series: { implementation: string; label: string; points: MemScalingPoint[]; exponent: number | null }[];
   skipped: string[];
 } {
+  // One series per model, device and implementation, as the time chart groups them (model.seriesKeyOf).
   const by = new Map<string, MemScalingPoint[]>();
+  const keys = new Map<string, SeriesKey>();
   const skipped: string[] = [];
   for (const { run, report } of items) {
     const mem = (report as Report & { memory?: MemorySection | null }).memory;
     const len = seqLenOf(report);
     const growth = Math.max(0, ...((mem?.layers || []).map((l) => num(l.peak_growth_bytes) ?? 0)));
     if (!mem || !len || growth <= 0) { skipped.push(run); continue; }
-    const impl = dominantImplementation(report);
-    const pts = by.get(impl) || [];
+    const key = seriesKeyOf(report);
+    const id = seriesLabel(key);
+    keys.set(id, key);
+    const pts = by.get(id) || [];
     pts.push({ run, seqLen: len.value, growth, peak: mem.peak_bytes });
-    by.set(impl, pts);
+    by.set(id, pts);
   }
-  const series = [...by.entries()].sort(([a], [c]) => a.localeCompare(c)).map(([implementation, points]) => {
+  const series = [...by.entries()].sort(([a], [c]) => a.localeCompare(c)).map(([label, points]) => {
     points.sort((a, c) => a.seqLen - c.seqLen);
-    return { implementation, points, exponent: logSlope(points.map((p) => [p.seqLen, p.growth])) };
+    return { implementation: keys.get(label)!.implementation, label, points,
+      exponent: logSlope(points.map((p) => [p.seqLen, p.growth])) };
   });
   return { series, skipped };
 }

@@ -5,7 +5,7 @@
 import { sweepOfRun } from "./sweep_runs";
 import { num } from "./format";
 import type {
-  Basis, CompareDoc, Kernel, Layer, Pass, Report, RunsDoc, StageRow,
+  Basis, CompareDoc, Kernel, Layer, Pass, Report, RunsDoc, SpanInfo, StageRow,
 } from "./types";
 
 export const STAGES = [
@@ -162,12 +162,23 @@ export function flattenRuns(doc: RunsDoc | null | undefined): Target[] {
   return out;
 }
 
-/** The run's default worker and span: the first worker's latest span, as the backend chooses. */
+/** The run's default worker and span: the first worker's default span, as the backend chooses. */
 export function defaultTarget(doc: RunsDoc | null | undefined, run: string): { worker: string; span: string } | null {
   const r = (doc?.runs || []).find((x) => x.run === run);
   if (!r || !r.workers?.length || !r.workers[0].spans?.length) return null;
-  const spans = r.workers[0].spans;
-  return { worker: r.workers[0].worker, span: spans[spans.length - 1].span };
+  const span = defaultSpan(r.workers[0]);
+  return span === null ? null : { worker: r.workers[0].worker, span };
+}
+
+/** A worker's span shown by default: the backend's choice (the latest that recorded something),
+ *  else the latest not known to be empty, else the latest. */
+export function defaultSpan(w: { spans: SpanInfo[]; default_span?: string }): string | null {
+  const spans = w.spans || [];
+  if (w.default_span && spans.some((s) => s.span === w.default_span)) return w.default_span;
+  for (let i = spans.length - 1; i >= 0; i--) {
+    if (!(spans[i].status === "ready" && spans[i].summary?.empty)) return spans[i].span;
+  }
+  return spans.length ? spans[spans.length - 1].span : null;
 }
 
 /** The run to open first: the one with the largest attention time among ready runs, else the first; a
@@ -631,11 +642,32 @@ export interface ScalingPoint {
   usPerCall: number;
   scoreBytes: number | null;
   seqSource: "metadata" | "shape";
+  /** Profiled steps with attention, and their per-call time's spread: (max − min) / median; null with one step. */
+  steps: number;
+  spread: number | null;
+}
+
+/** What a run is a point of: one model (layer type), on one device, in one implementation, on one time basis. */
+export interface SeriesKey {
+  model: string;
+  device: string;
+  implementation: string; // the engine's, "compiled" added when its layers ran under torch.compile
+  variant: string | null; // the collector's variant name, when it gives one
+  basis: Basis;
+}
+
+export interface ScalingSeries extends SeriesKey {
+  key: string;
+  label: string;
+  points: ScalingPoint[];
+  timeExponent: number | null;
+  /** Why the time exponent says little (null: nothing found against it). */
+  timeCaveat: string | null;
+  memExponent: number | null;
 }
 
 export interface ScalingModel {
-  basis: Basis;
-  series: { implementation: string; points: ScalingPoint[]; timeExponent: number | null; memExponent: number | null }[];
+  series: ScalingSeries[];
   distinctLengths: number;
   skipped: { run: string; why: string }[];
 }
@@ -667,8 +699,40 @@ export function dominantImplementation(report: Report): string {
   return best;
 }
 
+/** Which series a run belongs to: the collector's model name (else the layer type with the most time),
+ *  the device, the dominant implementation (and whether torch.compile ran it), the variant, the time basis
+ *  (GPU time for a trace with kernels, else CPU op time: never one for the other). */
+export function seriesKeyOf(report: Report): SeriesKey {
+  const meta = (report.metadata || {}) as Record<string, unknown>;
+  const basis = basisOf(report);
+  const impl = dominantImplementation(report);
+  const layers = report.layers || [];
+  const byType = new Map<string, number>();
+  for (const l of layers) byType.set(l.layer_type || "attention", (byType.get(l.layer_type || "attention") || 0) + timeOf(l, basis));
+  let type = "";
+  let most = -1;
+  for (const [t, v] of byType) if (v > most) { type = t; most = v; }
+  const model = typeof meta.model === "string" && meta.model ? meta.model : type || "unknown model";
+  const devName = report.device?.name || (typeof meta.device_name === "string" ? meta.device_name : "")
+    || (typeof meta.device === "string" ? meta.device.toUpperCase() : "") || (basis === "cpu" ? "CPU" : "unknown device");
+  const mine = layers.filter((l) => (l.implementation || "unknown") === impl);
+  const compiled = mine.length > 0 && mine.filter((l) => l.compiled).length * 2 > mine.length;
+  const variant = typeof meta.variant === "string" && meta.variant ? meta.variant : null;
+  return { model, device: devName, implementation: compiled && impl !== "compiled" ? `${impl} compiled` : impl, variant, basis };
+}
+
+export function seriesLabel(k: SeriesKey): string {
+  const impl = k.variant && k.variant !== k.implementation ? `${k.variant} (${k.implementation})` : k.implementation;
+  return `${impl} · ${k.model} · ${k.device}`;
+}
+
 /** Slope of log(y) over log(x) by least squares: ~2 for quadratic growth, ~1 for linear. */
 export function logSlope(points: [number, number][]): number | null {
+  return logFit(points)?.slope ?? null;
+}
+
+/** Least squares on log(y) over log(x): slope (2 decimals) and R² (1 when the points lie on a line). */
+export function logFit(points: [number, number][]): { slope: number; r2: number | null } | null {
   const ps = points.filter(([x, y]) => x > 0 && y > 0);
   if (new Set(ps.map(([x]) => x)).size < 2) return null;
   const xs = ps.map(([x]) => Math.log(x));
@@ -677,43 +741,96 @@ export function logSlope(points: [number, number][]): number | null {
   const my = ys.reduce((a, b) => a + b, 0) / ys.length;
   let sxy = 0;
   let sxx = 0;
+  let syy = 0;
   for (let i = 0; i < xs.length; i++) {
     sxy += (xs[i] - mx) * (ys[i] - my);
     sxx += (xs[i] - mx) ** 2;
+    syy += (ys[i] - my) ** 2;
   }
-  return sxx > 0 ? Math.round((sxy / sxx) * 100) / 100 : null;
+  if (!(sxx > 0)) return null;
+  return { slope: Math.round((sxy / sxx) * 100) / 100, r2: syy > 0 ? (sxy * sxy) / (sxx * syy) : null };
+}
+
+/** Per-call attention time of each profiled step with attention, on ``basis``. */
+function perCallBySteps(report: Report, basis: Basis): number[] {
+  return (report.steps || []).filter((s) => s.step >= 0 && n0(s.calls) > 0)
+    .map((s) => n0(basis === "gpu" ? s.attention_gpu_us : s.attention_cpu_us) / n0(s.calls));
+}
+
+function median(xs: number[]): number {
+  const v = [...xs].sort((a, b) => a - b);
+  return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+}
+
+/** As the sweep does (sweeps/analysis.NOISY_IQR, torch.utils.benchmark's mark): a spread above this is noise. */
+export const NOISY_SPREAD = 0.1;
+/** Below this R² the points do not lie on a line in log–log, so no single exponent describes them. */
+export const MIN_R2 = 0.9;
+export const MIN_FIT_LENGTHS = 3;
+
+/** Why a time exponent fitted to ``points`` says little, or null when nothing speaks against it. */
+export function timeFitCaveat(points: ScalingPoint[], r2: number | null): string | null {
+  const lengths = new Set(points.map((p) => p.seqLen)).size;
+  if (lengths < MIN_FIT_LENGTHS) return `${lengths} lengths only: any two points fit a line; profile ${MIN_FIT_LENGTHS} or more`;
+  const single = points.filter((p) => p.steps < 2);
+  if (single.length) {
+    return `${single.length === points.length ? "every run has" : `${single.length} of ${points.length} runs have`} one profiled step: `
+      + "its noise is unknown (profile 3 or more active steps)";
+  }
+  const noisy = points.filter((p) => p.spread !== null && p.spread > NOISY_SPREAD);
+  if (noisy.length) {
+    const worst = noisy.reduce((a, b) => ((b.spread ?? 0) > (a.spread ?? 0) ? b : a));
+    return `noisy: per-step time varies by ${Math.round(100 * (worst.spread ?? 0))}% of its median in ${worst.run}`;
+  }
+  if (r2 !== null && r2 < MIN_R2) return `the points do not lie on a line (R² ${r2.toFixed(2)}): no single exponent describes them`;
+  return null;
 }
 
 export function scalingModel(items: { run: string; report: Report }[]): ScalingModel {
   const skipped: { run: string; why: string }[] = [];
-  // One time basis for every run, as the backend's compare does: GPU only when every run has kernels.
-  const basis: Basis = items.every((it) => basisOf(it.report) === "gpu") ? "gpu" : "cpu";
-  const byImpl = new Map<string, ScalingPoint[]>();
+  const bySeries = new Map<string, { key: SeriesKey; points: ScalingPoint[] }>();
   for (const { run, report } of items) {
     const calls = n0(report.calls);
     if (calls <= 0) { skipped.push({ run, why: "no attention calls" }); continue; }
     const len = seqLenOf(report);
     if (!len) { skipped.push({ run, why: "no sequence length in its metadata or shapes" }); continue; }
-    const att = n0(basis === "gpu" ? report.attention_gpu_us : report.attention_cpu_us);
+    const key = seriesKeyOf(report);
+    const att = n0(key.basis === "gpu" ? report.attention_gpu_us : report.attention_cpu_us);
     const scores = (report.layers || []).map((l) => num(l.score_bytes)).filter((v): v is number => v !== null);
-    const impl = dominantImplementation(report);
-    const pts = byImpl.get(impl) || [];
-    pts.push({ run, seqLen: len.value, usPerCall: att / calls, scoreBytes: scores.length ? Math.max(...scores) : null, seqSource: len.source });
-    byImpl.set(impl, pts);
+    const steps = perCallBySteps(report, key.basis);
+    const mid = steps.length ? median(steps) : 0;
+    const id = JSON.stringify([key.model, key.device, key.variant ?? key.implementation, key.implementation, key.basis]);
+    const entry = bySeries.get(id) || { key, points: [] };
+    entry.points.push({ run, seqLen: len.value, usPerCall: att / calls, scoreBytes: scores.length ? Math.max(...scores) : null,
+      seqSource: len.source, steps: steps.length,
+      spread: steps.length >= 2 && mid > 0 ? (Math.max(...steps) - Math.min(...steps)) / mid : null });
+    bySeries.set(id, entry);
   }
-  const series = [...byImpl.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([implementation, points]) => {
+  const series = [...bySeries.entries()].map(([id, { key, points }]) => {
     points.sort((a, b) => a.seqLen - b.seqLen || a.run.localeCompare(b.run));
+    const fit = logFit(points.map((p) => [p.seqLen, p.usPerCall]));
     return {
-      implementation,
-      points,
-      timeExponent: logSlope(points.map((p) => [p.seqLen, p.usPerCall])),
+      ...key, key: id, label: seriesLabel(key), points,
+      timeExponent: fit?.slope ?? null,
+      timeCaveat: fit ? timeFitCaveat(points, fit.r2) : null,
       memExponent: logSlope(points.filter((p) => p.scoreBytes !== null).map((p) => [p.seqLen, p.scoreBytes as number])),
     };
-  });
+  }).sort((a, b) => a.label.localeCompare(b.label));
   const distinctLengths = new Set(series.flatMap((s) => s.points.map((p) => p.seqLen))).size;
-  return { basis, series, distinctLengths, skipped };
+  return { series, distinctLengths, skipped };
 }
 
 export function stageRowsTotal(rows: StageRow[] | undefined, basis: Basis): number {
   return (rows || []).reduce((s, r) => s + timeOf(r, basis), 0);
+}
+
+/** The files the listing skipped, grouped by reason: [reason, files] in the order first seen. */
+export function skippedByReason(doc: RunsDoc | null | undefined): { reason: string; files: string[] }[] {
+  const out: { reason: string; files: string[] }[] = [];
+  for (const k of doc?.skipped || []) {
+    let g = out.find((x) => x.reason === k.reason);
+    if (!g) out.push((g = { reason: k.reason, files: [] }));
+    g.files.push(k.file);
+  }
+  return out;
 }

@@ -20,13 +20,14 @@ export interface SpanInfo {
     attention_cpu_us?: number;
     implementations?: string[];
     device?: string | null;
+    empty?: boolean; // no step took time and no attention call: never the default span
   };
 }
 
 export interface RunInfo {
   run: string;
   status?: "loading" | "ready" | "error";
-  workers: { worker: string; spans: SpanInfo[] }[];
+  workers: { worker: string; spans: SpanInfo[]; default_span?: string }[];
   metadata?: Record<string, unknown>;
 }
 
@@ -34,6 +35,9 @@ export interface RunsDoc {
   runs: RunInfo[];
   scanned?: boolean;
   error?: string;
+  /** Files that look like traces but are not listed, and why (at most 200; skipped_count counts all). */
+  skipped?: { file: string; reason: string }[];
+  skipped_count?: number;
 }
 
 export interface StageRow {
@@ -155,7 +159,7 @@ export interface Report {
   attention_cpu_us?: number;
   attention_share?: number;
   calls?: number;
-  steps?: { step: number; gpu_us?: number; cpu_us?: number; calls?: number }[];
+  steps?: { step: number; gpu_us?: number; cpu_us?: number; attention_gpu_us?: number; attention_cpu_us?: number; calls?: number }[];
   stages?: StageRow[];
   layers?: Layer[];
   implementations?: { layer_type?: string; implementation?: string; calls?: number }[];

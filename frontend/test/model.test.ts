@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
   compareHeadline, compareModel, defaultRun, defaultTarget, dominantImplementation, flattenRuns, implementationBadges,
-  implKind, kernelGroups, layerDetail, logSlope, scalingModel, seqLenOf, stagesByLayer, summaryModel,
+  implKind, kernelGroups, layerDetail, logSlope, scalingModel, seriesKeyOf, timeFitCaveat, seqLenOf, skippedByReason, stagesByLayer, summaryModel,
 } from "../src/model";
 import type { CompareDoc, Report, RunsDoc } from "../src/types";
 
@@ -255,6 +255,54 @@ describe("scaling", () => {
     expect(m.series[1].memExponent).toBeNull();
     expect(m.skipped).toEqual([{ run: "none", why: "no attention calls" }]);
   });
+  // Reports as the engine writes them for the demo's runs and for a GPU trace (fields the model reads).
+  const run = (len: number, over: Partial<Report>, perStep: number[]): Report => ({
+    time_basis: "cpu", calls: 2 * perStep.length, attention_cpu_us: perStep.reduce((a, b) => a + b, 0) * 2,
+    attention_gpu_us: 0, metadata: { seq_len: len, model: "TinyTransformer", device: "cpu", variant: "sdpa" },
+    implementations: [{ implementation: "cpu_fused", calls: 2 * perStep.length }],
+    layers: [{ layer: "model.blocks.0.attn", layer_type: "Attention", implementation: "cpu_fused", cpu_us: 1 }],
+    steps: perStep.map((us, i) => ({ step: i, calls: 2, attention_cpu_us: 2 * us, cpu_us: 4 * us })),
+    ...over,
+  });
+  it("keeps models, devices, time bases and compiled runs apart", () => {
+    const owl: Report = { time_basis: "gpu", calls: 180, attention_gpu_us: 513120, attention_cpu_us: 67860,
+      device: { name: "NVIDIA H100 80GB HBM3" }, implementations: [{ implementation: "eager", calls: 180 }],
+      layers: [{ layer: "Owlv2Attention_0", layer_type: "Owlv2Attention", implementation: "eager", gpu_us: 513120, shape: { q_len: 5185 } }] };
+    const compiledRun = (len: number) => run(len, {
+      metadata: { seq_len: len, model: "TinyTransformer", device: "cpu", variant: "compiled" },
+      layers: [{ layer: "model.blocks.0.attn", layer_type: "Attention", implementation: "cpu_fused", compiled: true, cpu_us: 1 }] }, [10, 10, 10]);
+    const m = scalingModel([
+      { run: "sdpa-L128", report: run(128, {}, [10, 10, 10]) },
+      { run: "sdpa-L512", report: run(512, {}, [40, 40, 41]) },
+      { run: "compiled-L128", report: compiledRun(128) },
+      { run: "compiled-L512", report: compiledRun(512) },
+      { run: "owlv2", report: owl },
+    ]);
+    expect(m.series.map((s) => s.label)).toEqual([
+      "compiled (cpu_fused compiled) · TinyTransformer · CPU",
+      "eager · Owlv2Attention · NVIDIA H100 80GB HBM3",
+      "sdpa (cpu_fused) · TinyTransformer · CPU",
+    ]);
+    const gpu = m.series[1];
+    expect(gpu.basis).toBe("gpu");
+    expect(gpu.points[0].usPerCall).toBeCloseTo(2850.67, 1); // GPU time per call, not CPU op time (377 µs)
+    expect(seriesKeyOf(owl).model).toBe("Owlv2Attention");
+  });
+  it("flags a time exponent fitted to too few lengths, single steps or noise", () => {
+    const lens = [128, 256, 512];
+    const quiet = scalingModel(lens.map((n) => ({ run: `L${n}`, report: run(n, {}, [n, n * 1.02, n * 0.99]) })));
+    expect(quiet.series[0].timeExponent).toBe(1);
+    expect(quiet.series[0].timeCaveat).toBeNull();
+    const two = scalingModel(lens.slice(0, 2).map((n) => ({ run: `L${n}`, report: run(n, {}, [n, n, n]) })));
+    expect(two.series[0].timeCaveat).toMatch(/^2 lengths only/);
+    const single = scalingModel(lens.map((n) => ({ run: `L${n}`, report: run(n, {}, [n]) })));
+    expect(single.series[0].timeCaveat).toMatch(/every run has one profiled step/);
+    const noisy = scalingModel(lens.map((n) => ({ run: `L${n}`, report: run(n, {}, n === 256 ? [n, 3 * n, n] : [n, n, n]) })));
+    expect(noisy.series[0].timeCaveat).toMatch(/^noisy: per-step time varies by \d+% of its median in L256/);
+    const bent = scalingModel([[128, 100], [256, 10], [512, 1000]].map(([n, us]) => ({ run: `L${n}`, report: run(n, {}, [us, us, us]) })));
+    expect(bent.series[0].timeCaveat).toMatch(/do not lie on a line/);
+    expect(timeFitCaveat([], null)).toMatch(/^0 lengths only/);
+  });
   it("takes the length from shapes when metadata has none", () => {
     expect(seqLenOf(bert)).toEqual({ value: 141, source: "shape" });
     expect(seqLenOf({ metadata: { seq_len: "2048" } })).toEqual({ value: 2048, source: "metadata" });
@@ -279,5 +327,26 @@ describe("runs", () => {
     expect(defaultRun({ runs: [] })).toBeNull();
     expect(defaultTarget(doc, "b")).toEqual({ worker: "w0", span: "2" });
     expect(defaultTarget(doc, "zz")).toBeNull();
+  });
+
+  it("never opens a span that recorded nothing when an earlier one has steps", () => {
+    const ready = (span: string, empty: boolean) => ({ span, status: "ready" as const, summary: { empty, calls: empty ? 0 : 2 } });
+    const doc: RunsDoc = { runs: [{ run: "r", workers: [{ worker: "w", spans: [ready("1", false), ready("2", true)] }] }] };
+    expect(defaultTarget(doc, "r")).toEqual({ worker: "w", span: "1" });
+    doc.runs[0].workers[0].default_span = "1";
+    expect(defaultTarget(doc, "r")).toEqual({ worker: "w", span: "1" });
+    doc.runs[0].workers[0].spans = [ready("1", true)];
+    doc.runs[0].workers[0].default_span = undefined;
+    expect(defaultTarget(doc, "r")).toEqual({ worker: "w", span: "1" }); // all empty: the latest
+  });
+});
+
+describe("skipped files", () => {
+  it("groups the listing's skipped files by reason", () => {
+    const doc: RunsDoc = { runs: [], skipped: [{ file: "a/x.json", reason: "r1" }, { file: "b.fifo.pt.trace.json", reason: "r2" },
+      { file: "c/y.json.gz", reason: "r1" }] };
+    expect(skippedByReason(doc)).toEqual([{ reason: "r1", files: ["a/x.json", "c/y.json.gz"] },
+      { reason: "r2", files: ["b.fifo.pt.trace.json"] }]);
+    expect(skippedByReason({ runs: [] })).toEqual([]);
   });
 });

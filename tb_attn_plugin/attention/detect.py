@@ -4,8 +4,9 @@
 2. attention ops: fused SDPA, and the ops of patterns.ATTENTION_OP_RULES (torch.library / extension
    ops in attention namespaces; custom autograd Functions around a whole attention, when kernels run
    under them); the outermost op of a nest is one call;
-3. ``nn.Module: ...Attention...`` scopes: a call found by 1, 2 or 4 widens to the innermost attention
-   module around it, so its projections are part of it and the layer gets the module's name;
+3. ``nn.Module: ...Attention...`` scopes (with_stack) and the collector's ``tb_attn::module`` scopes:
+   a call found by 1, 2 or 4 widens to the innermost attention module around it, so its projections
+   are part of it and the layer gets the module's name (the collector's: its module path);
 4. the eager motif: batched matmul -> softmax -> batched matmul among siblings, shapes agreeing;
 5. fused attention kernels that no op explains (graph replay, launches outside the window); the
    helper kernels of such a call (split-KV reduce, quantize, ...) join it (groups.py).
@@ -86,6 +87,12 @@ class Detector:
         for i in L.where_name(lambda nm: P.is_attention_module(_class_of(nm))):
             if L.ops[i].cat == "python_function":
                 self._attn_module[i] = True
+        self._scope: dict[int, tuple[str, str]] = {}  # op -> (module path, class) of a collector module scope
+        for i in L.where_name(lambda nm: nm.startswith(tags.MODULE_PREFIX)):
+            named = tags.parse_module_scope(L.ops[i].name)
+            if named is not None:
+                self._attn_module[i] = True
+                self._scope[i] = named
 
     # -- helpers -------------------------------------------------------------------------------
     def _ancestry(self) -> None:
@@ -147,9 +154,10 @@ class Detector:
         mine = self.call_of[lo:hi]
         if mine and max(mine) >= 0 and any(c >= 0 and nd < 0 for c, nd in zip(mine, self.L.node_of[lo:hi])):
             return None  # overlaps an earlier call (e.g. two SDPA ops in one module): join it
+        scope = self._scope.get(m)
         if layer is None:
-            layer = module_name(self.L.ops[m]) if m >= 0 else ""
-        layer_type = _class_of(self.L.ops[m].name) if m >= 0 else ""
+            layer = scope[0] if scope else module_name(self.L.ops[m]) if m >= 0 else ""
+        layer_type = scope[1] if scope else _class_of(self.L.ops[m].name) if m >= 0 else ""
         c = Call(id=len(self.calls), lo=lo, hi=hi, root=root, layer=layer, layer_type=layer_type, source=source,
                  step=self.L.step[lo], start=self.L.ops[lo].ts, end=self.L.ops[lo].ts + self.L.ops[lo].dur)
         c.compiled = self._compiled(lo)

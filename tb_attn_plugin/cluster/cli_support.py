@@ -27,12 +27,23 @@ def analyze_path_on_dask(path: str, client, quiet: bool = False, loose: bool = T
         parsed = discover.parse_name(name) or (name, "")
         files = [discover.TraceFile(path, ".", parsed[0], parsed[1])]
 
+    tty = sys.stderr.isatty()
+    said = [-1]  # the last tenth written, off a terminal
+
     def progress(done: int, total: int) -> None:
-        if not quiet:
+        if quiet:
+            return
+        if tty:  # one line, redrawn
             sys.stderr.write(f"\rtb-attn: {done}/{total} traces analysed on Dask")
             if done == total:
                 sys.stderr.write("\n")
-            sys.stderr.flush()
+        else:  # a log or a pipe: whole lines only, at most one per tenth of the work
+            tenth = 10 * done // max(total, 1)
+            if tenth == said[0]:
+                return
+            said[0] = tenth
+            sys.stderr.write(f"tb-attn: {done}/{total} traces analysed on Dask\n")
+        sys.stderr.flush()
 
     results = dict(dask_jobs.analyze_many(client, [tf.path for tf in files], progress))
     for tf in files:

@@ -157,6 +157,30 @@ class Tagger:
             if self._tag_kind(m) is not None:
                 self._handles.append(m.register_forward_pre_hook(self._pre, with_kwargs=True))
                 self._handles.append(m.register_forward_hook(self._post, with_kwargs=True, always_call=True))
+            elif self._scoped(m):
+                self._handles.append(m.register_forward_pre_hook(self._scope_pre))
+                self._handles.append(m.register_forward_hook(self._scope_post, always_call=True))
+
+    def _scoped(self, m: torch.nn.Module) -> bool:
+        """An attention module (by the engine's class-name rule) with no attention module inside it:
+        its scope names whatever attention the engine finds in it by the module path."""
+        from ..attention.patterns import is_attention_module
+
+        if not is_attention_module(type(m).__name__):
+            return False
+        return not any(c is not m and is_attention_module(type(c).__name__) for c in m.modules())
+
+    def _scope_pre(self, m, args):
+        rf = None
+        if not torch.compiler.is_compiling() and state.active:
+            rf = record_function(tags.module_scope_name(self.locator.name_of(m), type(m).__name__))
+            rf.__enter__()
+        state.local.scopes.append(rf)
+
+    def _scope_post(self, m, args, output):
+        rf = state.local.scopes.pop() if state.local.scopes else None
+        if rf is not None:
+            rf.__exit__(None, None, None)
 
     @functools.lru_cache(maxsize=None)
     def _kind_of_type(self, cls: type) -> str | None:

@@ -93,6 +93,9 @@ class profile(torch.profiler.profile):
         profile_memory = profile_memory or memory
         self._measure_peaks = measure_peaks
         self._peaks: dict[str, Any] | None = None
+        self._scheduled = schedule is not None
+        self._steps_recorded = 0  # steps completed while this window recorded (RECORD / RECORD_AND_SAVE)
+        self.skipped_windows = 0  # windows cut short before a step completed: no trace written for them
         super().__init__(activities=list(activities) if activities is not None else default_activities(),
                          schedule=schedule, on_trace_ready=self._trace_ready_handler, record_shapes=record_shapes,
                          profile_memory=profile_memory, with_stack=with_stack, **kwargs)
@@ -107,6 +110,8 @@ class profile(torch.profiler.profile):
         # Tags stay in place from one recording step to the next: installing them scans every loaded
         # module for aliases of the attention functions (milliseconds), so it happens once per window.
         # _sync() takes them off when the next step does not record.
+        if self.current_action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
+            self._steps_recorded += 1
         super().step()
         self._sync()
 
@@ -141,6 +146,8 @@ class profile(torch.profiler.profile):
     def _metadata_json(self) -> str:
         meta = run_info.metadata(self.variant, self.model, self.extra)
         meta["worker"] = self.worker
+        if self._memory is not None:
+            meta["memory"] = True  # asked for: a span without memory events then says why, not "pass memory=True"
         if self._peaks is not None:
             meta["peaks"] = self._peaks
         return tags.run_metadata(**meta)
@@ -156,6 +163,19 @@ class profile(torch.profiler.profile):
     # -- trace written --------------------------------------------------------------------------
     def _trace_ready_handler(self, prof) -> None:
         self._metadata_added = False  # the next window is a new trace
+        steps, self._steps_recorded = self._steps_recorded, 0
+        if self._scheduled and steps == 0:
+            # The loop ended inside a window before any of its active steps completed (a schedule
+            # without repeat=... cycles on): the trace would hold an empty step and no attention.
+            # Written, it would be the latest span, the one a user sees first; so it is not written.
+            self.skipped_windows += 1
+            if self._memory is not None:
+                self._memory.stop()
+            log.info("tb_attn: profiling stopped at step %d before the window recorded a full step: "
+                     "no trace written for it (give the schedule repeat=N to profile N windows only)", self.step_num)
+            if self._user_handler is not None:  # the user's own handler decides for itself
+                self._user_handler(prof)
+            return
         if self.logdir is not None:
             os.makedirs(self.logdir, exist_ok=True)
             stamp = f"{self.worker}.{time.time_ns()}"
@@ -189,8 +209,11 @@ class profile(torch.profiler.profile):
             log.warning("tb_attn: could not analyse %s: %s", path, e)
             return
         self.reports.append(report)
+        values = report_scalars(report, self._scalar_prefix)
+        if not values:
+            return
         try:
-            self._writer.write(step, report_scalars(report, self._scalar_prefix))
+            self._writer.write(step, values)
         except Exception as e:
             log.warning("tb_attn: could not write scalars to %s: %s", self.logdir, e)
 

@@ -6,12 +6,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..report.spans import is_empty
+
 PREFIX = "tb_attn"
 
 
 def report_scalars(report: dict[str, Any], prefix: str = PREFIX) -> dict[str, float]:
     """tag -> value for one analysed trace: attention share, total, calls, and each stage and pass
-    (milliseconds on the report's time basis: GPU time when the trace has kernels, else CPU time)."""
+    (milliseconds on the report's time basis: GPU time when the trace has kernels, else CPU time).
+    Nothing for a span that recorded nothing (report.spans.is_empty): its zeros are not a measurement."""
+    if is_empty(report):
+        return {}
     basis = report.get("time_basis", "cpu")
     out = {
         f"{prefix}/attention_share": float(report.get("attention_share") or 0.0),

@@ -18,6 +18,7 @@ class _Local(threading.local):
         self.depth = 0  # tagged calls open on this thread: calls nested in one are part of it, not new calls
         self.open: list = []  # module-hook ranges open on this thread, innermost last (pre/post pairs)
         self.global_open: list = []
+        self.scopes: list = []  # attention-module scope ranges open on this thread (hooks.Tagger._scope_pre)
 
 
 local = _Local()

@@ -13,6 +13,11 @@ Format, version 1 (all through standard torch.profiler APIs, so any kineto reade
   kernels reach it through the forward ops' autograd links, so they need no tag of their own.
 * Inside a user-marked region, optional stage ranges ``tb_attn::stage <stage>`` (stage names as in
   STAGES) tell the engine the stage of hand-written kernels.
+* Around each attention module of the model (a class named like attention, attention/patterns.py
+  ``is_attention_module``) that no call tag covers as a whole, a range ``tb_attn::module `` followed by
+  ``layer=<module path>&cls=<class>``: not a call, a name. Whatever the engine finds inside it (the eager
+  motif, an SDPA op) is named by the module path, as SDPA calls tagged by the wrappers are, so one
+  layer has one name in every variant of a model.
 * Run metadata, once per trace, with ``prof.add_metadata_json("tb_attn", json)``: a JSON object with
   ``format`` (this version), ``variant`` (the user's name for the run), ``torch``, ``device``,
   ``host``, ``rank``, ``world_size`` and any user ``extra``.
@@ -29,6 +34,7 @@ FORMAT_VERSION = 1
 METADATA_KEY = "tb_attn"
 CALL_PREFIX = "tb_attn::call "
 STAGE_PREFIX = "tb_attn::stage "
+MODULE_PREFIX = "tb_attn::module "
 
 STAGES = ("qkv_proj", "qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "out_proj", "fused",
           # Sub-stages of a call made of several kernels (attention/patterns.py HELPER_STAGES).
@@ -120,6 +126,20 @@ def parse_call(name: str) -> dict[str, Any] | None:
         except ValueError:
             continue
     return out
+
+
+def module_scope_name(layer: str, cls: str) -> str:
+    """The record_function name of an attention module's scope."""
+    return MODULE_PREFIX + urlencode({"layer": layer, "cls": cls})
+
+
+def parse_module_scope(name: str) -> tuple[str, str] | None:
+    """(module path, class) of a module scope, or None when ``name`` is not one (or names no layer)."""
+    if not name.startswith(MODULE_PREFIX):
+        return None
+    fields = dict(parse_qsl(name[len(MODULE_PREFIX):], keep_blank_values=False))
+    layer = fields.get("layer", "")
+    return (layer, fields.get("cls", "")) if layer else None
 
 
 def parse_stage(name: str) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from ..report.layer_match import match_layers
 from .section import gib
 
 
@@ -21,10 +22,13 @@ def compare(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any] | N
         return m["score_matrix"]["bytes_total"] if m else None
 
     peaks = [peak(m) for _, m in mems]
+    # A layer's row is that of the layer it pairs with in the other runs (by module path, then by
+    # position and shape), so eager, SDPA and compiled runs of one model share their rows.
+    keys = match_layers([r for _, r in runs])
     layers: dict[str, dict[str, list]] = {}
     for i, (_, m) in enumerate(mems):
         for lay in (m or {}).get("layers", []):
-            row = layers.setdefault(lay["layer"], {"peak_growth_bytes": [None] * len(mems),
+            row = layers.setdefault(keys[i].get(lay["layer"], lay["layer"]), {"peak_growth_bytes": [None] * len(mems),
                                                    "score_matrix_blocks": [None] * len(mems)})
             row["peak_growth_bytes"][i] = lay["peak_growth_bytes"]
             row["score_matrix_blocks"][i] = lay["score_matrix_blocks"]

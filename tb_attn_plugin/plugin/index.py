@@ -23,8 +23,9 @@ from typing import Any, Callable
 import msgspec
 
 from ..memory.joining import is_snapshot_path
+from ..report.spans import pick_latest
 from .cache import ReportCache, Result, cache_key
-from .layout import Found, Source
+from .layout import MAX_SKIPPED, Found, Source
 from .pool import AnalysisPool, Unavailable
 
 logger = logging.getLogger(__name__)
@@ -81,6 +82,16 @@ def span_key(span: str):
     return (0, int(span), "") if span.isdigit() else (1, 0, span)
 
 
+def _known_empty(e: "Entry") -> bool:
+    """Analysed and found to hold no step and no attention (report.spans.is_empty)."""
+    return e.status == READY and bool(e.summary.get("empty"))
+
+
+def default_entry(entries: list["Entry"]) -> "Entry":
+    """A worker's span shown by default: the latest one that is not known to be empty."""
+    return pick_latest(sorted(entries, key=lambda e: span_key(e.span)), _known_empty)
+
+
 class RunIndex:
     def __init__(self, logdir: str | Source, cache: ReportCache, pool: AnalysisPool, *, settle_s: float = 2.0,
                  interval_s: float | None = 5.0, clock: Callable[[], float] = time.time):
@@ -97,6 +108,7 @@ class RunIndex:
         self._runs_bytes: tuple[int, bytes] | None = None
         self._scanned = threading.Event()
         self._scan_error: str | None = None
+        self._skipped: list[dict[str, str]] = []  # files that look like traces but are not listed, and why
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -136,6 +148,10 @@ class RunIndex:
         with self._lock:
             if error != self._scan_error:
                 self._scan_error = error
+                self._version += 1
+            skipped = getattr(found, "skipped", None)
+            if skipped is not None and skipped != self._skipped:
+                self._skipped = list(skipped)
                 self._version += 1
         if found is not None:
             self._merge(found)
@@ -286,7 +302,7 @@ class RunIndex:
         return "\0".join(p for p in parts if p)
 
     def lookup(self, run: str, worker: str | None = None, span: str | None = None) -> Entry:
-        """The entry a request names; worker defaults to the first, span to the latest."""
+        """The entry a request names; worker defaults to the first, span to the latest not empty one."""
         with self._lock:
             in_run = [e for e in self._entries.values() if e.run == run]
             if not in_run:
@@ -299,7 +315,7 @@ class RunIndex:
                 raise UnknownName(f"run {_quote(run)} has no worker {_quote(worker)}" + _known(workers, "workers"))
             spans = sorted((e.span for e in in_worker), key=span_key)
             if span is None:
-                span = spans[-1]
+                return default_entry(in_worker)
             for e in in_worker:
                 if e.span == span:
                     return e
@@ -307,16 +323,15 @@ class RunIndex:
                               + _known(spans, "spans"))
 
     def latest_entries(self, run: str) -> list[Entry]:
-        """Each worker's latest span in ``run``, by worker name (the ranks of a job, for /ranks)."""
+        """Each worker's default span in ``run`` (the latest not empty), by worker name (the ranks of a job, for /ranks)."""
         with self._lock:
             in_run = [e for e in self._entries.values() if e.run == run]
             if not in_run:
                 raise UnknownName(f"no run named {_quote(run)}" + _known(sorted({e.run for e in self._entries.values()})))
-            latest: dict[str, Entry] = {}
+            by_worker: dict[str, list[Entry]] = {}
             for e in in_run:
-                if e.worker not in latest or span_key(e.span) > span_key(latest[e.worker].span):
-                    latest[e.worker] = e
-            return [latest[w] for w in sorted(latest)]
+                by_worker.setdefault(e.worker, []).append(e)
+            return [default_entry(by_worker[w]) for w in sorted(by_worker)]
 
     def want(self, e: Entry) -> None:
         """Someone is waiting for this file: let it jump the queue."""
@@ -371,15 +386,19 @@ class RunIndex:
                         s["summary"] = e.summary
                     statuses.add(e.status)
                     spans.append(s)
-                workers.append({"worker": worker, "spans": spans})
+                workers.append({"worker": worker, "spans": spans,
+                                "default_span": default_entry(by_run[run][worker]).span})
             first = sorted(by_run[run])[0]
-            default = max(by_run[run][first], key=lambda e: span_key(e.span))
+            default = default_entry(by_run[run][first])
             status = LOADING if LOADING in statuses else (READY if READY in statuses else ERROR)
             runs.append({"run": run, "status": status, "workers": workers,
                          "metadata": default.summary.get("metadata", {}) if default.status == READY else {}})
         doc: dict[str, Any] = {"runs": runs, "scanned": self._scanned.is_set()}
         if self._scan_error:
             doc["error"] = self._scan_error
+        if self._skipped:
+            doc["skipped"] = self._skipped[:MAX_SKIPPED]
+            doc["skipped_count"] = len(self._skipped)
         return doc
 
 

@@ -1,8 +1,10 @@
 """Listing the trace files under a logdir (or the roots of --logdir_spec), local or on object storage.
 
-A run is a directory (relative to the logdir, "." for the logdir itself) holding files named the
-way ``torch.profiler.tensorboard_trace_handler`` names them: ``{worker}.{span}.pt.trace.json[.gz]``.
-Only those names count, so other JSON in a logdir is never read. Hidden files and directories
+A run is a directory (relative to the logdir, "." for the logdir itself) holding
+``*.pt.trace.json[.gz]`` files: ``{worker}.{span}.pt.trace.json[.gz]`` as
+``torch.profiler.tensorboard_trace_handler`` names them, or any ``{name}.pt.trace.json[.gz]``
+(worker ``{name}``, no span). Only those names count, so other JSON in a logdir is never read; it is
+listed as skipped, with the reason, as is every trace file the listing cannot show. Hidden files and directories
 (rsync and editors write temporary files there) are skipped, symlinked directories are not
 followed, and symlinked files only when they resolve inside the logdir, so a listing never leaves
 it (nor shows the size of a file outside it).
@@ -17,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Iterator
 
 from ..memory.joining import joins_by_trace, snapshot_name
-from ..trace.discover import MAX_NAME, parse_name
+from ..trace.discover import ANY_TRACE, MAX_NAME, trace_name
 from ..trace.read import is_url
 from ..trace.url_logdir import list_url
 
@@ -34,6 +36,21 @@ class Found:
     # a snapshot copied in, rewritten or removed changes the report, so the index re-analyses.
     joins: tuple[tuple[str, int, float], ...] = ()
 
+
+class Listing(list):
+    """The Found rows of a listing, and ``skipped``: [{"file", "reason"}] for the files that look like
+    traces but are not listed (file relative to the logdir: the server's own paths never leave it)."""
+
+    def __init__(self, rows=(), skipped=()):
+        super().__init__(rows)
+        self.skipped: list[dict[str, str]] = list(skipped)
+
+
+NOT_PT_TRACE = ("not named *.pt.trace.json[.gz]: the tab reads only those, so other JSON in a logdir is never "
+                "parsed (tb-attn report FILE reads it; rename it to list it)")
+NOT_REGULAR = "not a regular file inside the logdir (a FIFO, a device, or a link that leads out of it)"
+TOO_LONG = f"its run, worker or span name is longer than {MAX_NAME} characters"
+MAX_SKIPPED = 200  # listed by name; beyond that only counted
 
 logger = logging.getLogger(__name__)
 _URI = re.compile(r"[a-zA-Z][0-9a-zA-Z.]*://.*")
@@ -73,7 +90,7 @@ class Source:
         index then keeps what it found before, as it does for a single logdir."""
         if len(self.roots) == 1 and not self.roots[0][0]:
             return list_traces(self.roots[0][1])
-        out: list[Found] = []
+        out = Listing()
         seen: set[tuple[str, str, str]] = set()
         for name, path in self.roots:
             try:
@@ -81,6 +98,8 @@ class Source:
             except Exception as exc:
                 where = f"{name} ({path})" if name else path
                 raise OSError(f"{where}: {type(exc).__name__}: {exc}") from exc
+            out.skipped.extend({**k, "file": f"{name}/{k['file']}" if name else k["file"]}
+                               for k in getattr(found, "skipped", ()))
             for f in found:
                 run = f.run if not name else (name if f.run == "." else f"{name}/{f.run}")
                 ident = (run, f.worker, f.span)
@@ -92,12 +111,12 @@ class Source:
         return out
 
 
-def list_traces(logdir: str) -> list[Found]:
+def list_traces(logdir: str) -> Listing:
     """Every trace file under ``logdir``. Raises OSError (or the store's error) when it cannot list."""
-    return _list_url(logdir) if is_url(logdir) else _list_local(logdir)
+    return Listing(_list_url(logdir)) if is_url(logdir) else _list_local(logdir)
 
 
-def _list_local(logdir: str) -> list[Found]:
+def _list_local(logdir: str) -> Listing:
     root = os.path.abspath(os.path.expanduser(logdir))
     if not os.path.isdir(root):
         raise FileNotFoundError(f"logdir {logdir} does not exist or is not a directory")
@@ -105,26 +124,41 @@ def _list_local(logdir: str) -> list[Found]:
     by_dir: dict[str, list[os.DirEntry]] = {}
     for d, e in walk_local(root):
         by_dir.setdefault(d, []).append(e)
-    found: list[Found] = []
+    found = Listing()
     for d, entries in by_dir.items():
         names = [e.name for e in entries]
+        run = os.path.relpath(d, root).replace(os.sep, "/")
+
+        def skip(name: str, reason: str) -> None:
+            found.skipped.append({"file": name if run == "." else f"{run}/{name}", "reason": reason})
+
         # A directory without traces lists its snapshot pickles as runs of their own (memory only);
         # beside a trace they join its report instead.
-        no_traces = not any(parse_name(n) for n in names)
+        no_traces = not any(trace_name(n) for n in names)
         listed = {}  # name -> (worker, span, entry, stat) of the files this directory lists
-        for e in entries:
-            parsed = parse_name(e.name) or (snapshot_name(e.name) if no_traces else None)
-            st = _listable(e, real_root) if parsed is not None else None
-            if st is not None:
+        taken: dict[tuple[str, str], str] = {}  # (worker, span) -> the file listed for it
+        for e in sorted(entries, key=lambda e: e.name):
+            parsed = trace_name(e.name) or (snapshot_name(e.name) if no_traces else None)
+            if parsed is None:
+                if ANY_TRACE.search(e.name):
+                    skip(e.name, NOT_PT_TRACE)
+                continue
+            st = _listable(e, real_root)
+            if st is None:
+                skip(e.name, NOT_REGULAR)
+            elif max(len(run), len(parsed[0]), len(parsed[1])) > MAX_NAME:
+                skip(e.name, TOO_LONG)  # could not be asked for (nor opened, mostly)
+            elif tuple(parsed) in taken:
+                skip(e.name, f"the same worker and span as {taken[tuple(parsed)]}, which is listed")
+            else:
+                taken[tuple(parsed)] = e.name
                 listed[e.name] = (*parsed, e, st)
-        run = os.path.relpath(d, root).replace(os.sep, "/")
-        joins = joins_by_trace([n for n in listed if parse_name(n)], names)
+        joins = joins_by_trace([n for n in listed if trace_name(n)], names)
         by_name = {e.name: e for e in entries}
         for name, (worker, span, e, st) in listed.items():
-            if max(len(run), len(worker), len(span)) > MAX_NAME:
-                continue  # could not be asked for (nor opened, mostly): not listed
             found.append(Found(run, worker, span, e.path, st.st_size, st.st_mtime,
                                _joins(by_name, joins.get(name, ()), real_root)))
+    found.skipped.sort(key=lambda k: k["file"])
     return found
 
 

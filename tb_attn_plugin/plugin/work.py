@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..report.spans import is_empty
+
 
 def summary_of(report: dict[str, Any]) -> dict[str, Any]:
     """The few fields /runs shows for every file without reading its report."""
@@ -26,6 +28,7 @@ def summary_of(report: dict[str, Any]) -> dict[str, Any]:
                                    if i.get("implementation")}),
         "device": dev.get("name"),
         "warnings": len(report.get("warnings") or []),
+        "empty": is_empty(report),  # no step took time and no attention: never the default span
     }
 
 

@@ -14,6 +14,7 @@ from ..format.tags import STAGES
 from ..memory import compare as memory_compare
 from ..roofline.decompose import decompose
 from . import kernel_changes
+from .layer_match import natural_key, layer_types, match_layers
 from .words import duration
 
 PASS_ORDER = ("fwd", "bwd")
@@ -69,16 +70,23 @@ def _stages(reports: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, An
 
 
 def _layers(reports: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any]]:
-    per_run: list[dict[str, tuple[float, set[str]]]] = []
+    """One row per layer type, a layer's type being that of the layer it pairs with (layer_match):
+    eager's motif, SDPA's tag and a compiled run's fused op of one module land in one row."""
+    keys = match_layers(reports)
+    types = layer_types(reports, keys)
+    per_run: list[dict[str, tuple[float, set[str], list[str]]]] = []
     order: dict[str, int] = {}
-    for r in reports:
-        acc: dict[str, tuple[float, set[str]]] = {}
+    for r, k in zip(reports, keys):
+        acc: dict[str, tuple[float, set[str], list[str]]] = {}
         for layer in r.get("layers") or []:
-            lt = str(layer.get("layer_type") or layer.get("layer") or "?")
+            name = layer.get("layer")
+            lt = types.get(k.get(name, ""), "") if isinstance(name, str) else ""
+            lt = lt or str(layer.get("layer_type") or name or "?")
             order.setdefault(lt, len(order))
-            total, impls = acc.get(lt, (0.0, set()))
+            total, impls, names = acc.get(lt, (0.0, set(), []))
             impl = layer.get("implementation")
-            acc[lt] = (total + _num(layer.get(key)), impls | ({str(impl)} if impl else set()))
+            acc[lt] = (total + _num(layer.get(key)), impls | ({str(impl)} if impl else set()),
+                       names + ([str(name)] if name is not None else []))
         per_run.append(acc)
     rows = []
     for lt in order:
@@ -87,7 +95,9 @@ def _layers(reports: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, An
         impls = ["+".join(sorted(acc[lt][1])) or None if lt in acc else None for acc in per_run]
         delta, pct = _delta(values)
         rows.append({"layer_type": lt, "values": values, "implementations": impls, "delta_us": delta,
-                     "delta_pct": pct, "_order": order[lt]})
+                     "delta_pct": pct, "_order": order[lt],
+                     # each run's layers in this row, by their own names ([] where the run has none)
+                     "layers": [sorted(acc[lt][2], key=natural_key) if lt in acc else [] for acc in per_run]})
     return _finish(rows)
 
 

@@ -1,7 +1,9 @@
 """Finding traces the way ``torch.profiler.tensorboard_trace_handler`` lays them out.
 
 A run is a directory holding ``{worker}.{time_ns}.pt.trace.json[.gz]`` files; each worker (host,
-pid or rank) may write several files, one per profiling span, ordered by their time stamp.
+pid or rank) may write several files, one per profiling span, ordered by their time stamp. Any
+other ``{name}.pt.trace.json[.gz]`` (``bert.pt.trace.json.gz``, as torch-tb-profiler reads it) is a
+trace too: worker ``{name}``, no span.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 TRACE_FILE = re.compile(r"^(?P<worker>.+?)\.(?P<span>\d+)\.pt\.trace\.json(\.gz)?$")
+PT_TRACE = re.compile(r"^(?P<stem>.+?)\.pt\.trace\.json(\.gz)?$")
 ANY_TRACE = re.compile(r"\.(pt\.trace\.)?json(\.gz)?$")
 
 
@@ -33,6 +36,16 @@ def parse_name(filename: str) -> tuple[str, str] | None:
     if m:
         return m.group("worker"), m.group("span")
     return None
+
+
+def trace_name(filename: str) -> tuple[str, str] | None:
+    """(worker, span) of any ``*.pt.trace.json[.gz]`` file: a trace_handler name as parse_name reads
+    it, else (the name before ``.pt.trace.json``, "") — the name says no span; None for other files."""
+    parsed = parse_name(filename)
+    if parsed is not None:
+        return parsed
+    m = PT_TRACE.match(filename)
+    return (m.group("stem"), "") if m else None
 
 
 def find_traces(root: str, *, loose: bool = False) -> list[TraceFile]:

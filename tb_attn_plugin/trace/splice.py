@@ -116,6 +116,13 @@ def _chunks(path: str, progress=None) -> Iterator[bytes]:
             yield chunk
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it and putting it back: Python has no getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_spliced(src: str, dst: str, events: Iterable[bytes], progress=None) -> int:
     """Copy ``src`` to ``dst`` (gzip when ``dst`` ends in .gz) with ``events`` (encoded JSON objects)
     first in its traceEvents; returns how many events were added. ``progress(fraction)`` is called
@@ -168,6 +175,7 @@ def write_spliced(src: str, dst: str, events: Iterable[bytes], progress=None) ->
         if out is not raw:
             out.close()
         raw.close()
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp made it 0600; an output file gets what open() would give it
         os.replace(tmp, dst)
     except BaseException:
         try:

@@ -26,7 +26,7 @@ def url_logdir(url: str) -> list[discover.TraceFile]:
     except Exception as exc:  # the store's own error types
         raise TraceError(url, f"cannot list: {type(exc).__name__}: {exc}") from None
     if not found:
-        raise TraceError(url, "no trace files ({worker}.{span}.pt.trace.json[.gz]) under this URL")
+        raise TraceError(url, "no trace files (*.pt.trace.json[.gz]) under this URL")
     return [discover.TraceFile(path, run, worker, span)
             for run, worker, span, path, _, _ in sorted(found, key=lambda f: (f[0], f[1], discover._span_key(f[2])))]
 
@@ -45,7 +45,7 @@ def list_url(logdir: str) -> list[tuple[str, str, str, str, int, float]]:
         rel = posixpath.relpath(path, root) if root else path
         if rel.startswith("..") or any(part.startswith(".") for part in rel.split("/")):
             continue
-        parsed = discover.parse_name(posixpath.basename(path))
+        parsed = discover.trace_name(posixpath.basename(path))
         if parsed is None:
             continue
         run = posixpath.dirname(rel) or "."

@@ -193,7 +193,7 @@ export function memoryScalingChart(ctx: Ctx, into: HTMLElement, items: { run: st
   const chartEl = h("div", { class: "chart", "data-chart": "scaling-peak-memory" });
   into.appendChild(chartEl);
   into.appendChild(h("ul", { class: "exponents", "data-testid": "scaling-memory-exponents" }, ...m.series.map((s) => h("li", { "data-impl": s.implementation },
-    badge(s.implementation), s.exponent === null ? " one length only" : ` memory grows as L^${s.exponent.toFixed(2)}`))));
+    badge(s.implementation), ` ${s.label}:`, s.exponent === null ? " one length only" : ` memory grows as L^${s.exponent.toFixed(2)}`))));
   requestAnimationFrame(() => {
     if (!ctx.alive()) return;
     makeChart(chartEl, {
@@ -203,7 +203,7 @@ export function memoryScalingChart(ctx: Ctx, into: HTMLElement, items: { run: st
         tip(p.value[2], [["implementation", p.seriesName], ["sequence length", fmtCount(p.value[0])], ["peak growth", fmtBytes(p.value[1])]], p.color) },
       xAxis: { type: "log", logBase: 2, name: "sequence length", nameLocation: "middle", nameGap: 28 },
       yAxis: { type: "log", logBase: 4, axisLabel: { formatter: (v: number) => fmtBytes(v) } },
-      series: m.series.map((s) => ({ type: "line", name: s.implementation, symbolSize: 8,
+      series: m.series.map((s) => ({ type: "line", name: s.label, symbolSize: 8,
         itemStyle: { color: implColor(s.implementation) }, data: s.points.map((p) => [p.seqLen, p.growth, p.run]) })),
     });
   });

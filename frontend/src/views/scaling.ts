@@ -46,13 +46,15 @@ export async function scalingView(ctx: Ctx, root: HTMLElement): Promise<void> {
   el.appendChild(charts);
   const timeEl = h("div", { class: "chart", "data-chart": "scaling-time" });
   const memEl = h("div", { class: "chart", "data-chart": "scaling-memory" });
-  charts.appendChild(h("div", null, h("h3", null, `Attention time per call (${basisWord(m.basis)})`), timeEl));
+  const bases = [...new Set(m.series.map((s) => s.basis))];
+  const timeWord = bases.length === 1 ? basisWord(bases[0]) : "GPU time for runs with kernels, CPU op time for the others";
+  charts.appendChild(h("div", null, h("h3", null, `Attention time per call (${timeWord})`), timeEl));
   charts.appendChild(h("div", null, h("h3", null, "Score matrix per call (B·H·Lq·Lk)"), memEl));
   const color = implColor;
   const lineStyles = ["solid", "dashed", "dotted"];
   const seriesFor = (pick: (p: (typeof m.series)[number]["points"][number]) => number | null) =>
     m.series.map((s, i) => ({
-      type: "line", name: s.implementation, symbolSize: 8, itemStyle: { color: color(s.implementation) },
+      type: "line", name: s.label, symbolSize: 8, itemStyle: { color: color(s.implementation.replace(/ compiled$/, "")) },
       lineStyle: { type: lineStyles[i % lineStyles.length] },
       data: s.points.filter((p) => { const v = pick(p); return v !== null && v > 0; }).map((p) => [p.seqLen, pick(p), p.run]),
     })).filter((s) => s.data.length);
@@ -64,7 +66,7 @@ export async function scalingView(ctx: Ctx, root: HTMLElement): Promise<void> {
       tooltip: {
         trigger: "item",
         formatter: (p: { seriesName: string; value: [number, number, string]; color: string }) =>
-          tip(p.value[2], [["implementation", p.seriesName], ["sequence length", fmtCount(p.value[0])], [name, yFmt(p.value[1])]], p.color),
+          tip(p.value[2], [["series", p.seriesName], ["sequence length", fmtCount(p.value[0])], [name, yFmt(p.value[1])]], p.color),
       },
       xAxis: { type: "log", name: "sequence length", nameLocation: "middle", nameGap: 28, logBase: 2 },
       yAxis: { type: "log", name, logBase, axisLabel: { formatter: yFmt } },
@@ -76,16 +78,22 @@ export async function scalingView(ctx: Ctx, root: HTMLElement): Promise<void> {
   el.appendChild(h("p", { class: "hint" }, "On log–log axes a straight line of slope 2 is quadratic growth, slope 1 is linear. "
     + "Fused kernels never write the score matrix, so they have no point on the memory chart."));
   el.appendChild(h("table", { class: "grid", "data-testid": "scaling-table" },
-    h("thead", null, h("tr", null, ...["Implementation", "Run", "Sequence length", "from", "Time per call", "Score matrix / call"]
-      .map((c, i) => h("th", { class: i >= 2 && i !== 3 ? "num" : null }, c)))),
-    h("tbody", null, ...m.series.flatMap((s) => s.points.map((p) => h("tr", { "data-run": p.run },
-      h("td", null, badge(s.implementation)), h("td", null, p.run), h("td", { class: "num" }, fmtCount(p.seqLen)),
+    h("thead", null, h("tr", null, ...["Implementation", "Model · device", "Run", "Sequence length", "from", "Time per call", "Steps", "Score matrix / call"]
+      .map((c, i) => h("th", { class: i >= 3 && i !== 4 ? "num" : null }, c)))),
+    h("tbody", null, ...m.series.flatMap((s) => s.points.map((p) => h("tr", { "data-run": p.run, "data-basis": s.basis },
+      h("td", null, badge(s.implementation), s.variant && s.variant !== s.implementation ? ` ${s.variant}` : ""),
+      h("td", null, `${s.model} · ${s.device}`), h("td", null, p.run), h("td", { class: "num" }, fmtCount(p.seqLen)),
       h("td", null, p.seqSource), usCell(p.usPerCall),
+      h("td", { class: "num", title: p.spread === null ? "" : `per-step time varies by ${Math.round(100 * p.spread)}% of its median` },
+        `${p.steps} (${basisWord(s.basis)})`),
       h("td", { class: "num", "data-bytes": p.scoreBytes ?? "" }, p.scoreBytes === null ? "not materialised" : fmtBytes(p.scoreBytes))))))));
-  el.appendChild(h("ul", { class: "exponents", "data-testid": "scaling-exponents" }, ...m.series.map((s) => h("li", null,
-    badge(s.implementation),
-    s.timeExponent === null ? " one length only" : ` time grows as L^${s.timeExponent.toFixed(2)}`,
-    s.memExponent === null ? "" : `, score matrix as L^${s.memExponent.toFixed(2)}`))));
+  el.appendChild(h("ul", { class: "exponents", "data-testid": "scaling-exponents" }, ...m.series.map((s) => h("li", { "data-series": s.label },
+    badge(s.implementation), ` ${s.label}:`,
+    s.timeExponent === null ? " one length only"
+      : s.timeCaveat === null ? ` time grows as L^${s.timeExponent.toFixed(2)}`
+        : h("span", { class: "hint err", "data-testid": "scaling-unreliable" },
+          ` time ~ L^${s.timeExponent.toFixed(2)}, unreliable: ${s.timeCaveat}`),
+    s.memExponent === null ? "" : `; score matrix as L^${s.memExponent.toFixed(2)} (from shapes)`))));
   memoryScalingChart(ctx, el, items);
   if (m.skipped.length) el.appendChild(skippedList(m.skipped));
 }
