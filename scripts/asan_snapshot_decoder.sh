@@ -30,7 +30,7 @@ def run(raw, step):
 base = [pickle.dumps(known_snapshot()[0], protocol=p) for p in (2, 3, 4, 5)]
 for raw in base:
     for step in range(1, 65):
-        assert run(raw, step)[5] == len(known_snapshot()[0]["device_traces"][0])
+        assert run(raw, step)[6] == len(known_snapshot()[0]["device_traces"][0])  # n, the entries read
 rnd, decoded = random.Random(1), 0
 for _ in range(int(sys.argv[2])):
     raw = bytearray(rnd.choice(base))

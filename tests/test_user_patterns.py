@@ -171,4 +171,4 @@ def test_the_cli_reports_a_trace_with_a_hostile_kernel_name_under_a_backtracking
     except subprocess.TimeoutExpired:
         pytest.fail("tb-attn report hung on a backtracking user pattern")
     assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout)["kernel_table"]["user_families"] == 1
+    assert json.loads(p.stdout)["reports"][0]["kernel_table"]["user_families"] == 1

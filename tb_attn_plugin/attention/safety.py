@@ -95,6 +95,11 @@ def _is_generic(token: str) -> bool:
     return _GENERIC.fullmatch(token) is not None and not looks_like_attention(token)
 
 
+# A whole token without lookaround: users' rows are compiled by RE2 (safe_regex.py), which has none;
+# rows are searched, so consuming the neighbouring character changes nothing.
+_WHOLE_START, _WHOLE_END = r"(?:^|\W)", r"(?:\W|$)"
+
+
 def _token_pattern(token: str) -> tuple[str, str]:
     """(pattern, its literal core) for a token: whole tokens only (flash::FlashAttnBwd must not match
     flash::FlashAttnBwdPreprocess), a tail that changes between compiles matched by its form."""
@@ -102,8 +107,8 @@ def _token_pattern(token: str) -> tuple[str, str]:
         m = tail.search(token)
         if m is not None and m.start() >= MIN_TOKEN:
             core = token[:m.start()]
-            return r"(?<!\w)" + re.escape(core) + rx + r"(?!\w)", core
-    return r"(?<!\w)" + re.escape(token) + r"(?!\w)", token
+            return _WHOLE_START + re.escape(core) + rx + _WHOLE_END, core
+    return _WHOLE_START + re.escape(token) + _WHOLE_END, token
 
 
 def suggest_pattern(name: str, others: list[str], unknown: frozenset[str] | set[str] = frozenset()

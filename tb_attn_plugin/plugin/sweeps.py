@@ -37,6 +37,7 @@ def _clean(rec: dict[str, Any]) -> dict[str, Any]:
         v = rec.get(k)
         out[k] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
     out["causal"] = rec.get("causal") if isinstance(rec.get("causal"), bool) else None
+    out["samples"] = analysis.samples(rec)  # the times themselves stay in the file; ranking needs their count
     return out
 
 

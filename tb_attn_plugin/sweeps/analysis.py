@@ -47,6 +47,10 @@ MIN_SAMPLES = 3
 
 
 def samples(r: dict[str, Any]) -> int:
+    """Timed blocks of a cell: ``times_s`` in sweep.jsonl, ``samples`` where a reader kept only the count."""
+    n = r.get("samples")
+    if isinstance(n, int) and not isinstance(n, bool):
+        return n
     t = r.get("times_s")
     return len(t) if isinstance(t, list) else 0
 
