@@ -43,11 +43,27 @@ def connect(address: str, *, workers: int | None = None):
         return distributed.Client(cluster)
     if not address.strip():
         raise DaskUnavailable("--dask needs a scheduler address (tcp://host:8786) or 'local'")
+    _check_address(address)
     try:
         return distributed.Client(address, timeout=CONNECT_TIMEOUT)
     except OSError as exc:
         raise DaskUnavailable(f"cannot reach the Dask scheduler at {address}: {exc}") from None
     except (ValueError, TypeError) as exc:  # not an address at all: "foo", "tcp://[::"
+        raise DaskUnavailable(f"not a Dask scheduler address: {address!r} ({exc}); "
+                              "give tcp://host:8786 or 'local'") from None
+
+
+def _check_address(address: str) -> None:
+    """Refuse a malformed tcp/tls address before a Client starts its event loop: a loaded machine can
+    take longer than Dask's 10 s to start that loop, and the user's typo then surfaced as Dask's
+    internal AssertionError instead of this line."""
+    from distributed.comm.addressing import get_address_host_port, parse_address
+
+    try:
+        scheme, _ = parse_address(address)  # no scheme means tcp
+        if scheme in ("tcp", "tls"):  # other transports (ucx, inproc) are left to Dask
+            get_address_host_port(address)
+    except (ValueError, TypeError) as exc:
         raise DaskUnavailable(f"not a Dask scheduler address: {address!r} ({exc}); "
                               "give tcp://host:8786 or 'local'") from None
 
