@@ -25,15 +25,14 @@ setup(
     # (attention/safe_regex.py), so no pattern file can hang the CLI or TensorBoard.
     install_requires=["msgspec>=0.18", "numpy>=1.24", 'tomli>=1.1; python_version<"3.11"', "google-re2>=1.1"],
     # A C scanner that drops unused events before decoding (about a third of the analysis time on
-    # real traces); it also holds the op tree's one sequential pass (a stack over numpy columns).
+    # real traces) and writes the kept ones' records (times, threads, ids) that become numpy columns;
+    # it also holds the op tree's one sequential pass (a stack over numpy columns).
     # Optional: without a compiler the install still succeeds and the engine decodes every event
-    # and nests the ops in Python, with the same results.
-    # Another keeps decoded events at C speed (time checks, shared strings). A third reads
+    # and nests the ops in Python, with the same results. The other reads
     # CUDA memory snapshot pickles into columns (a third of the memory the unpickler's objects take);
     # without it snapshots load with the plain unpickler, same results.
     ext_modules=[Extension("tb_attn_plugin.trace._prefilter", ["tb_attn_plugin/trace/_prefilter.c"],
                            optional=True),
-                 Extension("tb_attn_plugin.trace._kept", ["tb_attn_plugin/trace/_kept.c"], optional=True),
                  Extension("tb_attn_plugin.memory._snapshot_decode", ["tb_attn_plugin/memory/_snapshot_decode.c"],
                            optional=True)],
     extras_require={

@@ -2,7 +2,7 @@
 # The C event scanner (tb_attn_plugin/trace/_prefilter.c) under AddressSanitizer and UBSan: builds
 # an instrumented copy in a temporary directory and feeds it a real trace whole, then N mutated and
 # cut pieces of it (bytes swapped for JSON punctuation, random ranges). Any out-of-bounds read or
-# write aborts with ASan's report. CI runs a short one (tests/test_sanitizers.py); run the long one after
+# write aborts with ASan's report; the records of routed chunks are read back into columns. CI runs a short one (tests/test_sanitizers.py); run the long one after
 # changing the scanner:   bash scripts/asan_prefilter.sh [N=20000]   (TRACE=path picks the trace)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,14 +26,35 @@ while True:  # the whole array, chunk by chunk as the engine reads it
     if done:
         break
 print(f"whole trace: kept {kept} of {pos - start} bytes, dropped {dropped} events")
-pos, records = start + 1, 0
-while True:  # again with the route: kept events sorted into their lists, [memory] instants as records
+import json
+from tb_attn_plugin.trace.table import REC, Table
+
+
+def check_records(out):
+    """Each routed list's records: whole Recs, one per event of its JSON array, read into columns."""
+    assert all(len(r) % _prefilter.REC_SIZE == 0 for r in out[5:9]) and REC.itemsize == _prefilter.REC_SIZE
+    for j, r in zip(out[:3], out[6:9]):
+        try:
+            n = len(json.loads(j))
+        except ValueError:
+            continue  # a mutated event the decoder refuses: the engine then reads the chunk the plain way
+        assert n == len(r) // _prefilter.REC_SIZE
+    for r in out[5:9]:
+        t = Table(REC.names, events.CATS)
+        t.add_records(r)
+        t.finish()
+    return len(out[5]) // _prefilter.REC_SIZE, len(out[6]) // _prefilter.REC_SIZE
+
+
+pos, records, ops = start + 1, 0, 0
+while True:  # again with the route: kept events sorted into their lists with their records
     out, d, pos, done = _prefilter.scan_events(text, pos, 4 << 20, *rules, False, route)
     assert isinstance(out, tuple), "the real trace's chunk was not routed"
-    records += len(_prefilter.memory_columns(out[5], 1 << 56, (1 << 63) - 1)) and len(out[5]) // _prefilter.MEMREC_SIZE
+    m, o = check_records(out)
+    records, ops = records + m, ops + o
     if done:
         break
-print(f"whole trace routed: {records} [memory] records")
+print(f"whole trace routed: {records} [memory] records, {ops} op records")
 # Slimmed as the streamed reader slims: args members Args declares, no shapes for most op names.
 names = {m.group(1) for m in __import__("re").finditer(rb'"name": "(aten::[a-z_]+)"', text)}
 slim = (events._ARG_KEYS, events._SHAPE_KEYS, tuple(sorted(names - {b"aten::bmm", b"aten::linear"})))
@@ -58,11 +79,11 @@ for i in range(int(sys.argv[2])):
     # The streamed reader's call: a window that may end inside an event (partial).
     got = _prefilter.scan_events(bytes(b), pos, 1 << 62, *rules, True)
     assert got[0] is None or pos <= got[2] <= len(b), got[1:]
-    for partial in (False, True):  # routed, and its records split into columns
+    for partial in (False, True):  # routed, and its records read into columns
         got = _prefilter.scan_events(bytes(b), pos, rnd.choice([0, 100, 1 << 62]), *rules, partial, route,
                                      slim if i % 2 else None)
         assert got[0] is None or pos <= got[2] <= len(b), got[1:]
         if isinstance(got[0], tuple):
-            _prefilter.memory_columns(got[0][5], 1 << 56, (1 << 63) - 1)
+            check_records(got[0])
 print(f"{sys.argv[2]} mutated pieces: no memory error ({plain} read as plain events, the rest handed back)")
 PYEOF

@@ -25,14 +25,17 @@ def test_small_chunks_change_nothing(monkeypatch, name):
     whole = _strip(analyze_file(path))
     monkeypatch.setattr(events, "CHUNK_BYTES", 4096)
     calls = []
-    real = events._list_decoder
 
     class Counting:
+        def __init__(self, real):
+            self.real = real
+
         def decode(self, buf):
             calls.append(len(buf))
-            return real.decode(buf)
+            return self.real.decode(buf)
 
-    monkeypatch.setattr(events, "_list_decoder", Counting())
+    monkeypatch.setattr(events, "_list_decoder", Counting(events._list_decoder))
+    monkeypatch.setattr(events, "_routed_decoder", Counting(events._routed_decoder))  # the scanner's lists
     chunked = _strip(analyze_file(path))
     assert len(calls) > 50  # really decoded in many chunks
     assert chunked == whole

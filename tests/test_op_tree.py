@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tb_attn_plugin.trace import link, native
-from tb_attn_plugin.trace.events import Args, Event, Events
-from tb_attn_plugin.trace.memory_records import MemoryEvents
+from tb_attn_plugin.trace.events import CATS, LAUNCH_FIELDS, Args, Event, Events
+from tb_attn_plugin.trace.table import Table
 
 
 def test_the_tree_pass_is_built_where_required():
@@ -31,7 +31,7 @@ _thread = st.sampled_from([(1, 1), (1, 2), (2, 1), ("1", 1), (7, "gpu"), (1, 1)]
 
 
 def _events(ops, launches) -> Events:
-    return Events(ops=ops, launches=launches, gpu=[], flows=[], memory=MemoryEvents(), device_properties=[],
+    return Events(ops=ops, launches=launches, gpu=[], flows=[], memory=[], device_properties=[],
                   distributed={}, tb_attn=None, total_events=len(ops) + len(launches), warnings=[])
 
 
@@ -143,15 +143,25 @@ def test_int_times_are_floats_in_the_tree():
     assert list(t.self_cpu) == [3.0, 2.0] and list(t.parent) == [-1, 0] and type(t.ts[0]) is float
 
 
-def test_arg_values_gives_the_positions_and_values(monkeypatch):
-    evs = [Event(name="a", args=Args(seq=3, correlation=0)), Event(name="b"), Event(name="c", args=Args()),
-           Event(name="d", args=Args(seq=0)), Event(name="e", args=Args(seq=-1, correlation=9))]
-    want = {"seq": ([0, 3, 4], [3, 0, -1]), "correlation": ([0, 4], [0, 9]), "external_id": ([], [])}
-    for attr, expected in want.items():
-        assert tuple(link._arg_values(evs, attr)) == expected
-        monkeypatch.setattr(link, "_c_kept", None)
-        assert tuple(link._arg_values(evs, attr)) == expected
-        monkeypatch.undo()
+def test_arg_columns_of_events_are_what_a_loop_reads():
+    # Table.of reads decoded events as the scanner's records read them: whether args hold each int
+    # member (None and no args: not), its value, and the category's id (unknown: -1).
+    evs = [Event(name="a", cat="cuda_runtime", args=Args(seq=3, correlation=0)), Event(name="b", cat="x"),
+           Event(name="c", args=Args()), Event(name="d", cat="cpu_op", args=Args(seq=0)),
+           Event(name="e", args=Args(seq=-1, correlation=9))]
+    t = Table.of(evs, LAUNCH_FIELDS + ("seq", "cat"), CATS)
+    for attr in ("seq", "correlation", "external_id"):
+        at = [i for i, e in enumerate(evs) if e.args is not None and getattr(e.args, attr) is not None]
+        assert np.flatnonzero(t.has(attr)).tolist() == at
+    assert t["correlation"][t.has("correlation")].tolist() == [0, 9]
+    assert t["seq"][t.has("seq")].tolist() == [3, 0, -1]
+    assert t["cat"].tolist() == [CATS.index(e.cat) if e.cat in CATS else -1 for e in evs]
+
+
+def test_by_correlation_a_later_launch_wins():
+    launches = [Event(ph="X", cat="cuda_runtime", name="l", ts=float(i), args=Args(correlation=c))
+                for i, c in enumerate((5, 6, 5, None))]
+    assert link.launches_by_correlation(_events([], launches)) == {5: 2, 6: 1}
 
 
 @pytest.mark.skipif(native.nest_sorted is native._nest_sorted_python, reason="_prefilter.c is not built")

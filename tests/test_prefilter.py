@@ -166,6 +166,18 @@ def test_chunks_resume_where_the_last_one_stopped():
         scan(text, len(text) + 1, 10, *RULES)
 
 
+def _same_kept(fast, plain, kinds=("ops", "launches", "gpu", "flows")) -> None:
+    """The same events in each list (routed ones decode as events._Routed: compared field by field),
+    and the scanner's records the same columns as those read from the decoded events (table.Table)."""
+    for kind in kinds:
+        assert list(map(events.msgspec.structs.astuple, getattr(fast, kind))) == \
+            list(map(events.msgspec.structs.astuple, getattr(plain, kind))), kind
+    for kind in ("op_table", "launch_table", "gpu_table", "memory"):
+        a, b = getattr(fast, kind), getattr(plain, kind)
+        for f in a.fields:
+            assert a[f].tolist() == b[f].tolist(), (kind, f)
+
+
 _cats = st.sampled_from(["python_function", "cpu_op", "kernel", "cuda_runtime", "ac2g", "fwdbwd", "cpu_instant_event",
                          "user_annotation", "gpu_memset", "Trace", ""])
 _names = st.one_of(st.sampled_from(["nn.Module: Attn", "nn.Module:", "[memory]", "aten::bmm", "f.py(3): g", ""]),
@@ -190,8 +202,7 @@ def test_keeps_exactly_what_the_analysis_keeps(evs, sep, ascii_only):
     fast, plain = events._Kept(None), events._Kept(None)
     fast.add(events._list_decoder.decode(out), dropped)
     plain.add(events._list_decoder.decode(b"[" + text + b"]"))
-    for kind in ("ops", "launches", "gpu", "flows", "memory"):
-        assert getattr(fast, kind) == getattr(plain, kind), kind
+    _same_kept(fast, plain)
     assert fast.total == plain.total == len(evs)
 
 
@@ -253,10 +264,9 @@ def test_routed_chunks_keep_exactly_what_the_analysis_keeps(evs, sep):
             _routed_kept(text)
         return
     got, fast = _routed_kept(text)
-    for kind in ("ops", "launches", "gpu", "flows", "memory"):
-        assert getattr(fast, kind) == getattr(plain, kind), kind
+    _same_kept(fast, plain)
     assert (fast.total, fast.insane) == (plain.total, plain.insane) == (len(evs), plain.insane)
-    # and the timelines built from the records (memory_columns) are those of the decoded events
+    # and the timelines built from the records are those of the decoded events
     from tb_attn_plugin.memory import profiler_events
 
     assert profiler_events.timelines(fast.memory) == profiler_events.timelines(plain.memory)
@@ -284,7 +294,8 @@ def test_memory_instants_become_records_unless_the_decoder_must_judge_them(event
     got, fast = _routed_kept(text)
     plain = _plain_kept(text)
     assert isinstance(got, tuple) == routed
-    assert fast.memory.rows() == plain.memory.rows() and (fast.total, fast.insane) == (plain.total, plain.insane)
+    _same_kept(fast, plain)
+    assert (fast.total, fast.insane) == (plain.total, plain.insane)
 
 
 @needs_native
@@ -298,22 +309,23 @@ def test_an_event_in_doubt_hands_the_whole_chunk_back_as_json():
 
 
 @needs_native
-def test_memory_columns_split_records_by_device_and_thread():
+def test_memory_records_split_by_device_and_thread():
+    from tb_attn_plugin.memory import profiler_events
+
     evs = [{"ph": "i", "cat": "c", "name": "[memory]", "ts": float(i), "pid": 9, "tid": 1 + i % 2,
             "args": {"Bytes": 100 if i % 3 else -100, "Addr": -1, "Device Type": 1 if i < 4 else 0, "Device Id": 0,
                      "Total Allocated": 10 * i if i != 5 else None, "Total Reserved": 2**60}} for i in range(6)]
-    got, _ = _routed_kept(_chunk([json.dumps(e) for e in evs]))
-    cols = native.memory_columns(got[5], 1 << 56, (1 << 63) - 1)
-    # named as device_name names them: "cuda:0", and "cpu" (the CPU has no id: -1)
-    assert [(c[0], c[1], c[6], c[8]) for c in cols] == [(1, 0, [(9, 1), (9, 2)], True), (0, -1, [(9, 1), (9, 2)], False)]
-    from array import array
-    cuda = cols[0]
-    assert list(array("d", cuda[2])) == [0.0, 1.0, 2.0, 3.0]
-    assert list(array("q", cuda[3])) == [-100, 100, 100, -100]
-    assert list(array("q", cuda[4])) == [(1 << 63) - 1] * 4  # Addr -1, masked as timelines masks it
-    assert list(array("q", cuda[5])) == [0, 1, 0, 1]
-    assert list(array("q", cuda[9])) == [0] * 4  # a reserved count beyond any real memory reads 0
-    assert list(array("q", cols[1][7])) == [40, 0]  # null Total Allocated: 0, and total_ok False
+    got, fast = _routed_kept(_chunk([json.dumps(e) for e in evs]))
+    assert isinstance(got, tuple) and len(got[5]) == 6 * native.REC_SIZE
+    tls = profiler_events.timelines(fast.memory)
+    # named as device_name names them: "cuda:0", and "cpu" (the CPU has no id)
+    assert list(tls) == ["cuda:0", "cpu"] and [tl.threads for tl in tls.values()] == [[("9", "1"), ("9", "2")]] * 2
+    cuda, cpu = tls["cuda:0"], tls["cpu"]
+    assert list(cuda.t) == [0.0, 1.0, 2.0, 3.0] and list(cuda.delta) == [-100, 100, 100, -100]
+    assert list(cuda.addr) == [(1 << 63) - 1] * 4  # Addr -1, masked
+    assert list(cuda.thread) == [0, 1, 0, 1] and list(cuda.stream) == [0] * 4
+    assert list(cuda.reserved) == [0] * 4  # a reserved count beyond any real memory reads 0
+    assert list(cuda.total) == [0, 10, 20, 30] and cpu.total is None  # a null Total Allocated: no totals
 
 
 @needs_native
@@ -327,7 +339,7 @@ def test_memory_columns_of_many_devices_and_threads_are_the_decoded_events_timel
                      "Total Allocated": i, "Total Reserved": 2 * i}} for i in range(6000)]
     text = _chunk([json.dumps(e) for e in evs])
     got, fast = _routed_kept(text)
-    assert isinstance(got, tuple) and len(got[5]) == 6000 * native.MEMREC_SIZE
+    assert isinstance(got, tuple) and len(got[5]) == 6000 * native.REC_SIZE
     plain = _plain_kept(text)
     want = profiler_events.timelines(plain.memory)
     assert len(want) > 200 and profiler_events.timelines(fast.memory) == want  # "cpu" joins its 100 ids
@@ -383,8 +395,7 @@ def test_slimmed_chunks_keep_exactly_what_the_analysis_keeps(evs, sep, ascii_onl
         return
     for drop in ((), _DROP):
         got, fast = _slim_kept(text, (events._ARG_KEYS, events._SHAPE_KEYS, drop))
-        for kind in ("ops", "launches", "gpu", "flows"):
-            assert getattr(fast, kind) == getattr(plain, kind), kind
+        _same_kept(fast, plain)
         assert (fast.total, fast.insane) == (plain.total, plain.insane)
 
 

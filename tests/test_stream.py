@@ -17,8 +17,7 @@ from tb_attn_plugin.attention.patterns import needs_shapes
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.trace import events, native, stream
 from tb_attn_plugin.trace.read import read_trace_text
-from tb_attn_plugin.trace.event_columns import EventColumns
-from tb_attn_plugin.trace.memory_records import MemoryEvents
+from tb_attn_plugin.trace.table import Table
 from tests.conftest import shared_trace
 
 pytestmark = pytest.mark.skipif(not stream.available() and not os.environ.get("TB_ATTN_REQUIRE_NATIVE"),
@@ -42,14 +41,10 @@ def _whole_report(monkeypatch, path):
 
 
 def _enc(ev):
-    # [memory] instants compare as rows: records from the scanner, Events from the whole-text path;
-    # the columns gathered while decoding, as lists (both paths gather the same)
+    # the columns gathered while decoding ([memory] instants are only those), as lists
     def hook(o):
-        if isinstance(o, MemoryEvents):
-            return o.rows()
-        if isinstance(o, EventColumns):
-            return [o.attr, list(o.thread), o.keys, list(o.ts), list(o.dur), o.arg_at, o.arg_values, o.cat,
-                    bytes(o.is_cat)]
+        if isinstance(o, Table):
+            return [o.fields] + [o[f].tolist() for f in o.fields]
         return o
     return msgspec.json.encode(ev, enc_hook=hook)
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from array import array
 
-from ..trace import native
-from ..trace.events import Event
-from ..trace.memory_records import MemoryEvents
+import numpy as np
+
+from ..trace.events import CATS, MEMORY_FIELDS, Event
+from ..trace.table import NO_ARGS, NULL, Table, intern, runs_of
 from .timeline import ADDR_MASK, Timeline
 
 MAX_BYTES = 1 << 56  # 64 PiB: beyond it a count is not a real one (and would overflow the columns)
@@ -20,87 +21,46 @@ def device_name(device_type: int | None, device_id: int | None) -> str:
     return kind if kind == "cpu" or device_id is None or device_id < 0 else f"{kind}:{device_id}"
 
 
-def timelines(memory: MemoryEvents | list[Event]) -> dict[str, Timeline]:
-    """One finished Timeline per device named in the events (CPU and each GPU kept apart)."""
+def timelines(memory: Table | list[Event]) -> dict[str, Timeline]:
+    """One finished Timeline per device named in the events (CPU and each GPU kept apart), from the
+    [memory] instants' columns (events.Events.memory) or from Events: each device's events in file
+    order, those without a real size (none, 0, beyond MAX_BYTES) left out."""
+    t = memory if isinstance(memory, Table) else Table.of(memory, MEMORY_FIELDS, CATS)
+    nulls, nbytes = t["nulls"], t["nbytes"]
+    rows = np.flatnonzero(((nulls & (NULL["nbytes"] | NO_ARGS)) == 0) & (nbytes != 0)
+                          & (-MAX_BYTES < nbytes) & (nbytes < MAX_BYTES))
+    nulls = nulls[rows]
+
+    def col(name: str) -> np.ndarray:  # the arg at the kept rows, 0 where null
+        return np.where(nulls & NULL[name], 0, t[name][rows])
+
+    # One group per device *name*: (type, id) pairs that name one device share its timeline.
+    pairs = runs_of(col("device_type"), np.where(nulls & NULL["device_id"], -1, t["device_id"][rows]))
+    names = intern([device_name(dt, di) for dt, di in pairs.values])
+    device = names.ids[pairs.ids]
+    total = col("total_allocated")
+    total_ok = ((nulls & NULL["total_allocated"]) == 0) & (-MAX_BYTES < total) & (total < MAX_BYTES)
+    reserved = col("total_reserved")
+    reserved = np.where((-MAX_BYTES < reserved) & (reserved < MAX_BYTES), reserved, 0)
+    cols = {"t": t["ts"][rows], "delta": nbytes[rows], "addr": col("addr") & ADDR_MASK,
+            "total": np.where(total_ok, total, 0), "reserved": reserved}
+    pid, tid = t["pid"][rows], t["tid"][rows]
     out: dict[str, Timeline] = {}
-    all_totals: dict[str, bool] = {}
-    # Per (Device Type, Device Id) and per (device, pid, tid) as decoded: the Timeline and the
-    # thread index, so the per-event work is two lookups (names and str() once per distinct key).
-    tl_of: dict[tuple, Timeline] = {}
-    thread_of: dict[tuple, int] = {}
-    thread_ix: dict[str, dict[tuple, int]] = {}
-
-    def timeline(dkey: tuple) -> Timeline:
-        tl = tl_of.get(dkey)
-        if tl is None:
-            dev = device_name(*dkey)
-            tl = out.get(dev)
-            if tl is None:
-                tl = out[dev] = Timeline(dev, total=array("q"), reserved=array("q"))
-                thread_ix[dev] = {}
-                all_totals[dev] = True
-            tl_of[dkey] = tl
-        return tl
-
-    def thread(tl: Timeline, pid, tid) -> int:
-        tkey = (tl.device, pid, tid)
-        ti = thread_of.get(tkey)
-        if ti is None:
-            key = (str(pid), str(tid))
-            ti = thread_ix[tl.device].get(key)
-            if ti is None:
-                ti = thread_ix[tl.device][key] = len(tl.threads)
-                tl.threads.append(key)
-            thread_of[tkey] = ti
-        return ti
-
-    for part in (memory.parts if isinstance(memory, MemoryEvents) else [memory]):
-        if isinstance(part, list):
-            _add_events(part, timeline, thread, all_totals)
-            continue
-        # The scanner's records, already split into columns per device (C): the same rules.
-        for dt, di, t, delta, addr, local, threads, total, total_ok, reserved in \
-                native.memory_columns(part, MAX_BYTES, ADDR_MASK):
-            tl = timeline((dt, di))
-            remap = [thread(tl, pid, tid) for pid, tid in threads]
-            tl.t.frombytes(t)
-            tl.delta.frombytes(delta)
-            tl.addr.frombytes(addr)
-            tl.stream.frombytes(bytes(len(delta)))  # the profiler records no stream
-            if remap == list(range(len(remap))):
-                tl.thread.frombytes(local)
-            else:
-                tl.thread.extend(map(remap.__getitem__, array("q", local)))
-            if not total_ok:
-                all_totals[tl.device] = False
-            tl.total.frombytes(total)
-            tl.reserved.frombytes(reserved)
-    for dev, tl in out.items():
-        if not all_totals[dev]:
+    for d, dev in enumerate(names.values):
+        at = np.flatnonzero(device == d)
+        tl = out[dev] = Timeline(dev, total=array("q"), reserved=array("q"))
+        for name, c in cols.items():
+            getattr(tl, name).frombytes(c[at].astype(np.float64 if name == "t" else np.int64).tobytes())
+        tl.stream.frombytes(bytes(8 * len(at)))  # the profiler records no stream
+        # Threads by name, first seen first: pid 5 and "5" are one thread, as str() says.
+        th = runs_of(pid[at], tid[at])
+        keys = intern([(str(p), str(q)) for p, q in th.values])
+        tl.thread.frombytes(keys.ids[th.ids].astype(np.int64).tobytes())
+        tl.threads.extend(keys.values)
+        if not total_ok[at].all():
             tl.total = None  # a running sum is the only consistent curve then
         tl.finish()
     return out
-
-
-def _add_events(memory: list[Event], timeline, thread, all_totals: dict[str, bool]) -> None:
-    """Decoded [memory] Events into their devices' timelines (what memory_columns does for records)."""
-    for e in memory:
-        a = e.args
-        if a is None or not a.nbytes or not -MAX_BYTES < a.nbytes < MAX_BYTES:
-            continue  # nothing allocated, or not a real size (it would overflow the columns)
-        tl = timeline((a.device_type, a.device_id))
-        tl.t.append(e.ts)
-        tl.delta.append(int(a.nbytes))
-        tl.addr.append((a.addr or 0) & ADDR_MASK)
-        tl.stream.append(0)  # the profiler records no stream; an address is reused only once freed
-        tl.thread.append(thread(tl, e.pid, e.tid))
-        if a.total_allocated is None or not -MAX_BYTES < a.total_allocated < MAX_BYTES:
-            all_totals[tl.device] = False
-            tl.total.append(0)
-        else:
-            tl.total.append(int(a.total_allocated))
-        r = a.total_reserved or 0
-        tl.reserved.append(r if -MAX_BYTES < r < MAX_BYTES else 0)
 
 
 def main_device(tls: dict[str, Timeline]) -> str | None:

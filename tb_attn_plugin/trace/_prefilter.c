@@ -1,11 +1,13 @@
-/* Drops the trace events the analysis never reads before msgspec decodes them.
+/* Drops the trace events the analysis never reads before msgspec decodes them, and writes the kept
+ * ones' fixed-width records.
  *
  * Most events of a kineto trace are Python stack frames that the engine throws away at once;
  * creating a typed record for each of them was most of the decoding time. This scanner walks the
  * traceEvents array a chunk at a time, reads each event's "cat" and "name" strings without
- * decoding anything, and copies the events worth keeping into a new, smaller JSON array. It is
- * only an optimisation: events.py applies the same rules again after decoding, so whatever this
- * keeps in doubt (escapes, odd layouts, non-objects) is still judged there, and on anything it
+ * decoding anything, and copies the events worth keeping into a new, smaller JSON array. Routed
+ * (see "Routing" below) it also sorts them into their lists, checks their times and writes a
+ * record of each, which trace/table.py reads as numpy columns. Whatever it keeps in doubt
+ * (escapes, odd layouts, non-objects) is judged by events.py after decoding, and on anything it
  * does not understand (unbalanced brackets, an unterminated string, an array cut short) it says
  * so and the caller decodes the file without it. It runs without the GIL (see native.py).
  */
@@ -203,12 +205,15 @@ static int keep_event(const Rules *r, const Str *cat, const Str *name) {
  * With a Route, the scanner applies the whole of events._Kept's rules instead of only the ones it
  * can judge from cat and name: ops, GPU activities, launches and flows go to one JSON array each
  * (so Python need not sort them into lists), events that fail the ph rule to a "rest" array (msgspec
- * still checks their fields, then they are counted and dropped, as before), and each [memory]
- * instant becomes one MemRec: no Python object is made for it. Anything the rules cannot be applied
- * to from the raw text (an escape where it matters, a repeated key, a field of a type the decoder
- * would refuse) makes the chunk "in doubt": it is scanned again the plain way and Python judges it. */
+ * still checks their fields, then they are counted and dropped, as before). Every kept event is read
+ * into one fixed-width Rec (times, thread, category id, Args' int members): events with implausible
+ * times are left out and counted here, ops, GPU activities and launches get their Rec beside their
+ * JSON (trace/table.py turns those into columns), and a [memory] instant is only its Rec: no Python
+ * object is made for it. Anything the rules cannot be applied to from the raw text (an escape where
+ * it matters, a repeated key, a field of a type the decoder would refuse) makes the chunk "in
+ * doubt": it is scanned again the plain way and Python judges it. */
 
-enum { G_OPS, G_GPU, G_LAUNCH, G_FLOW, G_REST, G_JSON };
+enum { G_OPS, G_GPU, G_LAUNCH, G_FLOW, G_REST, G_JSON, G_RECS = 6, N_OUTS = 9 };
 
 /* Names as an open-addressing set of (pointer, length) into bytes objects the caller holds. */
 typedef struct {
@@ -252,13 +257,18 @@ typedef struct {
     Slim slim;
 } Route;
 
-/* One [memory] instant: the fields profiler_events.timelines reads. nulls: a bit per field absent or null. */
+/* Args' int members, in its order (trace/table.py's REC names them; a test holds the two equal). */
+static const char *INT_KEYS[] = {"External id", "correlation", "Sequence number", "Fwd thread id", "device", "stream",
+                                 "Bytes", "Total Allocated", "Device Type", "Addr", "Total Reserved", "Device Id"};
+#define N_INTS 12
+#define N_ARGS ((int64_t)1 << N_INTS) /* in nulls: no args object */
+
+/* One kept event as the analysis reads it. cat: the category's index in the route (Python frames:
+ * one past them; [memory] instants: -1); arg[k]: INT_KEYS[k], 0 with bit k of nulls when absent or null. */
 typedef struct {
     double ts, dur;
-    int64_t pid, tid, dtype, did, addr, nbytes, talloc, tres, nulls;
-} MemRec;
-
-enum { N_DTYPE = 1, N_DID = 2, N_ADDR = 4, N_NBYTES = 8, N_TALLOC = 16, N_TRES = 32, N_ARGS = 64 };
+    int64_t pid, tid, cat, arg[N_INTS], nulls;
+} Rec;
 
 /* A JSON integer s[p..q) (no fraction, no exponent) within +-INT64_MAX into *v: 1, else 0. */
 static int json_int(const char *s, Py_ssize_t p, Py_ssize_t q, int64_t *v) {
@@ -322,13 +332,9 @@ static int int_field(const char *s, Py_ssize_t p, Py_ssize_t q, int64_t *v) {
     return json_int(s, p, q, v) ? 1 : -1;
 }
 
-/* The args object at s[p] == '{' of a [memory] instant; returns the index after it, or -1 when in
- * doubt. Every int field the decoder declares is checked for its type, as msgspec would. */
-static Py_ssize_t memory_args(const char *s, Py_ssize_t p, Py_ssize_t stop, MemRec *r) {
-    static const char *ints[] = {"Device Type", "Device Id", "Addr", "Bytes", "Total Allocated", "Total Reserved",
-                                 "External id", "correlation", "Sequence number", "Fwd thread id", "device", "stream"};
-    static const int64_t bits[] = {N_DTYPE, N_DID, N_ADDR, N_NBYTES, N_TALLOC, N_TRES, 0, 0, 0, 0, 0, 0};
-    int64_t *slots[] = {&r->dtype, &r->did, &r->addr, &r->nbytes, &r->talloc, &r->tres, NULL, NULL, NULL, NULL, NULL, NULL};
+/* The args object at s[p] == '{' of a kept event; returns the index after it, or -1 when in doubt.
+ * Every int member Args declares is checked for its type, as msgspec would. */
+static Py_ssize_t event_args(const char *s, Py_ssize_t p, Py_ssize_t stop, Rec *r) {
     int seen = 0;
     p = skip_ws(s, p + 1, stop);
     if (p < stop && s[p] == '}') return p + 1;
@@ -340,19 +346,13 @@ static Py_ssize_t memory_args(const char *s, Py_ssize_t p, Py_ssize_t stop, MemR
         Py_ssize_t v0 = p;
         p = skip_value(s, p, stop);
         if (p < 0) return -1;
-        for (int k = 0; k < 12; k++) {
-            if (!key_is(s, k0, k1, ints[k])) continue;
+        for (int k = 0; k < N_INTS; k++) {
+            if (!key_is(s, k0, k1, INT_KEYS[k])) continue;
             if (seen & (1 << k)) return -1; /* a repeated key */
             seen |= 1 << k;
-            int64_t x = 0;
-            int got = int_field(s, v0, p, &x);
+            int got = int_field(s, v0, p, &r->arg[k]);
             if (got < 0) return -1;
-            if (slots[k] != NULL) {
-                if (got) {
-                    *slots[k] = x;
-                    r->nulls &= ~bits[k];
-                }
-            }
+            if (got) r->nulls &= ~((int64_t)1 << k);
             break;
         }
         p = member_next(s, p, stop, &end);
@@ -361,12 +361,12 @@ static Py_ssize_t memory_args(const char *s, Py_ssize_t p, Py_ssize_t stop, MemR
     }
 }
 
-/* The [memory] instant s[p..e1) (p at '{') as a MemRec: 1 kept, 0 insane times (left out and
- * counted, as _Kept._sane does), -1 in doubt. */
-static int memory_record(const char *s, Py_ssize_t p, Py_ssize_t e1, const Route *rt, MemRec *r) {
+/* The kept event s[p..e1) (p at '{') as a Rec: 1 kept, 0 insane times (left out and counted),
+ * -1 in doubt. Absent fields read as the decoder's defaults. */
+static int event_record(const char *s, Py_ssize_t p, Py_ssize_t e1, const Route *rt, Rec *r) {
     int seen = 0;
     memset(r, 0, sizeof(*r));
-    r->nulls = N_DTYPE | N_DID | N_ADDR | N_NBYTES | N_TALLOC | N_TRES | N_ARGS;
+    r->nulls = (N_ARGS << 1) - 1;
     p = skip_ws(s, p + 1, e1);
     if (p < e1 && s[p] == '}') return -1;
     for (;;) {
@@ -380,7 +380,7 @@ static int memory_record(const char *s, Py_ssize_t p, Py_ssize_t e1, const Route
             bit = 1;
             if (s[p] == '{') {
                 r->nulls &= ~(int64_t)N_ARGS;
-                v1 = memory_args(s, p, e1, r);
+                v1 = event_args(s, p, e1, r);
             } else {
                 v1 = skip_value(s, p, e1);
                 if (v1 < 0 || !is_null(s, v0, v1)) return -1;
@@ -423,9 +423,11 @@ static int memory_record(const char *s, Py_ssize_t p, Py_ssize_t e1, const Route
     return 1;
 }
 
-static int cat_group(const Route *rt, const Str *cat) {
+/* The list of a routed category, and its index among all the route's categories (*id). */
+static int cat_group(const Route *rt, const Str *cat, int64_t *id) {
+    *id = 0;
     for (int g = 0; g < 4; g++)
-        for (Py_ssize_t i = 0; i < rt->n[g]; i++)
+        for (Py_ssize_t i = 0; i < rt->n[g]; i++, ++*id)
             if (str_is(cat, rt->cats[g][i], rt->lens[g][i])) return g;
     return -1;
 }
@@ -651,16 +653,19 @@ static int put_slim(const char *s, Py_ssize_t e0, Py_ssize_t e1, const Slim *sl,
 }
 
 /* The list an event joins, from its cat and name: a G_* value, -1 for none (dropped, or decoded and
- * dropped when it has no "cat"), or SCAN_DOUBT. */
-static int event_group(const Rules *r, const Route *rt, const Str *cat, const Str *name) {
-    int g = cat->seen ? cat_group(rt, cat) : -1; /* no "cat": the decoder's default, "" */
+ * dropped when it has no "cat"), or SCAN_DOUBT. *cid: the category's id (Rec.cat). */
+static int event_group(const Rules *r, const Route *rt, const Str *cat, const Str *name, int64_t *cid) {
+    int g = cat->seen ? cat_group(rt, cat, cid) : -1; /* no "cat": the decoder's default, "" */
     if (g >= 0) return g;
+    *cid = -1;
     /* Python frames (ops when nn.Module scopes) and any other category ([memory] instants). */
     int frame = cat->seen && str_is(cat, r->frame_cat, r->frame_cat_len);
     if (name->seen && name->escaped) return SCAN_DOUBT;
-    if (frame)
+    if (frame) {
+        *cid = rt->n[0] + rt->n[1] + rt->n[2] + rt->n[3];
         return name->seen && name->n >= r->frame_prefix_len
                && memcmp(name->p, r->frame_prefix, (size_t)r->frame_prefix_len) == 0 ? G_OPS : -1;
+    }
     return name->seen && str_is(name, r->other_name, r->other_name_len) ? G_JSON : -1;
 }
 
@@ -683,7 +688,8 @@ typedef struct {
 static Py_ssize_t slim_hook(void *ctx, const char *s, Py_ssize_t p, Py_ssize_t stop, const Str *cat, const Str *name) {
     SlimHook *h = ctx;
     if (h->args_seen++ || s[p] != '{' || !cat->seen || cat->escaped || !name->seen || name->escaped) return -1;
-    int g = event_group(h->r, h->rt, cat, name);
+    int64_t cid;
+    int g = event_group(h->r, h->rt, cat, name, &cid);
     if (g != G_OPS && g != G_GPU && g != G_LAUNCH) return -1;
     h->out.len = 0;
     Py_ssize_t end = slim_args(s, p, stop, &h->rt->slim, no_shapes(h->rt, g, name), &h->out);
@@ -695,7 +701,8 @@ static Py_ssize_t slim_hook(void *ctx, const char *s, Py_ssize_t p, Py_ssize_t s
 }
 
 /* scan_chunk with a Route: the same walk and the same windows, with each kept event written to its
- * list's array (outs[G_OPS..G_REST]) and each [memory] instant to outs[G_JSON] as a MemRec.
+ * list's array (outs[G_OPS..G_REST]), its Rec to outs[G_RECS + list] and each [memory] instant to
+ * outs[G_JSON] as a Rec.
  * SCAN_DOUBT: an event the rules cannot be applied to from its text; the caller scans the chunk
  * again without the Route. */
 static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t budget, const Rules *r,
@@ -711,9 +718,9 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
         goto close;
     }
     while (p < stop) {
-        Py_ssize_t e0 = p, e1, mark[6], dropped0 = *dropped, insane0 = *insane;
+        Py_ssize_t e0 = p, e1, mark[N_OUTS], dropped0 = *dropped, insane0 = *insane;
         int first0[5];
-        for (int g = 0; g < 6; g++) mark[g] = outs[g].len;
+        for (int g = 0; g < N_OUTS; g++) mark[g] = outs[g].len;
         memcpy(first0, first, sizeof(first));
         if (s[p] != '{') {
             e1 = skip_value(s, p, stop);
@@ -728,8 +735,17 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
         if (e1 < 0 && partial) goto more;
         if (e1 < 0) return SCAN_NOT_PLAIN;
         if (doubt || ph_doubt || cat.escaped || (ph.seen && ph.escaped) || hook->args_seen > 1) return SCAN_DOUBT;
-        int g = event_group(r, rt, &cat, &name);
+        int64_t cid;
+        int g = event_group(r, rt, &cat, &name, &cid);
         if (g == SCAN_DOUBT) return SCAN_DOUBT;
+        Rec rec;
+        int sane = 1;
+        if (g >= 0 && ph_ok(g, &ph)) {
+            sane = event_record(s, e0, e1, rt, &rec);
+            if (sane < 0) return SCAN_DOUBT;
+            rec.cat = cid;
+            *insane += !sane;
+        }
         if (g < 0 && cat.seen) {
             (*dropped)++;
         } else if (g < 0 || !ph_ok(g, &ph)) {
@@ -738,12 +754,9 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
                 return SCAN_NO_MEMORY;
             first[G_REST] = 0;
         } else if (g == G_JSON) {
-            MemRec rec;
-            int got = memory_record(s, e0, e1, rt, &rec);
-            if (got < 0) return SCAN_DOUBT;
-            if (got == 0) (*insane)++;
-            else if (out_put(&outs[G_JSON], (const char *)&rec, sizeof(rec)) < 0) return SCAN_NO_MEMORY;
-        } else {
+            if (sane && out_put(&outs[G_JSON], (const char *)&rec, sizeof(rec)) < 0) return SCAN_NO_MEMORY;
+        } else if (sane) {
+            if (g != G_FLOW && out_put(&outs[G_RECS + g], (const char *)&rec, sizeof(rec)) < 0) return SCAN_NO_MEMORY;
             if (!first[g] && out_put(&outs[g], ",", 1) < 0) return SCAN_NO_MEMORY;
             if (rt->slim.on && g != G_FLOW && hook->slimmed) {
                 /* slimmed while scanned (slim_hook): the text around the args, and its slim copy */
@@ -776,7 +789,7 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
         continue;
     more:
         /* As in scan_chunk: undo this event, and go on from its start in the next window. */
-        for (int g = 0; g < 6; g++) outs[g].len = mark[g];
+        for (int g = 0; g < N_OUTS; g++) outs[g].len = mark[g];
         memcpy(first, first0, sizeof(first));
         *dropped = dropped0;
         *insane = insane0;
@@ -874,9 +887,11 @@ PyDoc_STRVAR(scan_events_doc,
 "streamed: where the window ends inside an event, the call returns the events before it, done\n"
 "False and `next` at that event's start, to be called again on a window that starts there.\n\n"
 "route=(ops_cats, gpu_cats, launch_cats, flow_cats, max_ts, max_dur) applies all of the keeping\n"
-"rules: the first item is then (ops, gpu, launches, flows, rest, memory, insane): a JSON array\n"
-"per list, the events that fail the ph rule (rest), the [memory] instants as MemRec records\n"
-"(memory_columns reads them) and how many of those had implausible times. When some event of\n"
+"rules: the first item is then (ops, gpu, launches, flows, rest, memory, op_recs, gpu_recs,\n"
+"launch_recs, insane): a JSON array per list, the events that fail the ph rule (rest), the [memory]\n"
+"instants as Rec records, the Recs of the ops, GPU activities and launches (one per event of their\n"
+"arrays, in order; trace/table.py reads them) and how many kept events had implausible times\n"
+"(left out of every list). When some event of\n"
 "the chunk cannot be judged from its text, the first item is the plain JSON array instead.\n\n"
 "slim=(arg_keys, shape_keys, drop_shapes), with a route: each kept op, GPU activity and launch keeps\n"
 "only the args members named in arg_keys, and an op whose name is in drop_shapes none of those in\n"
@@ -890,7 +905,7 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
     PyObject *cats, *frame_cat, *frame_prefix, *other_name, *route = Py_None, *slim = Py_None, *result = NULL;
     Rules r = {0};
     Route rt = {0};
-    Out out = {0}, outs[6] = {{0}};
+    Out out = {0}, outs[N_OUTS] = {{0}};
     SlimHook hook = {&r, &rt, {0}, 0, 0, 0, 0};
     (void)self;
     if (!PyArg_ParseTuple(args, "y*nnO!SSS|pOO", &text, &pos, &budget, &PyTuple_Type, &cats, &frame_cat,
@@ -950,16 +965,17 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
         goto done;
     }
     if (routed)
-        result = Py_BuildValue("((y#y#y#y#y#y#n)nnO)", outs[0].buf, outs[0].len, outs[1].buf, outs[1].len, outs[2].buf,
-                               outs[2].len, outs[3].buf, outs[3].len, outs[4].buf, outs[4].len,
-                               outs[5].buf == NULL ? "" : outs[5].buf, outs[5].len, insane, dropped, next,
-                               done ? Py_True : Py_False);
+        result = Py_BuildValue("((y#y#y#y#y#y#y#y#y#n)nnO)", outs[0].buf, outs[0].len, outs[1].buf, outs[1].len,
+                               outs[2].buf, outs[2].len, outs[3].buf, outs[3].len, outs[4].buf, outs[4].len,
+                               outs[5].buf ? outs[5].buf : "", outs[5].len, outs[6].buf ? outs[6].buf : "", outs[6].len,
+                               outs[7].buf ? outs[7].buf : "", outs[7].len, outs[8].buf ? outs[8].buf : "", outs[8].len,
+                               insane, dropped, next, done ? Py_True : Py_False);
     else
         result = Py_BuildValue("(y#nnO)", out.buf, out.len, dropped, next, done ? Py_True : Py_False);
 done:
     PyMem_RawFree(out.buf);
     PyMem_RawFree(hook.out.buf);
-    for (int g = 0; g < 6; g++) PyMem_RawFree(outs[g].buf);
+    for (int g = 0; g < N_OUTS; g++) PyMem_RawFree(outs[g].buf);
     for (int g = 0; g < 4; g++) {
         PyMem_Free((void *)rt.cats[g]);
         PyMem_Free(rt.lens[g]);
@@ -973,206 +989,6 @@ done:
     PyMem_Free((void *)r.cats);
     PyMem_Free(r.cat_lens);
     PyBuffer_Release(&text);
-    return result;
-}
-
-/* ---- [memory] records into one device's columns ---------------------------------------------- */
-
-typedef struct {
-    int64_t dtype, did; /* the device's name as numbers: null type 0, no id -1 */
-    Out t, delta, addr, thread, total, reserved;
-    int64_t *tpid, *ttid; /* the device's threads (pid, tid), first seen first */
-    Py_ssize_t nthreads, tcap, last_thread;
-    int total_ok;
-} DevCols;
-
-static int put_i64(Out *o, int64_t v) { return out_put(o, (const char *)&v, sizeof(v)); }
-
-/* (k0, k1, k2) -> index, open addressing: devices and threads are looked up once per record, and a
- * file may name any number of them (a hostile one, millions), so the lookup must not be a scan. */
-typedef struct {
-    int64_t k0, k1, k2;
-    Py_ssize_t v; /* -1: empty */
-} Entry;
-
-typedef struct {
-    Entry *e;
-    size_t cap, n;
-} Index;
-
-static size_t index_hash(int64_t a, int64_t b, int64_t c) {
-    uint64_t h = (uint64_t)a * 0x9E3779B97F4A7C15ull;
-    h ^= (uint64_t)b + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
-    h ^= (uint64_t)c + 0x94D049BB133111EBull + (h << 6) + (h >> 2);
-    return (size_t)(h ^ (h >> 31));
-}
-
-/* The index of (a, b, c), inserting `fresh` when absent (*added = 1); -2 when out of memory. */
-static Py_ssize_t index_get(Index *x, int64_t a, int64_t b, int64_t c, Py_ssize_t fresh, int *added) {
-    *added = 0;
-    if (2 * (x->n + 1) > x->cap) {
-        size_t cap = x->cap ? 2 * x->cap : 64;
-        Entry *e = PyMem_Malloc(sizeof(Entry) * cap);
-        if (e == NULL) return -2;
-        for (size_t i = 0; i < cap; i++) e[i].v = -1;
-        for (size_t i = 0; i < x->cap; i++)
-            if (x->e[i].v >= 0) {
-                size_t j = index_hash(x->e[i].k0, x->e[i].k1, x->e[i].k2) & (cap - 1);
-                while (e[j].v >= 0) j = (j + 1) & (cap - 1);
-                e[j] = x->e[i];
-            }
-        PyMem_Free(x->e);
-        x->e = e;
-        x->cap = cap;
-    }
-    size_t j = index_hash(a, b, c) & (x->cap - 1);
-    while (x->e[j].v >= 0) {
-        if (x->e[j].k0 == a && x->e[j].k1 == b && x->e[j].k2 == c) return x->e[j].v;
-        j = (j + 1) & (x->cap - 1);
-    }
-    x->e[j] = (Entry){a, b, c, fresh};
-    x->n++;
-    *added = 1;
-    return fresh;
-}
-
-PyDoc_STRVAR(memory_columns_doc,
-"memory_columns(records, max_bytes, addr_mask) -> list\n\n"
-"The MemRec records of scan_events(route=...) as columns per device, as profiler_events.timelines\n"
-"reads [memory] events: records without args, or whose Bytes are null, 0 or not within\n"
-"(-max_bytes, max_bytes), are skipped. One item per device name, first seen first, named as\n"
-"profiler_events.device_name names it (a null Device Type is 0; the CPU's Device Id, and a null\n"
-"or negative one, -1): (device_type, device_id, t, delta, addr, thread, threads, total, total_ok,\n"
-"reserved); t is float64 bytes, the other columns int64 bytes; thread indexes threads, a list of\n"
-"(pid, tid); addr is masked with addr_mask; total is 0 where Total Allocated is null or beyond\n"
-"max_bytes, and total_ok says whether none was; reserved is 0 where null or beyond max_bytes.");
-
-static PyObject *memory_columns(PyObject *self, PyObject *args) {
-    Py_buffer recs;
-    long long max_bytes, mask;
-    PyObject *result = NULL;
-    DevCols *devs = NULL;
-    Py_ssize_t ndev = 0, dcap = 0;
-    int failed = 0;
-    Index dev_ix = {0}, thread_ix = {0};
-    (void)self;
-    if (!PyArg_ParseTuple(args, "y*LL", &recs, &max_bytes, &mask)) return NULL;
-    if (recs.len % (Py_ssize_t)sizeof(MemRec) != 0) {
-        PyErr_SetString(PyExc_ValueError, "records must be whole MemRec records");
-        PyBuffer_Release(&recs);
-        return NULL;
-    }
-    Py_ssize_t n = recs.len / (Py_ssize_t)sizeof(MemRec);
-    const MemRec *rs = (const MemRec *)recs.buf;
-    Py_ssize_t last = -1;
-    for (Py_ssize_t i = 0; i < n && !failed; i++) {
-        MemRec r;
-        memcpy(&r, rs + i, sizeof(r));
-        if ((r.nulls & (N_ARGS | N_NBYTES)) || r.nbytes == 0 || !(-max_bytes < r.nbytes && r.nbytes < max_bytes)) continue;
-        /* One group per device *name* (profiler_events.device_name): a null type is 0, the CPU's
-         * id and a null or negative id are none (-1). Records of one name must stay in file order
-         * in one group, as decoded events join their Timeline one by one. */
-        int64_t dte = (r.nulls & N_DTYPE) ? 0 : r.dtype;
-        int64_t die = (dte == 0 || (r.nulls & N_DID) || r.did < 0) ? -1 : r.did;
-        int added;
-        Py_ssize_t d = -1;
-        if (last >= 0 && devs[last].dtype == dte && devs[last].did == die) d = last;
-        if (d < 0) {
-            d = index_get(&dev_ix, 0, dte, die, ndev, &added);
-            if (d == -2) { failed = 1; break; }
-            if (!added) goto have_device;
-        }
-        if (d == ndev) {
-            if (ndev == dcap) {
-                Py_ssize_t cap = dcap ? dcap * 2 : 4;
-                DevCols *nd = PyMem_Realloc(devs, sizeof(DevCols) * (size_t)cap);
-                if (nd == NULL) { failed = 1; break; }
-                devs = nd;
-                dcap = cap;
-            }
-            d = ndev++;
-            memset(&devs[d], 0, sizeof(DevCols));
-            devs[d].dtype = dte;
-            devs[d].did = die;
-            devs[d].total_ok = 1;
-        }
-    have_device:
-        last = d;
-        DevCols *D = &devs[d];
-        Py_ssize_t th = -1;
-        if (D->nthreads > 0 && D->tpid[D->last_thread] == r.pid && D->ttid[D->last_thread] == r.tid) th = D->last_thread;
-        if (th < 0) {
-            th = index_get(&thread_ix, (int64_t)d, r.pid, r.tid, D->nthreads, &added);
-            if (th == -2) { failed = 1; break; }
-        }
-        D->last_thread = th;
-        if (th == D->nthreads) {
-            if (D->nthreads == D->tcap) {
-                Py_ssize_t cap = D->tcap ? D->tcap * 2 : 8;
-                int64_t *a = PyMem_Realloc(D->tpid, sizeof(int64_t) * (size_t)cap);
-                if (a == NULL) { failed = 1; break; }
-                D->tpid = a;
-                a = PyMem_Realloc(D->ttid, sizeof(int64_t) * (size_t)cap);
-                if (a == NULL) { failed = 1; break; }
-                D->ttid = a;
-                D->tcap = cap;
-            }
-            th = D->nthreads++;
-            D->tpid[th] = r.pid;
-            D->ttid[th] = r.tid;
-        }
-        int64_t total = 0, res = (r.nulls & N_TRES) ? 0 : r.tres;
-        if ((r.nulls & N_TALLOC) || !(-max_bytes < r.talloc && r.talloc < max_bytes)) D->total_ok = 0;
-        else total = r.talloc;
-        if (!(-max_bytes < res && res < max_bytes)) res = 0;
-        if (out_put(&D->t, (const char *)&r.ts, sizeof(double)) < 0 || put_i64(&D->delta, r.nbytes) < 0
-            || put_i64(&D->addr, ((r.nulls & N_ADDR) ? 0 : r.addr) & (int64_t)mask) < 0
-            || put_i64(&D->thread, (int64_t)th) < 0 || put_i64(&D->total, total) < 0 || put_i64(&D->reserved, res) < 0)
-            failed = 1;
-    }
-    if (failed) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    result = PyList_New(ndev);
-    for (Py_ssize_t d = 0; result != NULL && d < ndev; d++) {
-        DevCols *D = &devs[d];
-        PyObject *threads = PyList_New(D->nthreads);
-        for (Py_ssize_t k = 0; threads != NULL && k < D->nthreads; k++) {
-            PyObject *pair = Py_BuildValue("(LL)", (long long)D->tpid[k], (long long)D->ttid[k]);
-            if (pair == NULL) Py_CLEAR(threads);
-            else PyList_SET_ITEM(threads, k, pair);
-        }
-        PyObject *dt = PyLong_FromLongLong(D->dtype);
-        PyObject *di = PyLong_FromLongLong(D->did);
-        PyObject *item = (threads == NULL || dt == NULL || di == NULL) ? NULL
-            : Py_BuildValue("(NNy#y#y#y#Ny#Oy#)", dt, di, D->t.buf ? D->t.buf : "", D->t.len,
-                            D->delta.buf ? D->delta.buf : "", D->delta.len, D->addr.buf ? D->addr.buf : "", D->addr.len,
-                            D->thread.buf ? D->thread.buf : "", D->thread.len, threads,
-                            D->total.buf ? D->total.buf : "", D->total.len, D->total_ok ? Py_True : Py_False,
-                            D->reserved.buf ? D->reserved.buf : "", D->reserved.len);
-        if (item == NULL) {
-            Py_CLEAR(result);
-            break;
-        }
-        PyList_SET_ITEM(result, d, item);
-    }
-done:
-    for (Py_ssize_t d = 0; d < ndev; d++) {
-        DevCols *D = &devs[d];
-        PyMem_RawFree(D->t.buf);
-        PyMem_RawFree(D->delta.buf);
-        PyMem_RawFree(D->addr.buf);
-        PyMem_RawFree(D->thread.buf);
-        PyMem_RawFree(D->total.buf);
-        PyMem_RawFree(D->reserved.buf);
-        PyMem_Free(D->tpid);
-        PyMem_Free(D->ttid);
-    }
-    PyMem_Free(devs);
-    PyMem_Free(dev_ix.e);
-    PyMem_Free(thread_ix.e);
-    PyBuffer_Release(&recs);
     return result;
 }
 
@@ -1267,18 +1083,18 @@ done:
 
 static PyMethodDef methods[] = {
     {"scan_events", scan_events, METH_VARARGS, scan_events_doc},
-    {"memory_columns", memory_columns, METH_VARARGS, memory_columns_doc},
     {"nest_sorted", nest_sorted, METH_VARARGS, nest_sorted_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_prefilter",
-    "Drops trace events the analysis never reads, before they are decoded (see events.py).", -1, methods,
+    "Drops trace events the analysis never reads before they are decoded, and writes the kept ones' records.", -1,
+    methods,
 };
 
 PyMODINIT_FUNC PyInit__prefilter(void) {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "MEMREC_SIZE", (long)sizeof(MemRec)) < 0) Py_CLEAR(m);
+    if (m != NULL && PyModule_AddIntConstant(m, "REC_SIZE", (long)sizeof(Rec)) < 0) Py_CLEAR(m);
     return m;
 }

@@ -4,10 +4,11 @@ Only the fields the analysis reads are declared; msgspec skips everything else w
 no dict is ever built per event. Event kinds the analysis never uses (Python stack frames other than
 ``nn.Module`` scopes, flow events other than fwd→bwd, metadata rows) are dropped before decoding by
 the C scanner when it is built (native.py), else right after decoding; the same rules hold either way.
-The scanner also sorts the kept events into their lists before msgspec sees them, and writes each
-``[memory]`` instant as a fixed-size record instead (memory_records.py): no Python object per
-allocation event. Streamed, it slims the kept events too (_Kept.slim): their args keep only the
-members Args declares, and ops keep no shapes once keep_shapes has said no to their name.
+The scanner also sorts the kept events into their lists before msgspec sees them, checks their
+times, and writes a fixed-width record of each (times, thread, category, Args' ints), which
+table.Table turns into the columns link reads; a ``[memory]`` instant is only its record: no Python
+object per allocation event. Streamed, it slims the kept events too (_Kept.slim): their args keep
+only the members Args declares, and ops keep no shapes once keep_shapes has said no to their name.
 
 Paths, fastest first: the scanner's (_decode_native); chunks of the array decoded in Python
 (_decode_chunked); the whole document at once; event by event, skipping mistyped ones; and for a
@@ -17,14 +18,13 @@ file cut short, the complete events before the cut (_salvage_truncated).
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Union
+from typing import Any, Callable, Literal, Union
 
 import msgspec
 
 from ..format.errors import TraceError
 from . import native
-from .event_columns import EventColumns
-from .memory_records import MemoryEvents
+from .table import Table
 
 Id = Union[int, str]
 
@@ -127,6 +127,23 @@ MEMORY_NAME = "[memory]"
 # The list each category's events may join; any other category only as [memory] instants.
 _TARGET = ({c: "ops" for c in CPU_CATS | {PYTHON_CAT}} | {c: "gpu" for c in GPU_CATS}
            | {c: "launches" for c in LAUNCH_CATS} | {"fwdbwd": "flows"})
+# The categories the scanner's records number (Rec.cat): each list's, sorted, as _ROUTE passes them, then Python frames.
+_ROUTE_CATS = tuple(tuple(sorted(cats)) for cats in (CPU_CATS, GPU_CATS, LAUNCH_CATS, {"fwdbwd"}))
+CATS = tuple(c for cats in _ROUTE_CATS for c in cats) + (PYTHON_CAT,)
+# The columns each list keeps (table.REC's names): the op tree's, the joins' and the memory timelines'.
+OP_FIELDS = ("ts", "dur", "pid", "tid", "cat", "nulls")
+LAUNCH_FIELDS = ("ts", "pid", "tid", "correlation", "nulls")
+GPU_FIELDS = ("ts", "dur", "correlation", "nulls")
+MEMORY_FIELDS = ("ts", "pid", "tid", "device_type", "device_id", "addr", "nbytes", "total_allocated",
+                 "total_reserved", "nulls")
+
+
+class _Routed(Event, gc=False):
+    """An event of a list the scanner routed: its ph and category are then known values, decoded
+    as one shared string each instead of a new one per event."""
+
+    ph: Literal["X", "s", "f"] = "X"
+    cat: Literal[CATS] = "cpu_op"  # type: ignore[valid-type]
 
 
 class Events(msgspec.Struct, gc=False):
@@ -136,20 +153,22 @@ class Events(msgspec.Struct, gc=False):
     launches: list[Event]
     gpu: list[Event]  # kernels, memcpy, memset
     flows: list[Event]  # fwdbwd flow starts and ends
-    memory: MemoryEvents  # [memory] instant events, as records or Events (memory_records.py)
+    memory: Table | list[Event]  # [memory] instants: their columns (table.Table), or Events built in Python
     device_properties: list[dict[str, Any]]
     distributed: dict[str, Any]
     tb_attn: Any
     total_events: int
     warnings: list[str]
     truncated: bool = False  # the JSON ended early: only the events before the cut were analysed
-    # ops' and launches' columns, gathered while decoding (event_columns.py); None: link reads the events
-    op_columns: EventColumns | None = None
-    launch_columns: EventColumns | None = None
+    # each list's columns, gathered while decoding (table.Table); None: link reads them from the events
+    op_table: Table | None = None
+    launch_table: Table | None = None
+    gpu_table: Table | None = None
 
 
 _doc_decoder = msgspec.json.Decoder(_Doc)
 _list_decoder = msgspec.json.Decoder(list[Event])
+_routed_decoder = msgspec.json.Decoder(list[_Routed])
 _event_decoder = msgspec.json.Decoder(Event)
 
 
@@ -301,10 +320,6 @@ class _Head(msgspec.Struct, gc=False):
 
 
 _head_decoder = msgspec.json.Decoder(_Head)
-try:  # the per-event work of _Kept at C speed (_kept.c); the Python code below does the same without it
-    from . import _kept as _c_kept
-except ImportError:
-    _c_kept = None
 MAX_TS = 1e17  # µs; kineto's are ~1e12..1e16 (relative or since the epoch)
 MAX_DUR = 1e13  # µs, about 116 days
 CHUNK_BYTES = 4 << 20
@@ -319,8 +334,9 @@ class _Kept:
         self.ops: list[Event] = []
         self.launches: list[Event] = []
         self.gpu: list[Event] = []
-        self.memory = MemoryEvents()
         self.flows: list[Event] = []
+        self.op_table, self.launch_table = Table(OP_FIELDS, CATS), Table(LAUNCH_FIELDS, CATS)
+        self.gpu_table, self.memory = Table(GPU_FIELDS, CATS), Table(MEMORY_FIELDS, CATS)
         self.total = 0
         self.insane = 0
         # One object per distinct string and id: a trace repeats the same few categories, kernel
@@ -330,8 +346,6 @@ class _Kept:
         self._keeps: dict[str, bool] = {}  # op name -> keep_shapes(name), asked once per name
         self._slim: tuple | None = None
         self._slim_at = -1  # len(_keeps) when _slim was made
-        self.op_columns = EventColumns("seq", "cpu_op")  # ops' sequence numbers (backward links), cpu ops (Linked.cpu)
-        self.launch_columns = EventColumns("correlation")  # the launches' correlation ids: kernels
 
     def slim(self) -> tuple:
         """The scanner's slim rules (see _prefilter.scan_events): what is left out of the chunks
@@ -354,52 +368,53 @@ class _Kept:
             groups[target.get(e.cat, "other")].append(e)
         ops = self._sane([e for e in groups["ops"]
                           if e.ph == "X" and (e.cat in CPU_CATS or e.name.startswith(MODULE_PREFIX))])
-        if self.keep_shapes is not None:
-            _detach_shapes(ops, self.keep_shapes, self._keeps)
-        self._add_ops(ops)
-        self.gpu.extend(self._sane([e for e in groups["gpu"] if e.ph == "X"]))
-        self._add_launches(self._sane([e for e in groups["launches"] if e.ph == "X"]))
-        self.flows.extend(self._sane([e for e in groups["flows"] if e.ph == "s" or e.ph == "f"]))
+        gpu = self._sane([e for e in groups["gpu"] if e.ph == "X"])
+        launches = self._sane([e for e in groups["launches"] if e.ph == "X"])
+        self._keep(ops, gpu, launches, self._sane([e for e in groups["flows"] if e.ph == "s" or e.ph == "f"]))
+        self.op_table.add_events(ops)
+        self.gpu_table.add_events(gpu)
+        self.launch_table.add_events(launches)
         self.memory.add_events(self._sane([e for e in groups["other"]
                                            if (e.ph == "i" or e.ph == "I") and e.name == MEMORY_NAME]))
 
     def add_scanned(self, kept: bytes | tuple, dropped: int) -> None:
         """One chunk from the C scanner: its kept events as one JSON array, or (scanned with
-        _ROUTE) already sorted into their lists, with the [memory] instants as records."""
+        _ROUTE) already sorted into their lists and checked, with their records."""
         if isinstance(kept, bytes):
             self.add(_list_decoder.decode(kept), dropped)
             return
-        ops_j, gpu_j, launch_j, flow_j, rest_j, records, insane = kept
-        dec = _list_decoder.decode
+        ops_j, gpu_j, launch_j, flow_j, rest_j, mem_recs, op_recs, gpu_recs, launch_recs, insane = kept
+        dec = _routed_decoder.decode
         ops, gpu, launches, flows = dec(ops_j), dec(gpu_j), dec(launch_j), dec(flow_j)
-        rest = len(dec(rest_j)) if len(rest_j) > 2 else 0  # decoded for its checks, then dropped
-        n_records = len(records) // native.MEMREC_SIZE
-        self.total += len(ops) + len(gpu) + len(launches) + len(flows) + rest + n_records + insane + dropped
+        rest = len(_list_decoder.decode(rest_j)) if len(rest_j) > 2 else 0  # decoded for its checks, then dropped
+        n_mem = len(mem_recs) // native.REC_SIZE
+        self.total += len(ops) + len(gpu) + len(launches) + len(flows) + rest + n_mem + insane + dropped
         self.insane += insane
-        ops = self._sane(ops)
+        share = self._shared.setdefault
+        for e in ops + gpu + launches + flows:  # ph and cat are shared already (_Routed)
+            v = e.name
+            e.name = share(v, v)
+            v = e.pid
+            e.pid = share(v, v)
+            v = e.tid
+            e.tid = share(v, v)
+        self._keep(ops, gpu, launches, flows)
+        self.op_table.add_records(op_recs)
+        self.gpu_table.add_records(gpu_recs)
+        self.launch_table.add_records(launch_recs)
+        self.memory.add_records(mem_recs)
+
+    def _keep(self, ops: list[Event], gpu: list[Event], launches: list[Event], flows: list[Event]) -> None:
         if self.keep_shapes is not None:
             _detach_shapes(ops, self.keep_shapes, self._keeps)
-        self._add_ops(ops)
-        self.gpu.extend(self._sane(gpu))
-        self._add_launches(self._sane(launches))
-        self.flows.extend(self._sane(flows))
-        self.memory.add_records(records)
-
-    def _add_ops(self, ops: list[Event]) -> None:
-        self.ops.extend(ops)
-        self.op_columns.add(ops)
-
-    def _add_launches(self, launches: list[Event]) -> None:
-        self.launches.extend(launches)
-        self.launch_columns.add(launches)
+        self.ops += ops
+        self.gpu += gpu
+        self.launches += launches
+        self.flows += flows
 
     def _sane(self, evs: list[Event]) -> list[Event]:
         """Only kept events are checked (dropped frames cannot poison a sum): NaN, infinities and
-        absurd times are left out and counted."""
-        if _c_kept is not None:
-            ok, insane = _c_kept.keep_sane(evs, self._shared, MAX_TS, MAX_DUR)
-            self.insane += insane
-            return ok
+        absurd times are left out and counted. (The scanner checks the events it routes itself.)"""
         ok = [e for e in evs if -MAX_TS < e.ts < MAX_TS and 0.0 <= e.dur < MAX_DUR]
         self.insane += len(evs) - len(ok)
         share = self._shared.setdefault
@@ -418,24 +433,22 @@ class _Kept:
             launches=self.launches,
             gpu=self.gpu,
             flows=self.flows,
-            memory=self.memory,
+            memory=self.memory.finish(),
             device_properties=d.deviceProperties or [],
             distributed=d.distributedInfo or {},
             tb_attn=d.tb_attn,
             total_events=self.total,
             warnings=warnings,
             truncated=truncated,
-            op_columns=self.op_columns.of(self.ops),
-            launch_columns=self.launch_columns.of(self.launches),
+            op_table=self.op_table.finish(),
+            launch_table=self.launch_table.finish(),
+            gpu_table=self.gpu_table.finish(),
         )
 
 
 def _detach_shapes(ops: list[Event], keep: Callable[[str], bool], keeps: dict[str, bool]) -> None:
     """Shapes are views into the decoded chunk and would keep every chunk alive. Copy the few
     that the analysis reads (``keep(op_name)``, remembered in ``keeps``) and drop the rest."""
-    if _c_kept is not None:
-        _c_kept.detach_shapes(ops, keep, keeps, _NULL, msgspec.Raw)
-        return
     for e in ops:
         a = e.args
         if a is None or (a.dims_raw is _NULL and a.concrete_raw is _NULL and a.types_raw is _NULL
@@ -503,10 +516,9 @@ _PREFILTER_RULES = (
 )
 
 
-# The same rules in full (scanner.scan_events' route): the categories of each list, and the time
-# checks of _Kept._sane, applied by the scanner to the [memory] instants it writes as records.
-_ROUTE = tuple(tuple(c.encode() for c in sorted(cats)) for cats in (CPU_CATS, GPU_CATS, LAUNCH_CATS, {"fwdbwd"})) \
-    + (MAX_TS, MAX_DUR)
+# The same rules in full (scan_events' route): the categories of each list, and the time checks of
+# _Kept._sane, which the scanner applies to every event it routes (and writes a record of).
+_ROUTE = tuple(tuple(c.encode() for c in cats) for cats in _ROUTE_CATS) + (MAX_TS, MAX_DUR)
 
 # The scanner's slimming (scan_events' slim): the args members Args declares, and of those the shapes,
 # which an op keeps only when keep_shapes wants them (_Kept.slim adds the names it said no to).

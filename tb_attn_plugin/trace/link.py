@@ -16,20 +16,13 @@ from array import array
 
 import numpy as np
 from dataclasses import dataclass, field
-from itertools import compress
 from operator import attrgetter, itemgetter
 from typing import Callable, NamedTuple, Sequence
 
 from . import columns, window
 from . import native
-from .table import floats, intern, ints
-from .event_columns import EventColumns
-from .events import Event, Events, MODULE_PREFIX
-
-try:  # the events' threads, times and args as columns (_kept.c); the Python loops below without it
-    from . import _kept as _c_kept
-except ImportError:
-    _c_kept = None
+from .table import Table, intern, runs_of
+from .events import CATS, GPU_FIELDS, LAUNCH_FIELDS, OP_FIELDS, Event, Events, MODULE_PREFIX
 
 GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
 BWD_NODE = re.compile(r"Backward\d*$")
@@ -128,14 +121,14 @@ def _sortable(key: tuple):
 
 _TS, _DUR, _NAME, _CAT = attrgetter("ts"), attrgetter("dur"), attrgetter("name"), attrgetter("cat")
 _PID, _TID = attrgetter("pid"), attrgetter("tid")
-CPU_OP = "cpu_op"  # Linked.cpu's category (events._Kept gathers its flags while decoding)
+CPU_OP = "cpu_op"  # Linked.cpu's category
 
 
 class OpTree(NamedTuple):
     """The op tree (op_tree): ops in tree order with their parent, subtree end, depth, self time,
     start, duration and thread columns, the threads, each launch's op (by position in
-    ev.launches), each position's op (order: its index in ev.ops) and, when gathered while
-    decoding, the cpu-op flags in tree order (Linked.cpu)."""
+    ev.launches), each position's op (order: its index in ev.ops), the cpu-op flags in tree order
+    (Linked.cpu) and whether each holds a sequence number."""
 
     ops: list[Event]
     parent: Sequence[int]
@@ -149,6 +142,7 @@ class OpTree(NamedTuple):
     launch_op: Sequence[int]
     order: Sequence[int] | None = None
     cpu: bytes | None = None
+    seq: np.ndarray | None = None  # bool per op in tree order: its args hold a Sequence number
 
 
 def op_tree(ev: Events) -> OpTree:
@@ -156,8 +150,9 @@ def op_tree(ev: Events) -> OpTree:
     (numpy), then nested by time in one pass (native.nest_sorted: the ops a stack holds are
     inherently sequential, and exact on ops that overlap without nesting). Mostly code that
     releases the GIL, so a caller may build it on another thread (pipeline.together)."""
-    oth, okeys, ots, odur = _thread_columns(ev.op_columns, ev.ops)
-    lth, lkeys, lts, _ = _thread_columns(ev.launch_columns, ev.launches)
+    ot, lt = table_of(ev.op_table, ev.ops, OP_FIELDS), table_of(ev.launch_table, ev.launches, LAUNCH_FIELDS)
+    (oth, okeys), (lth, lkeys) = runs_of(ot["pid"], ot["tid"]), runs_of(lt["pid"], lt["tid"])
+    ots, odur, lts = ot["ts"], ot["dur"], lt["ts"]
     threads = sorted(set(okeys) | set(lkeys), key=_sortable)
     rank = {k: r for r, k in enumerate(threads)}
     orank = np.array([rank[k] for k in okeys], np.int64)[oth]
@@ -179,14 +174,11 @@ def op_tree(ev: Events) -> OpTree:
     child = np.flatnonzero(parent >= 0)
     np.subtract.at(self_cpu, parent[child], dur[child])
     self_cpu[~(self_cpu > 0)] = 0.0
-    gathered = _gathered(ev.op_columns, ev.ops)
-    cpu = None
-    if gathered is not None and gathered.cat == CPU_OP:
-        cpu = np.frombuffer(bytes(gathered.is_cat), np.uint8)[order].tobytes() if n else b""
+    cpu = (ot["cat"][order] == CATS.index(CPU_OP)).astype(np.uint8).tobytes()
     ops = list(itemgetter(*order.tolist())(ev.ops)) if n > 1 else list(ev.ops)
     q, d = _as_array("q"), _as_array("d")
     return OpTree(ops, q(parent), q(subtree_end), q(depth), d(self_cpu), d(ts), d(dur), q(thread), threads,
-                  q(launch_op), q(order), cpu)
+                  q(launch_op), q(order), cpu, ot.has("seq")[order])
 
 
 def _tree_order(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray | None) -> np.ndarray:
@@ -210,69 +202,26 @@ def _as_array(typecode: str) -> Callable[[np.ndarray], array]:
     return lambda col: array(typecode, col.tobytes())
 
 
-def _thread_columns(gathered: EventColumns | None, events: list[Event]):
-    """(thread: index into keys per event, keys: each distinct (pid, tid), start, duration) of the
-    events as numpy columns: as gathered while decoding, else read from them now."""
-    cols = _gathered(gathered, events)
-    if cols is not None:
-        return ints(cols.thread), cols.keys, floats(cols.ts), floats(cols.dur)
-    th = intern(list(zip(map(_PID, events), map(_TID, events))))
-    return th.ids, th.values, floats(list(map(_TS, events))), floats(list(map(_DUR, events)))
-
-
-def _gathered(gathered: EventColumns | None, events: list[Event]) -> EventColumns | None:
-    """The columns gathered while decoding, when they are those of ``events``."""
-    return gathered.of(events) if gathered is not None else None
-
-
-def _gathered_args(gathered: EventColumns | None, events: list[Event], attr: str) -> tuple[list[int], list]:
-    """_arg_values(events, attr), from the columns gathered while decoding when they hold it."""
-    cols = _gathered(gathered, events)
-    if cols is not None and cols.attr == attr:
-        return cols.arg_at, cols.arg_values
-    return _arg_values(events, attr)
-
-
-def _seq_ops(ev: Events, ops: list[Event], order) -> list[int]:
-    """The positions (ascending) of the ops, in tree order, whose args hold a sequence number."""
-    cols = _gathered(ev.op_columns, ev.ops) if order is not None else None
-    if cols is None or cols.attr != "seq":
-        return _arg_values(ops, "seq")[0]
-    if not cols.arg_at:
-        return []  # inference: no autograd op anywhere
-    has = bytearray(len(ev.ops))
-    for i in cols.arg_at:
-        has[i] = 1
-    return list(compress(range(len(order)), map(has.__getitem__, order)))
-
-
-def _arg_values(events: list[Event], attr: str) -> tuple[list[int], list]:
-    """The positions of the events whose args hold ``attr`` (not None), and those values."""
-    if _c_kept is not None:
-        return _c_kept.arg_values(events, attr)
-    idx, vals = [], []
-    for i, e in enumerate(events):
-        a = e.args
-        if a is not None:
-            v = getattr(a, attr)
-            if v is not None:
-                idx.append(i)
-                vals.append(v)
-    return idx, vals
+def table_of(gathered: Table | None, events: list[Event], fields: tuple[str, ...]) -> Table:
+    """The list's columns: as gathered while decoding (events._Kept), else read from the events now."""
+    if gathered is not None and len(gathered) == len(events):
+        return gathered
+    return Table.of(events, fields, CATS)
 
 
 def launches_by_correlation(ev: Events) -> dict[int, int]:
     """Correlation id -> the position of its launch in ev.launches (a later launch wins). Needs no
     op tree, so a caller may find it while the tree is built (pipeline.together)."""
-    idx, corr = _gathered_args(ev.launch_columns, ev.launches, "correlation")
-    return dict(zip(corr, idx))
+    lt = table_of(ev.launch_table, ev.launches, LAUNCH_FIELDS)
+    idx = np.flatnonzero(lt.has("correlation"))
+    return dict(zip(lt["correlation"][idx].tolist(), idx.tolist()))
 
 
 def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None = None) -> Linked:
     """The linked trace; ``tree``: op_tree(ev), ``by_corr``: launches_by_correlation(ev), when the
     caller found them already."""
     tree = tree or op_tree(ev)
-    ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, order, cpu = tree
+    ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, order, cpu, has_seq = tree
     n = len(ops)
 
     # Kernels -> launch -> op.
@@ -285,16 +234,15 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     launches_self = [0] * n
     kernels: list[Kernel] = []
     unlinked = graph_kernels = 0
-    recorded: set = set()  # the correlation ids of the GPU activities recorded (window.unrecorded)
-    uncorrelated = 0  # GPU activities without a correlation id: then no launch can be said to lack its kernel
+    gt = table_of(ev.gpu_table, ev.gpu, GPU_FIELDS)
+    correlated = gt.has("correlation")
+    # the correlation ids of the GPU activities recorded (window.unrecorded); with any activity
+    # lacking one, no launch can be said to lack its kernel
+    uncorrelated = len(gt) - int(correlated.sum())
+    recorded = set(gt["correlation"][correlated].tolist())
     for e in ev.gpu:
         a = e.args
-        if a is not None and a.correlation is not None:
-            recorded.add(a.correlation)
-            j = by_corr.get(a.correlation)
-        else:
-            j = None
-            uncorrelated += 1
+        j = by_corr.get(a.correlation) if a is not None and a.correlation is not None else None
         graph = False
         if j is not None:
             la = launches[j]
@@ -325,7 +273,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
 
     lost = window.unrecorded(launches, by_corr, recorded, launch_op, None) if not uncorrelated else None
     if lost is not None:
-        lost.gpu_end = max((e.ts + e.dur for e in ev.gpu), default=None)
+        lost.gpu_end = float((gt["ts"] + gt["dur"]).max()) if len(gt) else None
     del recorded
 
     # Steps: the nearest enclosing ProfilerStep annotation, filled over each one's subtree (an inner
@@ -345,7 +293,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         if s >= 0:
             steps[s] = (e.ts, e.ts + e.dur)
 
-    fwd_of, node_of, any_backward = _link_backward(ops, parent, subtree_end, ev.flows, _seq_ops(ev, ops, order))
+    fwd_of, node_of, any_backward = _link_backward(ops, parent, subtree_end, ev.flows, np.flatnonzero(has_seq).tolist())
     for node, f in fwd_of.items():
         # The autograd thread has no ProfilerStep: a backward node runs in its forward op's step.
         if step[node] < 0:

@@ -5,9 +5,9 @@ sorts them with numpy first).
 
 The scanner finds the event array's chunks and drops the events the analysis never reads, without
 holding the GIL; so while the caller decodes one chunk with msgspec, the next one is being scanned.
-With a route (events._ROUTE) it also sorts the kept events into their lists and writes the [memory]
-instants as records (memory_columns turns those into per-device columns), work that then runs on
-the scanner's thread instead of the caller's.
+With a route (events._ROUTE) it also sorts the kept events into their lists, checks their times and
+writes a fixed-width record of each (table.Table turns those into columns; a [memory] instant is only
+its record), work that then runs on the scanner's thread instead of the caller's.
 At most two scanned chunks wait in between, which bounds the memory this adds. The extension is
 optional (built by setup.py when a compiler is there); ``available`` says whether it was.
 """
@@ -20,11 +20,11 @@ from typing import Callable, Iterator
 from .pipeline import pipe
 
 try:
-    from ._prefilter import MEMREC_SIZE, memory_columns
+    from ._prefilter import REC_SIZE
     from ._prefilter import scan_events as _scan_events
 except ImportError:  # no compiler at install time (or an older build): events.py decodes every event instead
-    _scan_events = memory_columns = None
-    MEMREC_SIZE = 0
+    _scan_events = None
+    REC_SIZE = 0
 try:
     from ._prefilter import nest_sorted
 except ImportError:

@@ -34,7 +34,7 @@ MAX_HEAD = 64 << 20  # text before "traceEvents": [ (kineto's is a few KB of dev
 MAX_EVENT = 64 << 20  # one event larger than this: not a plain trace, leave it to the careful path
 MAX_TAIL = 256 << 20  # text after the event array (kineto's: trace name, time unit, a few log lines)
 _SCAN_ALL = 1 << 62  # budget: a window is scanned to its end in one call
-_NOTHING_ROUTED = (b"[]", b"[]", b"[]", b"[]", b"[]", b"", 0)
+_NOTHING_ROUTED = (b"[]", b"[]", b"[]", b"[]", b"[]", b"", b"", b"", b"", 0)
 
 
 class _NotPlain(Exception):

@@ -1,0 +1,111 @@
+"""trace/table.py: the columns the scanner's records give, gathered chunk by chunk while a trace is
+decoded, are those read from the decoded events (Table.of), and link gives the same result from
+either; runs_of numbers threads as a dict over the rows does."""
+
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tb_attn_plugin.attention.patterns import needs_shapes
+from tb_attn_plugin.trace import events, link, native, stream
+from tb_attn_plugin.trace.events import CATS, GPU_FIELDS, LAUNCH_FIELDS, MEMORY_FIELDS, OP_FIELDS, Args, Event
+from tb_attn_plugin.trace.table import INT_ARGS, REC, Table, runs_of
+
+
+def _streamed(monkeypatch, path, window):
+    monkeypatch.setattr(events, "CHUNK_BYTES", window)
+    monkeypatch.setattr(stream, "READ_BYTES", window)  # pieces this small: many chunks per trace
+    got = stream.decode_file(str(path), needs_shapes)
+    if got is None:
+        pytest.skip("the C scanner is not built")  # scripts/test.sh sets TB_ATTN_REQUIRE_NATIVE: then it is
+    return got[0]
+
+
+def test_the_record_is_the_scanners():
+    # _prefilter.c's Rec: times, thread, category, Args' int members in Args' order, nulls
+    ints = [f.name for f in msgspec.structs.fields(Args) if f.type == (int | None)]
+    assert list(INT_ARGS) == ints
+    if native.available:
+        assert REC.itemsize == native.REC_SIZE
+
+
+@pytest.mark.parametrize("window", [4096, 65536])
+def test_gathered_columns_are_the_events_columns(monkeypatch, cpu_traces, window):
+    adds, add = [0], Table.add_records
+    monkeypatch.setattr(Table, "add_records", lambda self, r: (adds.__setitem__(-1, adds[-1] + bool(r)), add(self, r)))
+    for path in cpu_traces.values():
+        adds.append(0)
+        ev = _streamed(monkeypatch, path, window)
+        for gathered, evs, fields in ((ev.op_table, ev.ops, OP_FIELDS), (ev.launch_table, ev.launches, LAUNCH_FIELDS),
+                                      (ev.gpu_table, ev.gpu, GPU_FIELDS)):
+            read = Table.of(evs, fields, CATS)
+            assert len(gathered) == len(evs)
+            for f in fields:
+                assert gathered[f].tolist() == read[f].tolist(), f
+        # the [memory] instants are only records: compared with the columns the Python decoder reads
+        monkeypatch.setattr(native, "available", False)
+        plain = events.decode(str(path), path.read_bytes())
+        monkeypatch.setattr(native, "available", True)
+        assert isinstance(plain.memory, Table) and len(plain.memory) == len(ev.memory) > 0
+        for f in MEMORY_FIELDS:
+            assert ev.memory[f].tolist() == plain.memory[f].tolist(), f
+    assert max(adds) > 3  # gathered over many chunks, not one
+
+
+def _linked_lists(L):
+    cols = ("parent", "depth", "subtree_end", "self_cpu", "gpu_self", "launches_self", "step", "node_of", "ts", "dur",
+            "thread")
+    return ([id(e) for e in L.ops], {c: list(getattr(L, c)) for c in cols}, L.fwd_of, L.threads,
+            [(id(k.ev), k.op, k.graph) for k in L.kernels], L.steps, L.unlinked_kernels, bytes(L.cpu), L.names)
+
+
+def test_link_is_the_same_with_or_without_the_gathered_columns(monkeypatch, cpu_traces):
+    saw_backward = False
+    for path in cpu_traces.values():
+        ev = _streamed(monkeypatch, path, 8192)
+        with_cols = link.link(ev)
+        saw_backward |= bool(with_cols.fwd_of)
+        assert with_cols.cpu == bytes(e.cat == "cpu_op" for e in with_cols.ops)
+        assert with_cols.names == [e.name for e in with_cols.ops]
+        bare = msgspec.structs.replace(ev, op_table=None, launch_table=None, gpu_table=None)
+        assert _linked_lists(link.link(bare)) == _linked_lists(with_cols)
+    assert saw_backward  # the sequence numbers were read from the columns for real
+
+
+def _ev(ts, dur=1.0, pid=1, tid=1, **args):
+    return Event(ph="X", cat="cpu_op", name="a", pid=pid, tid=tid, ts=ts, dur=dur, args=Args(**args) if args else None)
+
+
+def test_columns_join_across_chunks_and_read_args_by_position():
+    t = Table(OP_FIELDS + ("seq",), CATS)
+    t.add_events([_ev(0.0, seq=4), _ev(1.0, pid=2, tid=9)])
+    t.add_events([_ev(2, pid=2, tid=9), _ev(3.0), _ev(4.0, seq=0)])  # an int time, as Python may build one
+    t.finish()
+    assert t["ts"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0] and t["ts"].dtype == np.float64
+    assert np.flatnonzero(t.has("seq")).tolist() == [0, 4] and t["seq"][t.has("seq")].tolist() == [4, 0]
+    assert t["pid"].tolist() == [1, 2, 2, 1, 1]
+
+
+def test_ids_past_int64_and_string_threads_stay_python_objects():
+    t = Table.of([_ev(0.0, pid="gpu", correlation=2**64 - 1), _ev(1.0, correlation=3)], LAUNCH_FIELDS, CATS)
+    assert t["pid"].tolist() == ["gpu", 1] and t["correlation"].tolist() == [2**64 - 1, 3]
+
+
+_ids = st.sampled_from([1, 2, 7, "1", "gpu"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_ids, _ids), max_size=30))
+def test_runs_of_numbers_threads_in_order_of_first_appearance(rows):
+    want: dict = {}
+    ids = [want.setdefault(r, len(want)) for r in rows]
+    col = lambda k: np.array([r[k] for r in rows] + [None], object)[:-1]  # noqa: E731
+    got = runs_of(col(0), col(1))
+    assert got.ids.tolist() == ids and got.values == list(want)
+    if all(type(a) is int and type(b) is int for a, b in rows):  # int64 columns, as the records give them
+        got = runs_of(np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.int64))
+        assert got.ids.tolist() == ids and got.values == list(want)
