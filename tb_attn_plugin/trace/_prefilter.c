@@ -141,11 +141,24 @@ static Py_ssize_t member_next(const char *s, Py_ssize_t p, Py_ssize_t stop, Py_s
 typedef Py_ssize_t (*ArgsFn)(void *ctx, const char *s, Py_ssize_t p, Py_ssize_t stop, const Str *cat,
                              const Str *name);
 
+/* Where the members a record reads lie in an event's text: v[k] = [start, end) of SPAN_KEYS[k]'s
+ * value, start -1 when absent; repeated: one of them appears twice. */
+enum { S_TS, S_DUR, S_PID, S_TID, S_ID, S_ARGS, N_SPANS };
+static const char *SPAN_KEYS[N_SPANS] = {"ts", "dur", "pid", "tid", "id", "args"};
+typedef struct {
+    Py_ssize_t v[N_SPANS][2];
+    int repeated;
+} Spans;
+
 /* One event object at s[p] == '{': reads its top-level "cat" and "name" strings. Returns the
  * index after the closing brace, or -1. *doubt is set when the keys cannot be read plainly.
- * on_args (NULL: none) sees the value of each "args" key. */
+ * on_args (NULL: none) sees the value of each "args" key; sp (NULL: none) gets the spans. */
 static Py_ssize_t scan_event(const char *s, Py_ssize_t p, Py_ssize_t stop, Str *cat, Str *name, Str *ph, int *doubt,
-                             int *ph_doubt, ArgsFn on_args, void *ctx) {
+                             int *ph_doubt, ArgsFn on_args, void *ctx, Spans *sp) {
+    if (sp != NULL) {
+        sp->repeated = 0;
+        for (int k = 0; k < N_SPANS; k++) sp->v[k][0] = -1;
+    }
     p = skip_ws(s, p + 1, stop);
     if (p < stop && s[p] == '}') return p + 1;
     for (;;) {
@@ -179,10 +192,18 @@ static Py_ssize_t scan_event(const char *s, Py_ssize_t p, Py_ssize_t stop, Str *
                 if (p < 0) return -1;
             }
         } else {
-            Py_ssize_t v1 = on_args != NULL && k1 - k0 == 4 && memcmp(s + k0, "args", 4) == 0
+            Py_ssize_t v0 = p, v1 = on_args != NULL && k1 - k0 == 4 && memcmp(s + k0, "args", 4) == 0
                                 ? on_args(ctx, s, p, stop, cat, name) : -1;
             p = v1 >= 0 ? v1 : skip_value(s, p, stop);
             if (p < 0) return -1;
+            for (int k = 0; sp != NULL && k1 - k0 <= 4 && k < N_SPANS; k++) {
+                if ((size_t)(k1 - k0) != strlen(SPAN_KEYS[k]) || memcmp(s + k0, SPAN_KEYS[k], (size_t)(k1 - k0)) != 0)
+                    continue;
+                sp->repeated |= sp->v[k][0] >= 0;
+                sp->v[k][0] = v0;
+                sp->v[k][1] = p;
+                break;
+            }
         }
         p = member_next(s, p, stop, &end);
         if (p == OBJECT_ENDS) return end;
@@ -262,6 +283,7 @@ static const char *INT_KEYS[] = {"External id", "correlation", "Sequence number"
                                  "Bytes", "Total Allocated", "Device Type", "Addr", "Total Reserved", "Device Id"};
 #define N_INTS 12
 #define N_ARGS ((int64_t)1 << N_INTS) /* in nulls: no args object */
+#define HAS_SHAPES (N_ARGS << 1) /* in nulls: the args hold shape members (a hint for _Kept's shape copying) */
 
 /* One kept event as the analysis reads it. cat: the category's index in the route (Python frames:
  * one past them; [memory] instants: -1); arg[k]: INT_KEYS[k], 0 with bit k of nulls when absent or null. */
@@ -269,6 +291,24 @@ typedef struct {
     double ts, dur;
     int64_t pid, tid, cat, arg[N_INTS], nulls;
 } Rec;
+
+typedef struct {
+    char *buf; /* raw memory: grown without the GIL */
+    Py_ssize_t len, cap;
+} Out;
+
+static int out_put(Out *o, const char *src, Py_ssize_t n) {
+    if (o->len + n > o->cap) {
+        Py_ssize_t cap = o->cap * 2 > o->len + n ? o->cap * 2 : o->len + n;
+        char *b = PyMem_RawRealloc(o->buf, (size_t)cap);
+        if (b == NULL) return -1;
+        o->buf = b;
+        o->cap = cap;
+    }
+    memcpy(o->buf + o->len, src, (size_t)n);
+    o->len += n;
+    return 0;
+}
 
 /* A JSON integer s[p..q) (no fraction, no exponent) within +-INT64_MAX into *v: 1, else 0. */
 static int json_int(const char *s, Py_ssize_t p, Py_ssize_t q, int64_t *v) {
@@ -291,25 +331,38 @@ static int json_int(const char *s, Py_ssize_t p, Py_ssize_t q, int64_t *v) {
 
 /* A JSON number s[p..q) (the grammar exactly, as msgspec reads it) into *v: 1, else 0. */
 static int json_number(const char *s, Py_ssize_t p, Py_ssize_t q, double *v) {
-    Py_ssize_t i = p;
+    static const double p10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    Py_ssize_t i = p, digits = 0, frac = 0;
+    uint64_t m = 0;
     char tmp[64];
-    if (i < q && s[i] == '-') i++;
+    int neg = i < q && s[i] == '-', expo = 0;
+    i += neg;
     if (i >= q) return 0;
     if (s[i] == '0') i++;
-    else if (s[i] >= '1' && s[i] <= '9') while (i < q && s[i] >= '0' && s[i] <= '9') i++;
+    else if (s[i] >= '1' && s[i] <= '9')
+        for (; i < q && s[i] >= '0' && s[i] <= '9'; i++, digits++) m = digits < 19 ? m * 10 + (uint64_t)(s[i] - '0') : m;
     else return 0;
     if (i < q && s[i] == '.') {
         i++;
         if (i >= q || s[i] < '0' || s[i] > '9') return 0;
-        while (i < q && s[i] >= '0' && s[i] <= '9') i++;
+        for (; i < q && s[i] >= '0' && s[i] <= '9'; i++, digits++, frac++) m = digits < 19 ? m * 10 + (uint64_t)(s[i] - '0') : m;
     }
     if (i < q && (s[i] == 'e' || s[i] == 'E')) {
+        expo = 1;
         i++;
         if (i < q && (s[i] == '+' || s[i] == '-')) i++;
         if (i >= q || s[i] < '0' || s[i] > '9') return 0;
         while (i < q && s[i] >= '0' && s[i] <= '9') i++;
     }
-    if (i != q || q - p >= (Py_ssize_t)sizeof(tmp)) return 0;
+    if (i != q) return 0;
+    /* Clinger's fast path: a mantissa and a power of ten both exact in a double give the correctly
+     * rounded quotient, the value strtod gives; anything else takes strtod. */
+    if (!expo && digits <= 19 && m <= ((uint64_t)1 << 53) && frac <= 22) {
+        *v = neg ? -((double)m / p10[frac]) : (double)m / p10[frac];
+        return 1;
+    }
+    if (q - p >= (Py_ssize_t)sizeof(tmp)) return 0;
     memcpy(tmp, s + p, (size_t)(q - p));
     tmp[q - p] = 0;
     errno = 0;
@@ -334,6 +387,8 @@ static int int_field(const char *s, Py_ssize_t p, Py_ssize_t q, int64_t *v) {
 
 /* The args object at s[p] == '{' of a kept event; returns the index after it, or -1 when in doubt.
  * Every int member Args declares is checked for its type, as msgspec would. */
+static Py_ssize_t INT_LENS[N_INTS];
+
 static Py_ssize_t event_args(const char *s, Py_ssize_t p, Py_ssize_t stop, Rec *r) {
     int seen = 0;
     p = skip_ws(s, p + 1, stop);
@@ -347,7 +402,7 @@ static Py_ssize_t event_args(const char *s, Py_ssize_t p, Py_ssize_t stop, Rec *
         p = skip_value(s, p, stop);
         if (p < 0) return -1;
         for (int k = 0; k < N_INTS; k++) {
-            if (!key_is(s, k0, k1, INT_KEYS[k])) continue;
+            if (k1 - k0 != INT_LENS[k] || memcmp(s + k0, INT_KEYS[k], (size_t)INT_LENS[k]) != 0) continue;
             if (seen & (1 << k)) return -1; /* a repeated key */
             seen |= 1 << k;
             int got = int_field(s, v0, p, &r->arg[k]);
@@ -355,72 +410,44 @@ static Py_ssize_t event_args(const char *s, Py_ssize_t p, Py_ssize_t stop, Rec *
             if (got) r->nulls &= ~((int64_t)1 << k);
             break;
         }
+        Py_ssize_t n = k1 - k0;
+        if ((n == 10 && (memcmp(s + k0, "Input Dims", 10) == 0 || memcmp(s + k0, "Input type", 10) == 0))
+            || (n == 15 && memcmp(s + k0, "Concrete Inputs", 15) == 0) || (n == 13 && memcmp(s + k0, "Input Strides", 13) == 0))
+            r->nulls |= HAS_SHAPES;
         p = member_next(s, p, stop, &end);
         if (p == OBJECT_ENDS) return end;
         if (p < 0) return -1;
     }
 }
 
-/* The kept event s[p..e1) (p at '{') as a Rec: 1 kept, 0 insane times (left out and counted),
- * -1 in doubt. Absent fields read as the decoder's defaults. */
-static int event_record(const char *s, Py_ssize_t p, Py_ssize_t e1, const Route *rt, Rec *r) {
-    int seen = 0;
+/* A kept event's Rec, from its spans (scan_event; its ph, cat and name are strings there): 1 kept,
+ * 0 insane times (left out and counted), -1 in doubt. Absent fields read as the decoder's defaults.
+ * slim (or NULL): the args as slimmed while scanned, read instead of the text (smaller, and what the
+ * decoder is given). */
+static int event_record(const char *s, const Spans *sp, const Route *rt, Rec *r, const Out *slim) {
     memset(r, 0, sizeof(*r));
     r->nulls = (N_ARGS << 1) - 1;
-    p = skip_ws(s, p + 1, e1);
-    if (p < e1 && s[p] == '}') return -1;
-    for (;;) {
-        int kesc = 0;
-        Py_ssize_t k0, k1, end;
-        p = member_key(s, p, e1, &k0, &k1, &kesc);
-        if (p < 0 || kesc) return -1;
-        Py_ssize_t v0 = p, v1;
-        int bit = 0;
-        if (key_is(s, k0, k1, "args")) {
-            bit = 1;
-            if (s[p] == '{') {
-                r->nulls &= ~(int64_t)N_ARGS;
-                v1 = event_args(s, p, e1, r);
-            } else {
-                v1 = skip_value(s, p, e1);
-                if (v1 < 0 || !is_null(s, v0, v1)) return -1;
-            }
-            if (v1 < 0) return -1;
-        } else {
-            v1 = skip_value(s, p, e1);
-            if (v1 < 0) return -1;
-            if (key_is(s, k0, k1, "ts")) {
-                bit = 2;
-                if (!json_number(s, v0, v1, &r->ts)) return -1;
-            } else if (key_is(s, k0, k1, "dur")) {
-                bit = 4;
-                if (!json_number(s, v0, v1, &r->dur)) return -1;
-            } else if (key_is(s, k0, k1, "pid")) {
-                bit = 8;
-                if (!json_int(s, v0, v1, &r->pid)) return -1; /* a string pid: Python's call */
-            } else if (key_is(s, k0, k1, "tid")) {
-                bit = 16;
-                if (!json_int(s, v0, v1, &r->tid)) return -1;
-            } else if (key_is(s, k0, k1, "id")) {
-                int64_t x;
-                bit = 32;
-                if (s[v0] != '"' && !json_int(s, v0, v1, &x) && !is_null(s, v0, v1))
-                    return -1;
-            } else if (key_is(s, k0, k1, "ph") || key_is(s, k0, k1, "cat") || key_is(s, k0, k1, "name")) {
-                bit = key_is(s, k0, k1, "ph") ? 64 : key_is(s, k0, k1, "cat") ? 128 : 256;
-                if (s[v0] != '"') return -1;
-            }
-        }
-        if (bit) {
-            if (seen & bit) return -1; /* a repeated key */
-            seen |= bit;
-        }
-        p = member_next(s, v1, e1, &end);
-        if (p == OBJECT_ENDS) break;
-        if (p < 0) return -1;
+    if (sp->repeated) return -1; /* the decoder's call */
+    const Py_ssize_t *v = sp->v[S_TS];
+    if (v[0] >= 0 && !json_number(s, v[0], v[1], &r->ts)) return -1;
+    v = sp->v[S_DUR];
+    if (v[0] >= 0 && !json_number(s, v[0], v[1], &r->dur)) return -1;
+    v = sp->v[S_PID];
+    if (v[0] >= 0 && !json_int(s, v[0], v[1], &r->pid)) return -1; /* a string pid: Python's call */
+    v = sp->v[S_TID];
+    if (v[0] >= 0 && !json_int(s, v[0], v[1], &r->tid)) return -1;
+    int64_t x;
+    v = sp->v[S_ID];
+    if (v[0] >= 0 && s[v[0]] != '"' && !json_int(s, v[0], v[1], &x) && !is_null(s, v[0], v[1])) return -1;
+    v = sp->v[S_ARGS];
+    if (v[0] >= 0 && s[v[0]] == '{') {
+        r->nulls &= ~(int64_t)N_ARGS;
+        if (slim != NULL ? event_args(slim->buf, 0, slim->len, r) != slim->len : event_args(s, v[0], v[1], r) != v[1])
+            return -1;
+    } else if (v[0] >= 0 && !is_null(s, v[0], v[1])) {
+        return -1;
     }
-    if (!(-rt->max_ts < r->ts && r->ts < rt->max_ts && 0.0 <= r->dur && r->dur < rt->max_dur)) return 0;
-    return 1;
+    return -rt->max_ts < r->ts && r->ts < rt->max_ts && 0.0 <= r->dur && r->dur < rt->max_dur;
 }
 
 /* The list of a routed category, and its index among all the route's categories (*id). */
@@ -439,24 +466,6 @@ static int ph_ok(int g, const Str *ph) {
     if (g == G_FLOW) return c == 's' || c == 'f';
     if (g == G_JSON) return c == 'i' || c == 'I'; /* [memory] instants */
     return c == 'X';
-}
-
-typedef struct {
-    char *buf; /* raw memory: grown without the GIL */
-    Py_ssize_t len, cap;
-} Out;
-
-static int out_put(Out *o, const char *src, Py_ssize_t n) {
-    if (o->len + n > o->cap) {
-        Py_ssize_t cap = o->cap * 2 > o->len + n ? o->cap * 2 : o->len + n;
-        char *b = PyMem_RawRealloc(o->buf, (size_t)cap);
-        if (b == NULL) return -1;
-        o->buf = b;
-        o->cap = cap;
-    }
-    memcpy(o->buf + o->len, src, (size_t)n);
-    o->len += n;
-    return 0;
 }
 
 enum { SCAN_OK = 0, SCAN_NOT_PLAIN = -1, SCAN_NO_MEMORY = -2, SCAN_DOUBT = -3 };
@@ -481,7 +490,7 @@ static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t
         if (s[p] == '{') {
             Str cat = {0}, name = {0}, ph = {0};
             int doubt = 0, ph_doubt = 0;
-            e1 = scan_event(s, p, stop, &cat, &name, &ph, &doubt, &ph_doubt, NULL, NULL);
+            e1 = scan_event(s, p, stop, &cat, &name, &ph, &doubt, &ph_doubt, NULL, NULL, NULL);
             if (e1 < 0 && partial) goto more; /* the window may end inside this event */
             if (e1 < 0) return SCAN_NOT_PLAIN;
             keep = doubt || keep_event(r, &cat, &name);
@@ -731,7 +740,8 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
         Str cat = {0}, name = {0}, ph = {0};
         int doubt = 0, ph_doubt = 0;
         hook->slimmed = hook->args_seen = 0;
-        e1 = scan_event(s, p, stop, &cat, &name, &ph, &doubt, &ph_doubt, rt->slim.on ? slim_hook : NULL, hook);
+        Spans sp;
+        e1 = scan_event(s, p, stop, &cat, &name, &ph, &doubt, &ph_doubt, rt->slim.on ? slim_hook : NULL, hook, &sp);
         if (e1 < 0 && partial) goto more;
         if (e1 < 0) return SCAN_NOT_PLAIN;
         if (doubt || ph_doubt || cat.escaped || (ph.seen && ph.escaped) || hook->args_seen > 1) return SCAN_DOUBT;
@@ -741,7 +751,7 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
         Rec rec;
         int sane = 1;
         if (g >= 0 && ph_ok(g, &ph)) {
-            sane = event_record(s, e0, e1, rt, &rec);
+            sane = event_record(s, &sp, rt, &rec, hook->slimmed ? &hook->out : NULL);
             if (sane < 0) return SCAN_DOUBT;
             rec.cat = cid;
             *insane += !sane;
@@ -1094,6 +1104,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__prefilter(void) {
+    for (int k = 0; k < N_INTS; k++) INT_LENS[k] = (Py_ssize_t)strlen(INT_KEYS[k]);
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "REC_SIZE", (long)sizeof(Rec)) < 0) Py_CLEAR(m);
     return m;

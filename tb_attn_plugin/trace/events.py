@@ -21,10 +21,11 @@ import re
 from typing import Any, Callable, Literal, Union
 
 import msgspec
+import numpy as np
 
 from ..format.errors import TraceError
 from . import native
-from .table import Table
+from .table import REC, SHAPES, Table
 
 Id = Union[int, str]
 
@@ -398,15 +399,19 @@ class _Kept:
             e.pid = share(v, v)
             v = e.tid
             e.tid = share(v, v)
-        self._keep(ops, gpu, launches, flows)
+        # the ops whose JSON holds shapes, as the scanner saw them (most have none once slimmed)
+        shaped = np.flatnonzero(np.frombuffer(op_recs, REC)["nulls"] & SHAPES).tolist() if op_recs else []
+        self._keep(ops, gpu, launches, flows, [ops[i] for i in shaped])
         self.op_table.add_records(op_recs)
         self.gpu_table.add_records(gpu_recs)
         self.launch_table.add_records(launch_recs)
         self.memory.add_records(mem_recs)
 
-    def _keep(self, ops: list[Event], gpu: list[Event], launches: list[Event], flows: list[Event]) -> None:
+    def _keep(self, ops: list[Event], gpu: list[Event], launches: list[Event], flows: list[Event],
+              shaped: list[Event] | None = None) -> None:
+        """Append the kept events; ``shaped``: those of the ops that may hold shapes (None: any)."""
         if self.keep_shapes is not None:
-            _detach_shapes(ops, self.keep_shapes, self._keeps)
+            _detach_shapes(ops if shaped is None else shaped, self.keep_shapes, self._keeps)
         self.ops += ops
         self.gpu += gpu
         self.launches += launches

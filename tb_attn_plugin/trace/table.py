@@ -57,6 +57,7 @@ REC = np.dtype([("ts", "<f8"), ("dur", "<f8"), ("pid", "<i8"), ("tid", "<i8"), (
                + [(a, "<i8") for a in INT_ARGS] + [("nulls", "<i8")])
 NULL = {a: 1 << k for k, a in enumerate(INT_ARGS)}  # nulls: the bit of each arg absent or null
 NO_ARGS = 1 << len(INT_ARGS)  # nulls: the event has no args object
+SHAPES = NO_ARGS << 1  # a record's nulls: its args hold shape members (events._Kept's hint; no column keeps it)
 
 
 class Table:
@@ -80,7 +81,8 @@ class Table:
             return
         r = np.frombuffer(recs, REC)
         for f in self.fields:
-            self._parts[f].append(r[f].copy())  # a compact copy: the chunk's records are freed
+            # a compact copy: the chunk's records are freed
+            self._parts[f].append(r[f] & (SHAPES - 1) if f == "nulls" else r[f].copy())
         self.n += len(r)
         self._cols.clear()
 
