@@ -4,6 +4,8 @@ either; runs_of numbers threads as a dict over the rows does."""
 
 from __future__ import annotations
 
+import gzip
+
 import msgspec
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ from tb_attn_plugin.attention.patterns import needs_shapes
 from tb_attn_plugin.trace import events, link, native, stream
 from tb_attn_plugin.trace.events import CATS, GPU_FIELDS, LAUNCH_FIELDS, MEMORY_FIELDS, OP_FIELDS, Args, Event
 from tb_attn_plugin.trace.table import INT_ARGS, REC, Table, runs_of
+from tests.conftest import shared_trace
 
 
 def _streamed(monkeypatch, path, window):
@@ -54,6 +57,26 @@ def test_gathered_columns_are_the_events_columns(monkeypatch, cpu_traces, window
         for f in MEMORY_FIELDS:
             assert ev.memory[f].tolist() == plain.memory[f].tolist(), f
     assert max(adds) > 3  # gathered over many chunks, not one
+
+
+@pytest.mark.parametrize("name", ["tl_h100_owlv2_eager_bmm_softmax", "tl_mi300x_xdit_flux1_aiter_fmha_hipgraph",
+                                  "hta_a100_negative_log_softmax_fwdbwd"])
+def test_gpu_traces_records_are_the_events_columns(monkeypatch, name):
+    # Kernels with CUPTI's launch args, HIP graphs, backward flows: every kept event's record, in
+    # many chunks, reads as the columns of its decoded event, and the [memory] records as the
+    # columns the Python decoder reads.
+    path = shared_trace(name)
+    ev = _streamed(monkeypatch, path, 1 << 20)
+    for gathered, evs, fields in ((ev.op_table, ev.ops, OP_FIELDS), (ev.launch_table, ev.launches, LAUNCH_FIELDS),
+                                  (ev.gpu_table, ev.gpu, GPU_FIELDS)):
+        read = Table.of(evs, fields, CATS)
+        assert len(gathered) == len(evs) > 0
+        for f in fields:
+            assert gathered[f].tolist() == read[f].tolist(), f
+    monkeypatch.setattr(native, "available", False)
+    plain = events.decode(str(path), gzip.decompress(path.read_bytes()))
+    for f in MEMORY_FIELDS:
+        assert ev.memory[f].tolist() == plain.memory[f].tolist(), f
 
 
 def _linked_lists(L):
