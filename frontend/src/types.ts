@@ -16,7 +16,7 @@ export interface Report {
   device: Device | null;
   /** run metadata written by the collector (tags.METADATA_KEY) */
   metadata: Record<string, unknown>;
-  distributed?: Record<string, unknown>;
+  distributed: Record<string, unknown>;
   time_basis: Basis;
   total_gpu_us: number;
   total_cpu_us: number;
@@ -37,21 +37,21 @@ export interface Report {
   warnings: string[];
   roofline: Roofline;
   /** one row per layer type × implementation, most calls first (docs/api.md) */
-  reading?: ReadingRow[];
+  reading: ReadingRow[];
   verdicts: Verdict[];
   /** null when the trace has no [memory] events and no snapshot joins it (record with profile_memory=True or tb_attn_plugin.profile(memory=True)) */
-  memory?: MemorySection | null;
+  memory: MemorySection | null;
   /** The safety net: kernels whose names look like attention (attn, attention, fmha, flash, sdpa, paged, sage, mla, ...) but that match no attention family of the kernel table and belong to no attention call; at most 50, by GPU time. */
   unknown_kernels: UnknownKernel[];
   /** Known attention sub-stage kernels (HELPER_STAGES of attention/patterns.py) that joined no attention call: their time is in no call's and is reported here, largest first, at most 50. */
-  unjoined_kernels?: UnjoinedKernel[];
+  unjoined_kernels: UnjoinedKernel[];
   /** null without GPU kernels */
-  gpu_accounting?: GpuAccounting | null;
+  gpu_accounting: GpuAccounting | null;
   kernel_table: KernelTable;
   /** null when every kernel launch has its kernel (launches inside a stream capture run nothing and are not counted) */
-  gpu_window?: GpuWindow | null;
+  gpu_window: GpuWindow | null;
   kernel_reading: KernelReading;
-  analysis_seconds?: number;
+  analysis_seconds: number;
 }
 
 /** The file analysed. */
@@ -60,22 +60,22 @@ export interface Source {
   file: string;
   worker: string;
   span: string;
-  size_bytes?: number | null;
-  json_bytes?: number | null;
+  size_bytes: number | null;
+  json_bytes: number | null;
 }
 
 /** The GPU of the trace (roofline/devices.py describe); null on the report for a CPU-only trace. */
 export interface Device {
-  name?: string;
-  vendor?: null | "AMD" | "NVIDIA";
-  compute_capability?: string | null;
-  memory_bytes?: number | null;
-  sm_count?: number | null;
-  count?: number;
-  peak_tflops?: number | null;
-  identified_by?: "facts" | "name" | "none";
-  model?: string | null;
-  peaks?: DevicePeaks | null;
+  name: string;
+  vendor: null | "AMD" | "NVIDIA";
+  compute_capability: string | null;
+  memory_bytes: number | null;
+  sm_count: number | null;
+  count: number;
+  peak_tflops: number | null;
+  identified_by: "facts" | "name" | "none";
+  model: string | null;
+  peaks: DevicePeaks | null;
 }
 
 /** The device table's datasheet row for the GPU. */
@@ -128,12 +128,12 @@ export interface Layer {
   shape: Shape | null;
   dtype: string | null;
   causal: boolean | null;
-  dropout?: number | null;
-  mask?: string | null;
+  dropout: number | null;
+  mask: string | null;
   flops: number | null;
   score_bytes: number | null;
   memory_bytes: number | null;
-  first_call?: number;
+  first_call: number;
   /** the layer's kernels over all its calls, largest first (at most 100) */
   kernels: LayerKernel[];
   implementation: string;
@@ -251,7 +251,7 @@ export interface CallSample {
   implementation: string;
   start_us: number;
   dur_us: number;
-  truncated?: boolean;
+  truncated: boolean;
   events: CallEvent[];
   /** present when the call lost kernel launches (gpu_window): none or only part of its GPU work was recorded */
   gpu_recorded?: "none" | "partly";
@@ -279,7 +279,7 @@ export interface TraceCounts {
   ops: number;
   unlinked_kernels: number;
   graph_kernels: number;
-  backward_links?: number;
+  backward_links: number;
   /** the file ended early (still being written, or a partial copy): only the events before the cut were analysed */
   truncated: boolean;
 }
@@ -595,4 +595,21 @@ export interface Fingerprint {
   arch: string | null;
   knob: string | null;
   split: string | null;
+}
+
+/** ``tb-attn report FILE.pickle`` (memory/engine.py snapshot_report): a report holding only a CUDA memory snapshot's memory section. */
+export interface SnapshotReport {
+  schema_version: 2;
+  engine_version: string;
+  kind: "memory_snapshot";
+  source: SnapshotSource;
+  memory: MemorySection;
+  warnings: string[];
+  analysis_seconds: number;
+}
+
+/** The snapshot file read. */
+export interface SnapshotSource {
+  path: string;
+  file: string;
 }

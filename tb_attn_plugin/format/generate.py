@@ -37,12 +37,13 @@ TS_FILES = [
      "reexport": {"./route_types": ["SpanInfo", "RunInfo", "RunsDoc", "CompareDoc"]}},
 ]
 ALIAS_FILE = "frontend/src/types.ts"  # where report.TS_ALIASES are declared
+ROOTS = (report.Report, report.SnapshotReport)  # the documents; every Struct is reachable from one
 
 
 def schema() -> dict[str, Any]:
-    """The report's JSON schema: the Report Struct at the top level, every other Struct under $defs."""
-    raw = msgspec.json.schema(report.Report)
-    defs = raw["$defs"]
+    """The report's JSON schema: the Report Struct at the top level, every other Struct under $defs
+    (SnapshotReport, what ``tb-attn report FILE.pickle`` writes, among them)."""
+    _, defs = msgspec.json.schema_components(ROOTS)
     top = defs.pop("Report")
     top.pop("title", None)
     out: dict[str, Any] = dict(SCHEMA_HEAD, title="tb-attn attention report", **top)

@@ -27,7 +27,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from . import tags
 
-__all__ = ["Report", "MemorySection", "TS_ALIASES", "UNSET"]
+__all__ = ["Report", "SnapshotReport", "MemorySection", "TS_ALIASES", "UNSET"]
 
 
 class Row(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -69,8 +69,8 @@ class Source(Row, kw_only=True):
     file: str
     worker: str
     span: str
-    size_bytes: int | None | UnsetType = UNSET  # on disk (compressed); null: the size could not be read
-    json_bytes: int | None | UnsetType = UNSET  # the JSON text, uncompressed
+    size_bytes: int | None  # on disk (compressed); null: the size could not be read
+    json_bytes: int | None  # the JSON text, uncompressed
 
 
 class DevicePeaks(Row, kw_only=True):
@@ -83,16 +83,16 @@ class DevicePeaks(Row, kw_only=True):
 
 class Device(Row, kw_only=True):
     """The GPU of the trace (roofline/devices.py describe); null on the report for a CPU-only trace."""
-    name: str | UnsetType = UNSET
-    vendor: Literal["NVIDIA", "AMD", None] | UnsetType = UNSET
-    compute_capability: str | None | UnsetType = UNSET
-    memory_bytes: int | None | UnsetType = UNSET
-    sm_count: int | None | UnsetType = UNSET  # SMs (NVIDIA) or CUs (AMD)
-    count: int | UnsetType = UNSET  # devices in the trace's deviceProperties
-    peak_tflops: float | None | UnsetType = UNSET  # bf16 (else fp16) dense peak
-    identified_by: Literal["name", "facts", "none"] | UnsetType = UNSET
-    model: str | None | UnsetType = UNSET  # the device table's row name
-    peaks: DevicePeaks | None | UnsetType = UNSET
+    name: str
+    vendor: Literal["NVIDIA", "AMD", None]
+    compute_capability: str | None
+    memory_bytes: int | None
+    sm_count: int | None  # SMs (NVIDIA) or CUs (AMD)
+    count: int  # devices in the trace's deviceProperties
+    peak_tflops: float | None  # bf16 (else fp16) dense peak
+    identified_by: Literal["name", "facts", "none"]
+    model: str | None  # the device table's row name
+    peaks: DevicePeaks | None
 
 
 class Step(Row, kw_only=True):
@@ -199,12 +199,12 @@ class Layer(Row, kw_only=True):
     shape: Shape | None
     dtype: str | None
     causal: bool | None
-    dropout: float | None | UnsetType = UNSET  # probability
-    mask: str | None | UnsetType = UNSET
+    dropout: float | None  # probability
+    mask: str | None
     flops: float | None  # FLOPs of the calls whose time was recorded; null: shape unknown
     score_bytes: int | None  # the largest score matrix of an unfused call
     memory_bytes: int | None  # the largest peak growth of its calls (memory section)
-    first_call: int | UnsetType = UNSET  # id of its first call
+    first_call: int  # id of its first call
     kernels: Annotated[list[LayerKernel], _d("the layer's kernels over all its calls, largest first (at most 100)")]
     implementation: str  # its calls' implementations, most common first, joined by "+"
     gpu_us: float
@@ -269,7 +269,7 @@ class CallSample(Row, kw_only=True):
     implementation: str
     start_us: float  # trace clock
     dur_us: float
-    truncated: bool | UnsetType = UNSET  # more events than the sample keeps
+    truncated: bool  # more events than the sample keeps
     events: list[CallEvent]
     gpu_recorded: Annotated[Literal["none", "partly"], _d(
         "present when the call lost kernel launches (gpu_window): none or only part of its GPU work was "
@@ -290,7 +290,7 @@ class TraceCounts(Row, kw_only=True):
     ops: int
     unlinked_kernels: int
     graph_kernels: int
-    backward_links: int | UnsetType = UNSET  # forward ops that autograd links to a backward op
+    backward_links: int  # forward ops that autograd links to a backward op
     truncated: Annotated[bool, _d("the file ended early (still being written, or a partial copy): only the "
                                   "events before the cut were analysed")]
 
@@ -801,7 +801,7 @@ class Report(Row, kw_only=True):
     source: Source
     device: Device | None
     metadata: Annotated[dict[str, Any], _d("run metadata written by the collector (tags.METADATA_KEY)")]
-    distributed: dict[str, Any] | UnsetType = UNSET  # rank, world_size, backend when the trace says
+    distributed: dict[str, Any]  # rank, world_size, backend as the trace's distributedInfo says (untrusted JSON)
     time_basis: Basis
     total_gpu_us: float
     total_cpu_us: float
@@ -822,22 +822,40 @@ class Report(Row, kw_only=True):
     warnings: list[str]
     roofline: Roofline
     reading: Annotated[list[ReadingRow], _d("one row per layer type × implementation, most calls first "
-                                            "(docs/api.md)")] | UnsetType = UNSET
+                                            "(docs/api.md)")]
     verdicts: list[Verdict]
     memory: Annotated[MemorySection | None, _d(
         "null when the trace has no [memory] events and no snapshot joins it (record with profile_memory=True "
-        "or tb_attn_plugin.profile(memory=True))")] | UnsetType = UNSET
+        "or tb_attn_plugin.profile(memory=True))")]
     unknown_kernels: Annotated[list[UnknownKernel], _d(
         "The safety net: kernels whose names look like attention (attn, attention, fmha, flash, sdpa, paged, "
         "sage, mla, ...) but that match no attention family of the kernel table and belong to no attention "
         "call; at most 50, by GPU time.")]
     unjoined_kernels: Annotated[list[UnjoinedKernel], _d(
         "Known attention sub-stage kernels (HELPER_STAGES of attention/patterns.py) that joined no attention "
-        "call: their time is in no call's and is reported here, largest first, at most 50.")] | UnsetType = UNSET
-    gpu_accounting: Annotated[GpuAccounting | None, _d("null without GPU kernels")] | UnsetType = UNSET
+        "call: their time is in no call's and is reported here, largest first, at most 50.")]
+    gpu_accounting: Annotated[GpuAccounting | None, _d("null without GPU kernels")]
     kernel_table: KernelTable
     gpu_window: Annotated[GpuWindow | None, _d(
         "null when every kernel launch has its kernel (launches inside a stream capture run nothing and are "
-        "not counted)")] | UnsetType = UNSET
+        "not counted)")]
     kernel_reading: KernelReading
-    analysis_seconds: float | UnsetType = UNSET  # wall time of the analysis, s
+    analysis_seconds: float  # wall time of the analysis, s
+
+
+class SnapshotSource(Row, kw_only=True):
+    """The snapshot file read."""
+    path: str
+    file: str
+
+
+class SnapshotReport(Row, kw_only=True):
+    """``tb-attn report FILE.pickle`` (memory/engine.py snapshot_report): a report holding only a CUDA memory
+    snapshot's memory section."""
+    schema_version: Literal[2]
+    engine_version: str
+    kind: Literal["memory_snapshot"]
+    source: SnapshotSource
+    memory: MemorySection
+    warnings: list[str]
+    analysis_seconds: float  # wall time of the analysis, s
