@@ -1,4 +1,4 @@
-"""The report's format has one source (tb_attn_plugin/format/report.py): the generated files match it, and
+"""The report's format has one source (tb_attn_plugin/format/report/): the generated files match it, and
 every report the engine writes converts into its Structs with nothing left over."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def test_generated_files_are_up_to_date(tmp_path):
     stale = [rel for rel in generate.generated()
              if not (REPO / rel).exists() or (REPO / rel).read_bytes() != (tmp_path / rel).read_bytes()]
     if stale:  # one line, not a diff of thousands
-        pytest.fail(f"{', '.join(stale)} out of date with tb_attn_plugin/format/report.py: {HINT}", pytrace=False)
+        pytest.fail(f"{', '.join(stale)} out of date with tb_attn_plugin/format/report/: {HINT}", pytrace=False)
 
 
 def test_generated_files_say_so():
