@@ -25,6 +25,7 @@ export interface MemorySection {
   layers: MemoryLayer[];
   stages: MemoryStage[];
   snapshot?: MemorySnapshot;
+  /** the snapshot's own section, when the trace's comes first */
   snapshot_section?: MemorySection;
   attribution?: MemoryAttribution;
   attention_peak?: MemoryAttentionPeak;
@@ -55,6 +56,7 @@ export interface MemoryPeak {
   /** bytes live at the peak that no recorded allocation explains (allocated before the record began) */
   before_record_bytes: number;
   reserved_bytes: number | null;
+  /** bytes */
   reserved_minus_allocated: number | null;
   /** what is live at the peak, grouped by layer, stage and score-matrix flag, largest first (at most 12) */
   live: MemoryLive[];
@@ -69,6 +71,7 @@ export interface MemoryLive {
   score_matrix: boolean;
   bytes: number;
   blocks: number;
+  /** bytes */
   largest_block: number;
   frame: string | null;
   /** snapshots: the largest block's frames that memory/frame_rules.py names (attention, ops, autograd nodes; C++ frames included), innermost first */
@@ -88,6 +91,7 @@ export interface MemoryChurn {
   frees: number;
   bytes_allocated: number;
   unpaired_frees: number;
+  /** blocks */
   live_at_end: number;
   segment_allocs?: number;
   segment_frees?: number;
@@ -103,6 +107,7 @@ export interface MemoryChurn {
 export interface MemoryOom {
   time_us: number;
   bytes: number;
+  /** bytes */
   device_free: number;
   layer: string | null;
 }

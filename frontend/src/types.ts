@@ -16,6 +16,7 @@ export interface Report {
   device: Device | null;
   /** run metadata written by the collector (tags.METADATA_KEY) */
   metadata: Record<string, unknown>;
+  /** rank, world_size, backend as the trace's distributedInfo says (untrusted JSON) */
   distributed: Record<string, unknown>;
   time_basis: Basis;
   total_gpu_us: number;
@@ -51,6 +52,7 @@ export interface Report {
   /** null when every kernel launch has its kernel (launches inside a stream capture run nothing and are not counted) */
   gpu_window: GpuWindow | null;
   kernel_reading: KernelReading;
+  /** wall time of the analysis, s */
   analysis_seconds: number;
 }
 
@@ -60,7 +62,9 @@ export interface Source {
   file: string;
   worker: string;
   span: string;
+  /** on disk (compressed); null: the size could not be read */
   size_bytes: number | null;
+  /** the JSON text, uncompressed */
   json_bytes: number | null;
 }
 
@@ -70,10 +74,14 @@ export interface Device {
   vendor: null | "AMD" | "NVIDIA";
   compute_capability: string | null;
   memory_bytes: number | null;
+  /** SMs (NVIDIA) or CUs (AMD) */
   sm_count: number | null;
+  /** devices in the trace's deviceProperties */
   count: number;
+  /** bf16 (else fp16) dense peak */
   peak_tflops: number | null;
   identified_by: "facts" | "name" | "none";
+  /** the device table's row name */
   model: string | null;
   peaks: DevicePeaks | null;
 }
@@ -128,18 +136,25 @@ export interface Layer {
   shape: Shape | null;
   dtype: string | null;
   causal: boolean | null;
+  /** probability */
   dropout: number | null;
   mask: string | null;
+  /** FLOPs of the calls whose time was recorded; null: shape unknown */
   flops: number | null;
+  /** the largest score matrix of an unfused call */
   score_bytes: number | null;
+  /** the largest peak growth of its calls (memory section) */
   memory_bytes: number | null;
+  /** id of its first call */
   first_call: number;
   /** the layer's kernels over all its calls, largest first (at most 100) */
   kernels: LayerKernel[];
+  /** its calls' implementations, most common first, joined by "+" */
   implementation: string;
   gpu_us: number;
   cpu_us: number;
   stages: StageRow[];
+  /** TFLOP/s over its core stages' time */
   tflops: number | null;
   /** present when some of the layer's calls lost kernel launches (gpu_window): its gpu_us is a lower bound, and those calls' FLOPs are left out of flops/tflops */
   gpu_unrecorded_calls?: number;
@@ -153,7 +168,9 @@ export interface Shape {
   batch?: number | null;
   q_heads?: number | null;
   kv_heads?: number | null;
+  /** tokens */
   q_len?: number | null;
+  /** tokens */
   k_len?: number | null;
   head_dim?: number | null;
   batch_heads?: number | null;
@@ -172,8 +189,10 @@ export interface LayerKernel {
 export interface KernelOccupancy {
   name: string;
   registers_per_thread: number | null;
+  /** per block */
   shared_memory_bytes: number | null;
   block_threads: number | null;
+  /** distinct launch configurations of the kernel */
   configurations: number;
   blocks_per_sm: number | null;
   warps_per_sm: number | null;
@@ -249,8 +268,10 @@ export interface CallSample {
   layer: string;
   step: number;
   implementation: string;
+  /** trace clock */
   start_us: number;
   dur_us: number;
+  /** more events than the sample keeps */
   truncated: boolean;
   events: CallEvent[];
   /** present when the call lost kernel launches (gpu_window): none or only part of its GPU work was recorded */
@@ -265,6 +286,7 @@ export interface CallEvent {
   pass: Pass;
   start_us: number;
   dur_us: number;
+  /** nesting below the call's root op (kernels: 0) */
   depth: number;
   /** CPU ops: the thread (trace tid) that ran the op */
   thread?: string;
@@ -279,6 +301,7 @@ export interface TraceCounts {
   ops: number;
   unlinked_kernels: number;
   graph_kernels: number;
+  /** forward ops that autograd links to a backward op */
   backward_links: number;
   /** the file ended early (still being written, or a partial copy): only the events before the cut were analysed */
   truncated: boolean;
@@ -307,9 +330,12 @@ export interface Roof {
 /** One layer type, implementation and length class. */
 export interface RooflineLayer {
   flops: number;
+  /** modelled bytes moved */
   bytes: number;
   time_us: number;
+  /** kernels (CPU: ops) */
   units: number;
+  /** FLOP per byte */
   intensity: number | null;
   achieved_tflops: number | null;
   achieved_tbs: number | null;
@@ -317,7 +343,9 @@ export interface RooflineLayer {
   peak_tflops?: number | null;
   bandwidth_tbs?: number | null;
   attainable_tflops: number | null;
+  /** achieved / attainable */
   fraction: number | null;
+  /** achieved_tbs / bandwidth_tbs */
   bandwidth_fraction?: number | null;
   mean_unit_us?: number | null;
   bound: null | "compute" | "launch" | "memory";
@@ -351,9 +379,12 @@ export interface Lengths {
 /** One modelled stage and pass of a roofline point. */
 export interface RooflineStage {
   flops: number;
+  /** modelled bytes moved */
   bytes: number;
   time_us: number;
+  /** kernels (CPU: ops) */
   units: number;
+  /** FLOP per byte */
   intensity: number | null;
   achieved_tflops: number | null;
   achieved_tbs: number | null;
@@ -361,7 +392,9 @@ export interface RooflineStage {
   peak_tflops?: number | null;
   bandwidth_tbs?: number | null;
   attainable_tflops: number | null;
+  /** achieved / attainable */
   fraction: number | null;
+  /** achieved_tbs / bandwidth_tbs */
   bandwidth_fraction?: number | null;
   mean_unit_us?: number | null;
   bound: null | "compute" | "launch" | "memory";
@@ -421,6 +454,7 @@ export interface ReadingRow {
 
 /** Expected against actual kernels per forward (attention/expected.py, expectations.py). */
 export interface Expected {
+  /** GPU kernels, or on a CPU trace the ops that do work */
   unit: "kernels" | "ops";
   expected: number | null;
   expected_steps: string[] | null;
@@ -442,6 +476,7 @@ export interface Extra {
   cause: "buffer_fill" | "dtype_cast" | "hidden_copy" | "layout_copy" | "mask_built_per_call" | "repeated_step" | "safe_softmax_guard" | "unexplained";
   step: string | null;
   what: string;
+  /** kernels (CPU: ops) per call */
   per_call: number;
   us_per_call: number;
   us_per_step: number | null;
@@ -579,6 +614,7 @@ export interface GpuWindowCall {
 export interface KernelReading {
   device_arch: string | null;
   occupancy: string;
+  /** by kernel name */
   fingerprints: Record<string, Fingerprint>;
 }
 
@@ -605,6 +641,7 @@ export interface SnapshotReport {
   source: SnapshotSource;
   memory: MemorySection;
   warnings: string[];
+  /** wall time of the analysis, s */
   analysis_seconds: number;
 }
 

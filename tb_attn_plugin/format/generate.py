@@ -1,4 +1,4 @@
-"""Write report/schema.json and the frontend's report types from format/report/: ``python -m tb_attn_plugin.format.generate``.
+"""Write report/schema.json and the frontend's report types from format/report/ (``python -m ...format.generate``).
 
 ``--out DIR`` writes the same files under DIR (tests compare them with the committed ones); the
 paths inside DIR are those inside the repository.

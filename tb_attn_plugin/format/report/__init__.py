@@ -13,7 +13,7 @@ and the value types); ``Report`` and ``SnapshotReport``, the two documents, are 
 
 To add a section (or a field):
   1. add its Struct(s) in the module of its part, or a new module here (subclass ``Row`` with
-     ``kw_only=True``; a docstring, and ``Meta(description=...)`` for a field whose unit is not in its
+     ``kw_only=True``; a docstring, and ``doc(...)`` for a field whose unit is not in its
      name), and a field on ``Report`` below (or on the section it belongs to);
   2. write it in the engine (``report/build.py`` or the section's module);
   3. run ``python -m tb_attn_plugin.format.generate``: it rewrites report/schema.json,
@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 
 from msgspec import UNSET, Meta
 
-from .base import TS_ALIASES, Basis, Count, Row, _d
+from .base import Basis, Count, Row, TS_ALIASES, doc
 from .layers import Layer
 from .memory import MemorySection
 from .reading import KernelReading, ReadingRow
@@ -45,8 +45,9 @@ class Report(Row, kw_only=True):
     engine_version: str
     source: Source
     device: Device | None
-    metadata: Annotated[dict[str, Any], _d("run metadata written by the collector (tags.METADATA_KEY)")]
-    distributed: dict[str, Any]  # rank, world_size, backend as the trace's distributedInfo says (untrusted JSON)
+    metadata: Annotated[dict[str, Any], doc("run metadata written by the collector (tags.METADATA_KEY)")]
+    distributed: Annotated[dict[str, Any], doc(
+        "rank, world_size, backend as the trace's distributedInfo says (untrusted JSON)")]
     time_basis: Basis
     total_gpu_us: float
     total_cpu_us: float
@@ -57,7 +58,7 @@ class Report(Row, kw_only=True):
     steps: list[Step]
     stages: list[StageRow]
     layers: list[Layer]
-    layers_omitted: Annotated[int, Meta(ge=0), _d("layers left out of `layers` (the smallest by time) to keep "
+    layers_omitted: Annotated[int, Meta(ge=0), doc("layers left out of `layers` (the smallest by time) to keep "
                                                   "the report compact")]
     implementations: list[Implementation]
     kernels: list[Kernel]
@@ -66,26 +67,26 @@ class Report(Row, kw_only=True):
     trace: TraceCounts
     warnings: list[str]
     roofline: Roofline
-    reading: Annotated[list[ReadingRow], _d("one row per layer type × implementation, most calls first "
+    reading: Annotated[list[ReadingRow], doc("one row per layer type × implementation, most calls first "
                                             "(docs/api.md)")]
     verdicts: list[Verdict]
-    memory: Annotated[MemorySection | None, _d(
+    memory: Annotated[MemorySection | None, doc(
         "null when the trace has no [memory] events and no snapshot joins it (record with profile_memory=True "
         "or tb_attn_plugin.profile(memory=True))")]
-    unknown_kernels: Annotated[list[UnknownKernel], _d(
+    unknown_kernels: Annotated[list[UnknownKernel], doc(
         "The safety net: kernels whose names look like attention (attn, attention, fmha, flash, sdpa, paged, "
         "sage, mla, ...) but that match no attention family of the kernel table and belong to no attention "
         "call; at most 50, by GPU time.")]
-    unjoined_kernels: Annotated[list[UnjoinedKernel], _d(
+    unjoined_kernels: Annotated[list[UnjoinedKernel], doc(
         "Known attention sub-stage kernels (HELPER_STAGES of attention/patterns.py) that joined no attention "
         "call: their time is in no call's and is reported here, largest first, at most 50.")]
-    gpu_accounting: Annotated[GpuAccounting | None, _d("null without GPU kernels")]
+    gpu_accounting: Annotated[GpuAccounting | None, doc("null without GPU kernels")]
     kernel_table: KernelTable
-    gpu_window: Annotated[GpuWindow | None, _d(
+    gpu_window: Annotated[GpuWindow | None, doc(
         "null when every kernel launch has its kernel (launches inside a stream capture run nothing and are "
         "not counted)")]
     kernel_reading: KernelReading
-    analysis_seconds: float  # wall time of the analysis, s
+    analysis_seconds: Annotated[float, doc("wall time of the analysis, s")]
 
 
 class SnapshotSource(Row, kw_only=True):
@@ -103,4 +104,4 @@ class SnapshotReport(Row, kw_only=True):
     source: SnapshotSource
     memory: MemorySection
     warnings: list[str]
-    analysis_seconds: float  # wall time of the analysis, s
+    analysis_seconds: Annotated[float, doc("wall time of the analysis, s")]

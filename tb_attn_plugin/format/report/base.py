@@ -14,7 +14,8 @@ class Row(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_default
     """Base of every part of the report: unknown keys are errors, optional keys are left out when unset."""
 
 
-def _d(text: str) -> Meta:
+def doc(text: str) -> Meta:
+    """The description of a field (in the schema and as the TS field's comment)."""
     return Meta(description=text)
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from .base import Row, _d, Pass, Stage
+from .base import Pass, Row, Stage, doc
 from .rows import StageRow
 
 
@@ -16,8 +16,8 @@ class Shape(Row, kw_only=True):
     batch: int | None | UnsetType = UNSET
     q_heads: int | None | UnsetType = UNSET
     kv_heads: int | None | UnsetType = UNSET
-    q_len: int | None | UnsetType = UNSET  # tokens
-    k_len: int | None | UnsetType = UNSET  # tokens
+    q_len: Annotated[int | None, doc("tokens")] | UnsetType = UNSET
+    k_len: Annotated[int | None, doc("tokens")] | UnsetType = UNSET
     head_dim: int | None | UnsetType = UNSET
     batch_heads: int | None | UnsetType = UNSET
 
@@ -35,9 +35,9 @@ class KernelOccupancy(Row, kw_only=True):
     """Theoretical occupancy (attention/occupancy.py, CUDA rules) beside CUPTI's est. achieved occupancy."""
     name: str
     registers_per_thread: int | None
-    shared_memory_bytes: int | None  # per block
+    shared_memory_bytes: Annotated[int | None, doc("per block")]
     block_threads: int | None
-    configurations: int  # distinct launch configurations of the kernel
+    configurations: Annotated[int, doc("distinct launch configurations of the kernel")]
     blocks_per_sm: int | None
     warps_per_sm: int | None
     max_warps_per_sm: int | None
@@ -90,21 +90,21 @@ class Layer(Row, kw_only=True):
     shape: Shape | None
     dtype: str | None
     causal: bool | None
-    dropout: float | None  # probability
+    dropout: Annotated[float | None, doc("probability")]
     mask: str | None
-    flops: float | None  # FLOPs of the calls whose time was recorded; null: shape unknown
-    score_bytes: int | None  # the largest score matrix of an unfused call
-    memory_bytes: int | None  # the largest peak growth of its calls (memory section)
-    first_call: int  # id of its first call
-    kernels: Annotated[list[LayerKernel], _d("the layer's kernels over all its calls, largest first (at most 100)")]
-    implementation: str  # its calls' implementations, most common first, joined by "+"
+    flops: Annotated[float | None, doc("FLOPs of the calls whose time was recorded; null: shape unknown")]
+    score_bytes: Annotated[int | None, doc("the largest score matrix of an unfused call")]
+    memory_bytes: Annotated[int | None, doc("the largest peak growth of its calls (memory section)")]
+    first_call: Annotated[int, doc("id of its first call")]
+    kernels: Annotated[list[LayerKernel], doc("the layer's kernels over all its calls, largest first (at most 100)")]
+    implementation: Annotated[str, doc("its calls' implementations, most common first, joined by \"+\"")]
     gpu_us: float
     cpu_us: float
     stages: list[StageRow]
-    tflops: float | None  # TFLOP/s over its core stages' time
-    gpu_unrecorded_calls: Annotated[int, Meta(ge=1), _d(
+    tflops: Annotated[float | None, doc("TFLOP/s over its core stages' time")]
+    gpu_unrecorded_calls: Annotated[int, Meta(ge=1), doc(
         "present when some of the layer's calls lost kernel launches (gpu_window): its gpu_us is a lower "
         "bound, and those calls' FLOPs are left out of flops/tflops")] | UnsetType = UNSET
     occupancy: list[KernelOccupancy]
-    why_not_flash: Annotated[WhyNotFlash | None, _d(
+    why_not_flash: Annotated[WhyNotFlash | None, doc(
         "null: no aten::scaled_dot_product_attention op with recorded shapes")]

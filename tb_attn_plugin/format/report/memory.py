@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from .base import Row, _d, Pass, NonNeg
+from .base import NonNeg, Pass, Row, doc
 
 
 class MemoryDevice(Row, kw_only=True):
@@ -15,7 +15,7 @@ class MemoryDevice(Row, kw_only=True):
     device: str
     peak_bytes: int
     events: int
-    attention_calls: Annotated[int, _d("snapshots attributed by frames: attention calls found on this "
+    attention_calls: Annotated[int, doc("snapshots attributed by frames: attention calls found on this "
                                        "device")] | UnsetType = UNSET
 
 
@@ -27,9 +27,9 @@ class MemoryLive(Row, kw_only=True):
     score_matrix: bool
     bytes: int
     blocks: int
-    largest_block: int  # bytes
+    largest_block: Annotated[int, doc("bytes")]
     frame: str | None
-    stack: Annotated[list[str] | None, _d(
+    stack: Annotated[list[str] | None, doc(
         "snapshots: the largest block's frames that memory/frame_rules.py names (attention, ops, autograd "
         "nodes; C++ frames included), innermost first")] | UnsetType = UNSET
 
@@ -42,15 +42,15 @@ class MemoryPeak(Row, kw_only=True):
     step: int | None | UnsetType = UNSET
     stage: str | None
     pass_: Pass | None = msgspec.field(name="pass")
-    attention_bytes: Annotated[int | None, _d("null: nothing in the record tells attention's blocks (see "
+    attention_bytes: Annotated[int | None, doc("null: nothing in the record tells attention's blocks (see "
                                               "attribution)")]
-    attention_share: Annotated[NonNeg | None, _d("null: attention unknown, never 0 (see attribution)")]
+    attention_share: Annotated[NonNeg | None, doc("null: attention unknown, never 0 (see attribution)")]
     score_matrix_bytes: int
-    before_record_bytes: Annotated[int, Meta(ge=0), _d(
+    before_record_bytes: Annotated[int, Meta(ge=0), doc(
         "bytes live at the peak that no recorded allocation explains (allocated before the record began)")]
     reserved_bytes: int | None
-    reserved_minus_allocated: int | None  # bytes
-    live: Annotated[list[MemoryLive], _d("what is live at the peak, grouped by layer, stage and score-matrix "
+    reserved_minus_allocated: Annotated[int | None, doc("bytes")]
+    live: Annotated[list[MemoryLive], doc("what is live at the peak, grouped by layer, stage and score-matrix "
                                          "flag, largest first (at most 12)")]
     explanation: str
 
@@ -67,7 +67,7 @@ class MemoryOom(Row, kw_only=True):
     """An out-of-memory event of a snapshot."""
     time_us: float
     bytes: int
-    device_free: int  # bytes
+    device_free: Annotated[int, doc("bytes")]
     layer: str | None
 
 
@@ -77,12 +77,12 @@ class MemoryChurn(Row, kw_only=True):
     frees: int
     bytes_allocated: int
     unpaired_frees: int
-    live_at_end: int  # blocks
+    live_at_end: Annotated[int, doc("blocks")]
     segment_allocs: int | UnsetType = UNSET
     segment_frees: int | UnsetType = UNSET
     segment_maps: int | UnsetType = UNSET
     segment_unmaps: int | UnsetType = UNSET
-    flush_retries: Annotated[int, _d("segment frees directly followed by a segment alloc: the allocator "
+    flush_retries: Annotated[int, doc("segment frees directly followed by a segment alloc: the allocator "
                                      "emptied its cache to satisfy an allocation")] | UnsetType = UNSET
     skipped_entries: int | UnsetType = UNSET
     ooms: list[MemoryOom] | UnsetType = UNSET
@@ -140,7 +140,7 @@ class MemoryLayer(Row, kw_only=True):
     score_bytes: int | None
     score_matrix_bytes_per_call: int
     score_matrix_blocks: int
-    stages: Annotated[list[MemoryLayerStage], _d("the layer's allocations by stage and pass, "
+    stages: Annotated[list[MemoryLayerStage], doc("the layer's allocations by stage and pass, "
                                                  "largest first")] | UnsetType = UNSET
 
 
@@ -191,7 +191,7 @@ class MemorySection(Row, kw_only=True):
     source: Literal["profiler", "snapshot"]
     device: str
     devices: list[MemoryDevice]
-    time_basis: Annotated[Literal["us", "index"], _d("index: the snapshot records no time_us, entries are "
+    time_basis: Annotated[Literal["us", "index"], doc("index: the snapshot records no time_us, entries are "
                                                      "numbered")]
     events: int
     peak_bytes: int
@@ -199,12 +199,13 @@ class MemorySection(Row, kw_only=True):
     score_matrix: MemoryScoreMatrix
     churn: MemoryChurn
     curve: MemoryCurve
-    spans: Annotated[list[MemorySpan], _d("time window of each call's stages (for shading the curve), at most 3000")]
+    spans: Annotated[list[MemorySpan], doc("time window of each call's stages (for shading the curve), at most 3000")]
     calls: list[MemoryCall]
     calls_omitted: int
     layers: list[MemoryLayer]
     stages: list[MemoryStage]
     snapshot: MemorySnapshot | UnsetType = UNSET
-    snapshot_section: MemorySection | UnsetType = UNSET  # the snapshot's own section, when the trace's comes first
+    snapshot_section: Annotated[MemorySection, doc(
+        "the snapshot's own section, when the trace's comes first")] | UnsetType = UNSET
     attribution: MemoryAttribution | UnsetType = UNSET
     attention_peak: MemoryAttentionPeak | UnsetType = UNSET

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from .base import Row, _d, Count, NonNeg, Positive
+from .base import Count, NonNeg, Positive, Row, doc
 
 
 class Extra(Row, kw_only=True):
@@ -15,7 +15,7 @@ class Extra(Row, kw_only=True):
                    "buffer_fill", "repeated_step", "unexplained"]
     step: str | None
     what: str
-    per_call: NonNeg  # kernels (CPU: ops) per call
+    per_call: Annotated[NonNeg, doc("kernels (CPU: ops) per call")]
     us_per_call: NonNeg
     us_per_step: NonNeg | None
     names: list[str]
@@ -43,7 +43,7 @@ class Outside(Row, kw_only=True):
 
 class Expected(Row, kw_only=True):
     """Expected against actual kernels per forward (attention/expected.py, expectations.py)."""
-    unit: Literal["kernels", "ops"]  # GPU kernels, or on a CPU trace the ops that do work
+    unit: Annotated[Literal["kernels", "ops"], doc("GPU kernels, or on a CPU trace the ops that do work")]
     expected: Count | None
     expected_steps: list[str] | None
     reason_unknown: str | None
@@ -91,7 +91,7 @@ class ReadingRow(Row, kw_only=True):
     implementation: str
     calls: Positive
     expected: Expected | None
-    host: Annotated[HostCost | None, _d("null for calls with no host side (graph replay only)")]
+    host: Annotated[HostCost | None, doc("null for calls with no host side (graph replay only)")]
 
 
 class Fingerprint(Row, kw_only=True):
@@ -113,4 +113,4 @@ class KernelReading(Row, kw_only=True):
     """report/kernel_reading.py: each distinct kernel name of attention, decoded once; what occupancy could be read."""
     device_arch: str | None
     occupancy: str
-    fingerprints: dict[str, Fingerprint]  # by kernel name
+    fingerprints: Annotated[dict[str, Fingerprint], doc("by kernel name")]

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from .base import Row, _d, Pass, Basis, Precision, Count, NonNeg, Tflops
+from .base import Basis, Count, NonNeg, Pass, Precision, Row, Tflops, doc
 from .layers import Shape
 
 
@@ -37,18 +37,18 @@ class PerCall(Row, kw_only=True):
 class RooflinePoint(Row, kw_only=True):
     """Amounts and rates of a roofline point (a layer class, or one stage of it)."""
     flops: NonNeg
-    bytes: NonNeg  # modelled bytes moved
+    bytes: Annotated[NonNeg, doc("modelled bytes moved")]
     time_us: float
-    units: Count  # kernels (CPU: ops)
-    intensity: float | None  # FLOP per byte
+    units: Annotated[Count, doc("kernels (CPU: ops)")]
+    intensity: Annotated[float | None, doc("FLOP per byte")]
     achieved_tflops: float | None
     achieved_tbs: float | None
     precision: Precision | UnsetType = UNSET
     peak_tflops: float | None | UnsetType = UNSET
     bandwidth_tbs: float | None | UnsetType = UNSET
     attainable_tflops: float | None
-    fraction: float | None  # achieved / attainable
-    bandwidth_fraction: float | None | UnsetType = UNSET  # achieved_tbs / bandwidth_tbs
+    fraction: Annotated[float | None, doc("achieved / attainable")]
+    bandwidth_fraction: Annotated[float | None, doc("achieved_tbs / bandwidth_tbs")] | UnsetType = UNSET
     mean_unit_us: float | None | UnsetType = UNSET
     bound: Literal["compute", "memory", "launch", None]
     bound_reason: str
@@ -64,15 +64,15 @@ class RooflineLayer(RooflinePoint, kw_only=True):
     """One layer type, implementation and length class."""
     layer_type: str
     implementation: str
-    label: Annotated[str, _d("'Owlv2Attention (eager)', with ', L 5185×5185' when the layer type and "
+    label: Annotated[str, doc("'Owlv2Attention (eager)', with ', L 5185×5185' when the layer type and "
                              "implementation have several length classes")]
     calls: int
     modelled_calls: int | UnsetType = UNSET
     dtype: str | None | UnsetType = UNSET
     shape: Shape | None | UnsetType = UNSET
-    lengths: Annotated[Lengths | None, _d("the class's [min, max] of q_len and k_len; null when no call has a "
+    lengths: Annotated[Lengths | None, doc("the class's [min, max] of q_len and k_len; null when no call has a "
                                           "shape")] | UnsetType = UNSET
-    lengths_text: Annotated[str | None, _d("'L 5185×5185' or 'Lq 1, Lk 1024–2047'; null unless the layer type "
+    lengths_text: Annotated[str | None, doc("'L 5185×5185' or 'Lq 1, Lk 1024–2047'; null unless the layer type "
                                            "and implementation have other length classes")] | UnsetType = UNSET
     score_bytes: int | None
     unmodelled_stages: list[str]

@@ -1,4 +1,4 @@
-"""The report's run-wide parts: the file, the device, steps, stage rows, kernels, ops, sampled calls and the safety net."""
+"""The report's run-wide parts: the file, the device, steps, stages, kernels, ops, sampled calls, the safety net."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from .base import Row, _d, Pass, Stage, Count, NonNeg, Positive, Tflops
+from .base import Count, NonNeg, Pass, Positive, Row, Stage, Tflops, doc
 
 
 class Source(Row, kw_only=True):
@@ -16,8 +16,8 @@ class Source(Row, kw_only=True):
     file: str
     worker: str
     span: str
-    size_bytes: int | None  # on disk (compressed); null: the size could not be read
-    json_bytes: int | None  # the JSON text, uncompressed
+    size_bytes: Annotated[int | None, doc("on disk (compressed); null: the size could not be read")]
+    json_bytes: Annotated[int | None, doc("the JSON text, uncompressed")]
 
 
 class DevicePeaks(Row, kw_only=True):
@@ -34,11 +34,11 @@ class Device(Row, kw_only=True):
     vendor: Literal["NVIDIA", "AMD", None]
     compute_capability: str | None
     memory_bytes: int | None
-    sm_count: int | None  # SMs (NVIDIA) or CUs (AMD)
-    count: int  # devices in the trace's deviceProperties
-    peak_tflops: float | None  # bf16 (else fp16) dense peak
+    sm_count: Annotated[int | None, doc("SMs (NVIDIA) or CUs (AMD)")]
+    count: Annotated[int, doc("devices in the trace's deviceProperties")]
+    peak_tflops: Annotated[float | None, doc("bf16 (else fp16) dense peak")]
     identified_by: Literal["name", "facts", "none"]
-    model: str | None  # the device table's row name
+    model: Annotated[str | None, doc("the device table's row name")]
     peaks: DevicePeaks | None
 
 
@@ -50,7 +50,7 @@ class Step(Row, kw_only=True):
     attention_gpu_us: float
     attention_cpu_us: float
     calls: int
-    unrecorded_launches: Annotated[int, Meta(ge=1), _d(
+    unrecorded_launches: Annotated[int, Meta(ge=1), doc(
         "present when kernel launches of this step have no kernel in the trace (gpu_window): its gpu_us "
         "is a lower bound")] | UnsetType = UNSET
 
@@ -82,7 +82,8 @@ class Kernel(Row, kw_only=True):
     implementation: str
     count: int
     gpu_us: float
-    fingerprint: Annotated[str, _d("one line: library · pass · dtype · math unit · tile · layout · arch · knob · split")]
+    fingerprint: Annotated[str, doc(
+        "one line: library · pass · dtype · math unit · tile · layout · arch · knob · split")]
 
 
 class Op(Row, kw_only=True):
@@ -102,9 +103,9 @@ class CallEvent(Row, kw_only=True):
     pass_: Pass = msgspec.field(name="pass")
     start_us: float
     dur_us: float
-    depth: int  # nesting below the call's root op (kernels: 0)
-    thread: Annotated[str, _d("CPU ops: the thread (trace tid) that ran the op")] | UnsetType = UNSET
-    stream: Annotated[str, _d("kernels: the GPU stream the kernel ran on")] | UnsetType = UNSET
+    depth: Annotated[int, doc("nesting below the call's root op (kernels: 0)")]
+    thread: Annotated[str, doc("CPU ops: the thread (trace tid) that ran the op")] | UnsetType = UNSET
+    stream: Annotated[str, doc("kernels: the GPU stream the kernel ran on")] | UnsetType = UNSET
 
 
 class CallSample(Row, kw_only=True):
@@ -113,11 +114,11 @@ class CallSample(Row, kw_only=True):
     layer: str
     step: int
     implementation: str
-    start_us: float  # trace clock
+    start_us: Annotated[float, doc("trace clock")]
     dur_us: float
-    truncated: bool  # more events than the sample keeps
+    truncated: Annotated[bool, doc("more events than the sample keeps")]
     events: list[CallEvent]
-    gpu_recorded: Annotated[Literal["none", "partly"], _d(
+    gpu_recorded: Annotated[Literal["none", "partly"], doc(
         "present when the call lost kernel launches (gpu_window): none or only part of its GPU work was "
         "recorded")] | UnsetType = UNSET
 
@@ -136,8 +137,8 @@ class TraceCounts(Row, kw_only=True):
     ops: int
     unlinked_kernels: int
     graph_kernels: int
-    backward_links: int  # forward ops that autograd links to a backward op
-    truncated: Annotated[bool, _d("the file ended early (still being written, or a partial copy): only the "
+    backward_links: Annotated[int, doc("forward ops that autograd links to a backward op")]
+    truncated: Annotated[bool, doc("the file ended early (still being written, or a partial copy): only the "
                                   "events before the cut were analysed")]
 
 
@@ -146,13 +147,13 @@ class UnknownKernel(Row, kw_only=True):
     name: str
     count: Count
     gpu_us: NonNeg
-    share: Annotated[float, Meta(ge=0), _d("of all GPU time of the trace")]
-    toml: Annotated[str, _d('a [[family]] row matching the name, ready to edit and pass with --patterns FILE; '
+    share: Annotated[float, Meta(ge=0), doc("of all GPU time of the trace")]
+    toml: Annotated[str, doc('a [[family]] row matching the name, ready to edit and pass with --patterns FILE; '
                             '"" when no pattern taken from the name leaves the trace\'s other kernels alone')]
-    pattern: Annotated[str | None, _d(
+    pattern: Annotated[str | None, doc(
         "the row's pattern: the name's most distinctive token (never a wrapper such as cutlass::device_kernel), "
         "checked to match no kernel of this trace outside unknown_kernels; null when none does")] | UnsetType = UNSET
-    pattern_why: Annotated[str, _d("how the pattern was chosen and checked, in words")] | UnsetType = UNSET
+    pattern_why: Annotated[str, doc("how the pattern was chosen and checked, in words")] | UnsetType = UNSET
 
 
 class GpuWindowCall(Row, kw_only=True):
@@ -168,26 +169,26 @@ class GpuWindow(Row, kw_only=True):
     """Kernel launches whose kernels the trace lacks (trace/window.py): the profiler stopped before the GPU
     finished (no synchronize at the end of the window: cut) or activity records were lost. Their calls'
     GPU time is not recorded, not 0."""
-    cut: Annotated[bool, _d("some of them came after the last launch whose kernel was recorded: the window was cut")]
+    cut: Annotated[bool, doc("some of them came after the last launch whose kernel was recorded: the window was cut")]
     unrecorded_launches: Positive
     after_last_recorded: Count
-    first_unrecorded_ts_us: Annotated[float, _d("trace clock, µs")]
-    gpu_end_ts_us: Annotated[float | None, _d("end of the last recorded GPU activity, trace clock, µs")]
-    calls_not_recorded: Annotated[int, Meta(ge=0), _d("attention calls with no recorded kernel")]
+    first_unrecorded_ts_us: Annotated[float, doc("trace clock, µs")]
+    gpu_end_ts_us: Annotated[float | None, doc("end of the last recorded GPU activity, trace clock, µs")]
+    calls_not_recorded: Annotated[int, Meta(ge=0), doc("attention calls with no recorded kernel")]
     calls_partly_recorded: Count
     launches_outside_calls: Count
-    calls: Annotated[list[GpuWindowCall], _d("the attention calls that lost kernels, in trace order, at most 100")]
+    calls: Annotated[list[GpuWindowCall], doc("the attention calls that lost kernels, in trace order, at most 100")]
 
 
 class UnjoinedKernel(Row, kw_only=True):
     """A known attention sub-stage kernel that joined no attention call."""
     name: str
-    family: Annotated[str, _d("the kernel-table row that knows it")]
+    family: Annotated[str, doc("the kernel-table row that knows it")]
     stage: str
     pass_: Pass = msgspec.field(name="pass")
     count: Count
     gpu_us: NonNeg
-    share: Annotated[float, Meta(ge=0), _d("of all GPU time of the trace")]
+    share: Annotated[float, Meta(ge=0), doc("of all GPU time of the trace")]
 
 
 class GpuAccounting(Row, kw_only=True):
@@ -199,7 +200,7 @@ class GpuAccounting(Row, kw_only=True):
     not_attention_us: NonNeg
     unjoined_helpers_us: NonNeg
     unknown_us: NonNeg
-    accounted_share: Annotated[NonNeg | None, _d(
+    accounted_share: Annotated[NonNeg | None, doc(
         "(attention_calls_us + not_attention_us) / total_us: the share of GPU time the report can say is or is "
         "not attention; null when total_us is 0")]
 
@@ -208,4 +209,4 @@ class KernelTable(Row, kw_only=True):
     """The kernel-name table the analysis used: built-in rows plus user rows (--patterns, TB_ATTN_PATTERNS)."""
     families: Count
     user_families: Count
-    user_sources: Annotated[list[str], _d("file names of the pattern files")]
+    user_sources: Annotated[list[str], doc("file names of the pattern files")]
