@@ -421,14 +421,23 @@ export interface Timing {
   wall_us: number;
   busy_us: number;
   idle_us: number;
+  /** kernels (CPU: ops) of the modelled stages */
   units: number;
+  /** GPU: gaps between a call's kernels; CPU: the ops, each paying a dispatch */
   gaps: number;
+  /** GPU only: the median gap between a call's kernels */
   launch_gap_us?: number;
+  /** CPU only: the median view op's self time */
   dispatch_us?: number;
+  /** time of the stages the roofline models */
   modelled_us: number;
+  /** modelled bytes moved, all calls */
   bytes: number;
+  /** modelled FLOPs, all calls */
   flops: number;
+  /** the roof's memory bandwidth; null: no roof */
   bandwidth_tbs: number | null;
+  /** the modelled bytes at the roof's bandwidth; null: no bandwidth */
   memory_floor_us: number | null;
   parts_us: PartsUs;
 }
@@ -456,14 +465,17 @@ export interface ReadingRow {
 export interface Expected {
   /** GPU kernels, or on a CPU trace the ops that do work */
   unit: "kernels" | "ops";
+  /** units per forward the implementation needs; null: unknown (reason_unknown) */
   expected: number | null;
   expected_steps: string[] | null;
   reason_unknown: string | null;
+  /** units per forward that most calls ran */
   ran: number;
   ran_min: number;
   ran_max: number;
   extras: Extra[];
   flags: Flag[];
+  /** aten::transpose ops inside the attention op (metadata only, no kernel), as most calls ran them; null: no attention op */
   transposes: number | null;
   transposes_expected: number | null;
   outside: Outside;

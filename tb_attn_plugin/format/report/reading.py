@@ -44,15 +44,16 @@ class Outside(Row, kw_only=True):
 class Expected(Row, kw_only=True):
     """Expected against actual kernels per forward (attention/expected.py, expectations.py)."""
     unit: Annotated[Literal["kernels", "ops"], doc("GPU kernels, or on a CPU trace the ops that do work")]
-    expected: Count | None
+    expected: Annotated[Count | None, doc("units per forward the implementation needs; null: unknown (reason_unknown)")]
     expected_steps: list[str] | None
     reason_unknown: str | None
-    ran: Count
+    ran: Annotated[Count, doc("units per forward that most calls ran")]
     ran_min: Count
     ran_max: Count
     extras: list[Extra]
     flags: list[Flag]
-    transposes: Count | None
+    transposes: Annotated[Count | None, doc("aten::transpose ops inside the attention op (metadata only, no kernel), "
+                                            "as most calls ran them; null: no attention op")]
     transposes_expected: Count | None
     outside: Outside
     source: str

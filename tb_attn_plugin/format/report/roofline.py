@@ -96,15 +96,15 @@ class Timing(Row, kw_only=True):
     wall_us: NonNeg
     busy_us: NonNeg
     idle_us: NonNeg
-    units: int
-    gaps: int
-    launch_gap_us: float | UnsetType = UNSET
-    dispatch_us: float | UnsetType = UNSET
-    modelled_us: float
-    bytes: float
-    flops: float
-    bandwidth_tbs: float | None
-    memory_floor_us: float | None
+    units: Annotated[int, doc("kernels (CPU: ops) of the modelled stages")]
+    gaps: Annotated[int, doc("GPU: gaps between a call's kernels; CPU: the ops, each paying a dispatch")]
+    launch_gap_us: Annotated[float, doc("GPU only: the median gap between a call's kernels")] | UnsetType = UNSET
+    dispatch_us: Annotated[float, doc("CPU only: the median view op's self time")] | UnsetType = UNSET
+    modelled_us: Annotated[float, doc("time of the stages the roofline models")]
+    bytes: Annotated[float, doc("modelled bytes moved, all calls")]
+    flops: Annotated[float, doc("modelled FLOPs, all calls")]
+    bandwidth_tbs: Annotated[float | None, doc("the roof's memory bandwidth; null: no roof")]
+    memory_floor_us: Annotated[float | None, doc("the modelled bytes at the roof's bandwidth; null: no bandwidth")]
     parts_us: PartsUs
 
 
