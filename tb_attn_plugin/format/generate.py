@@ -44,13 +44,62 @@ def schema() -> dict[str, Any]:
     """The report's JSON schema: the Report Struct at the top level, every other Struct under $defs
     (SnapshotReport, what ``tb-attn report FILE.pickle`` writes, among them)."""
     _, defs = msgspec.json.schema_components(ROOTS)
-    top = defs.pop("Report")
-    top.pop("title", None)
-    out: dict[str, Any] = dict(SCHEMA_HEAD, title="tb-attn attention report", **top)
-    out["$defs"] = defs
     for d in defs.values():
         d.pop("title", None)  # the key is the name
+    top = defs.pop("Report")
+    out: dict[str, Any] = dict(SCHEMA_HEAD, title="tb-attn attention report", **top)
+    out["$defs"] = {name: defs[name] for name in _first_use(out, defs)}
+    return _canon(out)
+
+
+# Key order within a node, so that the files do not change with msgspec's own ordering (setup.py
+# allows msgspec >= 0.18); properties keep the Structs' field order.
+KEY_ORDER = ["$comment", "$schema", "$id", "title", "description", "$ref", "type", "enum", "const", "anyOf",
+             "minimum", "exclusiveMinimum", "maximum", "minLength", "items", "properties", "required",
+             "additionalProperties", "$defs"]
+
+
+def _canon(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_canon(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: ({n: _canon(v) for n, v in node[k].items()} if k in ("properties", "$defs") else _canon(node[k]))
+           for k in sorted(node, key=lambda k: (KEY_ORDER.index(k) if k in KEY_ORDER else len(KEY_ORDER), k))}
+    if "enum" in out:
+        out["enum"] = sorted(out["enum"], key=lambda v: (v is not None, type(v).__name__, v if v is not None else 0))
+    if "required" in out and "properties" in out:
+        order = list(out["properties"])
+        out["required"] = sorted(out["required"], key=order.index)
     return out
+
+
+def _first_use(top: dict[str, Any], defs: dict[str, Any]) -> list[str]:
+    """The $defs names in the order a reader meets them: depth first from the report's fields, then
+    the other documents (SnapshotReport)."""
+    seen: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if ref is not None:
+                name = ref.rsplit("/", 1)[1]
+                if name not in seen and name in defs:
+                    seen.append(name)
+                    walk(defs[name])
+            for k, v in node.items():
+                if k != "$ref":
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(top)
+    for name in defs:
+        if name not in seen:
+            seen.append(name)
+            walk(defs[name])
+    return seen
 
 
 def schema_text() -> str:
