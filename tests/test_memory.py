@@ -272,7 +272,7 @@ def test_memory_sections_validate(cpu_traces, tmp_path):
     snap, _ = known_snapshot()
     p = tmp_path / "s.pickle"
     p.write_bytes(pickle.dumps(snap))
-    memory_schema = {"$defs": schema["$defs"], "$ref": "#/$defs/memory"}
+    memory_schema = {"$defs": schema["$defs"], "$ref": "#/$defs/MemorySection"}
     jsonschema.validate(engine.snapshot_report(str(p))["memory"], memory_schema)
     broken = engine.snapshot_report(str(p))["memory"]
     broken["peak_bytes"] = "a lot"

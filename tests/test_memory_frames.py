@@ -156,7 +156,7 @@ def test_cli_report_on_a_snapshot_alone_says_where_attention_memory_went(tmp_pat
 def test_snapshot_sections_validate(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads(resources.files("tb_attn_plugin.report").joinpath("schema.json").read_text())
-    memory_schema = {"$defs": schema["$defs"], "$ref": "#/$defs/memory"}
+    memory_schema = {"$defs": schema["$defs"], "$ref": "#/$defs/MemorySection"}
     unknown, _ = known_snapshot()
     del unknown["external_annotations"]
     for doc in (llama_training_step()[0], hand_written_inference()[0], unknown):

@@ -469,12 +469,17 @@ export interface KernelGroup {
   share: number | null;
 }
 
+/** A row of the kernels table: a kernel of the report, or on a CPU trace an op shown as one (an op has
+ * no implementation and no fingerprint). */
+export type TableKernel = Pick<Kernel, "name" | "stage" | "pass" | "count" | "gpu_us">
+  & Partial<Pick<Kernel, "implementation" | "fingerprint">>;
+
 /**
  * Kernels grouped by (pass, stage) in pipeline order; rows filtered by a case-insensitive substring
  * of the name or stage, and sorted within each group. Share is of attention time.
  */
 export function kernelGroups(
-  kernels: Kernel[] | undefined,
+  kernels: TableKernel[] | undefined,
   opts: { filter?: string; sort?: KernelSort; desc?: boolean; attentionUs?: number; pass?: Pass | "all" } = {},
 ): KernelGroup[] {
   const filter = (opts.filter || "").trim().toLowerCase();

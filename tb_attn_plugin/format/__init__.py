@@ -1,1 +1,1 @@
-"""The contracts below everything else: the tag format, user-facing errors and versions (imports nothing of ours)."""
+"""The contracts below everything else: the tag format, user-facing errors, versions and the report's format (imports nothing of ours)."""

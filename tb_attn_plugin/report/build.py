@@ -1,4 +1,8 @@
-"""One trace file in, one compact report (a JSON-ready dict, schema in schema.json) out.
+"""One trace file in, one compact report (a JSON-ready dict; its format: format/report/) out.
+
+The report stays plain dicts here (the format's Structs are checked against real reports in
+tests/test_format_generated.py): a new key written here without its field in format/report/ fails
+the tests, not a user's analysis.
 
 The pipeline reads in data order: read -> decode -> link -> detect -> measure -> report.
 """

@@ -1,7 +1,6 @@
 import { h } from "../dom";
 import { distinctShortNames, fmtCount, fmtShare, fmtUs, occupancyText } from "../format";
-import { basisOf, kernelGroups, STAGES, stageLabel, type KernelSort } from "../model";
-import type { Kernel } from "../types";
+import { basisOf, kernelGroups, STAGES, stageLabel, type KernelSort, type TableKernel } from "../model";
 import { kernelName, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
 
@@ -25,7 +24,7 @@ export async function kernelsView(ctx: Ctx, root: HTMLElement): Promise<void> {
   // Without GPU kernels, the CPU ops of attention are what ran: the same table over ops.
   // (a GPU trace whose attention ran no kernel shows its ops; one with no attention at all stays "Kernels")
   const useOps = basis === "cpu" || (!(report.kernels || []).length && (report.ops || []).length > 0);
-  const rows: Kernel[] = useOps
+  const rows: TableKernel[] = useOps
     ? (report.ops || []).map((o) => ({ name: o.name, stage: o.stage, pass: o.pass, count: o.count, gpu_us: o.cpu_us }))
     : report.kernels || [];
   const att = (useOps ? report.attention_cpu_us : report.attention_gpu_us) ?? 0;

@@ -1,0 +1,76 @@
+// The plugin's route answers that are not the report itself (/runs, /compare, /memory); written by
+// hand. The report's own types are generated into types.ts and memory_types.ts (tb_attn_plugin/format/).
+
+import type { Basis, Pass } from "./types";
+import type { MemorySection } from "./memory_types";
+
+export interface SpanInfo {
+  span: string;
+  status: "loading" | "ready" | "error";
+  message?: string;
+  phase?: string;
+  size_bytes?: number;
+  summary?: {
+    kind?: "trace" | "memory_snapshot";
+    metadata?: Record<string, unknown>;
+    time_basis?: Basis;
+    calls?: number;
+    attention_share?: number;
+    attention_gpu_us?: number;
+    attention_cpu_us?: number;
+    implementations?: string[];
+    device?: string | null;
+    empty?: boolean; // no step took time and no attention call: never the default span
+  };
+}
+
+export interface RunInfo {
+  run: string;
+  status?: "loading" | "ready" | "error";
+  workers: { worker: string; spans: SpanInfo[]; default_span?: string }[];
+  metadata?: Record<string, unknown>;
+}
+
+export interface RunsDoc {
+  runs: RunInfo[];
+  scanned?: boolean;
+  error?: string;
+  /** Files that look like traces but are not listed, and why (at most 200; skipped_count counts all). */
+  skipped?: { file: string; reason: string }[];
+  skipped_count?: number;
+}
+
+export interface CompareDoc {
+  runs: string[];
+  time_basis?: Basis;
+  time_basis_note?: string;
+  summary?: string;
+  stages?: { stage: string; pass?: Pass; values: number[]; delta_us: number; delta_pct: number | null }[];
+  layers?: {
+    layer_type: string;
+    values: number[];
+    implementations?: (string | null)[];
+    delta_us: number;
+    delta_pct: number | null;
+  }[];
+  kernels_only_in?: Record<string, { name: string; stage?: string; pass?: Pass; gpu_us?: number; count?: number }[]>;
+  kernels_only_in_counts?: Record<string, number>;
+  totals?: {
+    run: string;
+    attention_gpu_us?: number;
+    attention_cpu_us?: number;
+    attention_share?: number | null;
+    time_basis?: Basis;
+    implementations?: { layer_type?: string; implementation?: string; calls?: number }[];
+    calls?: number;
+  }[];
+}
+
+export interface MemoryDoc {
+  run: string;
+  worker?: string;
+  span?: string;
+  metadata?: Record<string, unknown>;
+  memory: MemorySection | null;
+  note?: string;
+}

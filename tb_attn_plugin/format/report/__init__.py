@@ -1,0 +1,107 @@
+"""The report's format as typed msgspec Structs: the one source of report/schema.json and the frontend's types.
+
+``report/build.py`` still assembles plain dicts (the hot path stays as it was); these Structs say what
+those dicts hold, and tests/test_format_generated.py converts real reports into ``Report`` with
+``strict=True``, so a key the engine writes that is missing here (or a wrong type) fails a test.
+
+Conventions: times are µs (``_us``), sizes bytes (``_bytes``), rates TFLOP/s (``tflops``) and TB/s
+(``_tbs``); a unit that the name does not carry is in a description. ``None`` means unknown, never 0.
+A field the engine writes only sometimes is ``T | UnsetType = UNSET`` (optional in the schema).
+
+The parts live in small modules by section (rows, layers, roofline, reading, memory; base holds ``Row``
+and the value types); ``Report`` and ``SnapshotReport``, the two documents, are here.
+
+To add a section (or a field):
+  1. add its Struct(s) in the module of its part, or a new module here (subclass ``Row`` with
+     ``kw_only=True``; a docstring, and ``doc(...)`` for a field whose unit is not in its
+     name), and a field on ``Report`` below (or on the section it belongs to);
+  2. write it in the engine (``report/build.py`` or the section's module);
+  3. run ``python -m tb_attn_plugin.format.generate``: it rewrites report/schema.json,
+     frontend/src/types.ts and frontend/src/memory_types.ts (a Struct reachable from
+     ``MemorySection`` goes to memory_types.ts, every other one to types.ts, as an interface of
+     the same name; a Literal equal to one of ``TS_ALIASES`` is written as that alias's name).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from msgspec import UNSET, Meta
+
+from .base import Basis, Count, Row, TS_ALIASES, doc
+from .layers import Layer
+from .memory import MemorySection
+from .reading import KernelReading, ReadingRow
+from .roofline import Roofline
+from .rows import (CallSample, Device, GpuAccounting, GpuWindow, Implementation, Kernel, KernelTable, Op, Source,
+                   StageRow, Step, TraceCounts, UnjoinedKernel, UnknownKernel, Verdict)
+
+__all__ = ["Report", "SnapshotReport", "MemorySection", "TS_ALIASES", "UNSET"]
+
+
+class Report(Row, kw_only=True):
+    """One trace file analysed by tb_attn_plugin.report.build.analyze_file. Times in microseconds."""
+    schema_version: Literal[2]
+    engine_version: str
+    source: Source
+    device: Device | None
+    metadata: Annotated[dict[str, Any], doc("run metadata written by the collector (tags.METADATA_KEY)")]
+    distributed: Annotated[dict[str, Any], doc(
+        "rank, world_size, backend as the trace's distributedInfo says (untrusted JSON)")]
+    time_basis: Basis
+    total_gpu_us: float
+    total_cpu_us: float
+    attention_gpu_us: float
+    attention_cpu_us: float
+    attention_share: Annotated[float, Meta(ge=0, le=1)]
+    calls: Count
+    steps: list[Step]
+    stages: list[StageRow]
+    layers: list[Layer]
+    layers_omitted: Annotated[int, Meta(ge=0), doc("layers left out of `layers` (the smallest by time) to keep "
+                                                  "the report compact")]
+    implementations: list[Implementation]
+    kernels: list[Kernel]
+    ops: list[Op]
+    call_samples: list[CallSample]
+    trace: TraceCounts
+    warnings: list[str]
+    roofline: Roofline
+    reading: Annotated[list[ReadingRow], doc("one row per layer type × implementation, most calls first "
+                                            "(docs/api.md)")]
+    verdicts: list[Verdict]
+    memory: Annotated[MemorySection | None, doc(
+        "null when the trace has no [memory] events and no snapshot joins it (record with profile_memory=True "
+        "or tb_attn_plugin.profile(memory=True))")]
+    unknown_kernels: Annotated[list[UnknownKernel], doc(
+        "The safety net: kernels whose names look like attention (attn, attention, fmha, flash, sdpa, paged, "
+        "sage, mla, ...) but that match no attention family of the kernel table and belong to no attention "
+        "call; at most 50, by GPU time.")]
+    unjoined_kernels: Annotated[list[UnjoinedKernel], doc(
+        "Known attention sub-stage kernels (HELPER_STAGES of attention/patterns.py) that joined no attention "
+        "call: their time is in no call's and is reported here, largest first, at most 50.")]
+    gpu_accounting: Annotated[GpuAccounting | None, doc("null without GPU kernels")]
+    kernel_table: KernelTable
+    gpu_window: Annotated[GpuWindow | None, doc(
+        "null when every kernel launch has its kernel (launches inside a stream capture run nothing and are "
+        "not counted)")]
+    kernel_reading: KernelReading
+    analysis_seconds: Annotated[float, doc("wall time of the analysis, s")]
+
+
+class SnapshotSource(Row, kw_only=True):
+    """The snapshot file read."""
+    path: str
+    file: str
+
+
+class SnapshotReport(Row, kw_only=True):
+    """``tb-attn report FILE.pickle`` (memory/engine.py snapshot_report): a report holding only a CUDA memory
+    snapshot's memory section."""
+    schema_version: Literal[2]
+    engine_version: str
+    kind: Literal["memory_snapshot"]
+    source: SnapshotSource
+    memory: MemorySection
+    warnings: list[str]
+    analysis_seconds: Annotated[float, doc("wall time of the analysis, s")]

@@ -1,0 +1,110 @@
+"""The report's layers: one row per attention layer, with its kernels, occupancy and why not flash."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
+
+from .base import Pass, Row, Stage, doc
+from .rows import StageRow
+
+
+class Shape(Row, kw_only=True):
+    """Attention's shape; null fields: unknown."""
+    batch: int | None | UnsetType = UNSET
+    q_heads: int | None | UnsetType = UNSET
+    kv_heads: int | None | UnsetType = UNSET
+    q_len: Annotated[int | None, doc("tokens")] | UnsetType = UNSET
+    k_len: Annotated[int | None, doc("tokens")] | UnsetType = UNSET
+    head_dim: int | None | UnsetType = UNSET
+    batch_heads: int | None | UnsetType = UNSET
+
+
+class LayerKernel(Row, kw_only=True):
+    """A kernel of one layer, over all its calls."""
+    name: str
+    stage: Stage
+    pass_: Pass = msgspec.field(name="pass")
+    count: int
+    gpu_us: float
+
+
+class KernelOccupancy(Row, kw_only=True):
+    """Theoretical occupancy (attention/occupancy.py, CUDA rules) beside CUPTI's est. achieved occupancy."""
+    name: str
+    registers_per_thread: int | None
+    shared_memory_bytes: Annotated[int | None, doc("per block")]
+    block_threads: int | None
+    configurations: Annotated[int, doc("distinct launch configurations of the kernel")]
+    blocks_per_sm: int | None
+    warps_per_sm: int | None
+    max_warps_per_sm: int | None
+    theoretical_pct: float | None
+    limited_by: list[Literal["registers", "shared memory", "warps", "blocks"]]
+    achieved_pct: float | None
+    launch_api: str | None
+    reading: str
+
+
+class Refusal(Row, kw_only=True):
+    """A backend check that refused the call."""
+    check: str
+    reason: str
+    fix: str
+    source: str
+
+
+class UnknownCheck(Row, kw_only=True):
+    """A backend check the trace cannot decide."""
+    check: str
+    why: str
+
+
+class BackendCheck(Row, kw_only=True):
+    """One SDPA backend: eligible (null: unknown), what refused it and what could not be checked."""
+    backend: Literal["flash", "efficient", "cudnn"]
+    eligible: bool | None
+    refusals: list[Refusal]
+    unknown: list[UnknownCheck]
+
+
+class WhyNotFlash(Row, kw_only=True):
+    """PyTorch's SDPA backend checks (attention/eligibility_rules.py) replayed on the layer's first
+    aten::scaled_dot_product_attention call."""
+    device: str
+    rules: str
+    ran: str | None
+    backends: list[BackendCheck]
+
+
+class Layer(Row, kw_only=True):
+    """One attention layer, over all its calls."""
+    layer: str
+    layer_type: str
+    calls: int
+    backend: str
+    compiled: bool
+    source: Literal["tag", "op", "module", "motif", "kernel"]
+    shape: Shape | None
+    dtype: str | None
+    causal: bool | None
+    dropout: Annotated[float | None, doc("probability")]
+    mask: str | None
+    flops: Annotated[float | None, doc("FLOPs of the calls whose time was recorded; null: shape unknown")]
+    score_bytes: Annotated[int | None, doc("the largest score matrix of an unfused call")]
+    memory_bytes: Annotated[int | None, doc("the largest peak growth of its calls (memory section)")]
+    first_call: Annotated[int, doc("id of its first call")]
+    kernels: Annotated[list[LayerKernel], doc("the layer's kernels over all its calls, largest first (at most 100)")]
+    implementation: Annotated[str, doc("its calls' implementations, most common first, joined by \"+\"")]
+    gpu_us: float
+    cpu_us: float
+    stages: list[StageRow]
+    tflops: Annotated[float | None, doc("TFLOP/s over its core stages' time")]
+    gpu_unrecorded_calls: Annotated[int, Meta(ge=1), doc(
+        "present when some of the layer's calls lost kernel launches (gpu_window): its gpu_us is a lower "
+        "bound, and those calls' FLOPs are left out of flops/tflops")] | UnsetType = UNSET
+    occupancy: list[KernelOccupancy]
+    why_not_flash: Annotated[WhyNotFlash | None, doc(
+        "null: no aten::scaled_dot_product_attention op with recorded shapes")]

@@ -1,0 +1,117 @@
+"""The report's reading sections: expected against actual kernels, the host's cost, kernel names decoded."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from .base import Count, NonNeg, Positive, Row, doc
+
+
+class Extra(Row, kw_only=True):
+    """Kernels beyond the expected ones, by cause."""
+    cause: Literal["hidden_copy", "mask_built_per_call", "safe_softmax_guard", "dtype_cast", "layout_copy",
+                   "buffer_fill", "repeated_step", "unexplained"]
+    step: str | None
+    what: str
+    per_call: Annotated[NonNeg, doc("kernels (CPU: ops) per call")]
+    us_per_call: NonNeg
+    us_per_step: NonNeg | None
+    names: list[str]
+    fix: str
+    source: str
+
+
+class Flag(Row, kw_only=True):
+    """A kernel that runs as expected but slower than it could (an fp32 GEMM)."""
+    flag: Literal["fp32_gemm"]
+    what: str
+    per_call: NonNeg
+    us_per_call: NonNeg
+    names: list[str]
+    fix: str
+    source: str
+
+
+class Outside(Row, kw_only=True):
+    """Kernels launched inside the call that belong to no stage."""
+    per_call: NonNeg
+    us_per_call: NonNeg
+    names: list[str]
+
+
+class Expected(Row, kw_only=True):
+    """Expected against actual kernels per forward (attention/expected.py, expectations.py)."""
+    unit: Annotated[Literal["kernels", "ops"], doc("GPU kernels, or on a CPU trace the ops that do work")]
+    expected: Annotated[Count | None, doc("units per forward the implementation needs; null: unknown (reason_unknown)")]
+    expected_steps: list[str] | None
+    reason_unknown: str | None
+    ran: Annotated[Count, doc("units per forward that most calls ran")]
+    ran_min: Count
+    ran_max: Count
+    extras: list[Extra]
+    flags: list[Flag]
+    transposes: Annotated[Count | None, doc("aten::transpose ops inside the attention op (metadata only, no kernel), "
+                                            "as most calls ran them; null: no attention op")]
+    transposes_expected: Count | None
+    outside: Outside
+    source: str
+    summary: str
+
+
+class LaunchApi(Row, kw_only=True):
+    """A runtime API called per call."""
+    name: str
+    per_call: NonNeg
+    note: str
+    source: str
+
+
+class HostCost(Row, kw_only=True):
+    """The cost on the host per call (attention/host_cost.py)."""
+    scope: str | None
+    host_us_per_call: NonNeg
+    gpu_us_per_call: NonNeg | None
+    attention_op_self_us_per_call: NonNeg
+    dispatch_us_per_call: NonNeg
+    launch_us_per_call: NonNeg
+    launch_apis: list[LaunchApi]
+    occupancy_queries_per_call: NonNeg
+    syncs_per_call: NonNeg
+    host_bound: bool | None
+    fix: str | None
+    source: str
+    graph_replay: bool
+    summary: str
+
+
+class ReadingRow(Row, kw_only=True):
+    """A layer type × implementation read the way 'Attention is all you profile' reads a call."""
+    layer_type: str
+    implementation: str
+    calls: Positive
+    expected: Expected | None
+    host: Annotated[HostCost | None, doc("null for calls with no host side (graph replay only)")]
+
+
+class Fingerprint(Row, kw_only=True):
+    """A kernel name decoded by attention/fingerprint_rules.py; null fields: no rule matched (unknown)."""
+    summary: str
+    flags: list[str]
+    library: str | None
+    pass_: str | None = msgspec.field(name="pass")
+    dtype: str | None
+    math_unit: str | None
+    tile: str | None
+    layout: str | None
+    arch: str | None
+    knob: str | None
+    split: str | None
+
+
+class KernelReading(Row, kw_only=True):
+    """report/kernel_reading.py: each distinct kernel name of attention, decoded once; what occupancy could be read."""
+    device_arch: str | None
+    occupancy: str
+    fingerprints: Annotated[dict[str, Fingerprint], doc("by kernel name")]
