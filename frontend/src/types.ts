@@ -130,6 +130,8 @@ export interface CallSample {
   dur_us?: number;
   truncated?: boolean;
   events?: CallEvent[];
+  /** The Reading panel of this call's layer type × implementation (/call only, engine 13 on). */
+  reading?: CallReading;
 }
 
 export interface Verdict {
@@ -205,4 +207,147 @@ export interface CompareDoc {
     implementations?: { layer_type?: string; implementation?: string; calls?: number }[];
     calls?: number;
   }[];
+}
+
+// ---- the Reading of one call (GET /call's "reading": tb_attn_plugin/report/call_reading.py) ------------
+// Issue 25 item 7. Shapes of report.reading[] (expected, host), report.kernel_reading.fingerprints,
+// layers[].occupancy and layers[].why_not_flash, as docs/api.md describes them.
+
+/** One extra beyond the expected steps, named by its cause (attention/expectations.py CAUSES). */
+export interface ReadingExtra {
+  cause: string;
+  step: string | null;
+  what: string;
+  per_call: number;
+  us_per_call: number;
+  us_per_step: number | null;
+  names: string[];
+  fix: string;
+  source: string;
+}
+
+export interface ReadingFlag {
+  flag: string;
+  what: string;
+  per_call: number;
+  us_per_call: number;
+  names: string[];
+  fix: string;
+  source: string;
+}
+
+/** Expected against actual per forward (attention/expected.py). */
+export interface ExpectedReading {
+  unit: "kernels" | "ops";
+  expected: number | null;
+  expected_steps: string[] | null;
+  reason_unknown: string | null;
+  ran: number;
+  ran_min: number;
+  ran_max: number;
+  extras: ReadingExtra[];
+  flags: ReadingFlag[];
+  transposes: number | null;
+  transposes_expected: number | null;
+  outside: { per_call: number; us_per_call: number; names: string[] };
+  source: string;
+  summary: string;
+}
+
+export interface LaunchApi {
+  name: string;
+  per_call: number;
+  note: string;
+  source: string;
+}
+
+/** The cost on the host per call (attention/host_cost.py). */
+export interface HostCost {
+  scope: string | null;
+  host_us_per_call: number;
+  gpu_us_per_call: number | null;
+  attention_op_self_us_per_call: number;
+  dispatch_us_per_call: number;
+  launch_us_per_call: number;
+  launch_apis: LaunchApi[];
+  occupancy_queries_per_call: number;
+  syncs_per_call: number;
+  host_bound: boolean | null;
+  fix: string | null;
+  source: string;
+  graph_replay: boolean;
+  summary: string;
+}
+
+/** A kernel name decoded (attention/fingerprint.py); null fields: the name does not say. */
+export interface Fingerprint {
+  library: string | null;
+  pass: string | null;
+  dtype: string | null;
+  math_unit: string | null;
+  tile: string | null;
+  layout: string | null;
+  arch: string | null;
+  knob: string | null;
+  split: string | null;
+  summary: string;
+  flags: string[];
+}
+
+/** Occupancy as it really is (report/kernel_reading.py): the full row of layers[].occupancy. */
+export interface OccupancyReading extends KernelOccupancy {
+  registers_per_thread?: number | null;
+  shared_memory_bytes?: number | null;
+  block_threads?: number | null;
+  configurations?: number;
+  blocks_per_sm?: number | null;
+  warps_per_sm?: number | null;
+  max_warps_per_sm?: number | null;
+  launch_api?: string | null;
+}
+
+export interface WhyNotFlashBackend {
+  backend: string;
+  eligible: boolean | null;
+  refusals: { check: string; reason: string; fix: string; source: string }[];
+  unknown: { check: string; why: string }[];
+}
+
+/** PyTorch's SDPA backend checks replayed on the recorded inputs (attention/why_not_flash.py). */
+export interface WhyNotFlash {
+  device: string;
+  rules: string;
+  ran: string | null;
+  backends: WhyNotFlashBackend[];
+}
+
+/** One kernel of the call: launches and µs in this call, its fingerprint and occupancy or why not. */
+export interface CallReadingKernel {
+  name: string;
+  stage: string | null;
+  pass: Pass | null;
+  launches: number;
+  us: number;
+  fingerprint: Fingerprint | null;
+  fingerprint_unknown: string | null;
+  occupancy: OccupancyReading | null;
+  occupancy_unknown: string | null;
+}
+
+/** What the Reading panel shows; each piece the engine cannot tell is null with its reason in unknown
+ *  (keys: layer, expected, host, gpu, kernels, why_not_flash, backward). */
+export interface CallReading {
+  call: number | null;
+  layer: string | null;
+  layer_type: string | null;
+  implementation: string | null;
+  calls: number | null;
+  expected: ExpectedReading | null;
+  host: HostCost | null;
+  kernels: CallReadingKernel[];
+  kernels_omitted: number;
+  device_arch: string | null;
+  occupancy_note: string | null;
+  why_not_flash: WhyNotFlash | null;
+  unknown: Record<string, string>;
 }

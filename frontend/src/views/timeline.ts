@@ -7,6 +7,7 @@ import { callChoices, timelineModel, type TimelineSegment } from "../timeline_mo
 import type { CallSample } from "../types";
 import { badge, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
+import { readingPanel } from "./reading";
 
 export async function timelineView(ctx: Ctx, root: HTMLElement): Promise<void> {
   const report = await ctx.report(root);
@@ -81,6 +82,7 @@ export async function timelineView(ctx: Ctx, root: HTMLElement): Promise<void> {
         h("td", null, seg.lanes[it.lane]),
         h("td", { class: "kcell", title: it.name }, it.kind === "kernel" ? short.get(it.name) ?? it.name : it.name),
         h("td", null, stageChip(it.stage, it.pass)), usCell(seg.offset + it.start), usCell(it.dur)))))));
+  slot.appendChild(readingPanel(sample.reading));
 }
 
 function drawSegment(chartEl: HTMLElement, seg: TimelineSegment, split: boolean): void {
