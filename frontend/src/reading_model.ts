@@ -89,10 +89,12 @@ const perCall = (v: number) => (Number.isInteger(v) ? String(v) : String(Number(
 
 function expectedModel(e: ExpectedReading, reason: string | undefined): ExpectedModel | Unknown {
   const unit = e.unit === "ops" ? "ops" : "kernels";
+  const one = e.unit === "ops" ? "op" : "kernel";
   const ran = e.ran_min === e.ran_max ? String(e.ran) : `${e.ran} (from ${e.ran_min} to ${e.ran_max})`;
   const headline = e.expected === null
-    ? `ran ${ran} ${unit} per forward; no count expected: ${e.reason_unknown || reason || "unknown implementation"}`
-    : `expected ${e.expected} ${unit} per forward, ran ${ran}`;
+    ? `ran ${ran} ${e.ran === 1 && e.ran_min === e.ran_max ? one : unit} per forward; no count expected: `
+      + (e.reason_unknown || reason || "unknown implementation")
+    : `expected ${e.expected} ${e.expected === 1 ? one : unit} per forward, ran ${ran}`;
   const extras = e.extras.map((x): ExtraRow => ({
     cause: x.cause,
     label: `+${perCall(x.per_call)} ${x.cause.replace(/_/g, " ")}${x.step ? ` (${x.step})` : ""}`,

@@ -40,7 +40,7 @@ describe("expected against actual", () => {
 
   it("names the metadata-only transposes against the post's count", () => {
     const e = known<ExpectedModel>(readingModel(fx.bert_flash)!.expected);
-    expect(e.headline).toBe("expected 1 kernels per forward, ran 1");
+    expect(e.headline).toBe("expected 1 kernel per forward, ran 1");
     expect(e.extras).toEqual([]);
     expect(e.notes).toContain("aten::transpose ×4 inside the attention op: metadata only, no kernel (the post counts 4 for this backend)");
   });
