@@ -17,6 +17,11 @@ def _get(d: Any, key: str) -> Any:
     return d.get(key) if isinstance(d, dict) else None
 
 
+def _rows(v: Any) -> list[dict[str, Any]]:
+    """A list of objects from a report section, whatever a damaged cache entry holds there."""
+    return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
+
+
 def _call_kernels(sample: dict[str, Any]) -> list[dict[str, Any]]:
     """The call's kernels by name, in the order they first ran: stage, pass, launches and µs in this call."""
     rows: dict[str, dict[str, Any]] = {}
@@ -50,22 +55,23 @@ def panel(report: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
     cannot give is null, with the reason in ``unknown``."""
     unknown: dict[str, str] = {"backward": BACKWARD}
     layer_name = sample.get("layer")
-    lay = next((x for x in report.get("layers") or [] if _get(x, "layer") == layer_name), None)
+    lay = next((x for x in _rows(report.get("layers")) if x.get("layer") == layer_name), None)
     layer_type = _get(lay, "layer_type")
     implementation = sample.get("implementation") or _get(lay, "implementation")
     group = None
     if lay is None:
-        unknown["layer"] = f"layer {layer_name!r} is not among the report's layers (the report keeps the slowest 1000)"
+        unknown["layer"] = (f"layer {layer_name!r} is not among the report's layers (it keeps the slowest only: "
+                            "report/build.py MAX_LAYERS)")
     elif report.get("reading") is None:
-        unknown["layer"] = "this report has no reading (written by an engine before version 13)"
+        unknown["layer"] = "this report has no reading section"
     else:
-        group = next((g for g in report["reading"] if _get(g, "layer_type") == layer_type
-                      and _get(g, "implementation") == implementation), None)
+        group = next((g for g in _rows(report["reading"]) if g.get("layer_type") == layer_type
+                      and g.get("implementation") == implementation), None)
         if group is None:
-            unknown["layer"] = (f"{layer_type} × {implementation} is not among the report's reading rows "
-                                "(the report keeps the 200 with most calls)")
-    expected = _get(group, "expected")
-    host = _get(group, "host")
+            unknown["layer"] = (f"{layer_type} × {implementation} is not among the report's reading rows (it keeps those "
+                                "with most calls: report/reading.py MAX_GROUPS)")
+    expected = _get(group, "expected") if isinstance(_get(group, "expected"), dict) else None
+    host = _get(group, "host") if isinstance(_get(group, "host"), dict) else None
     if group is not None:
         if expected is None:
             unknown["expected"] = "no forward op or kernel of these calls was read"
@@ -78,8 +84,8 @@ def panel(report: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
         elif host.get("graph_replay"):
             unknown["gpu"] = "replayed from a graph: the host launched it once at capture, so no host cost per call"
     kr = report.get("kernel_reading") if isinstance(report.get("kernel_reading"), dict) else {}
-    fps = kr.get("fingerprints") or {}
-    occ = {o.get("name"): o for o in _get(lay, "occupancy") or [] if isinstance(o, dict)}
+    fps = kr.get("fingerprints") if isinstance(kr.get("fingerprints"), dict) else {}
+    occ = {o.get("name"): o for o in _rows(_get(lay, "occupancy"))}
     kernels = _call_kernels(sample)
     for k in kernels:
         fp = fps.get(k["name"])
@@ -91,7 +97,7 @@ def panel(report: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
     if not kernels:
         unknown["kernels"] = _kernels_unknown(report, sample)
     if "kernel_reading" not in report or report.get("kernel_reading") is None:
-        unknown["kernels"] = "this report has no kernel reading (written by an engine before version 12)"
+        unknown["kernels"] = "this report has no kernel_reading section"
     wnf = _get(lay, "why_not_flash")
     if wnf is None:
         unknown["why_not_flash"] = (_get(lay, "why_not_flash_unknown")
