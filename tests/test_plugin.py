@@ -200,7 +200,44 @@ def test_call_returns_one_call_sample(app):
     _, report = get(client, f"{P}/report?run=sdpa")
     sample = report["call_samples"][-1]
     code, body = get(client, f"{P}/call?run=sdpa&id={sample['id']}")
+    reading = body.pop("reading")
     assert code == 200 and body == sample and body["events"]
+    # The Reading panel is the report's own reading of that call's layer type × implementation.
+    layer = next(lay for lay in report["layers"] if lay["layer"] == sample["layer"])
+    group = next(g for g in report["reading"]
+                 if (g["layer_type"], g["implementation"]) == (layer["layer_type"], sample["implementation"]))
+    assert (reading["layer"], reading["layer_type"], reading["calls"]) == (sample["layer"], layer["layer_type"], group["calls"])
+    assert reading["expected"] == group["expected"] and reading["expected"]["ran"] >= 1
+    assert reading["host"] == group["host"] and reading["host"]["host_us_per_call"] > 0
+    assert reading["why_not_flash"] == layer["why_not_flash"]
+    flash = next(b for b in reading["why_not_flash"]["backends"] if b["backend"] == "flash")
+    assert flash["eligible"] is False and "float32" in flash["refusals"][0]["reason"]  # recorded in float32
+    # a CPU trace: no kernel to decode, GPU time unknown; each said with its reason, never a 0
+    assert reading["kernels"] == [] and "CPU only" in reading["unknown"]["kernels"]
+    assert reading["host"]["gpu_us_per_call"] is None and "no GPU activity" in reading["unknown"]["gpu"]
+    assert "forward only" in reading["unknown"]["backward"]
+
+
+def test_call_reading_of_a_gpu_call(app):
+    """Fingerprints, occupancy and host vs GPU of the H100 flash call, as the report has them."""
+    shared_trace(PLUGIN_GPU_RUNS["gpu/bert_flash"])
+    client, _ = app
+    _, report = get(client, f"{P}/report?run=gpu/bert_flash")
+    _, body = get(client, f"{P}/call?run=gpu/bert_flash&id=0")
+    r = body["reading"]
+    names = [e["name"] for e in body["events"] if e["kind"] == "kernel"]
+    assert [k["name"] for k in r["kernels"]] == list(dict.fromkeys(names))
+    fps = report["kernel_reading"]["fingerprints"]
+    layer = next(lay for lay in report["layers"] if lay["layer"] == body["layer"])
+    occ = {o["name"]: o for o in layer["occupancy"]}
+    for k in r["kernels"]:
+        assert k["fingerprint"] == fps[k["name"]] and k["occupancy"] == occ[k["name"]]
+        assert k["us"] == pytest.approx(sum(e["dur_us"] for e in body["events"] if e["name"] == k["name"]), abs=0.01)
+    flash = next(k for k in r["kernels"] if "flash_fwd_kernel" in k["name"])
+    assert flash["fingerprint"]["library"] == "FlashAttention" and flash["occupancy"]["theoretical_pct"] == 12.5
+    assert "low by design" in flash["occupancy"]["reading"]
+    assert r["host"]["host_bound"] is True and r["host"]["host_us_per_call"] > r["host"]["gpu_us_per_call"] > 0
+    assert "gpu" not in r["unknown"] and "kernels" not in r["unknown"]
 
 
 @pytest.mark.parametrize("query,code,says", [

@@ -5,7 +5,7 @@
 import type { RanksDoc } from "./ranks-model";
 import type { MemoryDoc } from "./memory_types";
 import type { SweepDoc, SweepsDoc } from "./sweep_model";
-import type { CallSample, CompareDoc, Kernel, Report, RunsDoc } from "./types";
+import type { CallAnswer, CompareDoc, Kernel, Report, RunsDoc } from "./types";
 
 export class ApiError extends Error {
   constructor(message: string, readonly status: number) {
@@ -75,7 +75,7 @@ export const api = {
   kernels: (t: Target, stage?: string, pass?: string) =>
     getJSON<{ kernels: Kernel[] }>("./kernels" + query({ run: t.run, worker: t.worker, span: t.span, stage, pass })),
   call: (t: Target, id: number) =>
-    getJSON<CallSample>("./call" + query({ run: t.run, worker: t.worker, span: t.span, id: String(id) })),
+    getJSON<CallAnswer>("./call" + query({ run: t.run, worker: t.worker, span: t.span, id: String(id) })),
   compare: (runs: string[]) => getJSON<CompareDoc>("./compare" + query({ run: runs })),
   ranks: (run: string) => getJSON<RanksDoc>("./ranks" + query({ run })),
   /** Workers of one run against each other (ranks of a job): /compare?run=R&worker=A&run=R&worker=B. */

@@ -1,7 +1,7 @@
-// The plugin's route answers that are not the report itself (/runs, /compare, /memory); written by
+// The plugin's route answers that are not the report itself (/runs, /compare, /memory, /call); written by
 // hand. The report's own types are generated into types.ts and memory_types.ts (tb_attn_plugin/format/).
 
-import type { Basis, Pass } from "./types";
+import type { Basis, CallSample, Expected, Fingerprint, HostCost, KernelOccupancy, Pass, WhyNotFlash } from "./types";
 import type { MemorySection } from "./memory_types";
 
 export interface SpanInfo {
@@ -73,4 +73,43 @@ export interface MemoryDoc {
   metadata?: Record<string, unknown>;
   memory: MemorySection | null;
   note?: string;
+}
+
+// ---- /call: one call's sample and the Reading panel of its layer type × implementation ------------------
+// Built by tb_attn_plugin/report/call_reading.py from pieces of the report (issue 25 item 7).
+
+/** One kernel of the call: launches and µs in this call, its fingerprint and occupancy, or why not. */
+export interface CallReadingKernel {
+  name: string;
+  stage: string | null;
+  pass: Pass | null;
+  launches: number;
+  us: number;
+  fingerprint: Fingerprint | null;
+  fingerprint_unknown: string | null;
+  occupancy: KernelOccupancy | null;
+  occupancy_unknown: string | null;
+}
+
+/** What the Reading panel shows; each piece the engine cannot tell is null with its reason in unknown
+ *  (keys: layer, expected, host, gpu, kernels, why_not_flash, backward). */
+export interface CallReading {
+  call: number | null;
+  layer: string | null;
+  layer_type: string | null;
+  implementation: string | null;
+  calls: number | null;
+  expected: Expected | null;
+  host: HostCost | null;
+  kernels: CallReadingKernel[];
+  kernels_omitted: number;
+  device_arch: string | null;
+  occupancy_note: string | null;
+  why_not_flash: WhyNotFlash | null;
+  unknown: Record<string, string>;
+}
+
+/** GET /call: the report's sample of the call, with the Reading panel (engine 13 on). */
+export interface CallAnswer extends CallSample {
+  reading?: CallReading;
 }

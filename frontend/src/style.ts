@@ -81,6 +81,20 @@ td.better { color: #2e7d32; } td.worse { color: #c62828; }
 .notice-unknown { border-color: #ffcc80; background: #fffaf2; }
 .notice-unknown pre.toml { background: #fff; border: 1px solid #eee; padding: 8px; overflow-x: auto; font-size: 12px; }
 .annotated { margin: 8px 0 0; color: #616161; }
+.reading { background: #fff; border: 1px solid #c5cae9; border-radius: 6px; padding: 4px 14px 10px; margin-top: 14px; }
+.reading h3 .sub { font-weight: normal; color: #5f6368; margin-left: 6px; }
+.reading h4 { margin: 12px 0 4px; }
+.reading-headline { font-size: 14px; margin: 4px 0; }
+.reading-unknown { color: #6d4c41; font-style: italic; margin: 4px 0; }
+.reading-cost { white-space: nowrap; }
+.reading-fields { display: grid; grid-template-columns: max-content 1fr; gap: 0 8px; margin: 0; font-size: 11px; }
+.reading-fields dt { color: #757575; }
+.reading-fields dd { margin: 0; }
+.reading-flag { color: #c62828; font-size: 11px; }
+.reading-tag { display: inline-block; font-size: 11px; background: #e8eaf6; border-radius: 3px; padding: 0 5px; margin: 2px 4px 2px 0; }
+.reading-backends { margin: 4px 0; padding-left: 18px; }
+.verdict-hostbound { color: #c62828; }
+.verdict-GPUbound { color: #2e7d32; }
 .layer-detail { background: #fff; border: 1px solid #ffcc80; border-radius: 6px; padding: 4px 14px 10px; margin-top: 10px; }
 .layer-detail-head { display: flex; align-items: center; gap: 10px; }
 .layer-detail-head h3 { margin: 10px 0; }

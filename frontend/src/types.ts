@@ -2,7 +2,7 @@
 // The report as the engine writes it (report/schema.json); the plugin's route answers are in route_types.ts.
 
 import type { MemorySection } from "./memory_types";
-export type { SpanInfo, RunInfo, RunsDoc, CompareDoc } from "./route_types";
+export type { SpanInfo, RunInfo, RunsDoc, CompareDoc, CallAnswer, CallReading, CallReadingKernel } from "./route_types";
 
 export type Pass = "fwd" | "bwd";
 export type Basis = "gpu" | "cpu";
@@ -161,6 +161,8 @@ export interface Layer {
   occupancy: KernelOccupancy[];
   /** null: no aten::scaled_dot_product_attention op with recorded shapes */
   why_not_flash: WhyNotFlash | null;
+  /** why why_not_flash is null (no SDPA op in the layer's calls, or it recorded no input shapes); null when it was read */
+  why_not_flash_unknown: string | null;
 }
 
 /** Attention's shape; null fields: unknown. */

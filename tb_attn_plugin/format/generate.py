@@ -34,7 +34,8 @@ TS_FILES = [
     {"path": "frontend/src/types.ts", "root": None,
      "about": "The report as the engine writes it (report/schema.json); the plugin's route answers are in "
               "route_types.ts.",
-     "reexport": {"./route_types": ["SpanInfo", "RunInfo", "RunsDoc", "CompareDoc"]}},
+     "reexport": {"./route_types": ["SpanInfo", "RunInfo", "RunsDoc", "CompareDoc", "CallAnswer", "CallReading",
+                                        "CallReadingKernel"]}},
 ]
 ALIAS_FILE = "frontend/src/types.ts"  # where report.TS_ALIASES are declared
 ROOTS = (report.Report, report.SnapshotReport)  # the documents; every Struct is reachable from one

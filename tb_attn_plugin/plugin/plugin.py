@@ -22,6 +22,7 @@ from werkzeug import wrappers
 from werkzeug.security import safe_join
 
 from ..format.tags import STAGES
+from ..report import call_reading
 from ..report.compare import compare_reports
 from . import cache as cache_mod
 from . import memory_route
@@ -53,6 +54,11 @@ class _KernelsView(msgspec.Struct):
 
 class _CallsView(msgspec.Struct):
     call_samples: Any = None
+    # what the Reading panel of a call looks up (report/call_reading.py)
+    layers: Any = None
+    reading: Any = None
+    kernel_reading: Any = None
+    time_basis: Any = None
 
 
 class ApiError(Exception):
@@ -293,7 +299,10 @@ class AttentionPlugin(base_plugin.TBPlugin):
             return self._loading(request, e)
         for sample in view.call_samples or []:
             if sample.get("id") == call_id:
-                return _json(request, sample)
+                doc = {"layers": view.layers, "reading": view.reading, "time_basis": view.time_basis}
+                if view.kernel_reading is not None:
+                    doc["kernel_reading"] = view.kernel_reading
+                return _json(request, {**sample, "reading": call_reading.panel(doc, sample)})
         ids = [s.get("id") for s in view.call_samples or []]
         raise ApiError(404, f"run {e.run!r} has no call sample {call_id}"
                             + (f" (samples: {ids[0]}..{ids[-1]})" if ids else " (it has no attention calls)"))

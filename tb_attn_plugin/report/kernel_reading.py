@@ -206,9 +206,16 @@ def _reading(name: str, acc: _Launches, row: dict[str, Any], theo, dev) -> str:
     return "; ".join(words)
 
 
+NOT_SDPA = "not read: no aten::scaled_dot_product_attention in its calls (the checks replay SDPA's choice only)"
+NO_SHAPES = ("unknown: its aten::scaled_dot_product_attention recorded no input shapes "
+             "(profile with record_shapes=True)")
+
+
 def _why_not_flash(report, L, calls, rows, device) -> None:
+    """Each layer's ``why_not_flash``, or None and ``why_not_flash_unknown`` saying why it was not read."""
     for lay in rows.values():
         lay["why_not_flash"] = None
+        lay["why_not_flash_unknown"] = NOT_SDPA
     sdpa = L.where_name(lambda nm: nm == why_not_flash.SDPA_OP)
     if not sdpa:
         return
@@ -219,6 +226,7 @@ def _why_not_flash(report, L, calls, rows, device) -> None:
         k = bisect_left(sdpa, c.lo)
         if k >= len(sdpa) or sdpa[k] >= c.hi:
             continue
+        rows[c.layer]["why_not_flash_unknown"] = NO_SHAPES  # an SDPA op ran; unread until its inputs are
         a = L.ops[sdpa[k]].args
         if a is None:
             continue
@@ -229,3 +237,4 @@ def _why_not_flash(report, L, calls, rows, device) -> None:
         got = why_not_flash.judge(x)
         got["ran"] = rows[c.layer].get("implementation")
         rows[c.layer]["why_not_flash"] = got
+        rows[c.layer]["why_not_flash_unknown"] = None

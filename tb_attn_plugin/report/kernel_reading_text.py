@@ -46,7 +46,7 @@ def lines(r: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for lay in r.get("layers") or []:
         key = (lay["layer_type"], lay["implementation"])
-        if key in seen or not (lay.get("kernels") or lay.get("why_not_flash")):
+        if key in seen:
             continue
         seen.add(key)
         if len(seen) > GROUPS:
@@ -61,7 +61,12 @@ def lines(r: dict[str, Any]) -> list[str]:
             if o:
                 out.append(f"      {o}")
             out.extend(f"      ! {f}" for f in fp.get("flags") or [])
+        if not lay.get("kernels"):
+            out.append(f"    no GPU kernels: {'a CPU trace' if r.get('time_basis') == 'cpu' else 'none joined its calls'}, "
+                       "so no fingerprints or occupancy")
         out.extend(why_not_flash_lines(lay.get("why_not_flash")))
+        if lay.get("why_not_flash") is None and lay.get("why_not_flash_unknown"):
+            out.append(f"    why not flash: {lay['why_not_flash_unknown']}")
     if out and reading.get("occupancy", "").startswith("unknown"):
         out.append(f"  occupancy {reading['occupancy']}")
     return [""] + out if out else []

@@ -9,7 +9,7 @@ from ..format.tags import STAGES
 from ..format.units import flops_rate_text
 from ..memory import text as memory_text
 from ..roofline.text import decomposition_lines, roofline_lines
-from . import kernel_reading_text
+from . import call_reading, kernel_reading_text
 from .words import cut, duration, plural
 
 NAME_WIDTH = 48  # layer and run names in tables; longer ones end in an ellipsis
@@ -135,8 +135,13 @@ def reading_lines(r: dict[str, Any], top: int = 8) -> list[str]:
         h = g.get("host")
         if h:
             out.append(f"    host: {_host_line(h)}" + (f"; fix: {h['fix']}" if h.get("fix") else ""))
+            if not h["graph_replay"]:
+                out.append(f"      host time: {_host_parts(h)}")
+        else:
+            out.append(f"    host: unknown: {call_reading.NO_HOST}")
     if len(rows) > top:
         out.append(f"  … {plural(len(rows) - top, 'more layer type')}")
+    out.append(f"  backward: {call_reading.BACKWARD}")
     return out
 
 
@@ -148,6 +153,14 @@ def _host_line(h: dict[str, Any]) -> str:
     queries = f", {h['occupancy_queries_per_call']:g} occupancy queries" if h["occupancy_queries_per_call"] else ""
     return (f"{duration(h['host_us_per_call'])} per call on the host vs {duration(h['gpu_us_per_call'])} on the GPU "
             f"({verdict}); launches: {via}{queries}")
+
+
+def _host_parts(h: dict[str, Any]) -> str:
+    """Where the host time went: the attention op's own work (library, plan selection), dispatch, launches."""
+    scope = f" (inside {h['scope']})" if h.get("scope") else ""
+    return (f"{duration(h['attention_op_self_us_per_call'])} attention op self{scope}, "
+            f"{duration(h['dispatch_us_per_call'])} dispatch, {duration(h['launch_us_per_call'])} in launches, "
+            f"{h['syncs_per_call']:g} syncs per call")
 
 
 def _unknown_kernels(r: dict[str, Any], top: int = 5) -> list[str]:

@@ -1,3 +1,4 @@
+import { api, untilReady } from "../api";
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
 import { distinctShortNames, fmtBytes, fmtCount, fmtTflops, fmtUs } from "../format";
@@ -5,6 +6,7 @@ import { basisOf, layerDetail, shapeText, stagesByLayer } from "../model";
 import type { Basis, Pass, Report } from "../types";
 import { badge, basisWord, kernelName, stageChip, toggle, usCell } from "./common";
 import type { Ctx } from "./context";
+import { readingPanel } from "./reading";
 
 export async function stagesView(ctx: Ctx, root: HTMLElement): Promise<void> {
   const report = await ctx.report(root);
@@ -129,6 +131,15 @@ function layerDetailPanel(ctx: Ctx, report: Report, layerName: string, basis: Ba
     el.appendChild(h("p", { class: "hint" }, d.kernelScope === "layer"
       ? "No GPU kernels in this layer (a CPU trace)."
       : "No kernels recorded in this layer's sampled call (a CPU trace, or its kernels ran in a CUDA/HIP graph)."));
+  }
+  // The Reading of its layer type × implementation, as the report gives it for the layer's sampled call.
+  if (d.sampleId !== null && ctx.target) {
+    const slot = h("div", { "data-testid": "layer-reading" }, h("p", { class: "hint" }, "loading the reading…"));
+    el.appendChild(slot);
+    untilReady(() => api.call(ctx.target!, d.sampleId!), () => undefined, ctx.alive).then((sample) => {
+      if (!sample || !ctx.alive()) return;
+      slot.replaceChildren(readingPanel(sample.reading));
+    }, (e: Error) => slot.replaceChildren(h("p", { class: "hint err" }, `cannot load the reading: ${e.message}`)));
   }
   return el;
 }

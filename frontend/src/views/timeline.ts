@@ -4,9 +4,10 @@ import { h } from "../dom";
 import { distinctShortNames, fmtUs } from "../format";
 import { stageColor, stageLabel } from "../model";
 import { callChoices, timelineModel, type TimelineSegment } from "../timeline_model";
-import type { CallSample } from "../types";
+import type { CallAnswer } from "../types";
 import { badge, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
+import { readingPanel } from "./reading";
 
 export async function timelineView(ctx: Ctx, root: HTMLElement): Promise<void> {
   const report = await ctx.report(root);
@@ -39,7 +40,7 @@ export async function timelineView(ctx: Ctx, root: HTMLElement): Promise<void> {
 
   const slot = h("div");
   el.appendChild(slot);
-  let sample: CallSample | null;
+  let sample: CallAnswer | null;
   try {
     sample = await untilReady(() => api.call(ctx.target!, id), () => undefined, ctx.alive);
   } catch (e) {
@@ -81,6 +82,7 @@ export async function timelineView(ctx: Ctx, root: HTMLElement): Promise<void> {
         h("td", null, seg.lanes[it.lane]),
         h("td", { class: "kcell", title: it.name }, it.kind === "kernel" ? short.get(it.name) ?? it.name : it.name),
         h("td", null, stageChip(it.stage, it.pass)), usCell(seg.offset + it.start), usCell(it.dur)))))));
+  slot.appendChild(readingPanel(sample.reading));
 }
 
 function drawSegment(chartEl: HTMLElement, seg: TimelineSegment, split: boolean): void {

@@ -108,3 +108,6 @@ class Layer(Row, kw_only=True):
     occupancy: list[KernelOccupancy]
     why_not_flash: Annotated[WhyNotFlash | None, doc(
         "null: no aten::scaled_dot_product_attention op with recorded shapes")]
+    why_not_flash_unknown: Annotated[str | None, doc(
+        "why why_not_flash is null (no SDPA op in the layer's calls, or it recorded no input shapes); "
+        "null when it was read")]

@@ -1,0 +1,230 @@
+// The Reading panel of one call, shaped for display: expected against actual with each extra's cost
+// and fix, host vs GPU, the kernels' fingerprints and occupancy, why not flash. Pure: the numbers
+// are the engine's (GET /call's "reading"); this only words them, with units (test/reading_model.test.ts).
+import { fmtBytes, fmtCount, fmtShare, fmtUs, num } from "./format";
+import type { CallReading, CallReadingKernel, Expected, HostCost, WhyNotFlash } from "./types";
+
+/** A piece the engine could not read: shown as "unknown" with the reason, never as 0. */
+export interface Unknown {
+  unknown: string;
+}
+
+export interface ExtraRow {
+  cause: string;
+  label: string; // "+5 mask built per call"
+  what: string;
+  cost: string; // "8.10 ms per call · 8.10 ms per step"
+  names: string;
+  fix: string;
+  source: string;
+}
+
+export interface ExpectedModel {
+  headline: string; // "expected 5 ops per forward, ran 15"
+  expected: number | null;
+  ran: number;
+  unit: string;
+  steps: string;
+  extras: ExtraRow[];
+  notes: string[]; // FP32 GEMMs, transposes, what ran outside the attention core
+  source: string;
+}
+
+export interface HostModel {
+  headline: string; // "56.7 µs on the host vs 9.4 µs on the GPU per call"
+  verdict: "host-bound" | "GPU-bound" | "unknown";
+  verdictText: string;
+  parts: string;
+  launches: string;
+  fix: string | null;
+  source: string;
+}
+
+export interface KernelRow {
+  name: string;
+  stage: string;
+  pass: string;
+  inCall: string; // "3 launches · 17.4 µs in this call"
+  fields: [string, string][]; // library, pass, dtype, math unit, tile, layout, arch, knob, split
+  summary: string;
+  flags: string[];
+  occupancy: string; // numbers: theoretical, warps, blocks, limit, CUPTI
+  occupancyConfig: string; // registers, shared memory, threads per block
+  occupancyReading: string; // the engine's sentence (low by design, measurement gap, ...)
+  tags: string[]; // "low by design", "measurement gap"
+}
+
+export interface BackendRow {
+  backend: string;
+  state: "refused" | "eligible" | "unknown";
+  refusals: { reason: string; fix: string; check: string }[];
+  unread: string; // checks the trace cannot answer
+}
+
+export interface WhyNotFlashModel {
+  judged: string; // "judged for sm80 (assumed: no GPU in the trace); ran math"
+  backends: BackendRow[];
+  rules: string;
+}
+
+export interface ReadingModel {
+  title: string;
+  expected: ExpectedModel | Unknown;
+  host: HostModel | Unknown;
+  kernels: KernelRow[] | Unknown;
+  kernelsOmitted: number;
+  deviceArch: string | null;
+  occupancyNote: string | null;
+  whyNotFlash: WhyNotFlashModel | Unknown;
+  backward: string;
+}
+
+export function isUnknown(v: unknown): v is Unknown {
+  return typeof v === "object" && v !== null && "unknown" in v;
+}
+
+const plural = (n: number, one: string, many = one + "s") => `${fmtCount(n)} ${n === 1 ? one : many}`;
+// A per-call count can be a mean (0.33 of a kernel per call): at most two decimals, no trailing zeros.
+const perCall = (v: number) => (Number.isInteger(v) ? String(v) : String(Number(v.toFixed(2))));
+
+function expectedModel(e: Expected, reason: string | undefined): ExpectedModel | Unknown {
+  const unit = e.unit === "ops" ? "ops" : "kernels";
+  const one = e.unit === "ops" ? "op" : "kernel";
+  const ran = e.ran_min === e.ran_max ? String(e.ran) : `${e.ran} (from ${e.ran_min} to ${e.ran_max})`;
+  const headline = e.expected === null
+    ? `ran ${ran} ${e.ran === 1 && e.ran_min === e.ran_max ? one : unit} per forward; no count expected: `
+      + (e.reason_unknown || reason || "unknown implementation")
+    : `expected ${e.expected} ${e.expected === 1 ? one : unit} per forward, ran ${ran}`;
+  const extras = e.extras.map((x): ExtraRow => ({
+    cause: x.cause,
+    label: `+${perCall(x.per_call)} ${x.cause.replace(/_/g, " ")}${x.step ? ` (${x.step})` : ""}`,
+    what: x.what,
+    cost: `${fmtUs(x.us_per_call)} per call · ` + (num(x.us_per_step) === null
+      ? "per step unknown: no ProfilerStep marked in the trace" : `${fmtUs(x.us_per_step)} per step`),
+    names: x.names.join(", "),
+    fix: x.fix || "no fix known",
+    source: x.source,
+  }));
+  const notes: string[] = [];
+  for (const f of e.flags) {
+    notes.push(`${f.what}: ${perCall(f.per_call)} per call, ${fmtUs(f.us_per_call)} per call; fix: ${f.fix}`);
+  }
+  if (e.transposes !== null) {
+    notes.push(`aten::transpose ×${e.transposes} inside the attention op: metadata only, no kernel`
+      + (e.transposes_expected !== null ? ` (the post counts ${e.transposes_expected} for this backend)` : ""));
+  }
+  if (e.outside.per_call > 0) {
+    notes.push(`not counted: ${perCall(e.outside.per_call)} ${unit} per call outside the attention core `
+      + `(${e.outside.names.join(", ")}), ${fmtUs(e.outside.us_per_call)} per call`);
+  }
+  return {
+    headline, expected: e.expected, ran: e.ran, unit,
+    steps: e.expected_steps ? e.expected_steps.join(" → ") : "", extras, notes, source: e.source,
+  };
+}
+
+function hostModel(h: HostCost, gpuUnknown: string | undefined): HostModel {
+  const gpu = num(h.gpu_us_per_call);
+  const headline = gpu === null
+    ? `${fmtUs(h.host_us_per_call)} on the host per call; GPU time unknown`
+    : `${fmtUs(h.host_us_per_call)} on the host vs ${fmtUs(gpu)} on the GPU per call`;
+  const verdict = h.host_bound === true ? "host-bound" : h.host_bound === false ? "GPU-bound" : "unknown";
+  const verdictText = verdict === "host-bound" ? "host-bound: the GPU waits for the CPU"
+    : verdict === "GPU-bound" ? "GPU-bound: the host keeps ahead of the GPU"
+      : `host-bound or not: unknown (${gpuUnknown || h.summary})`;
+  const scope = h.scope ? ` (inside ${h.scope})` : "";
+  const parts = h.graph_replay ? "replayed from a graph: no host time per call"
+    : `${fmtUs(h.attention_op_self_us_per_call)} attention op self${scope} · ${fmtUs(h.dispatch_us_per_call)} dispatch · `
+      + `${fmtUs(h.launch_us_per_call)} in launches`;
+  const apis = h.launch_apis.map((a) => `${a.name} ×${perCall(a.per_call)}${a.note ? ` (${a.note})` : ""}`);
+  const extra = [
+    h.occupancy_queries_per_call ? `${perCall(h.occupancy_queries_per_call)} occupancy queries` : "",
+    h.syncs_per_call ? `${perCall(h.syncs_per_call)} syncs` : "",
+  ].filter(Boolean);
+  const launches = (apis.length ? `launches per call: ${apis.join(", ")}`
+    : gpu === null ? "no launches (no GPU activity)" : "no launch recorded inside the call")
+    + (extra.length ? `; ${extra.join(", ")} per call` : "");
+  return { headline, verdict, verdictText, parts, launches, fix: h.fix, source: h.source };
+}
+
+const FIELDS: [keyof NonNullable<CallReadingKernel["fingerprint"]>, string][] = [
+  ["library", "library"], ["pass", "pass"], ["dtype", "dtype"], ["math_unit", "math unit"], ["tile", "tile"],
+  ["layout", "layout"], ["arch", "built for"], ["knob", "cuDNN knob"], ["split", "split-KV"],
+];
+
+function kernelRow(k: CallReadingKernel, deviceArch: string | null): KernelRow {
+  const fp = k.fingerprint;
+  const fields: [string, string][] = [];
+  if (fp) {
+    for (const [key, label] of FIELDS) {
+      const v = fp[key];
+      if (typeof v !== "string" || !v) continue;
+      fields.push([label, key === "arch" ? `${v} (ran on ${deviceArch || "a device of unknown architecture"})` : v]);
+    }
+  }
+  const o = k.occupancy;
+  let occupancy: string;
+  let occupancyConfig = "";
+  let occupancyReading: string;
+  const tags: string[] = [];
+  if (o) {
+    const theo = num(o.theoretical_pct);
+    const theoText = theo === null ? "theoretical unknown"
+      : `theoretical ${fmtShare(theo / 100)} (${o.warps_per_sm} of ${o.max_warps_per_sm} warps, `
+        + `${plural(o.blocks_per_sm ?? 0, "block")} per SM), limited by ${(o.limited_by || []).join(" and ")}`;
+    const ach = num(o.achieved_pct);
+    const gap = (o.reading || "").includes("measurement gap");
+    const achText = ach !== null ? `CUPTI est. achieved ${fmtShare(ach / 100)}`
+      : gap ? `CUPTI 0%: a measurement gap${o.launch_api ? ` (${o.launch_api})` : ""}` : "CUPTI estimate not recorded";
+    occupancy = `${theoText} · ${achText}`;
+    if (num(o.registers_per_thread) !== null) {
+      occupancyConfig = `${o.registers_per_thread} registers per thread · ${fmtBytes(o.shared_memory_bytes)} shared memory · `
+        + `${o.block_threads} threads per block` + ((o.configurations ?? 1) > 1 ? ` (of ${o.configurations} configurations)` : "");
+    }
+    occupancyReading = o.reading || "";
+    if ((o.reading || "").includes("low by design")) tags.push("low by design");
+    if (gap) tags.push("measurement gap");
+  } else {
+    occupancy = "occupancy unknown";
+    occupancyReading = k.occupancy_unknown || "not read";
+  }
+  return {
+    name: k.name, stage: k.stage || "other", pass: k.pass || "fwd",
+    inCall: `${plural(k.launches, "launch", "launches")} · ${fmtUs(k.us)} in this call`,
+    fields, summary: fp ? fp.summary : `fingerprint unknown: ${k.fingerprint_unknown || "not decoded"}`,
+    flags: fp ? fp.flags : [], occupancy, occupancyConfig, occupancyReading, tags,
+  };
+}
+
+function whyNotFlashModel(w: WhyNotFlash): WhyNotFlashModel {
+  return {
+    judged: `judged for ${w.device}; ran ${w.ran || "an unknown backend"}`,
+    rules: w.rules,
+    backends: w.backends.map((b): BackendRow => ({
+      backend: b.backend,
+      state: b.eligible === false ? "refused" : b.eligible ? "eligible" : "unknown",
+      refusals: b.refusals.map((x) => ({ reason: x.reason, fix: x.fix, check: x.check })),
+      unread: b.unknown.length
+        ? `not recorded, so not checked: ${b.unknown.map((u) => `${u.check} (${u.why})`).join("; ")}` : "",
+    })),
+  };
+}
+
+export function readingModel(r: CallReading | null | undefined): ReadingModel | null {
+  if (!r) return null;
+  const u = r.unknown || {};
+  const layer = u.layer;
+  const title = [r.layer_type || r.layer || "unknown layer", r.implementation || "unknown implementation",
+    num(r.calls) !== null ? plural(r.calls as number, "call") : null].filter(Boolean).join(" · ");
+  return {
+    title,
+    expected: r.expected ? expectedModel(r.expected, u.expected) : { unknown: u.expected || layer || "not read" },
+    host: r.host ? hostModel(r.host, u.gpu) : { unknown: u.host || layer || "not read" },
+    kernels: r.kernels.length ? r.kernels.map((k) => kernelRow(k, r.device_arch)) : { unknown: u.kernels || "no kernels" },
+    kernelsOmitted: r.kernels_omitted || 0,
+    deviceArch: r.device_arch,
+    occupancyNote: r.occupancy_note,
+    whyNotFlash: r.why_not_flash ? whyNotFlashModel(r.why_not_flash) : { unknown: u.why_not_flash || "not read" },
+    backward: u.backward || "",
+  };
+}

@@ -1,0 +1,84 @@
+// The Reading panel: one call's layer type × implementation read the way "Attention is all you
+// profile" reads a call. DOM only; what it says comes from reading_model.ts.
+import { h } from "../dom";
+import { distinctShortNames } from "../format";
+import { isUnknown, readingModel, type Unknown } from "../reading_model";
+import type { CallReading } from "../types";
+import { kernelName, stageChip } from "./common";
+
+function unknownLine(piece: string, u: Unknown): HTMLElement {
+  return h("p", { class: "reading-unknown", "data-testid": "reading-unknown", "data-piece": piece }, "unknown: ", u.unknown);
+}
+
+function section(title: string, testid: string, ...body: (Node | null)[]): HTMLElement {
+  return h("div", { class: "reading-section", "data-testid": testid }, h("h4", null, title), ...body);
+}
+
+export function readingPanel(r: CallReading | null | undefined): HTMLElement {
+  const m = readingModel(r);
+  const el = h("section", { class: "reading", "data-testid": "reading-panel" });
+  if (!m) {
+    el.appendChild(h("h3", null, "Reading"));
+    el.appendChild(unknownLine("all", { unknown: "this answer has no reading (a tb-attn server before engine 13)" }));
+    return el;
+  }
+  el.appendChild(h("h3", null, "Reading ", h("span", { class: "sub", "data-testid": "reading-title" }, m.title)));
+
+  const e = m.expected;
+  el.appendChild(section("Expected against actual, per forward", "reading-expected", isUnknown(e) ? unknownLine("expected", e)
+    : h("div", { "data-expected": e.expected === null ? "" : String(e.expected), "data-ran": String(e.ran), "data-unit": e.unit },
+      h("p", { class: "reading-headline", "data-testid": "reading-headline" }, e.headline),
+      e.steps ? h("p", { class: "hint" }, `expected steps: ${e.steps}`) : null,
+      e.extras.length ? h("table", { class: "grid reading-extras" },
+        h("thead", null, h("tr", null, ...["Extra", "Cost", "Fix"].map((c) => h("th", null, c)))),
+        h("tbody", null, ...e.extras.map((x) => h("tr", { "data-testid": "reading-extra", "data-cause": x.cause },
+          h("td", null, h("strong", null, x.label), h("div", { class: "fingerprint" }, x.what),
+            h("div", { class: "fingerprint", title: x.source }, x.names)),
+          h("td", { class: "reading-cost" }, x.cost),
+          h("td", null, x.fix))))) : h("p", { class: "hint" }, "no extras: what ran is what was expected"),
+      ...e.notes.map((n) => h("p", { class: "hint", "data-testid": "reading-note" }, n)),
+      h("p", { class: "hint reading-source" }, `expectation: ${e.source}`))));
+  if (m.backward) el.appendChild(h("p", { class: "hint", "data-testid": "reading-backward" }, `backward: ${m.backward}`));
+
+  const ho = m.host;
+  el.appendChild(section("Host vs GPU", "reading-host", isUnknown(ho) ? unknownLine("host", ho)
+    : h("div", { "data-verdict": ho.verdict },
+      h("p", { class: "reading-headline" }, ho.headline, " — ",
+        h("strong", { class: `verdict-${ho.verdict.replace(/\W/g, "")}`, "data-testid": "reading-verdict" }, ho.verdictText)),
+      h("p", { class: "hint" }, ho.parts), h("p", { class: "hint" }, ho.launches),
+      ho.fix ? h("p", null, "fix: ", ho.fix) : null)));
+
+  const ks = m.kernels;
+  const arch = m.deviceArch ? ` (device ${m.deviceArch})` : "";
+  if (isUnknown(ks)) {
+    el.appendChild(section(`Kernels${arch}`, "reading-kernels", unknownLine("kernels", ks)));
+  } else {
+    const short = distinctShortNames(ks.map((k) => k.name));
+    el.appendChild(section(`Kernels of this call${arch}`, "reading-kernels",
+      h("table", { class: "grid" },
+        h("thead", null, h("tr", null, ...["Stage", "Kernel", "Fingerprint", "Occupancy"].map((c) => h("th", null, c)))),
+        h("tbody", null, ...ks.map((k) => h("tr", { "data-testid": "reading-kernel", "data-kernel": k.name },
+          h("td", null, stageChip(k.stage, k.pass)),
+          h("td", { class: "kcell" }, kernelName(k.name, short.get(k.name) ?? k.name), h("div", { class: "fingerprint" }, k.inCall)),
+          h("td", null, k.fields.length ? h("dl", { class: "reading-fields" }, ...k.fields.flatMap(([f, v]) => [h("dt", null, f), h("dd", null, v)]))
+            : h("span", { class: "fingerprint" }, k.summary),
+          ...k.flags.map((f) => h("div", { class: "reading-flag", "data-testid": "reading-flag" }, "⚠ ", f))),
+          h("td", { "data-testid": "reading-occupancy" }, h("div", null, k.occupancy),
+            k.occupancyConfig ? h("div", { class: "fingerprint" }, k.occupancyConfig) : null,
+            ...k.tags.map((t) => h("span", { class: "reading-tag", "data-tag": t }, t)),
+            h("div", { class: "fingerprint" }, k.occupancyReading)))))),
+      m.kernelsOmitted ? h("p", { class: "hint" }, `… and ${m.kernelsOmitted} more kernel names`) : null,
+      m.occupancyNote ? h("p", { class: "hint" }, `occupancy: ${m.occupancyNote}`) : null));
+  }
+
+  const w = m.whyNotFlash;
+  el.appendChild(section("Why not flash", "reading-wnf", isUnknown(w) ? unknownLine("why_not_flash", w)
+    : h("div", null, h("p", { class: "hint" }, `${w.judged} · rules: ${w.rules}`),
+      h("ul", { class: "reading-backends" }, ...w.backends.map((b) => h("li", {
+        "data-testid": "reading-backend", "data-backend": b.backend, "data-state": b.state,
+      }, h("strong", null, `${b.backend}: ${b.state}`),
+      b.refusals.length ? h("ul", null, ...b.refusals.map((x) => h("li", { "data-testid": "reading-refusal", "data-check": x.check },
+        x.reason, " → ", h("em", null, x.fix)))) : null,
+      b.unread ? h("div", { class: "fingerprint" }, b.unread) : null))))));
+  return el;
+}

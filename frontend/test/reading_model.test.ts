@@ -1,0 +1,142 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { isUnknown, readingModel, type ExpectedModel, type HostModel, type KernelRow, type WhyNotFlashModel } from "../src/reading_model";
+import type { CallReading } from "../src/types";
+
+// Real /call readings (fixtures/README.md): two H100 traces and a CPU recording of the post's SDPA math variant.
+const fx = JSON.parse(readFileSync(new URL("./fixtures/call_readings.json", import.meta.url), "utf8")) as Record<string, CallReading>;
+const known = <T>(v: T | { unknown: string }): T => {
+  if (isUnknown(v)) throw new Error(`unknown: ${v.unknown}`);
+  return v as T;
+};
+
+describe("expected against actual", () => {
+  it("words the post's math reading: expected, ran, each extra with its cost per call and per step and its fix", () => {
+    const r = fx.post_sdpa_math_cpu;
+    const e = known<ExpectedModel>(readingModel(r)!.expected);
+    expect(e.headline).toBe(`expected ${r.expected!.expected} ops per forward, ran ${r.expected!.ran}`);
+    expect(e.extras.map((x) => x.cause)).toEqual(r.expected!.extras.map((x) => x.cause));
+    const mask = e.extras.find((x) => x.cause === "mask_built_per_call")!;
+    const src = r.expected!.extras.find((x) => x.cause === "mask_built_per_call")!;
+    expect(mask.label).toBe(`+${src.per_call} mask built per call`);
+    expect(mask.cost).toMatch(/^[\d.]+ (µs|ms) per call · [\d.]+ (µs|ms) per step$/);
+    expect(mask.fix).toContain("is_causal");
+    expect(mask.names).toContain("aten::tril");
+    expect(e.extras.find((x) => x.cause === "repeated_step")!.label).toBe("+1 repeated step (scale)");
+  });
+
+  it("gives a range when calls ran different counts, and a fractional extra as a mean", () => {
+    const e = known<ExpectedModel>(readingModel(fx.owlv2_eager)!.expected);
+    expect(e.headline).toBe("expected 3 kernels per forward, ran 7 (from 7 to 9)");
+    expect(e.extras.find((x) => x.cause === "repeated_step")!.label).toBe("+0.33 repeated step (mask)");
+    expect(e.notes.some((n) => n.startsWith("not counted: 7.67 kernels per call outside the attention core"))).toBe(true);
+  });
+
+  it("says per step is unknown, not 0, without ProfilerSteps", () => {
+    const r = structuredClone(fx.post_sdpa_math_cpu);
+    r.expected!.extras[0].us_per_step = null;
+    expect(known<ExpectedModel>(readingModel(r)!.expected).extras[0].cost).toContain("per step unknown: no ProfilerStep");
+  });
+
+  it("names the metadata-only transposes against the post's count", () => {
+    const e = known<ExpectedModel>(readingModel(fx.bert_flash)!.expected);
+    expect(e.headline).toBe("expected 1 kernel per forward, ran 1");
+    expect(e.extras).toEqual([]);
+    expect(e.notes).toContain("aten::transpose ×4 inside the attention op: metadata only, no kernel (the post counts 4 for this backend)");
+  });
+});
+
+describe("host vs GPU", () => {
+  it("calls the H100 flash call host-bound, with where the host time went and the fix", () => {
+    const h = known<HostModel>(readingModel(fx.bert_flash)!.host);
+    expect(h.headline).toBe("56.7 µs on the host vs 9.4 µs on the GPU per call");
+    expect(h.verdict).toBe("host-bound");
+    expect(h.parts).toBe("37.1 µs attention op self (inside aten::scaled_dot_product_attention) · 19.6 µs dispatch · 5.0 µs in launches");
+    expect(h.launches).toBe("launches per call: cudaLaunchKernel ×1 (runtime-API launch)");
+    expect(h.fix).toContain("CUDA graph");
+  });
+
+  it("calls the OWLv2 eager call GPU-bound, with no fix", () => {
+    const h = known<HostModel>(readingModel(fx.owlv2_eager)!.host);
+    expect(h.verdict).toBe("GPU-bound");
+    expect(h.fix).toBeNull();
+  });
+
+  it("on a CPU trace: GPU time unknown with the reason, never 0 µs", () => {
+    const h = known<HostModel>(readingModel(fx.post_sdpa_math_cpu)!.host);
+    expect(h.verdict).toBe("unknown");
+    expect(h.headline).toMatch(/on the host per call; GPU time unknown$/);
+    expect(h.verdictText).toContain(fx.post_sdpa_math_cpu.unknown.gpu);
+    expect(h.headline).not.toContain("0.0 µs on the GPU");
+  });
+});
+
+describe("kernels: fingerprints and occupancy", () => {
+  it("decodes the flash kernel and reads its occupancy as low by design", () => {
+    const ks = known<KernelRow[]>(readingModel(fx.bert_flash)!.kernels);
+    expect(ks.map((k) => k.name)).toEqual(fx.bert_flash.kernels.map((k) => k.name));
+    const flash = ks.find((k) => k.name.includes("flash_fwd_kernel"))!;
+    expect(Object.fromEntries(flash.fields)).toMatchObject({ library: "FlashAttention", pass: "fwd", dtype: "bf16" });
+    expect(flash.occupancy).toBe("theoretical 12.5% (8 of 64 warps, 2 blocks per SM), limited by registers · CUPTI est. achieved 1.0%");
+    expect(flash.occupancyConfig).toBe("255 registers per thread · 48.0 KiB shared memory · 128 threads per block");
+    expect(flash.tags).toEqual(["low by design"]);
+    expect(flash.inCall).toMatch(/^1 launch · [\d.]+ µs in this call$/);
+  });
+
+  it("shows the architecture a kernel was built for against the device, with the flag", () => {
+    const gemm = known<KernelRow[]>(readingModel(fx.bert_flash)!.kernels).find((k) => k.name.includes("cutlass_80"))!;
+    expect(Object.fromEntries(gemm.fields)["built for"]).toBe("sm80 (ran on sm90)");
+    expect(gemm.flags[0]).toMatch(/^built for sm80, ran on sm90/);
+  });
+
+  it("labels CUPTI's 0% on an extended launch a measurement gap, beside the theoretical figure", () => {
+    const gemm = known<KernelRow[]>(readingModel(fx.owlv2_eager)!.kernels).find((k) => k.name.startsWith("sm90_xmma_gemm"))!;
+    expect(gemm.occupancy).toBe("theoretical 18.8% (12 of 64 warps, 1 block per SM), limited by registers and shared memory · "
+      + "CUPTI 0%: a measurement gap (cudaLaunchKernelExC)");
+    expect(gemm.tags).toEqual(["measurement gap"]);
+  });
+
+  it("says why a memset has no occupancy, and why a CPU trace has no kernels", () => {
+    const memset = known<KernelRow[]>(readingModel(fx.owlv2_eager)!.kernels).find((k) => k.name === "Memset (Device)")!;
+    expect(memset.occupancy).toBe("occupancy unknown");
+    expect(memset.occupancyReading).toContain("memcpy and memset have none");
+    const cpu = readingModel(fx.post_sdpa_math_cpu)!.kernels;
+    expect(isUnknown(cpu) && cpu.unknown).toContain("the trace recorded the CPU only");
+  });
+});
+
+describe("why not flash", () => {
+  it("lists each refusing backend's reason and one-line fix on the CPU float32 call", () => {
+    const w = known<WhyNotFlashModel>(readingModel(fx.post_sdpa_math_cpu)!.whyNotFlash);
+    expect(w.judged).toBe("judged for sm80 (assumed: no GPU in the trace); ran math");
+    const flash = w.backends.find((b) => b.backend === "flash")!;
+    expect(flash.state).toBe("refused");
+    expect(flash.refusals[0]).toMatchObject({ reason: "dtype float32; flash takes float16, bfloat16", check: "check_dtypes_flash_attention" });
+    expect(flash.refusals[0].fix).toContain("bfloat16");
+    expect(flash.unread).toContain("sdpa_kernel");
+    expect(w.backends.find((b) => b.backend === "efficient")!.state).toBe("eligible");
+  });
+
+  it("says why it was not read for an eager call", () => {
+    const w = readingModel(fx.owlv2_eager)!.whyNotFlash;
+    expect(isUnknown(w) && w.unknown).toContain("no aten::scaled_dot_product_attention");
+  });
+});
+
+describe("the panel as a whole", () => {
+  it("titles it by layer type, implementation and calls; says the backward is not read", () => {
+    const m = readingModel(fx.bert_flash)!;
+    expect(m.title).toBe("BertSdpaSelfAttention · flash · 4 calls");
+    expect(m.backward).toContain("forward only");
+    expect(readingModel(null)).toBeNull();
+  });
+
+  it("a layer the report does not keep: every piece unknown with that reason", () => {
+    const r: CallReading = { ...fx.bert_flash, layer_type: null, calls: null, expected: null, host: null, why_not_flash: null,
+      unknown: { layer: "layer 'x' is not among the report's layers", backward: "b" } };
+    const m = readingModel(r)!;
+    expect(m.title).toBe("BertSdpaSelfAttention_0 · flash");
+    expect(isUnknown(m.expected) && m.expected.unknown).toContain("not among the report's layers");
+    expect(isUnknown(m.host) && m.host.unknown).toContain("not among the report's layers");
+  });
+});
