@@ -3,7 +3,7 @@
 // a missing number is 0 where it is summed and null where it is shown.
 
 import { sweepOfRun } from "./sweep_runs";
-import { num } from "./format";
+import { fmtSpan, num } from "./format";
 import type {
   Basis, CompareDoc, Kernel, Layer, Pass, Report, RunsDoc, SpanInfo, StageRow,
 } from "./types";
@@ -833,4 +833,13 @@ export function skippedByReason(doc: RunsDoc | null | undefined): { reason: stri
     g.files.push(k.file);
   }
   return out;
+}
+
+/** A span's label in the picker: its time (fmtSpan), else its file's name (a trace named without
+ * one), else "(no span)"; and its tooltip: the file, how the listing named it, the raw span. */
+export function spanChoice(s: SpanInfo): { label: string; tip: string } {
+  const file = s.file || "";
+  const label = fmtSpan(s.span) || file.split("/").pop() || "(no span)";
+  const tip = [file, s.named || "", s.span ? `span ${s.span}` : ""].filter((x) => x).join("\n");
+  return { label, tip };
 }
