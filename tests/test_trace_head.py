@@ -110,3 +110,36 @@ def test_a_gigabyte_file_is_named_from_a_bounded_read(tmp_path):
     fifo = tmp_path / "p.pt.trace.json"
     os.mkfifo(fifo)
     assert identify(str(fifo), "p")[:2] == ("p", "")  # refused from its stat, never opened to block
+
+
+def test_mutated_real_traces_are_named_safely(tmp_path):
+    """The fuzz harness's structure-aware mutations of the recorded (and shared) traces, plus hostile
+    values in the head's own keys: identify never raises, answers fast, and names a worker and span
+    that are the file's stem, a rank, a host and pid, or a start time in digits."""
+    import random
+    import re
+
+    from tests.fuzz_cases import trace_text
+    from tests.test_fuzz_structure import WEIRD_VALUES
+
+    worker_ok = re.compile(r"^(stem|rank\d{1,7}|[A-Za-z0-9][A-Za-z0-9._-]{0,62}_\d+)$")
+    for seed in range(150):
+        rnd = random.Random(seed)
+        text = trace_text(rnd)
+        try:
+            doc = json.loads(text)
+        except ValueError:  # its 5,000-digit numbers (Python's integer-string limit): kept as text
+            doc = None
+        if isinstance(doc, dict) and rnd.random() < 0.5:
+            key = rnd.choice(["distributedInfo", "host_name", "baseTimeNanoseconds"])
+            value = rnd.choice(WEIRD_VALUES + [{"rank": rnd.choice(WEIRD_VALUES), "world_size": rnd.choice(WEIRD_VALUES)}])
+            text = json.dumps({key: value, **{k: v for k, v in doc.items() if k != key}}, allow_nan=True)
+        p = tmp_path / f"c{seed}.pt.trace.json"
+        text = text.encode("utf-8", "surrogatepass")
+        p.write_bytes(gzip.compress(text, 1) if seed % 3 == 0 else text)
+        t = time.perf_counter()
+        worker, span, note = identify(str(p), "stem")
+        assert time.perf_counter() - t < 1.0, seed
+        assert worker_ok.match(worker), (seed, worker)
+        assert span in ("", "stem") or (span.isdigit() and len(span) <= 19), (seed, span)
+        assert note and "\n" not in note, (seed, note)
