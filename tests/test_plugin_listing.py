@@ -126,3 +126,15 @@ def test_a_bad_head_keeps_the_name_based_rule_and_says_why(tmp_path, tb_app):
     assert "not a JSON object's keys" in spans["deep"][0]["named"]
     assert spans["junk"][0]["status"] == "error"  # listed, then analysed: its error is the analysis's
     assert client.get(f"{P}/report?run=odd&worker=junk&span=").status_code < 500
+
+
+def test_copies_of_one_recording_under_two_names_are_listed_once(nameless, tmp_path, tb_app):
+    """Two names, one recording (the same worker and start time inside): one span, the copy named as skipped."""
+    root = tmp_path / "logdir"
+    _place(root / "run" / "bert.pt.trace.json.gz", nameless["first"])
+    _place(root / "run" / "bert_copy.pt.trace.json.gz", nameless["first"])
+    client, _ = tb_app(root)
+    doc = wait_runs(client, all_settled)
+    assert [s["file"] for w in doc["runs"][0]["workers"] for s in w["spans"]] == ["run/bert.pt.trace.json.gz"]
+    [k] = doc["skipped"]
+    assert k["file"] == "run/bert_copy.pt.trace.json.gz" and "copies of one recording" in k["reason"]

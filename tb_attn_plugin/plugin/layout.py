@@ -159,7 +159,9 @@ def _list_local(logdir: str) -> Listing:
             elif max(len(run), len(parsed[0]), len(parsed[1])) > MAX_NAME:
                 skip(e.name, TOO_LONG)  # could not be asked for (nor opened, mostly)
             elif tuple(parsed) in taken:
-                skip(e.name, f"the same worker and span as {taken[tuple(parsed)]}, which is listed")
+                skip(e.name, f"the same worker and span as {taken[tuple(parsed)]}, which is listed" + (
+                    " (both traces say the same process recorded them at the same time: copies of one recording?)"
+                    if named and parsed[1] else ""))
             else:
                 taken[tuple(parsed)] = e.name
                 listed[e.name] = (*parsed, e, st, named)
