@@ -136,6 +136,14 @@ export async function checkLegends(view, pageName) {
     if (was && was.color !== e.color) bad.push(`"${e.name}" is ${was.color} in ${was.where} but ${e.color} in ${e.where}`);
     else if (!was) colorOf.set(e.name, e);
   }
+  // Implementation badges: one family shade per implementation, its compiled variant included.
+  const badges = await view.locator(".badge[data-impl]").evaluateAll((els) => els.map((e) => ({
+    impl: e.getAttribute("data-impl").replace(/ compiled$/, ""), kind: [...e.classList].find((c) => c.startsWith("badge-")) })));
+  const kindOf = new Map();
+  for (const b of badges) {
+    if (kindOf.has(b.impl) && kindOf.get(b.impl) !== b.kind) bad.push(`badge of ${b.impl} is ${kindOf.get(b.impl)} and ${b.kind}`);
+    kindOf.set(b.impl, b.kind);
+  }
   ok(entries.length > 0 && bad.length === 0,
     `${pageName}: ${entries.length} legend entries over ${await view.locator("[data-legend]").count()} charts, each drawn, one colour per name${bad.length ? `: ${bad.join("; ")}` : ""}`);
 }

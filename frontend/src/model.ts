@@ -4,7 +4,7 @@
 
 import { sweepOfRun } from "./sweep_runs";
 import { fmtSpan, num } from "./format";
-import { implColor, STAGE_COLOR, stageColor } from "./colors";
+import { baseImplementation, implColor, STAGE_COLOR, stageColor } from "./colors";
 
 export { implColor, STAGE_COLOR, stageColor }; // colors.ts is the one colour map; kept here for older imports
 import type {
@@ -56,7 +56,8 @@ const FUSED = new Set([
 
 export function implKind(impl: string | undefined | null): ImplKind {
   if (!impl) return "unknown";
-  const parts = impl.split("+");
+  // "cpu_fused compiled" (a series of torch.compile'd runs, seriesKeyOf) is of cpu_fused's kind, as it is of its colour.
+  const parts = baseImplementation(impl).impl.split("+");
   if (parts.some((p) => p === "math")) return "math";
   if (parts.some((p) => p === "eager" || p === "mha_fastpath")) return "eager";
   if (parts.every((p) => FUSED.has(p))) return "fused";

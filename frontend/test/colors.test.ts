@@ -5,7 +5,7 @@ import {
 } from "../src/colors";
 import { memoryScaling } from "../src/memory_model";
 import type { MemorySection } from "../src/memory_types";
-import { scalingModel, seriesKeyOf, stagesByLayer, summaryModel } from "../src/model";
+import { implKind, scalingModel, seriesKeyOf, stagesByLayer, summaryModel } from "../src/model";
 import { backendColor } from "../src/sweep_model";
 import type { Report } from "../src/types";
 
@@ -31,6 +31,9 @@ describe("one colour map (colors.ts)", () => {
     expect(implLine("cpu_fused")).toBe("solid");
     expect(implColor("compiled")).toBe(IMPL_COLORS.compiled); // the implementation named "compiled" is not a variant
     expect(implColor("my_custom_impl")).toBe(implColor("my_custom_impl compiled"));
+    // and one badge: the Scaling page's list showed cpu_fused green and "cpu_fused compiled" grey (unknown)
+    expect(implKind("cpu_fused compiled")).toBe(implKind("cpu_fused"));
+    expect(implKind("math compiled")).toBe("math");
   });
 
   it("draws the Scaling page's three charts with one style per series", () => {
