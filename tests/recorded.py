@@ -98,3 +98,68 @@ def _record_tail(out: Path) -> Path:
     for w in written:
         w.unlink()
     return dst
+
+
+# --- traces named as users name them (bert.pt.trace.json.gz): worker and span only inside -------------
+
+_RANK = r"""
+import gzip, sys, torch, torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile
+sys.path.insert(0, sys.argv[4])
+from tests.cpu_models import B, D, L, model
+rank, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+torch.manual_seed(0)
+m, x = model("sdpa"), torch.randn(B, L, D)
+with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+    m(x).sum().backward()
+    dist.barrier()
+prof.export_chrome_trace(f"{out}.json")
+dist.destroy_process_group()
+"""
+
+
+def record_nameless(out: str | os.PathLike) -> dict[str, Path]:
+    """Real traces whose worker and span are only inside them (trace/head.py), exported with
+    ``export_chrome_trace`` as a user's own script does, gzip-compressed:
+
+        first, second   two profiles of one process, ``second`` recorded after ``first`` (one worker, two spans)
+        rank0, rank1    one profile per rank of a two-process gloo job (distributedInfo says rank and world size)
+    """
+    import socket
+    import subprocess
+    import sys
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from tests.cpu_models import B, D, L, model
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for role in ("first", "second"):
+        torch.manual_seed(0)
+        m, x = model("eager" if role == "first" else "sdpa"), torch.randn(B, L, D)
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            m(x).sum().backward()
+        prof.export_chrome_trace(str(out / f"{role}.json"))
+        time.sleep(0.01)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    repo = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", _RANK, str(r), str(port), str(out / f"rank{r}"), repo], env=env)
+             for r in (0, 1)]
+    for p in procs:
+        if p.wait(timeout=240) != 0:
+            raise RuntimeError(f"a rank of the gloo job failed (exit {p.returncode})")
+    paths = {}
+    for role in ("first", "second", "rank0", "rank1"):
+        plain = out / f"{role}.json"
+        data = plain.read_bytes()
+        json.loads(data)
+        paths[role] = out / f"{role}.json.gz"
+        paths[role].write_bytes(gzip.compress(data, mtime=0))
+        plain.unlink()
+    return paths

@@ -3,7 +3,7 @@
 // it reads on screen with the backend's JSON fetched from the same server, and fails on any
 // console error. Run by pytest; by hand:
 //   TB_URL=http://127.0.0.1:6006 RUNS_JSON='{"eager":..,"flash":..,...}' node browser/e2e.mjs
-import { TB, api, ok, openTab, run, shot, watch } from "./harness.mjs";
+import { TB, api, checkLegends, ok, openTab, run, shot, watch } from "./harness.mjs";
 
 const RUNS = JSON.parse(process.env.RUNS_JSON || "{}");
 if (!TB) throw new Error("set TB_URL");
@@ -123,6 +123,7 @@ await run(async (browser) => {
   ok(/ UTC$/.test(spanText) && !/\d{19}/.test(spanText), `summary names the span as a time, not a 19-digit number: ${spanText}`);
   const spanOption = await frame.locator('[data-testid="span-select"] option:checked').textContent();
   ok(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/.test(spanOption), `span picker shows a readable time: ${spanOption}`);
+  await checkLegends(sumView, "summary");
   await shot(page, "summary");
 
   // ---- Stages by layer --------------------------------------------------------------------
@@ -163,6 +164,7 @@ await run(async (browser) => {
   const shownCounts = await detail.locator('[data-testid="layer-kernels"] tbody tr td:nth-child(3)').allInnerTexts();
   ok(sum(shownCounts.map((t) => Number(t.replace(/,/g, "")))) === wantKernels,
     `layer detail lists the ${wantKernels} kernels of all ${clicked.calls} calls of the layer`);
+  await checkLegends(stView, "stages");
   await shot(page, "stages");
   // CPU toggle: the numbers switch to CPU time (a CPU trace is there already, its GPU toggle off).
   if (B === "gpu") await stView.locator('[data-toggle="basis"] [data-value="cpu"]').click();
@@ -310,6 +312,7 @@ await run(async (browser) => {
   }
   await frame.locator('[data-view="compare"] [data-chart="compare"] canvas').first().waitFor();
   await checkAxes(cView, "compare", { y: C.time_basis === "gpu" ? "GPU kernel time" : "CPU op time" });
+  await checkLegends(cView, "compare");
   await shot(page, "compare");
 
   // The URL holds the view and the runs: a new page opened on it shows the same comparison.
@@ -344,6 +347,7 @@ await run(async (browser) => {
     const want = R.metadata?.seq_len ?? R.layers.reduce((a, b) => (b[`${basis}_us`] > a[`${basis}_us`] ? b : a)).shape.q_len;
     ok(Number((await row.locator("td").nth(3).textContent()).replace(/,/g, "")) === Number(want), `scaling length of ${run}: ${want}`);
   }
+  await checkLegends(sView, "scaling");
   await shot(page, "scaling");
 
   // ---- Backward pass on a CPU training run (the demo's): the toggle switches to backward stages --------

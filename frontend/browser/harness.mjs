@@ -111,3 +111,39 @@ export async function run(checks, options = {}) {
     await close();
   }
 }
+
+/** Every chart legend of a view (data-legend, charts.describeLegend) lists only what its chart
+ *  draws, each entry in a colour from colors.ts, and a name (a stage, an implementation, a run) has
+ *  one colour on the whole page: its charts and the coloured dots of its tables (data-color). */
+export async function checkLegends(view, pageName) {
+  const charts = view.locator("[data-chart]");
+  for (let i = 0; i < 200; i++) { // charts draw in the next animation frame; some pages add charts later
+    const n = await charts.count();
+    const drawn = await view.locator("[data-chart] canvas").count();
+    if (n && drawn >= n) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const entries = await view.locator("[data-legend]").evaluateAll((els) => els.flatMap((e) =>
+    JSON.parse(e.getAttribute("data-legend") || "[]").map((x) => ({ ...x, where: e.getAttribute("data-chart") }))));
+  const dots = await view.locator("tr[data-run] .attn-dot[data-color]").evaluateAll((els) => els.map((e) => ({
+    name: e.closest("tr").getAttribute("data-run"), color: e.getAttribute("data-color"), drawn: true, where: "table" })));
+  const bad = [];
+  const colorOf = new Map();
+  for (const e of [...entries, ...dots]) {
+    if (!e.drawn) bad.push(`${e.where}: "${e.name}" is in the legend but draws nothing`);
+    if (!e.color) bad.push(`${e.where}: "${e.name}" has no colour of colors.ts (ECharts' palette)`);
+    const was = colorOf.get(e.name);
+    if (was && was.color !== e.color) bad.push(`"${e.name}" is ${was.color} in ${was.where} but ${e.color} in ${e.where}`);
+    else if (!was) colorOf.set(e.name, e);
+  }
+  // Implementation badges: one family shade per implementation, its compiled variant included.
+  const badges = await view.locator(".badge[data-impl]").evaluateAll((els) => els.map((e) => ({
+    impl: e.getAttribute("data-impl").replace(/ compiled$/, ""), kind: [...e.classList].find((c) => c.startsWith("badge-")) })));
+  const kindOf = new Map();
+  for (const b of badges) {
+    if (kindOf.has(b.impl) && kindOf.get(b.impl) !== b.kind) bad.push(`badge of ${b.impl} is ${kindOf.get(b.impl)} and ${b.kind}`);
+    kindOf.set(b.impl, b.kind);
+  }
+  ok(entries.length > 0 && bad.length === 0,
+    `${pageName}: ${entries.length} legend entries over ${await view.locator("[data-legend]").count()} charts, each drawn, one colour per name${bad.length ? `: ${bad.join("; ")}` : ""}`);
+}

@@ -3,7 +3,7 @@
 // /memory JSON from the same server; Compare overlays two runs' curves; Scaling shows memory
 // against sequence length with its exponent; a run without memory says how to record it.
 //   TB_URL=http://127.0.0.1:6006 RUNS_JSON='{"eager":[...],"sdpa":[...],"nomem":".."}' node browser/memory_e2e.mjs
-import { TB, api, ok, openTab, run, shot, watch } from "./harness.mjs";
+import { TB, api, checkLegends, ok, openTab, run, shot, watch } from "./harness.mjs";
 
 const RUNS = JSON.parse(process.env.RUNS_JSON || "{}");
 if (!TB || !RUNS.eager?.length || !RUNS.sdpa?.length || !RUNS.nomem) throw new Error("set TB_URL and RUNS_JSON {eager, sdpa, nomem}");
@@ -46,6 +46,7 @@ await run(async (browser) => {
   ok(live === M.peak.live.length, `live-at-peak table has ${live} rows`);
   const churn = await view.locator('[data-testid="memory-churn"]').textContent();
   ok(churn.includes(`${M.churn.allocs} allocations`), `churn: ${churn}`);
+  await checkLegends(view, "memory");
   await shot(page, "memory");
 
   // ---- a run without memory events says how to record them ----------------------------------------
@@ -85,7 +86,8 @@ await run(async (browser) => {
 
   // ---- Compare overlays the two runs' curves ------------------------------------------------------
   await frame.locator('.attn-tabs [data-tab="compare"]').click();
-  for (const r of [eager, sdpa]) await frame.locator(`[data-view="compare"] input[data-run="${r}"]`).check();
+  // A run without memory between the two: the overlay leaves it out, and every run keeps its colour (checkLegends).
+  for (const r of [eager, RUNS.nomem, sdpa]) await frame.locator(`[data-view="compare"] input[data-run="${r}"]`).check();
   ok(await frame.locator(`[data-view="compare"] input[data-run="${RUNS.snapshot}"]`).count() === 0,
     "the snapshot run is not offered for comparison (it has no attention)");
   const peaks = frame.locator('[data-view="compare"] [data-testid="compare-memory-peaks"]');
@@ -93,14 +95,17 @@ await run(async (browser) => {
   await frame.locator('[data-view="compare"] [data-chart="compare-memory"] canvas').first().waitFor();
   const S = (await api(`memory?run=${encodeURIComponent(sdpa)}`)).body.memory;
   const text = await peaks.textContent();
-  ok(text.includes(eager) && text.includes(sdpa), `overlay names both runs: ${text}`);
+  ok(text.includes(eager) && text.includes(sdpa) && text.includes(`no memory recorded in ${RUNS.nomem}`),
+    `overlay names the runs with memory and the one without: ${text}`);
   ok(S.score_matrix.bytes_total === 0 && text.includes(`${sdpa}: peak`) && /score matrices 0 B/.test(text), "SDPA has no score matrix");
   await frame.locator('[data-view="compare"] [data-chart="compare-memory"]').scrollIntoViewIfNeeded();
+  await checkLegends(frame.locator('[data-view="compare"]'), "compare with memory");
   await shot(page, "memory_compare");
 
   // ---- Scaling: memory against sequence length, with the fitted exponent --------------------------
   await frame.locator('[data-view="compare"] input[data-run="' + eager + '"]').uncheck();
   await frame.locator('[data-view="compare"] input[data-run="' + sdpa + '"]').uncheck();
+  await frame.locator('[data-view="compare"] input[data-run="' + RUNS.nomem + '"]').uncheck();
   for (const r of [...RUNS.eager, ...RUNS.sdpa]) await frame.locator(`[data-view="compare"] input[data-run="${r}"]`).check();
   await frame.locator('.attn-tabs [data-tab="scaling"]').click();
   const ex = frame.locator('[data-view="scaling"] [data-testid="scaling-memory-exponents"]');
@@ -114,6 +119,7 @@ await run(async (browser) => {
   ok(exps.eager > 1.7 && exps.eager < 2.3, `eager memory grows as L^${exps.eager} (about 2)`);
   const fused = Object.entries(exps).find(([k]) => k !== "eager");
   ok(fused && fused[1] > 0.7 && fused[1] < 1.4, `fused memory grows as L^${fused?.[1]} (about 1)`);
+  await checkLegends(frame.locator('[data-view="scaling"]'), "scaling with memory");
 
   await page.waitForTimeout(300);
 }, { height: 1100 });

@@ -2,7 +2,7 @@
 // --logdir` (started by tests/test_browser_roofline.py): what the page shows is compared with the
 // backend's JSON from the same server; a point is hovered for its numbers; no console errors.
 //   TB_URL=http://127.0.0.1:6006 RUNS_JSON='{"roofline":..,"a":..,"b":..}' node browser/roofline.mjs
-import { TB, api, ok, openTab, run, shot, watch } from "./harness.mjs";
+import { TB, api, checkLegends, ok, openTab, run, shot, watch } from "./harness.mjs";
 
 const RUNS = JSON.parse(process.env.RUNS_JSON || "{}");
 if (!TB || !RUNS.roofline || !RUNS.a || !RUNS.b) throw new Error("set TB_URL and RUNS_JSON {roofline, a, b}");
@@ -75,6 +75,7 @@ await run(async (browser) => {
   await stageChart.locator("canvas").first().waitFor();
   const stagePts = rf.layers.flatMap((l) => l.stages).filter((s) => s.intensity > 0 && s.achieved_tflops > 0).length;
   ok(Number(await stageChart.getAttribute("data-points")) === stagePts, `per stage: ${stagePts} points`);
+  await checkLegends(frame.locator('[data-view="roofline"]'), "roofline");
   await shot(page, "roofline");
   await frame.locator('[data-view="roofline"] [data-toggle="roofline-points"] [data-value="layers"]').click();
 
@@ -99,6 +100,7 @@ await run(async (browser) => {
   const roofKeys = new Set([ra, rb].filter((r) => r.roofline.roof).map((r) => JSON.stringify([r.roofline.roof.device, r.roofline.roof.bandwidth_tbs, r.roofline.roof.tflops])));
   ok(Number(await both.getAttribute("data-roofs")) === roofKeys.size, `each device's roof drawn once (${roofKeys.size})`);
   await dec.scrollIntoViewIfNeeded();
+  await checkLegends(frame.locator('[data-view="compare"]'), "compare with roofline");
   await shot(page, "roofline_compare");
 
 });

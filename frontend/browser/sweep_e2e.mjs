@@ -2,7 +2,7 @@
 // (started by tests/test_browser_sweep.py): every number read on screen is compared with the
 // backend's /sweep answer from the same server; a cell's profile link opens that run's Summary.
 //   TB_URL=http://127.0.0.1:6006 SWEEP_RUN=cpu_sweep node browser/sweep_e2e.mjs
-import { TB, api, ok, openTab, run, shot, watch } from "./harness.mjs";
+import { TB, api, checkLegends, ok, openTab, run, shot, watch } from "./harness.mjs";
 
 const RUN = process.env.SWEEP_RUN || "";
 if (!TB || !RUN) throw new Error("set TB_URL and SWEEP_RUN");
@@ -59,6 +59,7 @@ await run(async (browser) => {
   ok(await view.locator('[data-chart="sweep-memory"] canvas').count() > 0, "memory chart drawn");
   ok((await view.locator('[data-testid="sweep-conventions"]').textContent()).includes("4*B*H*Lq*Lk*D"), "FLOP convention stated");
 
+  await checkLegends(view, "sweep");
   await shot(page, "sweep");
 
   // Another batch: the charts and exponents follow.

@@ -38,9 +38,37 @@ export function describeAxes(option: Option): { axis: string; name: string; tick
   return out;
 }
 
+type SeriesOption = {
+  name?: string; data?: unknown[]; itemStyle?: { color?: unknown }; lineStyle?: { color?: unknown };
+  markArea?: { data?: unknown[] }; markPoint?: { data?: unknown[] };
+};
+
+/**
+ * What a chart's legend lists: each named series, the colour it is drawn in (null when ECharts
+ * would pick one from its own palette, not colors.ts) and whether it draws anything, as
+ * ``data-legend`` JSON on the chart's element (the browser tests check that a legend lists only
+ * what is drawn and that a name has one colour on a page).
+ */
+export function describeLegend(option: Option): { name: string; color: string | null; drawn: boolean }[] {
+  const o = option as Record<string, unknown>;
+  if (!o.legend) return [];
+  const out: { name: string; color: string | null; drawn: boolean }[] = [];
+  for (const s of (Array.isArray(o.series) ? o.series : []) as SeriesOption[]) {
+    if (!s || typeof s.name !== "string") continue;
+    const c = s.itemStyle?.color ?? s.lineStyle?.color;
+    const drawn = !!(s.data?.length || s.markArea?.data?.length || s.markPoint?.data?.length);
+    const seen = out.find((x) => x.name === s.name);
+    if (seen) { seen.drawn ||= drawn; continue; } // one legend entry per name (a sweep's OOM marks share their line's)
+    out.push({ name: s.name, color: typeof c === "string" ? c : null, drawn });
+  }
+  return out;
+}
+
 /** A chart in ``el``; disposed by disposeCharts() when the view changes. */
 export function makeChart(el: HTMLElement, option: Option): echarts.ECharts {
   el.setAttribute("data-axes", JSON.stringify(describeAxes(option)));
+  const legend = describeLegend(option);
+  if (legend.length) el.setAttribute("data-legend", JSON.stringify(legend));
   const chart = echarts.init(el, null, { renderer: "canvas" });
   chart.setOption({ animation: false, textStyle: { fontFamily: "Roboto, Helvetica, Arial, sans-serif" }, ...option });
   const ro = typeof ResizeObserver !== "undefined" ? new ResizeObserver(() => chart.resize()) : null;

@@ -3,9 +3,8 @@
 
 import { api, ApiError, untilReady } from "./api";
 import { disposeCharts } from "./charts";
-import { fmtSpan } from "./format";
 import { clear, h, notice } from "./dom";
-import { defaultRun, defaultSpan, defaultTarget, skippedByReason } from "./model";
+import { defaultRun, defaultSpan, defaultTarget, skippedByReason, spanChoice } from "./model";
 import { mergeHash, parseHash, stateFromParams, type State, type View } from "./state";
 import { STYLE } from "./style";
 import { splitSweepRuns } from "./sweep_runs";
@@ -158,8 +157,8 @@ class App {
     workerSel.addEventListener("change", () => this.set({ worker: workerSel.value, span: null, layer: null, call: null }));
     const spans = workers.find((w) => w.worker === t?.worker)?.spans || [];
     const spanSel = h("select", { "aria-label": "span", "data-testid": "span-select", disabled: spans.length < 2 },
-      ...spans.map((s) => h("option", { value: s.span, selected: s.span === t?.span, title: s.span },
-        fmtSpan(s.span) + (s.status === "loading" ? " (analysing…)" : s.status === "error" ? " (cannot be read)"
+      ...spans.map((s) => h("option", { value: s.span, selected: s.span === t?.span, title: spanChoice(s).tip },
+        spanChoice(s).label + (s.status === "loading" ? " (analysing…)" : s.status === "error" ? " (cannot be read)"
           : s.summary?.empty ? " (recorded nothing)" : ""))));
     spanSel.addEventListener("change", () => this.set({ span: spanSel.value, layer: null, call: null }));
     const needsTarget = this.state.view !== "compare" && this.state.view !== "scaling" && this.state.view !== "sweep";

@@ -78,7 +78,7 @@ export interface MemScalingPoint {
 
 /** Attention's memory against sequence length per implementation, with the fitted exponent of L. */
 export function memoryScaling(items: { run: string; report: Report }[]): {
-  series: { implementation: string; label: string; points: MemScalingPoint[]; exponent: number | null }[];
+  series: { implementation: string; label: string; group: string; points: MemScalingPoint[]; exponent: number | null }[];
   skipped: string[];
 } {
   // One series per model, device and implementation, as the time chart groups them (model.seriesKeyOf).
@@ -99,7 +99,8 @@ export function memoryScaling(items: { run: string; report: Report }[]): {
   }
   const series = [...by.entries()].sort(([a], [c]) => a.localeCompare(c)).map(([label, points]) => {
     points.sort((a, c) => a.seqLen - c.seqLen);
-    return { implementation: keys.get(label)!.implementation, label, points,
+    const key = keys.get(label)!;
+    return { implementation: key.implementation, label, group: `${key.model} · ${key.device}`, points,
       exponent: logSlope(points.map((p) => [p.seqLen, p.growth])) };
   });
   return { series, skipped };

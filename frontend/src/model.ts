@@ -3,7 +3,10 @@
 // a missing number is 0 where it is summed and null where it is shown.
 
 import { sweepOfRun } from "./sweep_runs";
-import { num } from "./format";
+import { fmtSpan, num } from "./format";
+import { baseImplementation, implColor, STAGE_COLOR, stageColor } from "./colors";
+
+export { implColor, STAGE_COLOR, stageColor }; // colors.ts is the one colour map; kept here for older imports
 import type {
   Basis, CompareDoc, Kernel, Layer, Pass, Report, RunsDoc, SpanInfo, StageRow,
 } from "./types";
@@ -31,31 +34,8 @@ export const STAGE_LABEL: Record<string, string> = {
   call: "call (wrapper ops)", // the one-call timeline's ops that hold the call's other ops (timeline_model.ts)
 };
 
-// Colour-blind-friendly (Tableau 10), one fixed colour per stage in every view.
-export const STAGE_COLOR: Record<string, string> = {
-  qkv_proj: "#9c9ede",
-  qk_matmul: "#4e79a7",
-  scale_mask: "#76b7b2",
-  softmax: "#e15759",
-  dropout: "#edc948",
-  av_matmul: "#59a14f",
-  out_proj: "#b07aa1",
-  fused: "#f28e2b",
-  quantize: "#ff9da7",
-  kv_cache_write: "#9d7660",
-  preprocess: "#d4a6c8",
-  split_kv_reduce: "#ffbe7d",
-  postprocess: "#86bcb6",
-  other: "#bab0ac",
-  call: "#e0e0e0",
-};
-
 export function stageLabel(stage: string | undefined): string {
   return (stage && STAGE_LABEL[stage]) || stage || "unknown";
-}
-
-export function stageColor(stage: string | undefined): string {
-  return (stage && STAGE_COLOR[stage]) || "#999999";
 }
 
 export function stageIndex(stage: string | undefined): number {
@@ -74,26 +54,10 @@ const FUSED = new Set([
   "flashinfer", "flash_mla", "sage", "xformers", "triton_attention", "te", "custom",
 ]);
 
-// One colour per implementation name, on every chart of every view (the badge's family shade is for
-// its kind; charts tell implementations apart, so two fused ones get two colours, each always the same).
-const IMPL_COLORS: Record<string, string> = {
-  eager: "#f28e2b", mha_fastpath: "#ff9da7", math: "#e15759", flash: "#59a14f", efficient: "#76b7b2",
-  cudnn: "#8cd17d", cpu_fused: "#499894", flash_cpu: "#499894", aotriton: "#86bcb6", ck: "#b6992d", flex: "#edc948",
-  compiled: "#4e79a7", sdpa: "#b07aa1", fused: "#59a14f", unknown: "#9c755f",
-};
-const IMPL_PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f", "#ff9da7", "#bab0ac"];
-
-export function implColor(impl: string | null | undefined): string {
-  const name = impl || "unknown";
-  if (IMPL_COLORS[name]) return IMPL_COLORS[name];
-  let hash = 0;
-  for (const ch of name) hash = (hash * 31 + ch.charCodeAt(0)) >>> 0;
-  return IMPL_PALETTE[hash % IMPL_PALETTE.length];
-}
-
 export function implKind(impl: string | undefined | null): ImplKind {
   if (!impl) return "unknown";
-  const parts = impl.split("+");
+  // "cpu_fused compiled" (a series of torch.compile'd runs, seriesKeyOf) is of cpu_fused's kind, as it is of its colour.
+  const parts = baseImplementation(impl).impl.split("+");
   if (parts.some((p) => p === "math")) return "math";
   if (parts.some((p) => p === "eager" || p === "mha_fastpath")) return "eager";
   if (parts.every((p) => FUSED.has(p))) return "fused";
@@ -838,4 +802,13 @@ export function skippedByReason(doc: RunsDoc | null | undefined): { reason: stri
     g.files.push(k.file);
   }
   return out;
+}
+
+/** A span's label in the picker: its time (fmtSpan), else its file's name (a trace named without
+ * one), else "(no span)"; and its tooltip: the file, how the listing named it, the raw span. */
+export function spanChoice(s: SpanInfo): { label: string; tip: string } {
+  const file = s.file || "";
+  const label = fmtSpan(s.span) || file.split("/").pop() || "(no span)";
+  const tip = [file, s.named || "", s.span ? `span ${s.span}` : ""].filter((x) => x).join("\n");
+  return { label, tip };
 }

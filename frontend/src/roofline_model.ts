@@ -81,7 +81,7 @@ export const PART_LABEL: Record<string, string> = {
   memory: "Memory traffic", compute: "Compute efficiency", launch: "Kernel launches", cpu: "CPU-side overhead",
   rest: "Rest (projections, copies, unmodelled)",
 };
-export const BOUND_COLOR: Record<string, string> = { memory: "#e15759", compute: "#4e79a7", launch: "#f28e2b", none: "#9c755f" };
+export { BOUND_COLOR } from "./colors"; // the one colour map
 
 const finite = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
 

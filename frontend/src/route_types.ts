@@ -10,6 +10,10 @@ export interface SpanInfo {
   message?: string;
   phase?: string;
   size_bytes?: number;
+  /** The file, relative to the logdir. */
+  file?: string;
+  /** How a file named without {worker}.{span} was named: from its head (rank, host and pid, start time) or its name, and why. */
+  named?: string;
   summary?: {
     kind?: "trace" | "memory_snapshot";
     metadata?: Record<string, unknown>;

@@ -1,6 +1,8 @@
 // The Sweep view's data: a /sweep document (tb-attn sweep's cells and the backend's analysis)
 // shaped into chart series, the best-backend grid and the OOM marks. Pure functions, no DOM.
 
+import { seriesColors } from "./colors";
+
 export type CellStatus = "ok" | "unsupported" | "oom" | "error";
 
 export interface SweepCell {
@@ -93,20 +95,14 @@ export interface SweepsDoc {
   scanned?: boolean;
 }
 
-const PALETTE = ["#4e79a7", "#e15759", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7"];
-const KNOWN: Record<string, string> = {
-  flash: "#59a14f", efficient: "#76b7b2", cudnn: "#4e79a7", math: "#e15759", eager: "#f28e2b", flex: "#b07aa1",
-};
-
 export function seriesName(c: { backend: string; module?: string | null }): string {
   return c.module ? c.module : c.backend;
 }
 
-/** A colour per backend, the same in every chart and in the grid. */
+/** A colour per backend, the same in every chart and in the grid, and an implementation's colour on
+ * every other page too (colors.seriesColors: a backend is an implementation; a timed module is not). */
 export function backendColor(name: string, all: string[]): string {
-  if (KNOWN[name]) return KNOWN[name];
-  const others = all.filter((n) => !KNOWN[n]).sort();
-  return PALETTE[(Math.max(0, others.indexOf(name)) + 4) % PALETTE.length];
+  return seriesColors([...all, name]).get(name)!;
 }
 
 function positive(v: unknown): number | null {

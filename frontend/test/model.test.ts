@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
   compareHeadline, compareModel, defaultRun, defaultTarget, dominantImplementation, flattenRuns, implementationBadges,
-  implKind, kernelGroups, layerDetail, logSlope, scalingModel, seriesKeyOf, timeFitCaveat, seqLenOf, skippedByReason, stagesByLayer, summaryModel,
+  implKind, kernelGroups, layerDetail, logSlope, scalingModel, seriesKeyOf, timeFitCaveat, seqLenOf, skippedByReason, spanChoice, stagesByLayer, summaryModel,
 } from "../src/model";
 import type { CompareDoc, Report, RunsDoc } from "../src/types";
 
@@ -348,5 +348,16 @@ describe("skipped files", () => {
     expect(skippedByReason(doc)).toEqual([{ reason: "r1", files: ["a/x.json", "c/y.json.gz"] },
       { reason: "r2", files: ["b.fifo.pt.trace.json"] }]);
     expect(skippedByReason({ runs: [] })).toEqual([]);
+  });
+});
+
+describe("span picker", () => {
+  it("labels a span by its time, else by its file, and says in its tip how it was named", () => {
+    const named = "worker from distributedInfo (rank 1 of 2); span from the trace's start time";
+    expect(spanChoice({ span: "1796494434203339342", status: "ready", file: "job/bert_a.pt.trace.json.gz", named }))
+      .toEqual({ label: "2026-12-05 18:13:54 UTC", tip: `job/bert_a.pt.trace.json.gz\n${named}\nspan 1796494434203339342` });
+    expect(spanChoice({ span: "", status: "ready", file: "bert/bert.pt.trace.json.gz", named: "worker and span from the file name: x" }).label)
+      .toBe("bert.pt.trace.json.gz");
+    expect(spanChoice({ span: "", status: "ready" })).toEqual({ label: "(no span)", tip: "" });
   });
 });

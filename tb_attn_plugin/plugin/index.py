@@ -49,6 +49,7 @@ class Entry:
     mtime: float
     changed_at: float
     joins: tuple[tuple[str, int, float], ...] = ()  # the snapshots joining its report (layout.Found)
+    named: str = ""  # how a file whose name lacks {worker}.{span} was named (layout.Found.named)
     status: str = LOADING
     phase: str = "waiting"  # waiting (settling) | checking (cache) | queued | running | done
     key: str | None = None  # cache key of the version being analysed or shown
@@ -170,7 +171,8 @@ class RunIndex:
                 if e is None:
                     # A file already old when first seen is settled at once; a fresh one waits.
                     since = min(f.mtime, now) if f.mtime else now
-                    self._entries[ident] = Entry(f.run, f.worker, f.span, f.path, f.size, f.mtime, since, f.joins)
+                    self._entries[ident] = Entry(f.run, f.worker, f.span, f.path, f.size, f.mtime, since, f.joins,
+                                                 named=f.named)
                     changed = True
                 elif (e.path, e.size, e.mtime, e.joins) != (f.path, f.size, f.mtime, f.joins):
                     # Grown or rewritten (live training), or a snapshot joining it came, changed or
@@ -179,6 +181,8 @@ class RunIndex:
                     e.path, e.size, e.mtime, e.joins, e.changed_at = f.path, f.size, f.mtime, f.joins, now
                     e.status, e.phase, e.key, e.message, e.summary, e.attempts = LOADING, "waiting", None, None, {}, 0
                     changed = True
+                if e is not None and e.named != f.named:
+                    e.named, changed = f.named, True
             for ident in [i for i in self._entries if i not in seen]:
                 del self._entries[ident]
                 changed = True
@@ -377,7 +381,9 @@ class RunIndex:
             for worker in sorted(by_run[run]):
                 spans = []
                 for e in sorted(by_run[run][worker], key=lambda e: span_key(e.span)):
-                    s: dict[str, Any] = {"span": e.span, "status": e.status, "size_bytes": e.size}
+                    s: dict[str, Any] = {"span": e.span, "status": e.status, "size_bytes": e.size, "file": e.display}
+                    if e.named:
+                        s["named"] = e.named
                     if e.status == ERROR:
                         s["message"] = e.message
                     elif e.status == LOADING:

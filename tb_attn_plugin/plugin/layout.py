@@ -2,8 +2,10 @@
 
 A run is a directory (relative to the logdir, "." for the logdir itself) holding
 ``*.pt.trace.json[.gz]`` files: ``{worker}.{span}.pt.trace.json[.gz]`` as
-``torch.profiler.tensorboard_trace_handler`` names them, or any ``{name}.pt.trace.json[.gz]``
-(worker ``{name}``, no span). Only those names count, so other JSON in a logdir is never read; it is
+``torch.profiler.tensorboard_trace_handler`` names them, or any ``{name}.pt.trace.json[.gz]``,
+whose worker and span are read from the head of the trace itself (trace/head.py: distributedInfo's
+rank or host and pid, the start time), else worker ``{name}`` and no span, with the reason (``named``).
+Only those names count, so other JSON in a logdir is never read; it is
 listed as skipped, with the reason, as is every trace file the listing cannot show. Hidden files and directories
 (rsync and editors write temporary files there) are skipped, symlinked directories are not
 followed, and symlinked files only when they resolve inside the logdir, so a listing never leaves
@@ -15,11 +17,14 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Iterator
 
 from ..memory.joining import joins_by_trace, snapshot_name
-from ..trace.discover import ANY_TRACE, MAX_NAME, trace_name
+from ..trace.discover import ANY_TRACE, MAX_NAME, parse_name, trace_name
+from ..trace.head import identify
 from ..trace.read import is_url
 from ..trace.url_logdir import list_url
 
@@ -35,6 +40,8 @@ class Found:
     # The snapshot pickles that join this trace's report (memory/joining.py), as (name, size, mtime):
     # a snapshot copied in, rewritten or removed changes the report, so the index re-analyses.
     joins: tuple[tuple[str, int, float], ...] = ()
+    # For a file whose name lacks {worker}.{span}: how the worker and span were chosen (trace/head.py).
+    named: str = ""
 
 
 class Listing(list):
@@ -144,22 +151,47 @@ def _list_local(logdir: str) -> Listing:
                     skip(e.name, NOT_PT_TRACE)
                 continue
             st = _listable(e, real_root)
+            named = ""
+            if st is not None and trace_name(e.name) and parse_name(e.name) is None:
+                *parsed, named = _identify(e.path, st, parsed[0])
             if st is None:
                 skip(e.name, NOT_REGULAR)
             elif max(len(run), len(parsed[0]), len(parsed[1])) > MAX_NAME:
                 skip(e.name, TOO_LONG)  # could not be asked for (nor opened, mostly)
             elif tuple(parsed) in taken:
-                skip(e.name, f"the same worker and span as {taken[tuple(parsed)]}, which is listed")
+                skip(e.name, f"the same worker and span as {taken[tuple(parsed)]}, which is listed" + (
+                    " (both traces say the same process recorded them at the same time: copies of one recording?)"
+                    if named and parsed[1] else ""))
             else:
                 taken[tuple(parsed)] = e.name
-                listed[e.name] = (*parsed, e, st)
+                listed[e.name] = (*parsed, e, st, named)
         joins = joins_by_trace([n for n in listed if trace_name(n)], names)
         by_name = {e.name: e for e in entries}
-        for name, (worker, span, e, st) in listed.items():
+        for name, (worker, span, e, st, named) in listed.items():
             found.append(Found(run, worker, span, e.path, st.st_size, st.st_mtime,
-                               _joins(by_name, joins.get(name, ()), real_root)))
+                               _joins(by_name, joins.get(name, ()), real_root), named))
     found.skipped.sort(key=lambda k: k["file"])
     return found
+
+
+_NAMED: OrderedDict = OrderedDict()  # (path, size, mtime_ns, inode) -> identify's answer
+_NAMED_MAX = 8192
+_NAMED_LOCK = threading.Lock()
+
+
+def _identify(path: str, st: os.stat_result, stem: str) -> tuple[str, str, str]:
+    """trace/head.identify, read once per version of the file: every scan lists the logdir again."""
+    key = (path, st.st_size, st.st_mtime_ns, st.st_ino)
+    with _NAMED_LOCK:
+        if key in _NAMED:
+            _NAMED.move_to_end(key)
+            return _NAMED[key]
+    got = identify(path, stem)
+    with _NAMED_LOCK:
+        _NAMED[key] = got
+        while len(_NAMED) > _NAMED_MAX:
+            _NAMED.popitem(last=False)
+    return got
 
 
 def _listable(e: os.DirEntry, real_root: str) -> os.stat_result | None:
@@ -211,5 +243,10 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+URL_NAMED = ("worker and span from the file name: the listing does not read the heads of files on object "
+             "storage (one request per file at every scan)")
+
+
 def _list_url(logdir: str) -> list[Found]:
-    return [Found(*row) for row in list_url(logdir)]
+    return [Found(*row, named=URL_NAMED if parse_name(row[3].rsplit("/", 1)[-1]) is None else "")
+            for row in list_url(logdir)]

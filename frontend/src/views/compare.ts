@@ -3,6 +3,7 @@ import { api, untilReady } from "../api";
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
 import { distinctShortNames, fmtCount, fmtDeltaPct, fmtDeltaUs, fmtShare, fmtUs } from "../format";
+import { runColors } from "../colors";
 import { compareModel } from "../model";
 import type { CompareDoc } from "../types";
 import { badge, basisWord, kernelName, stageChip, usCell } from "./common";
@@ -13,7 +14,6 @@ import { rooflineCompareSection } from "./roofline";
 /** The backend compares at most this many runs at once (plugin.py MAX_COMPARE). */
 export const MAX_COMPARE = 8;
 
-const RUN_COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f"];
 
 export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
   const el = h("section", { class: "view view-compare", "data-view": "compare" });
@@ -53,6 +53,7 @@ export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
   if (!doc || !ctx.alive()) return;
   out.removeChild(status);
   const m = compareModel(doc);
+  const colors = runColors(m.runs);
 
   out.appendChild(h("div", { class: "headlines", "data-testid": "compare-headlines" },
     ...m.headlines.map((line) => h("div", { class: "headline" }, line)),
@@ -62,8 +63,8 @@ export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
   out.appendChild(h("table", { class: "grid", "data-testid": "compare-totals" },
     h("thead", null, h("tr", null, h("th", null, "Run"), h("th", { class: "num" }, "Attention"), h("th", { class: "num" }, "Share"),
       h("th", { class: "num" }, "Calls"), h("th", null, "Implementations"))),
-    h("tbody", null, ...m.totals.map((t, i) => h("tr", { "data-run": t.run },
-      h("td", null, h("span", { class: "attn-dot", style: `background:${RUN_COLORS[i % RUN_COLORS.length]}` }), t.run),
+    h("tbody", null, ...m.totals.map((t) => h("tr", { "data-run": t.run },
+      h("td", null, h("span", { class: "attn-dot", "data-color": colors.get(t.run) ?? "", style: `background:${colors.get(t.run)}` }), t.run),
       usCell(t.us), h("td", { class: "num" }, fmtShare(t.share)), h("td", { class: "num" }, fmtCount(t.calls)),
       h("td", null, ...t.implementations.map((impl) => badge(impl))))))));
 
@@ -86,8 +87,8 @@ export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
         },
         xAxis: { type: "category", data: m.chart.categories, axisLabel: { rotate: 30, interval: 0 } },
         yAxis: { type: "value", name: basisWord(m.basis), axisLabel: { formatter: (v: number) => fmtUs(v) } },
-        series: m.chart.series.map((s, i) => ({
-          type: "bar", name: s.run, data: s.values, itemStyle: { color: RUN_COLORS[i % RUN_COLORS.length] },
+        series: m.chart.series.map((s) => ({
+          type: "bar", name: s.run, data: s.values, itemStyle: { color: colors.get(s.run) },
         })),
       });
     });

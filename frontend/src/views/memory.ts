@@ -8,12 +8,12 @@ import { h } from "../dom";
 import { fmtBytes, fmtCount, fmtShare, niceByteStep } from "../format";
 import { attributionLine, layerStagesText, memoryModel, memoryScaling, overlayModel, sectionOf } from "../memory_model";
 import type { MemoryDoc, MemorySection } from "../memory_types";
-import { defaultTarget, implColor, stageColor, stageLabel } from "../model";
+import { MEMORY_COLOR, runColors, seriesStyle } from "../colors";
+import { defaultTarget, stageColor, stageLabel } from "../model";
 import type { Report } from "../types";
 import { badge, stageChip } from "./common";
 import type { Ctx, Target } from "./context";
 
-const RUN_COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f"];
 const POINTS = 1500;
 
 async function fetchMemory(ctx: Ctx, into: HTMLElement, t: Target): Promise<MemoryDoc | null> {
@@ -74,16 +74,16 @@ function drawSection(ctx: Ctx, el: HTMLElement, mem: MemorySection, id: string):
       shadeByStage.set(b.stage, list);
     }
     const series: Record<string, unknown>[] = [{
-      type: "line", name: "allocated", showSymbol: false, step: "end", data: m.points, lineStyle: { width: 1.5, color: "#333" },
-      itemStyle: { color: "#333" },
+      type: "line", name: "allocated", showSymbol: false, step: "end", data: m.points, lineStyle: { width: 1.5, color: MEMORY_COLOR.allocated },
+      itemStyle: { color: MEMORY_COLOR.allocated },
       markPoint: m.peak ? {
-        symbol: "pin", symbolSize: 44, itemStyle: { color: "#e15759" },
+        symbol: "pin", symbolSize: 44, itemStyle: { color: MEMORY_COLOR.peak },
         label: { formatter: () => fmtBytes(m.peak!.bytes), fontSize: 10 },
         data: [{ coord: [m.peak.t, m.peak.bytes], name: "peak" }],
       } : undefined,
     }];
     if (m.reserved) series.push({ type: "line", name: "reserved", showSymbol: false, step: "end", data: m.reserved,
-      lineStyle: { width: 1, type: "dashed", color: "#999" }, itemStyle: { color: "#999" } });
+      lineStyle: { width: 1, type: "dashed", color: MEMORY_COLOR.reserved }, itemStyle: { color: MEMORY_COLOR.reserved } });
     // One empty series per stage carries its shading, so the legend names the colours.
     for (const [stage, areas] of shadeByStage) {
       series.push({ type: "line", name: stageLabel(stage), data: [], itemStyle: { color: stageColor(stage) },
@@ -164,6 +164,7 @@ export async function memoryOverlay(ctx: Ctx, into: HTMLElement, runs: string[])
   }
   const m = overlayModel(docs);
   if (!m.series.length) return;
+  const colors = runColors(runs);
   into.appendChild(h("h3", null, "Memory over the profiled window"));
   into.appendChild(h("p", { class: "hint", "data-testid": "compare-memory-peaks" }, m.series.map((s) =>
     `${s.run}: peak ${fmtBytes(s.peak)}, score matrices ${fmtBytes(s.scoreBytes)}`).join(" · ")
@@ -178,15 +179,18 @@ export async function memoryOverlay(ctx: Ctx, into: HTMLElement, runs: string[])
       tooltip: { trigger: "axis", formatter: (ps: { seriesName: string; value: [number, number] }[]) =>
         tip(`${(ps[0]?.value[0] ?? 0).toFixed(3)} ms`, ps.map((p) => [p.seriesName, fmtBytes(p.value[1])] as [string, string])) },
       xAxis: { type: "value", name: "ms from the first allocation", nameLocation: "middle", nameGap: 26 },
-      yAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtBytes(v) } },
-      series: m.series.map((s, i) => ({ type: "line", name: s.run, showSymbol: false, step: "end", data: s.points,
-        itemStyle: { color: RUN_COLORS[i % RUN_COLORS.length] } })),
+      yAxis: { type: "value", interval: niceByteStep(Math.max(0, ...m.series.map((s) => s.peak))),
+        axisLabel: { formatter: (v: number) => fmtBytes(v) } },
+      // Each run in its colour on the whole Compare page: by its place among the picked runs, not among
+      // the runs that recorded memory (a run without memory would shift every later run's colour).
+      series: m.series.map((s) => ({ type: "line", name: s.run, showSymbol: false, step: "end", data: s.points,
+        itemStyle: { color: colors.get(s.run) }, lineStyle: { color: colors.get(s.run) } })),
     });
   });
 }
 
 /** Scaling: attention's memory (largest peak growth of one call) against sequence length, with its exponent. */
-export function memoryScalingChart(ctx: Ctx, into: HTMLElement, items: { run: string; report: Report }[]): void {
+export function memoryScalingChart(ctx: Ctx, into: HTMLElement, items: { run: string; report: Report }[], groups: string[]): void {
   const m = memoryScaling(items);
   if (!m.series.some((s) => s.points.length)) return;
   into.appendChild(h("h3", null, "Attention memory per call (peak growth while it runs)"));
@@ -203,8 +207,9 @@ export function memoryScalingChart(ctx: Ctx, into: HTMLElement, items: { run: st
         tip(p.value[2], [["implementation", p.seriesName], ["sequence length", fmtCount(p.value[0])], ["peak growth", fmtBytes(p.value[1])]], p.color) },
       xAxis: { type: "log", logBase: 2, name: "sequence length", nameLocation: "middle", nameGap: 28 },
       yAxis: { type: "log", logBase: 4, axisLabel: { formatter: (v: number) => fmtBytes(v) } },
-      series: m.series.map((s) => ({ type: "line", name: s.label, symbolSize: 8,
-        itemStyle: { color: implColor(s.implementation) }, data: s.points.map((p) => [p.seqLen, p.growth, p.run]) })),
+      series: m.series.map((s) => ({ s, style: seriesStyle(s.implementation, s.group, groups) })).map(({ s, style }) => ({
+        type: "line", name: s.label, symbolSize: 8, symbol: style.symbol, itemStyle: { color: style.color },
+        lineStyle: { type: style.line, color: style.color }, data: s.points.map((p) => [p.seqLen, p.growth, p.run]) })),
     });
   });
 }

@@ -6,8 +6,9 @@ import { makeChart, tip } from "../charts";
 import { h } from "../dom";
 import { fmtTbs, fmtTflops, fmtUs } from "../format";
 import { defaultTarget } from "../model";
+import { BOUND_COLOR, ROOF_COLORS } from "../colors";
 import {
-  BOUND_COLOR, decompositionModel, rooflineChart, rooflineOf, type ChartPoint, type RooflineChart,
+  decompositionModel, rooflineChart, rooflineOf, type ChartPoint, type RooflineChart,
 } from "../roofline_model";
 import type { CompareDoc, Report } from "../types";
 import { badge } from "./common";
@@ -15,7 +16,6 @@ import type { Ctx } from "./context";
 
 const RUN_SYMBOLS = ["circle", "diamond", "triangle", "rect", "pin"];
 const GRID = { left: 80, right: 30, top: 60, bottom: 55 };
-const ROOF_COLORS = ["#37474f", "#8d6e63", "#5c6bc0", "#26a69a"];
 
 const sig = (v: number | null | undefined, d = 3): string =>
   v === null || v === undefined || !Number.isFinite(v) ? "–" : Number(v.toPrecision(d)).toString();

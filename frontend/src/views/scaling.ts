@@ -2,7 +2,8 @@ import { sweepOfRun } from "../sweep_runs";
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
 import { fmtBytes, fmtCount, fmtUs } from "../format";
-import { defaultTarget, implColor, scalingModel } from "../model";
+import { seriesStyle } from "../colors";
+import { defaultTarget, scalingModel, seriesKeyOf } from "../model";
 import type { Report } from "../types";
 import { badge, basisWord, usCell } from "./common";
 import type { Ctx } from "./context";
@@ -50,12 +51,13 @@ export async function scalingView(ctx: Ctx, root: HTMLElement): Promise<void> {
   const timeWord = bases.length === 1 ? basisWord(bases[0]) : "GPU time for runs with kernels, CPU op time for the others";
   charts.appendChild(h("div", null, h("h3", null, `Attention time per call (${timeWord})`), timeEl));
   charts.appendChild(h("div", null, h("h3", null, "Score matrix per call (B·H·Lq·Lk)"), memEl));
-  const color = implColor;
-  const lineStyles = ["solid", "dashed", "dotted"];
+  // One style per series on all three charts of the page (colors.seriesStyle): colour by implementation,
+  // dashed when compiled, a marker per model and device.
+  const groups = items.map(({ report }) => { const k = seriesKeyOf(report); return `${k.model} · ${k.device}`; });
   const seriesFor = (pick: (p: (typeof m.series)[number]["points"][number]) => number | null) =>
-    m.series.map((s, i) => ({
-      type: "line", name: s.label, symbolSize: 8, itemStyle: { color: color(s.implementation.replace(/ compiled$/, "")) },
-      lineStyle: { type: lineStyles[i % lineStyles.length] },
+    m.series.map((s) => ({ s, style: seriesStyle(s.implementation, `${s.model} · ${s.device}`, groups) })).map(({ s, style }) => ({
+      type: "line", name: s.label, symbolSize: 8, symbol: style.symbol, itemStyle: { color: style.color },
+      lineStyle: { type: style.line, color: style.color },
       data: s.points.filter((p) => { const v = pick(p); return v !== null && v > 0; }).map((p) => [p.seqLen, pick(p), p.run]),
     })).filter((s) => s.data.length);
   requestAnimationFrame(() => {
@@ -94,7 +96,7 @@ export async function scalingView(ctx: Ctx, root: HTMLElement): Promise<void> {
         : h("span", { class: "hint err", "data-testid": "scaling-unreliable" },
           ` time ~ L^${s.timeExponent.toFixed(2)}, unreliable: ${s.timeCaveat}`),
     s.memExponent === null ? "" : `; score matrix as L^${s.memExponent.toFixed(2)} (from shapes)`))));
-  memoryScalingChart(ctx, el, items);
+  memoryScalingChart(ctx, el, items, groups);
   if (m.skipped.length) el.appendChild(skippedList(m.skipped));
 }
 

@@ -5,7 +5,7 @@
 import { api, ApiError, untilReady } from "../api";
 import { makeChart, tip } from "../charts";
 import { clear, h, notice } from "../dom";
-import { fmtBytes, fmtCount } from "../format";
+import { fmtBytes, fmtCount, fmtTflops } from "../format";
 import {
   backendColor, backendsOf, batchesOf, bestGrid, fmtSeconds, seriesLabel, sharedShape, statusCounts, sweepSeries,
   type SweepCell, type SweepDoc, type SweepSeries,
@@ -189,7 +189,7 @@ function chartOption(series: SweepSeries[], all: string[], name: string, fmt: (v
         const c = p.data.cell as SweepCell;
         return tip(c.module || c.backend, [["batch", String(c.batch)], ["sequence length", fmtCount(c.seq_len)],
           [name, fmt(p.data.value[1])], ["IQR", fmtSeconds(c.iqr_s)],
-          ["TFLOP/s", c.tflops == null ? "—" : c.tflops.toPrecision(3)]], p.color);
+          ["throughput", fmtTflops(c.tflops)]], p.color);
       },
     },
     xAxis: { type: "log", logBase: 2, name: "sequence length", nameLocation: "middle", nameGap: 28 },
@@ -199,7 +199,7 @@ function chartOption(series: SweepSeries[], all: string[], name: string, fmt: (v
 }
 
 function cellsTable(ctx: Ctx, doc: SweepDoc): HTMLElement {
-  const cols = ["Backend", "B", "L", "Status", "Median", "IQR", "TFLOP/s", "% peak", "Tokens/s", "Peak memory", "Max |err| vs math", "Profile"];
+  const cols = ["Backend", "B", "L", "Status", "Median", "IQR", "Throughput", "% peak", "Tokens/s", "Peak memory", "Max |err| vs math", "Profile"];
   const rows = [...doc.cells].sort((a, b) => a.batch - b.batch || a.seq_len - b.seq_len || (a.module || a.backend).localeCompare(b.module || b.backend));
   return h("table", { class: "grid", "data-testid": "sweep-cells" },
     h("thead", null, h("tr", null, ...cols.map((c, i) => h("th", { class: i === 1 || i === 2 || (i >= 4 && i <= 10) ? "num" : null }, c)))),
@@ -210,7 +210,7 @@ function cellsTable(ctx: Ctx, doc: SweepDoc): HTMLElement {
       h("td", { class: `status-${c.status}`, title: c.reason || null }, c.status + (c.status !== "ok" && c.reason ? `: ${c.reason.slice(0, 80)}` : "")),
       h("td", { class: "num", "data-seconds": c.median_s ?? "" }, fmtSeconds(c.median_s)),
       h("td", { class: "num" }, fmtSeconds(c.iqr_s)),
-      h("td", { class: "num" }, c.tflops == null ? "—" : c.tflops.toPrecision(3)),
+      h("td", { class: "num", "data-tflops": c.tflops ?? "" }, fmtTflops(c.tflops)),
       h("td", { class: "num" }, c.pct_of_peak == null ? "—" : `${c.pct_of_peak.toFixed(1)}%`),
       h("td", { class: "num" }, c.tokens_per_s == null ? "—" : fmtCount(c.tokens_per_s)),
       h("td", { class: "num", "data-bytes": c.peak_bytes ?? "" }, fmtBytes(c.peak_bytes)),
