@@ -267,3 +267,27 @@ def test_structured_cases_through_the_routes(tmp_path):
     finally:
         plugins["tb_attn"].close()
     assert not problems, "\n".join(problems[:20])
+
+
+def test_a_case_is_bounded_by_cpu_time_and_by_wall_clock(monkeypatch, tmp_path):
+    """A busy case is a hang by its CPU time, a blocked one by the looser wall clock; a starved case
+    (waiting for a loaded machine's CPU) is neither, as the long run's only "hang" was."""
+    import time
+
+    from tb_attn_plugin import cli
+    from tests import fuzz_cases
+
+    monkeypatch.setattr(fuzz_cases, "CASE_SECONDS", 1)
+    monkeypatch.setattr(fuzz_cases, "WALL_SECONDS", 2)
+    case = fuzz_cases.Case(["report", "x.json"])
+
+    def busy(argv):
+        while True:
+            sum(range(10_000))
+
+    monkeypatch.setattr(cli, "main", busy)
+    assert "CPU time" in fuzz_cases.run_cli_case(case, str(tmp_path))[3]
+    monkeypatch.setattr(cli, "main", lambda argv: time.sleep(60))
+    assert "wall-clock" in fuzz_cases.run_cli_case(case, str(tmp_path))[3]
+    monkeypatch.setattr(cli, "main", lambda argv: time.sleep(1.2) or 0)  # idle past the CPU bound: not a hang
+    assert fuzz_cases.run_cli_case(case, str(tmp_path))[3] is False
