@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import sys
 import time
 
+from .format import json_text
 from .format.errors import TraceError
 from .report.words import cut
 
@@ -97,15 +97,13 @@ def _fail_json(errors: list[TraceError], **extra) -> None:
     if "reports" not in doc:
         doc["error"] = str(errors[0])
     doc["errors"] = [{"path": e.path, "error": str(e)} for e in errors]
-    json.dump(doc, sys.stdout, indent=1)
-    sys.stdout.write("\n")
+    sys.stdout.write(json_text.dumps(doc) + "\n")
 
 
 def fail_json_message(message: str, path: str | None = None) -> None:
     """A failure that is no trace's own (out of memory, a bad --patterns file, no Dask scheduler) as
     --json's error object: {"error": message, "errors": [{"path": the file or null, "error": message}]}."""
-    json.dump({"error": message, "errors": [{"path": path, "error": message}]}, sys.stdout, indent=1)
-    sys.stdout.write("\n")
+    sys.stdout.write(json_text.dumps({"error": message, "errors": [{"path": path, "error": message}]}) + "\n")
 
 
 def native_status() -> tuple[bool, str]:
@@ -176,8 +174,7 @@ def _report(args) -> int:
         else:
             # One shape whatever was given (a file, a directory, several): the reports in a list.
             doc = {"reports": reports, **ranks_doc}
-            json.dump(doc, sys.stdout, indent=None if args.compact else 1)
-            sys.stdout.write("\n")
+            sys.stdout.write(json_text.dumps(doc, None if args.compact else 1) + "\n")
     elif reports:
         from .memory.text import render_snapshot_report
         from .ranks.text import render_ranks
@@ -254,8 +251,7 @@ def _compare(args) -> int:
         return 2
     c = compare_reports(runs)
     if args.json:
-        json.dump(c, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text.dumps(c) + "\n")
     else:
         print(render_compare(c))
         warned = [(label, w) for label, r in runs for w in r.get("warnings", [])]
