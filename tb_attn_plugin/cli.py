@@ -125,15 +125,13 @@ def _warn_without_native() -> None:
 
 
 def _report(args) -> int:
-    from .cluster.dask_jobs import DaskUnavailable
-    from .report.text import render
-
     paths, errors = _expand(args.paths)
     if paths and args.dask is None:
         _warn_without_native()
     client = None
     if args.dask is not None and paths:
         from .cluster import dask_jobs
+        from .cluster.dask_jobs import DaskUnavailable
 
         try:
             client = dask_jobs.connect(args.dask)  # one cluster for every path given
@@ -178,6 +176,7 @@ def _report(args) -> int:
     elif reports:
         from .memory.text import render_snapshot_report
         from .ranks.text import render_ranks
+        from .report.text import render
 
         print("\n\n".join([render_snapshot_report(r) if r.get("kind") == "memory_snapshot" else render(r)
                            for r in reports] + [render_ranks(run, s) for run, s in ranks]))
