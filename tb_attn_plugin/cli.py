@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import sys
 import time
 
+from .format import json_text
 from .format.errors import TraceError
 from .report.words import cut
 
@@ -97,15 +97,13 @@ def _fail_json(errors: list[TraceError], **extra) -> None:
     if "reports" not in doc:
         doc["error"] = str(errors[0])
     doc["errors"] = [{"path": e.path, "error": str(e)} for e in errors]
-    json.dump(doc, sys.stdout, indent=1)
-    sys.stdout.write("\n")
+    sys.stdout.write(json_text.dumps(doc) + "\n")
 
 
 def fail_json_message(message: str, path: str | None = None) -> None:
     """A failure that is no trace's own (out of memory, a bad --patterns file, no Dask scheduler) as
     --json's error object: {"error": message, "errors": [{"path": the file or null, "error": message}]}."""
-    json.dump({"error": message, "errors": [{"path": path, "error": message}]}, sys.stdout, indent=1)
-    sys.stdout.write("\n")
+    sys.stdout.write(json_text.dumps({"error": message, "errors": [{"path": path, "error": message}]}) + "\n")
 
 
 def native_status() -> tuple[bool, str]:
@@ -127,15 +125,13 @@ def _warn_without_native() -> None:
 
 
 def _report(args) -> int:
-    from .cluster.dask_jobs import DaskUnavailable
-    from .report.text import render
-
     paths, errors = _expand(args.paths)
     if paths and args.dask is None:
         _warn_without_native()
     client = None
     if args.dask is not None and paths:
         from .cluster import dask_jobs
+        from .cluster.dask_jobs import DaskUnavailable
 
         try:
             client = dask_jobs.connect(args.dask)  # one cluster for every path given
@@ -176,11 +172,11 @@ def _report(args) -> int:
         else:
             # One shape whatever was given (a file, a directory, several): the reports in a list.
             doc = {"reports": reports, **ranks_doc}
-            json.dump(doc, sys.stdout, indent=None if args.compact else 1)
-            sys.stdout.write("\n")
+            sys.stdout.write(json_text.dumps(doc, None if args.compact else 1) + "\n")
     elif reports:
         from .memory.text import render_snapshot_report
         from .ranks.text import render_ranks
+        from .report.text import render
 
         print("\n\n".join([render_snapshot_report(r) if r.get("kind") == "memory_snapshot" else render(r)
                            for r in reports] + [render_ranks(run, s) for run, s in ranks]))
@@ -254,8 +250,7 @@ def _compare(args) -> int:
         return 2
     c = compare_reports(runs)
     if args.json:
-        json.dump(c, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text.dumps(c) + "\n")
     else:
         print(render_compare(c))
         warned = [(label, w) for label, r in runs for w in r.get("warnings", [])]

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import sys
 import threading
+
+from .format import json_text
 
 COMMANDS = ("patterns", "annotate", "fingerprint")
 
@@ -74,8 +75,7 @@ def _fingerprint(args) -> int:
 
     if not args.names:
         if args.json:
-            json.dump({"rules": [asdict(r) for r in RULES]}, sys.stdout, indent=1)
-            sys.stdout.write("\n")
+            sys.stdout.write(json_text.dumps({"rules": [asdict(r) for r in RULES]}) + "\n")
             return 0
         print(f"{'field':<9} {'value':<40} pattern   (example; source)")
         for r in RULES:
@@ -84,8 +84,7 @@ def _fingerprint(args) -> int:
         return 0
     rows = [{"name": n, **F.decode(n), "flags": F.flags(F.decode(n), args.device_arch)} for n in args.names]
     if args.json:
-        json.dump({"kernels": rows}, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text.dumps({"kernels": rows}) + "\n")
         return 0
     for n, row in zip(args.names, rows):
         print(n[:120])
@@ -103,8 +102,7 @@ def _patterns(args) -> int:
     op_rows = [{"name": r.rule, "pattern": r.pattern, "role": r.role, "example": r.example, "source": r.source}
                for r in P.ATTENTION_OP_RULES]
     if args.json:
-        json.dump({"families": rows, "ops": op_rows}, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text.dumps({"families": rows, "ops": op_rows}) + "\n")
         return 0
     w = max(len(r["name"]) for r in rows)
     print(f"{'family':<{w}}  {'stage':<15} {'pass':<4} {'impl':<11} {'origin':<8} pattern")

@@ -15,7 +15,6 @@ from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..format.tags import STAGES
-from ..report.compare import time_basis
 from ..report.words import duration
 from .identify import rank_of, worker_of
 
@@ -59,6 +58,8 @@ def summarize_ranks(reports: Iterable[Mapping[str, Any]]) -> dict[str, Any] | No
             duplicates.append({"rank": rank, "worker": worker, "kept": kept, "rank_from": source})
     if len(by_rank) < 2:
         return None
+    from ..report.compare import time_basis  # here: compare's modules load only for a run of ranks
+
     ranks = sorted(by_rank)
     reps = [by_rank[k] for k in ranks]
     basis, basis_why = time_basis(reps)
