@@ -53,22 +53,36 @@ static inline Py_ssize_t skip_back(const char *s, Py_ssize_t p) {
     return p;
 }
 
-/* s[p] is '"'; returns the index after the closing quote, or -1. Strings are most of a trace's
- * bytes (names, shapes' types), so this jumps between quotes with memchr and looks for
- * backslashes only in the span it jumped over. */
-static Py_ssize_t scan_string(const char *s, Py_ssize_t p, Py_ssize_t stop, int *escaped) {
-    p++;
-    while (p < stop) {
-        const char *q = memchr(s + p, '"', (size_t)(stop - p));
-        if (q == NULL) return -1;
-        Py_ssize_t end = q - s;
-        const char *b = memchr(s + p, '\\', (size_t)(end - p));
-        if (b == NULL) return end + 1;
-        /* An escape before the quote: step over it and look again from there. */
-        *escaped = 1;
-        p = (b - s) + 2;
+/* The index of the first '"' or backslash in s[p..stop), or stop (or more). Strings are most of a
+ * trace's bytes, and most are short keys and names: eight bytes at a time (SWAR, on little-endian
+ * GCC/Clang builds) beats a memchr call per quote and another per backslash. */
+static inline Py_ssize_t quote_or_escape(const char *s, Py_ssize_t p, Py_ssize_t stop) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    for (; p + 8 <= stop; p += 8) {
+        uint64_t x, q, b;
+        memcpy(&x, s + p, 8);
+        q = x ^ (ones * '"');
+        b = x ^ (ones * '\\');
+        /* a zero byte of q or b is a hit; the lowest flagged byte is always a true one */
+        uint64_t hit = (((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
+        if (hit) return p + (__builtin_ctzll(hit) >> 3);
     }
-    return -1;
+#endif
+    while (p < stop && s[p] != '"' && s[p] != '\\') p++;
+    return p;
+}
+
+/* s[p] is '"'; returns the index after the closing quote, or -1. *escaped is set when the string
+ * holds a backslash (the character after one is stepped over). */
+static Py_ssize_t scan_string(const char *s, Py_ssize_t p, Py_ssize_t stop, int *escaped) {
+    for (p++;;) {
+        p = quote_or_escape(s, p, stop);
+        if (p >= stop) return -1;
+        if (s[p] == '"') return p + 1;
+        *escaped = 1;
+        p += 2;
+    }
 }
 
 /* Any JSON value starting at s[p]; returns the index after it, or -1. Brackets must match;

@@ -323,7 +323,9 @@ class _Head(msgspec.Struct, gc=False):
 _head_decoder = msgspec.json.Decoder(_Head)
 MAX_TS = 1e17  # µs; kineto's are ~1e12..1e16 (relative or since the epoch)
 MAX_DUR = 1e13  # µs, about 116 days
-CHUNK_BYTES = 4 << 20
+# Text per scanned (or decoded) chunk. Small enough that the decoding thread's last chunk, which
+# nothing overlaps, is short, and that the chunks waiting between threads hold little memory.
+CHUNK_BYTES = 1 << 20
 
 
 class _Kept:

@@ -28,7 +28,7 @@ try:  # optional (the [fast] extra): ISA-L inflates in about 60% of zlib's time
 except ImportError:
     _inflate_mod = zlib
 
-READ_BYTES = 4 << 20  # compressed (or plain) bytes per read
+READ_BYTES = 1 << 20  # compressed (or plain) bytes per read: about one window (events.CHUNK_BYTES)
 # Text handed to the scanner at a time: events.CHUNK_BYTES, the chunk the whole-text path decodes.
 MAX_HEAD = 64 << 20  # text before "traceEvents": [ (kineto's is a few KB of device properties)
 MAX_EVENT = 64 << 20  # one event larger than this: not a plain trace, leave it to the careful path
