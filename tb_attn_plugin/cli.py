@@ -269,16 +269,25 @@ def _usage_error(subparser: argparse.ArgumentParser, message: str) -> int:
     return 2
 
 
+class _Version(argparse._VersionAction):
+    """--version, its line made only when asked for: native_status imports the engine (numpy with it),
+    which no other command should wait for before its arguments are read."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .format.version import ENGINE_VERSION, SCHEMA_VERSION, __version__
+
+        self.version = (f"tb-attn {__version__} (engine {ENGINE_VERSION}, report schema {SCHEMA_VERSION}; "
+                        f"{native_status()[1]})")
+        super().__call__(parser, namespace, values, option_string)
+
+
 def main(argv: list[str] | None = None) -> int:
     from . import cli_kernels
-    from .format.version import ENGINE_VERSION, SCHEMA_VERSION, __version__
 
     # Raw: the --version line is printed as written, not wrapped at the terminal's width.
     parser = argparse.ArgumentParser(prog="tb-attn", description="Attention in PyTorch profiler traces.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version",
-                        version=f"tb-attn {__version__} (engine {ENGINE_VERSION}, report schema {SCHEMA_VERSION}; "
-                                f"{native_status()[1]})")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     common = cli_kernels.patterns_parent()
     rep = sub.add_parser("report", help="analyse a trace file, a run directory or a logdir", parents=[common])
@@ -299,6 +308,11 @@ def main(argv: list[str] | None = None) -> int:
 
     sweep_cli.add_parser(sub, [common])  # --patterns reaches the reports of --profile cells
     args, unknown = parser.parse_known_args(argv)
+    if args.command != "sweep":
+        # Nothing but a sweep's torch multiplies matrices, and numpy's OpenBLAS starts a thread per core
+        # on import, which then spin a while on the cores that reading a trace uses (one thread is the
+        # same results in about half numpy's import time). Not when the user chose a number.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # A mistake in a subcommand's arguments gets that subcommand's usage, not the top-level one.
     if unknown:
         return _usage_error(sub.choices[args.command], f"unrecognized arguments: {' '.join(unknown)}")
