@@ -41,6 +41,16 @@ typedef struct {
 
 static inline int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
+/* memcmp(a, b, n) == 0 for the short keys and names compared per event, without a call into libc. */
+static inline int same(const char *a, const char *b, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+/* The characters that end a number, true, false or null in a container: a blank, ',', '}' or ']'. */
+static unsigned char ENDS_VALUE[256];
+
 static inline Py_ssize_t skip_ws(const char *s, Py_ssize_t p, Py_ssize_t stop) {
     while (p < stop && is_ws(s[p])) p++;
     return p;
@@ -94,7 +104,7 @@ static Py_ssize_t skip_value(const char *s, Py_ssize_t p, Py_ssize_t stop) {
     if (s[p] == '"') return scan_string(s, p, stop, &esc);
     if (s[p] != '{' && s[p] != '[') {
         Py_ssize_t q = p;
-        while (q < stop && !is_ws(s[q]) && s[q] != ',' && s[q] != '}' && s[q] != ']') q++;
+        while (q < stop && !ENDS_VALUE[(unsigned char)s[q]]) q++;
         return q > p ? q : -1;
     }
     while (p < stop) {
@@ -117,7 +127,7 @@ static Py_ssize_t skip_value(const char *s, Py_ssize_t p, Py_ssize_t stop) {
 }
 
 static inline int str_is(const Str *v, const char *lit, Py_ssize_t n) {
-    return v->n == n && memcmp(v->p, lit, (size_t)n) == 0;
+    return v->n == n && same(v->p, lit, n);
 }
 
 /* The walk over an object's members, shared by every reader below. member_key: the member whose
@@ -159,6 +169,7 @@ typedef Py_ssize_t (*ArgsFn)(void *ctx, const char *s, Py_ssize_t p, Py_ssize_t 
  * value, start -1 when absent; repeated: one of them appears twice. */
 enum { S_TS, S_DUR, S_PID, S_TID, S_ID, S_ARGS, N_SPANS };
 static const char *SPAN_KEYS[N_SPANS] = {"ts", "dur", "pid", "tid", "id", "args"};
+static const Py_ssize_t SPAN_LENS[N_SPANS] = {2, 3, 3, 3, 2, 4};
 typedef struct {
     Py_ssize_t v[N_SPANS][2];
     int repeated;
@@ -211,7 +222,7 @@ static Py_ssize_t scan_event(const char *s, Py_ssize_t p, Py_ssize_t stop, Str *
             p = v1 >= 0 ? v1 : skip_value(s, p, stop);
             if (p < 0) return -1;
             for (int k = 0; sp != NULL && k1 - k0 <= 4 && k < N_SPANS; k++) {
-                if ((size_t)(k1 - k0) != strlen(SPAN_KEYS[k]) || memcmp(s + k0, SPAN_KEYS[k], (size_t)(k1 - k0)) != 0)
+                if (k1 - k0 != SPAN_LENS[k] || !same(s + k0, SPAN_KEYS[k], k1 - k0))
                     continue;
                 sp->repeated |= sp->v[k][0] >= 0;
                 sp->v[k][0] = v0;
@@ -231,7 +242,7 @@ static int keep_event(const Rules *r, const Str *cat, const Str *name) {
         if (str_is(cat, r->cats[i], r->cat_lens[i])) return 1;
     if (str_is(cat, r->frame_cat, r->frame_cat_len))
         return name->seen && name->n >= r->frame_prefix_len
-               && memcmp(name->p, r->frame_prefix, (size_t)r->frame_prefix_len) == 0;
+               && same(name->p, r->frame_prefix, r->frame_prefix_len);
     return name->seen && str_is(name, r->other_name, r->other_name_len);
 }
 
@@ -267,7 +278,7 @@ static int nameset_has(const NameSet *set, const char *p, Py_ssize_t n) {
     if (set->cap == 0) return 0;
     for (size_t j = name_hash(p, n) & (set->cap - 1);; j = (j + 1) & (set->cap - 1)) {
         if (set->p[j] == NULL) return 0;
-        if (set->n[j] == n && memcmp(set->p[j], p, (size_t)n) == 0) return 1;
+        if (set->n[j] == n && same(set->p[j], p, n)) return 1;
     }
 }
 
@@ -416,7 +427,7 @@ static Py_ssize_t event_args(const char *s, Py_ssize_t p, Py_ssize_t stop, Rec *
         p = skip_value(s, p, stop);
         if (p < 0) return -1;
         for (int k = 0; k < N_INTS; k++) {
-            if (k1 - k0 != INT_LENS[k] || memcmp(s + k0, INT_KEYS[k], (size_t)INT_LENS[k]) != 0) continue;
+            if (k1 - k0 != INT_LENS[k] || !same(s + k0, INT_KEYS[k], INT_LENS[k])) continue;
             if (seen & (1 << k)) return -1; /* a repeated key */
             seen |= 1 << k;
             int got = int_field(s, v0, p, &r->arg[k]);
@@ -611,7 +622,7 @@ static Py_ssize_t strict_value(const char *s, Py_ssize_t p, Py_ssize_t q, int de
 
 static int key_in(const char *s, Py_ssize_t k0, Py_ssize_t k1, const char **keys, const Py_ssize_t *lens, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++)
-        if (lens[i] == k1 - k0 && memcmp(s + k0, keys[i], (size_t)lens[i]) == 0) return 1;
+        if (lens[i] == k1 - k0 && same(s + k0, keys[i], lens[i])) return 1;
     return 0;
 }
 
@@ -687,7 +698,7 @@ static int event_group(const Rules *r, const Route *rt, const Str *cat, const St
     if (frame) {
         *cid = rt->n[0] + rt->n[1] + rt->n[2] + rt->n[3];
         return name->seen && name->n >= r->frame_prefix_len
-               && memcmp(name->p, r->frame_prefix, (size_t)r->frame_prefix_len) == 0 ? G_OPS : -1;
+               && same(name->p, r->frame_prefix, r->frame_prefix_len) ? G_OPS : -1;
     }
     return name->seen && str_is(name, r->other_name, r->other_name_len) ? G_JSON : -1;
 }
@@ -1119,6 +1130,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__prefilter(void) {
     for (int k = 0; k < N_INTS; k++) INT_LENS[k] = (Py_ssize_t)strlen(INT_KEYS[k]);
+    for (const char *c = " \n\r\t,}]"; *c; c++) ENDS_VALUE[(unsigned char)*c] = 1;
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "REC_SIZE", (long)sizeof(Rec)) < 0) Py_CLEAR(m);
     return m;
