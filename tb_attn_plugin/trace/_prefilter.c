@@ -717,13 +717,15 @@ typedef struct {
     Out out; /* the slimmed args of the event being scanned */
     Py_ssize_t a0, a1; /* where its args value lies in the text */
     int slimmed, args_seen;
+    int grouped, group; /* the event's event_group, when this hook worked it out (its cat and name are final then) */
+    int64_t cid;
 } SlimHook;
 
 static Py_ssize_t slim_hook(void *ctx, const char *s, Py_ssize_t p, Py_ssize_t stop, const Str *cat, const Str *name) {
     SlimHook *h = ctx;
     if (h->args_seen++ || s[p] != '{' || !cat->seen || cat->escaped || !name->seen || name->escaped) return -1;
-    int64_t cid;
-    int g = event_group(h->r, h->rt, cat, name, &cid);
+    int g = h->group = event_group(h->r, h->rt, cat, name, &h->cid);
+    h->grouped = 1;
     if (g != G_OPS && g != G_GPU && g != G_LAUNCH) return -1;
     h->out.len = 0;
     Py_ssize_t end = slim_args(s, p, stop, &h->rt->slim, no_shapes(h->rt, g, name), &h->out);
@@ -764,14 +766,14 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
         }
         Str cat = {0}, name = {0}, ph = {0};
         int doubt = 0, ph_doubt = 0;
-        hook->slimmed = hook->args_seen = 0;
+        hook->slimmed = hook->args_seen = hook->grouped = 0;
         Spans sp;
         e1 = scan_event(s, p, stop, &cat, &name, &ph, &doubt, &ph_doubt, rt->slim.on ? slim_hook : NULL, hook, &sp);
         if (e1 < 0 && partial) goto more;
         if (e1 < 0) return SCAN_NOT_PLAIN;
         if (doubt || ph_doubt || cat.escaped || (ph.seen && ph.escaped) || hook->args_seen > 1) return SCAN_DOUBT;
-        int64_t cid;
-        int g = event_group(r, rt, &cat, &name, &cid);
+        int64_t cid = hook->cid;
+        int g = hook->grouped ? hook->group : event_group(r, rt, &cat, &name, &cid);
         if (g == SCAN_DOUBT) return SCAN_DOUBT;
         Rec rec;
         int sane = 1;
@@ -941,7 +943,7 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
     Rules r = {0};
     Route rt = {0};
     Out out = {0}, outs[N_OUTS] = {{0}};
-    SlimHook hook = {&r, &rt, {0}, 0, 0, 0, 0};
+    SlimHook hook = {&r, &rt, {0}, 0, 0, 0, 0, 0, 0, 0};
     (void)self;
     if (!PyArg_ParseTuple(args, "y*nnO!SSS|pOO", &text, &pos, &budget, &PyTuple_Type, &cats, &frame_cat,
                           &frame_prefix, &other_name, &partial, &route, &slim))
