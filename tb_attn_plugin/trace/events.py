@@ -18,6 +18,7 @@ file cut short, the complete events before the cut (_salvage_truncated).
 from __future__ import annotations
 
 import re
+from itertools import chain
 from typing import Any, Callable, Literal, Union
 
 import msgspec
@@ -394,13 +395,14 @@ class _Kept:
         self.total += len(ops) + len(gpu) + len(launches) + len(flows) + rest + n_mem + insane + dropped
         self.insane += insane
         share = self._shared.setdefault
-        for e in ops + gpu + launches + flows:  # ph and cat are shared already (_Routed)
+        pid = tid = None  # the last ones shared: a list's events come in runs of one thread
+        for e in chain(ops, gpu, launches, flows):  # ph and cat are shared already (_Routed)
             v = e.name
             e.name = share(v, v)
             v = e.pid
-            e.pid = share(v, v)
+            e.pid = pid = pid if v == pid else share(v, v)
             v = e.tid
-            e.tid = share(v, v)
+            e.tid = tid = tid if v == tid else share(v, v)
         # the ops whose JSON holds shapes, as the scanner saw them (most have none once slimmed)
         shaped = np.flatnonzero(np.frombuffer(op_recs, REC)["nulls"] & SHAPES).tolist() if op_recs else []
         self._keep(ops, gpu, launches, flows, [ops[i] for i in shaped])
@@ -465,10 +467,9 @@ def _detach_shapes(ops: list[Event], keep: Callable[[str], bool], keeps: dict[st
         if k is None:
             k = keeps[e.name] = bool(keep(e.name))
         if k:
-            a.dims_raw = msgspec.Raw(bytes(a.dims_raw)) if a.dims_raw is not _NULL else _NULL
-            a.types_raw = msgspec.Raw(bytes(a.types_raw)) if a.types_raw is not _NULL else _NULL
-            a.concrete_raw = msgspec.Raw(bytes(a.concrete_raw)) if a.concrete_raw is not _NULL else _NULL
-            a.strides_raw = msgspec.Raw(bytes(a.strides_raw)) if a.strides_raw is not _NULL else _NULL
+            # Raw.copy: its own bytes (a view of the chunk otherwise); _NULL is already its own
+            a.dims_raw, a.types_raw = a.dims_raw.copy(), a.types_raw.copy()
+            a.concrete_raw, a.strides_raw = a.concrete_raw.copy(), a.strides_raw.copy()
         else:
             a.dims_raw = a.types_raw = a.concrete_raw = a.strides_raw = _NULL
 
