@@ -447,3 +447,29 @@ def test_a_streamed_trace_is_slimmed_once_names_are_judged(monkeypatch, tmp_path
     assert len(seen) > 10 and seen[0] is None and b"aten::add" in seen[-1][2] and b"aten::bmm" not in seen[-1][2]
     whole = events.decode(str(path), path.read_bytes(), keep_shapes=needs_shapes)
     assert ev.ops == whole.ops and ev.ops[1].args.dims_raw is events._NULL and ev.ops[0].args.dims is not None
+
+
+@needs_native
+def test_record_times_are_the_decoders_floats():
+    """A Rec's ts is the float msgspec decodes from the same text: kineto's 17-digit times (past the
+    exact fast path), integers past 2**53 (halfway: ties to even), negatives, tiny fractions."""
+    import random
+
+    import numpy as np
+
+    from tb_attn_plugin.trace.table import REC
+
+    rnd = random.Random(26)
+    vals = ["1419118012540.2659", "9007199254740993", "-9007199254740995", "18014398509481987", "0.0001",
+            "0.00000000000000000001", "99999999999999999.99", "1.0000000000000000001", "-0.0"]
+    vals += [f"{rnd.randint(10**12, 2 * 10**12)}.{rnd.randint(0, 9999):04d}" for _ in range(2000)]
+    vals += [str(rnd.choice([1, -1]) * rnd.randint(2**53, 10**17)) for _ in range(2000)]
+    vals += [f"{m // 10**f}.{m % 10**f:0{f}d}" for m, f in
+             ((rnd.randint(2**53, 10**19 - 1), rnd.randint(1, 19)) for _ in range(2000))]
+    vals = [v for v in vals if abs(float(v)) < events.MAX_TS]  # the others are left out as implausible
+    text = ",".join('{"ph":"X","cat":"cpu_op","name":"a","ts":%s}' % v for v in vals).encode()
+    got, _, _, done = scan(b"[" + text + b"]", 1, 1 << 40, *RULES, False, events._ROUTE)
+    assert done and isinstance(got, tuple)
+    want = [e.ts for e in events._list_decoder.decode(b"[" + text + b"]")]
+    assert want == [float(v) for v in vals]
+    assert np.frombuffer(got[6], REC)["ts"].tolist() == want
