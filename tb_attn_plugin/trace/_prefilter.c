@@ -83,6 +83,29 @@ static inline Py_ssize_t quote_or_escape(const char *s, Py_ssize_t p, Py_ssize_t
     return p;
 }
 
+/* The index of the first byte in s[q..stop) that ends a number, true, false or null (ENDS_VALUE), or
+ * stop. Eight bytes at a time as quote_or_escape: a byte below '-' (the blanks, ',' and a few more) or
+ * a ']' or '}' is a candidate, and the byte loop settles it. */
+static inline Py_ssize_t value_end(const char *s, Py_ssize_t q, Py_ssize_t stop) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    for (; q + 8 <= stop; q += 8) {
+        uint64_t x, a, b;
+        memcpy(&x, s + q, 8);
+        a = x ^ (ones * ']');
+        b = x ^ (ones * '}');
+        /* bytes below '-', and zero bytes of a and b; the lowest flagged byte is always a true one */
+        uint64_t hit = (((x - ones * '-') & ~x) | ((a - ones) & ~a) | ((b - ones) & ~b)) & highs;
+        if (hit) {
+            q += __builtin_ctzll(hit) >> 3;
+            break;
+        }
+    }
+#endif
+    while (q < stop && !ENDS_VALUE[(unsigned char)s[q]]) q++;
+    return q;
+}
+
 /* s[p] is '"'; returns the index after the closing quote, or -1. *escaped is set when the string
  * holds a backslash (the character after one is stepped over). */
 static Py_ssize_t scan_string(const char *s, Py_ssize_t p, Py_ssize_t stop, int *escaped) {
@@ -104,7 +127,7 @@ static Py_ssize_t skip_value(const char *s, Py_ssize_t p, Py_ssize_t stop) {
     if (s[p] == '"') return scan_string(s, p, stop, &esc);
     if (s[p] != '{' && s[p] != '[') {
         Py_ssize_t q = p;
-        while (q < stop && !ENDS_VALUE[(unsigned char)s[q]]) q++;
+        q = value_end(s, q, stop);
         return q > p ? q : -1;
     }
     while (p < stop) {
