@@ -310,8 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if args.command != "sweep":
         # Nothing but a sweep's torch multiplies matrices, and numpy's OpenBLAS starts a thread per core
-        # on import, which then spin a while on the cores that reading a trace uses (one thread is the
-        # same results in about half numpy's import time). Not when the user chose a number.
+        # on import, which then spin a while on the cores that reading a trace uses. With one, numpy
+        # imports in about half the time and the results are the same. Not when the user chose a number.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # A mistake in a subcommand's arguments gets that subcommand's usage, not the top-level one.
     if unknown:
