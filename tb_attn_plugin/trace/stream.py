@@ -1,6 +1,6 @@
 """Decoding a trace while it is read: the file streams through the C scanner in windows of about a
-MB (events.CHUNK_BYTES), so the whole text is never held (peak memory is the kept events plus a few windows, not the
-text plus the events).
+MB (events.CHUNK_BYTES), so the whole text is never held (peak memory is the kept events plus a few
+windows, not the text plus the events).
 
 Three stages run at once, joined by queues of at most two items: a thread reads the file (and
 inflates gzip; zlib and ISA-L release the GIL), a thread scans windows with the C scanner (no
