@@ -11,11 +11,14 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import compress
 
+import numpy as np
+
 from ..trace import columns
 from ..trace.link import Linked
+from ..trace.table import intern
 from . import patterns as P
 from .detect import Call, members
-from .stages import classify_call, classify_range, kernel_stage
+from .stages import Stager, kernel_stage
 
 PASSES = ("fwd", "bwd")
 
@@ -48,15 +51,20 @@ class Measured:
     call_kernels: list[dict[tuple[str, str, str], list[float]]] = field(default_factory=list)  # per call
     members: list[int] = field(default_factory=list)  # the ops in some call, in op order (detect.members)
     cpu_members: list[int] = field(default_factory=list)  # those of them that are cpu ops
+    # Each op's (call, stage or "other", in backward) as an id into slot_keys, -1 outside calls
+    # (columns.keyed): the key the cells, the memory spans and attribution group by.
+    slot: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    slot_keys: list[tuple[int, str, bool]] = field(default_factory=list)
 
 
 def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     ops = L.ops
     n = len(ops)
     stage_of: list[str | None] = [None] * n
+    stager = Stager(L)
     for c in calls:
         if c.hi > c.lo and not c.info.get("backward_only"):
-            classify_call(L, c, stage_of)
+            stager.classify_call(c, stage_of)
     # Backward ops take their forward op's stage.
     node_of, fwd_of, bwd = L.node_of, L.fwd_of, L.bwd
     in_calls = members(call_of)
@@ -68,12 +76,12 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     # call), the ops under the node decide, in backward order.
     for c in calls:
         if c.info.get("backward_only"):
-            classify_range(L, c.lo, c.hi, stage_of, backward=True)
+            stager.classify_range(c.lo, c.hi, stage_of, backward=True)
             continue
         for node in c.bwd_nodes:
             f = fwd_of.get(node)
             if f is not None and P.attention_function(ops[f].name) is not None:
-                classify_range(L, node, L.subtree_end[node], stage_of, backward=True)
+                stager.classify_range(node, L.subtree_end[node], stage_of, backward=True)
 
     for c in calls:
         for i in c.bwd_fused:
@@ -87,11 +95,11 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     is_cpu = L.cpu
     total_cpu, step_cpu = columns.masked_sums(is_cpu, step, self_cpu)
     cpu_members = list(compress(in_calls, map(is_cpu.__getitem__, in_calls)))
-    for (c, st, b), (_, s) in columns.sums(cpu_members, (call_of, stage_of, bwd), "other", self_cpu).items():
+    slot, slot_keys = columns.keyed(in_calls, (call_of, stage_of, bwd), "other", n)
+    for k, (_, s) in columns.sums(cpu_members, (slot,), None, self_cpu).items():
+        c, st, b = slot_keys[k]
         cells[c][(st, "bwd" if b else "fwd")] = Cell(cpu_us=s)
-    op_rows: dict[tuple[str, str, str], list[float]] = {
-        (nm, st, "bwd" if b else "fwd"): got
-        for (nm, st, b), got in columns.sums(cpu_members, (L.names, stage_of, bwd), "other", self_cpu).items()}
+    op_rows = _op_rows(L, cpu_members, slot, slot_keys)
 
     kernel_call: dict[int, int] = {}
     for c in calls:
@@ -156,7 +164,23 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     for c in calls:
         _settle_implementation(L, c, fused_seen[c.id], attention_ops)
     return Measured(cells, kernel_rows, op_rows, stage_of, total_gpu, total_cpu, step_gpu, step_cpu, kernel_call,
-                    call_kernels, in_calls, cpu_members)
+                    call_kernels, in_calls, cpu_members, slot, slot_keys)
+
+
+def _op_rows(L: Linked, rows: list[int], slot: np.ndarray, slot_keys: list[tuple[int, str, bool]]
+             ) -> dict[tuple[str, str, str], list[float]]:
+    """(op name, stage, pass) -> [count, self time] over ``rows``, keys as columns.sums makes them (an
+    empty name reads "other"), grouped on the name ids and the slots' (stage, pass) ids."""
+    ids, values = L.name_codes()
+    named = intern(["other" if not v else v for v in values])
+    stage_pass = intern([(st, b) for _, st, b in slot_keys])
+    of_slot = np.append(stage_pass.ids, -1)  # slot -1 (no call) reads -1
+    got = columns.sums(rows, (named.ids[ids], of_slot[slot]), None, L.self_cpu)
+    return {(named.values[nm], *_stage_pass(stage_pass.values[sp])): v for (nm, sp), v in got.items()}
+
+
+def _stage_pass(key: tuple[str, bool]) -> tuple[str, str]:
+    return key[0], "bwd" if key[1] else "fwd"
 
 
 def _is_attention_op(name: str) -> bool:

@@ -35,17 +35,18 @@ class Attribution:
     slots: list[Slot]
 
 
-def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | None],
-               in_calls: list[int]) -> Attribution:
-    """Attribute a profiler Timeline to the calls found in the trace it came from (``in_calls``: the
+def from_trace(tl: Timeline, L, slots: tuple, in_calls: list[int]) -> Attribution:
+    """Attribute a profiler Timeline to the calls found in the trace it came from (``slots``: each
+    op's (call, stage, pass) id and the ids' keys, Measured.slot and slot_keys; ``in_calls``: the
     ops in some call, detect.members)."""
     # The link's threads as the timeline numbers them (-1: a thread without memory events).
     thread_of = {key: i for i, key in enumerate(tl.threads)}
     block_thread = array("q", [thread_of.get((str(pid), str(tid)), -1) for pid, tid in L.threads])
     winner, touched = _innermost(tl, L, in_calls, block_thread)
     # One slot per (call, stage, pass), numbered in the order of the ops that hold events.
-    ids, keys = columns.factorize(list(touched), (call_of, stage_of, L.bwd), "other")
-    slots = [Slot(c, st, "bwd" if b else "fwd") for c, st, b in keys]
+    slot, slot_keys = slots
+    ids, keys = columns.factorize(touched, (slot,))
+    slots = [Slot(c, st, "bwd" if b else "fwd") for c, st, b in map(slot_keys.__getitem__, keys)]
     op_slot = dict(zip(touched, ids.tolist()))
     op_slot[-1] = -1
     return Attribution(array("q", map(op_slot.__getitem__, winner)), slots)

@@ -111,7 +111,8 @@ def _add_memory(report, ev, L, calls, call_of, m, path: str, snapshots: list[str
                 timelines: memory.Timelines | None = None) -> None:
     """The memory section (profiler events, and a snapshot beside the trace); each layer's
     memory_bytes is its largest peak growth there."""
-    report["memory"] = memory.from_trace(ev, L, calls, call_of, m.stage_of, report["warnings"], m.members, timelines)
+    report["memory"] = memory.from_trace(ev, L, calls, (m.slot, m.slot_keys), report["warnings"], m.members,
+                                         timelines)
     if snapshots is not None:
         memory.join(report, path, snapshots)
     elif not memory.is_url(path):

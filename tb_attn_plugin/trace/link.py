@@ -107,6 +107,11 @@ class Linked:
         self._interned()
         return columns.where(self._name_values, self._positions, test)
 
+    def name_codes(self) -> tuple[np.ndarray, list[str]]:
+        """(each op's name as an id (int64), the distinct names by id)."""
+        self._interned()
+        return np.asarray(self._name_ids, np.int64), self._name_values
+
     def name_ids(self, wanted: set | frozenset):
         """(each op's name as an id, for each id whether its name is in ``wanted``): for columns.picked."""
         self._interned()
