@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..format.units import bytes_text
+import numpy as np
+
 from ..trace import columns
+from ..trace.table import ints
 from .attribute import Attribution
 from .timeline import Timeline, downsample
 
@@ -17,6 +20,7 @@ MAX_CALL_ROWS = 2000
 MAX_SPANS = 3000
 MAX_LIVE_ROWS = 12
 CUDA_BLOCK = 512  # the caching allocator rounds every block up to a multiple of 512 bytes
+_INT64_MAX = (1 << 63) - 1
 UNKNOWN = "attention: unknown (this snapshot has no annotations and no attention frames)"
 
 
@@ -48,42 +52,12 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
     nothing could tell attention's blocks (the peak's share is null, never 0)."""
     n = len(tl)
     delta, live, slot, slots = tl.delta, tl.live, att.slot, att.slots
-    score_of = [c.score_bytes for c in calls]
 
     # Per call / per (stage, pass) sums over the allocations inside attention calls; the counts over
     # every event in one pass (trace/columns.py: at C speed, a big trace has millions).
-    per_call = [{"bytes_allocated": 0, "allocs": 0, "score_matrix_bytes": 0, "score_matrix_blocks": 0,
-                 "bwd_bytes_allocated": 0, "first": -1, "last": -1} for _ in calls]
-    per_stage: dict[tuple[str, str], list[int]] = {}
-    per_layer_stage: dict[tuple[str, str, str], list[int]] = {}
-    is_score = bytearray(n)
     allocs, zeros, allocated_total, unpaired_frees, live_at_end, inside = columns.byte_counts(delta, tl.pair, slot)
     frees = n - allocs - zeros
-    for i in inside:
-        d = delta[i]
-        s = slots[slot[i]]
-        row = per_call[s.call]
-        row["bytes_allocated"] += d
-        row["allocs"] += 1
-        if s.pass_ == "bwd":
-            row["bwd_bytes_allocated"] += d
-        else:
-            if row["first"] < 0:
-                row["first"] = i
-            row["last"] = i
-        ls = per_layer_stage.setdefault((calls[s.call].layer, s.stage, s.pass_), [0, 0, 0])
-        ls[0] += d
-        ls[1] += 1
-        st = per_stage.setdefault((s.stage, s.pass_), [0, 0, 0, 0])
-        st[0] += d
-        st[1] += 1
-        if score_events[i] if score_events is not None else is_score_block(d, score_of[s.call]):
-            is_score[i] = 1
-            row["score_matrix_bytes"] += d
-            row["score_matrix_blocks"] += 1
-            ls[2] += 1
-            st[2] += 1
-            st[3] += d
+    per_call, per_layer_stage, per_stage, is_score = _inside_sums(att, calls, delta, inside, score_events)
 
     call_rows = []
     for c, row in zip(calls, per_call):
@@ -156,19 +130,113 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
     return section
 
 
+def _scores(calls: list[CallInfo]) -> tuple[np.ndarray, np.ndarray]:
+    """Per call, the block sizes that are its score matrix (is_score_block): B·H·Lq·Lk·itemsize and
+    that rounded up to the allocator's block; -1 where there is none or it is past any int64 size."""
+    exact, rounded = [], []
+    for c in calls:
+        sb = c.score_bytes
+        if isinstance(sb, float):  # equal to an int size only when integral
+            sb = int(sb) if sb.is_integer() else None
+        ok = bool(sb) and 0 < sb <= _INT64_MAX
+        exact.append(sb if ok else -1)
+        up = -(-sb // CUDA_BLOCK) * CUDA_BLOCK if ok else -1
+        rounded.append(up if up <= _INT64_MAX else -1)
+    return np.array(exact, np.int64), np.array(rounded, np.int64)
+
+
+def _inside_sums(att: Attribution, calls: list[CallInfo], delta, inside: list[int],
+                 score_events: bytearray | None):
+    """Over the allocations inside attention calls (``inside``, ascending): per call its row's sums,
+    per (layer, stage, pass) [bytes, allocs, score blocks], per (stage, pass) [bytes, allocs, score
+    blocks, score bytes], each dict in order of its key's first allocation, and per event whether it
+    is a score-matrix block. Summed per slot at C speed (exact ints), then per slot into the rows."""
+    slot, slots = att.slot, att.slots
+    per_call = [{"bytes_allocated": 0, "allocs": 0, "score_matrix_bytes": 0, "score_matrix_blocks": 0,
+                 "bwd_bytes_allocated": 0, "first": -1, "last": -1} for _ in calls]
+    per_stage: dict[tuple[str, str], list[int]] = {}
+    per_layer_stage: dict[tuple[str, str, str], list[int]] = {}
+    is_score = bytearray(len(delta))
+    if not inside:
+        return per_call, per_layer_stage, per_stage, is_score
+    at = np.asarray(inside, np.int64)
+    d, k = ints(delta)[at], ints(slot)[at]
+    if score_events is not None:
+        score = np.frombuffer(bytes(score_events), np.uint8)[at] != 0
+    else:
+        exact, rounded = _scores(calls)
+        call = np.fromiter((s.call for s in slots), np.int64, len(slots))[k]
+        score = (d == exact[call]) | (d == rounded[call])
+    is_score_at = np.zeros(len(delta), np.uint8)
+    is_score_at[at[score]] = 1
+    is_score[:] = is_score_at.tobytes()
+    m = len(slots)
+    count, blocks = np.bincount(k, minlength=m).tolist(), np.bincount(k[score], minlength=m).tolist()
+    size, score_size = _exact_sums(k, d, m), _exact_sums(k[score], d[score], m)
+    first, last = np.full(m, len(delta), np.int64), np.full(m, -1, np.int64)
+    np.minimum.at(first, k, at)
+    np.maximum.at(last, k, at)
+    used = np.flatnonzero(last >= 0)
+    for j in used[np.argsort(first[used], kind="stable")].tolist():  # slots by first allocation
+        s = slots[j]
+        b, c, sc, sb = size[j], count[j], blocks[j], score_size[j]
+        row = per_call[s.call]
+        row["bytes_allocated"] += b
+        row["allocs"] += c
+        if s.pass_ == "bwd":
+            row["bwd_bytes_allocated"] += b
+        else:
+            row["first"] = min(row["first"], int(first[j])) if row["first"] >= 0 else int(first[j])
+            row["last"] = max(row["last"], int(last[j]))
+        row["score_matrix_bytes"] += sb
+        row["score_matrix_blocks"] += sc
+        ls = per_layer_stage.setdefault((calls[s.call].layer, s.stage, s.pass_), [0, 0, 0])
+        ls[0] += b
+        ls[1] += c
+        ls[2] += sc
+        st = per_stage.setdefault((s.stage, s.pass_), [0, 0, 0, 0])
+        st[0] += b
+        st[1] += c
+        st[2] += sc
+        st[3] += sb
+    return per_call, per_layer_stage, per_stage, is_score
+
+
+def _exact_cumsum(values: np.ndarray) -> np.ndarray:
+    """The running sum of int values, exact: int64 where no partial sum can pass it, else Python's ints."""
+    if len(values) and max(int(values.max()), -int(values.min())) > _INT64_MAX // len(values):
+        return np.cumsum(values.astype(object))
+    return np.cumsum(values)
+
+
+def _exact_sums(group: np.ndarray, values: np.ndarray, groups: int) -> list[int]:
+    """Per group, the sum of its int values as a Python int: int64 where no sum can pass it, else
+    Python's ints."""
+    if len(values) and max(int(values.max()), -int(values.min())) > _INT64_MAX // len(values):
+        out = np.zeros(groups, object)
+        np.add.at(out, group, values.astype(object))
+        return [int(v) for v in out]
+    out = np.zeros(groups, np.int64)
+    np.add.at(out, group, values)
+    return out.tolist()
+
+
 def attention_peak(tl: Timeline, att: Attribution) -> dict[str, Any] | None:
     """The moment attention's own live blocks were largest: {bytes, t_us, live_bytes (everything
     live then), share}; the device's peak may come when attention's blocks are already freed."""
     slot, pair, delta, live = att.slot, tl.pair, tl.delta, tl.live
-    cur = best = 0
-    at = -1
-    for i in range(len(tl)):
-        d = delta[i]
-        j = i if d > 0 else pair[i]
-        if j >= 0 and slot[j] >= 0:
-            cur += d
-            if cur > best:
-                best, at = cur, i
+    d = ints(delta)
+    # An allocation counts when it is attention's, a free when the allocation it frees is: the
+    # running sum over those events, and its first greatest value above 0.
+    j = np.where(d > 0, np.arange(len(d)), ints(pair))
+    counted = np.flatnonzero(j >= 0)
+    counted = counted[ints(slot)[j[counted]] >= 0]
+    cur = _exact_cumsum(d[counted])
+    at, best = -1, 0
+    if len(cur):
+        k = int(np.argmax(cur))
+        if cur[k] > 0:
+            at, best = int(counted[k]), int(cur[k])
     if at < 0:
         return None
     total = int(live[at])
