@@ -51,8 +51,8 @@ class Linked:
     depth: Sequence[int]
     subtree_end: Sequence[int]
     self_cpu: Sequence[float]
-    gpu_self: list[float]  # GPU time of kernels launched directly by the op
-    launches_self: list[int]
+    gpu_self: Sequence[float]  # GPU time of kernels launched directly by the op
+    launches_self: Sequence[int]
     step: list[int]  # ProfilerStep number of each op, -1 outside steps
     node_of: list[int]  # backward node enclosing the op (or the wrapper's node), -1 in forward
     fwd_of: dict[int, int]  # backward node index -> forward op index
@@ -233,48 +233,13 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     if by_corr is None:
         by_corr = launches_by_correlation(ev)
     launches = ev.launches
-    by_ext: dict[int, int] | None = None
-    graph_launch: dict[str, bool] = {}  # launch name -> is a graph launch (few names, many launches)
-    gpu_self = [0.0] * n
-    launches_self = [0] * n
-    kernels: list[Kernel] = []
-    unlinked = graph_kernels = 0
     gt = table_of(ev.gpu_table, ev.gpu, GPU_FIELDS)
     correlated = gt.has("correlation")
     # the correlation ids of the GPU activities recorded (window.unrecorded); with any activity
     # lacking one, no launch can be said to lack its kernel
     uncorrelated = len(gt) - int(correlated.sum())
     recorded = set(gt["correlation"][correlated].tolist())
-    for e in ev.gpu:
-        a = e.args
-        j = by_corr.get(a.correlation) if a is not None and a.correlation is not None else None
-        graph = False
-        if j is not None:
-            la = launches[j]
-            is_graph = graph_launch.get(la.name)
-            if is_graph is None:
-                is_graph = graph_launch[la.name] = GRAPH_LAUNCH.search(la.name) is not None
-            if is_graph:
-                op, graph = -1, True
-                graph_kernels += 1
-            else:
-                op = launch_op[j]
-        else:
-            op = -1
-            if a is not None and a.external_id is not None:
-                if by_ext is None:
-                    by_ext = {}
-                    for i, o in enumerate(ops):
-                        oa = o.args
-                        if oa is not None and oa.external_id is not None and o.cat == "cpu_op":
-                            by_ext.setdefault(oa.external_id, i)
-                op = by_ext.get(a.external_id, -1)
-            if op < 0:
-                unlinked += 1
-        if op >= 0:
-            gpu_self[op] += e.dur
-            launches_self[op] += 1
-        kernels.append(Kernel(e, op, graph))
+    kernels, gpu_self, launches_self, unlinked, graph_kernels = _kernels(ev.gpu, gt, ops, launches, by_corr, launch_op)
 
     lost = window.unrecorded(launches, by_corr, recorded, launch_op, None) if not uncorrelated else None
     if lost is not None:
@@ -334,6 +299,48 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         _cpu=cpu,
         unrecorded=lost,
     )
+
+
+def _kernels(gpu: list[Event], gt: Table, ops: list[Event], launches: list[Event], by_corr: dict[int, int],
+             launch_op: Sequence[int]) -> tuple[list[Kernel], array, array, int, int]:
+    """(the kernels, each op's GPU self time and launch count, kernels linked to no op, kernels
+    replayed from a graph): each kernel's launch by correlation id, its op the launch's (none under a
+    graph launch), else the cpu op of its External id. ``gt``: the kernels' columns (correlation ids
+    and durations read there, not from each event). The sums per op run at C speed, each op's in
+    kernel order from 0.0, as a loop over the kernels adds them."""
+    n, m = len(ops), len(gpu)
+    pos = np.full(m, -1, np.int64)  # each kernel's launch; -1: no correlation id, or no launch of it
+    has = np.flatnonzero(gt.has("correlation"))
+    pos[has] = np.fromiter([by_corr.get(c, -1) for c in gt["correlation"][has].tolist()], np.int64, len(has))
+    linked = np.flatnonzero(pos >= 0)
+    graph = np.zeros(m, bool)
+    if len(linked):
+        names = intern([launches[j].name for j in pos[linked].tolist()])  # few names, many launches
+        graph[linked] = np.array([GRAPH_LAUNCH.search(nm) is not None for nm in names.values], bool)[names.ids]
+    op = np.full(m, -1, np.int64)
+    direct = linked[~graph[linked]]
+    if len(direct):
+        op[direct] = np.asarray(launch_op, np.int64)[pos[direct]]
+    unlinked = 0
+    by_ext: dict[int, int] | None = None
+    for i in np.flatnonzero(pos < 0).tolist():  # no launch in the window: the External id
+        a = gpu[i].args
+        if a is not None and a.external_id is not None:
+            if by_ext is None:
+                by_ext = {}
+                for j, o in enumerate(ops):
+                    oa = o.args
+                    if oa is not None and oa.external_id is not None and o.cat == "cpu_op":
+                        by_ext.setdefault(oa.external_id, j)
+            op[i] = by_ext.get(a.external_id, -1)
+        if op[i] < 0:
+            unlinked += 1
+    owned = np.flatnonzero(op >= 0)
+    dur = gt["dur"][owned].astype(np.float64, copy=False)
+    gpu_self = array("d", np.bincount(op[owned], weights=dur, minlength=n).astype(np.float64).tobytes())
+    launches_self = array("q", np.bincount(op[owned], minlength=n).astype(np.int64).tobytes())
+    kernels = list(map(Kernel, gpu, op.tolist(), graph.tolist()))
+    return kernels, gpu_self, launches_self, unlinked, int(graph.sum())
 
 
 def _link_backward(ops: list[Event], parent: Sequence[int], subtree_end: Sequence[int], flows: list[Event],
