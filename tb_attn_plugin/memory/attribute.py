@@ -47,16 +47,16 @@ def from_trace(tl: Timeline, L, slots: tuple, in_calls: list[int]) -> Attributio
     slot, slot_keys = slots
     ids, keys = columns.factorize(touched, (slot,))
     slots = [Slot(c, st, "bwd" if b else "fwd") for c, st, b in map(slot_keys.__getitem__, keys)]
-    op_slot = dict(zip(touched, ids.tolist()))
-    op_slot[-1] = -1
-    return Attribution(array("q", map(op_slot.__getitem__, winner)), slots)
+    op_slot = np.full(len(L.ops) + 1, -1, np.int64)  # the last one: no op's (-1) events
+    op_slot[touched] = ids
+    return Attribution(array("q", op_slot[winner].tobytes()), slots)
 
 
 PAIRS_PER_BATCH = 1 << 22  # (op, event) pairs held at once: bounds the memory of a wide window
 
 
-def _innermost(tl: Timeline, L, in_calls: list[int], block_thread: array) -> tuple[array, list[int]]:
-    """(winning op per event, -1 for none; the ops whose window held any event, in order): each
+def _innermost(tl: Timeline, L, in_calls: list[int], block_thread: array) -> tuple[np.ndarray, list[int]]:
+    """(winning op per event (int64), -1 for none; the ops whose window held any event, in order): each
     call op, in order, takes the events of its thread inside its window [ts, ts + dur] when it is
     deeper than the op they have, so the deepest wins and, of equally deep ones, the first."""
     n = len(tl)
@@ -92,7 +92,7 @@ def _innermost(tl: Timeline, L, in_calls: list[int], block_thread: array) -> tup
         np.minimum.at(best, by_thread[pos], np.repeat(rank[w], count))
         done = w.stop
     op_of_rank = np.append(ops[held][by_rank], -1)
-    return array("q", op_of_rank[best].tobytes()), ops[held].tolist()
+    return op_of_rank[best], ops[held].tolist()
 
 
 @dataclass
