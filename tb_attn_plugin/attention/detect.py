@@ -23,12 +23,10 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import compress
-from operator import attrgetter
 from typing import Any
 
 from ..format import tags
 from ..trace import columns
-from ..trace.table import intern
 from ..trace.events import MODULE_PREFIX
 from ..trace.link import WRAPPER_PREFIX, Kernel, Linked, module_name
 from . import groups
@@ -94,7 +92,6 @@ class Detector:
             if named is not None:
                 self._attn_module[i] = True
                 self._scope[i] = named
-        self.kernel_names = intern(list(map(attrgetter("ev.name"), L.kernels)))  # each kernel's name as an id
 
     # -- helpers -------------------------------------------------------------------------------
     def _ancestry(self) -> None:
@@ -203,7 +200,7 @@ class Detector:
             if not self._is_softmax(ops[L.parent[i]].name if L.parent[i] >= 0 else ""):
                 self._motif(i)
         # 5. fused kernels that no call explains (only the kernels of fused names are visited)
-        kn = self.kernel_names
+        kn = L.kernel_names
         self._fused_kernels = sorted(columns.where(kn.values, columns.positions(kn.ids, len(kn.values)),
                                                    lambda nm: P.fused_family(nm) is not None))
         for ki in self._fused_kernels:

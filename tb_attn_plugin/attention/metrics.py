@@ -15,7 +15,7 @@ import numpy as np
 
 from ..trace import columns
 from ..trace.link import Linked
-from ..trace.table import intern
+from ..trace.table import intern, ints
 from . import patterns as P
 from .detect import Call, members
 from .stages import Stager, kernel_stage
@@ -105,66 +105,87 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     for c in calls:
         for k in c.kernels:
             kernel_call[id(k)] = c.id
-    kernel_rows: dict[tuple[str, str, str, str], list[float]] = {}
-    total_gpu = 0.0
-    step_gpu: dict[int, float] = {}
-    fused_seen: list[dict[str, float]] = [dict() for _ in calls]
-    call_kernels: list[dict[tuple[str, str, str], list[float]]] = [dict() for _ in calls]
-    stage_by: dict[tuple[str, str], str] = {}
-    for k in L.kernels:
-        e = k.ev
-        d = e.dur
-        total_gpu += d
-        op = k.op
-        st_n = step[op] if op >= 0 else -1
-        step_gpu[st_n] = step_gpu.get(st_n, 0.0) + d
-        if op >= 0 and call_of[op] >= 0:
-            c = call_of[op]
-            sk = (stage_of[op] or "other", e.name)
-            stage = stage_by.get(sk)
-            if stage is None:
-                stage = stage_by[sk] = kernel_stage(*sk)  # few (stage, kernel name) pairs, many kernels
-            ps = "bwd" if node_of[op] >= 0 else "fwd"
-        else:
-            # kernel-only calls, and helper kernels whose own op is in no call (groups.py)
-            c = kernel_call.get(id(k), -1)
-            if c < 0:
-                continue
-            fam = P.kernel_family(e.name)
-            stage = fam.stage if fam is not None and fam.stage in P.HELPER_STAGES else "fused"
-            ps = fam.pass_ if fam is not None and fam.pass_ else ("bwd" if op >= 0 and node_of[op] >= 0 else "fwd")
-        key = (stage, ps)
-        cell = cells[c].get(key)
-        if cell is None:
-            cell = cells[c][key] = Cell()
-        cell.gpu_us += d
-        cell.kernels += 1
-        if op >= 0:
-            cell.launches += 1
-        impl = ""
-        if stage == "fused":
-            fam = P.fused_family(e.name)
-            if fam is not None:
-                impl = fam.implementation
-                fused_seen[c][impl] = fused_seen[c].get(impl, 0.0) + d
-        rk = (e.name, stage, ps, impl)
-        row = kernel_rows.get(rk)
-        if row is None:
-            row = kernel_rows[rk] = [0, 0.0]
-        row[0] += 1
-        row[1] += d
-        ck = call_kernels[c]
-        row = ck.get(rk[:3])
-        if row is None:
-            row = ck[rk[:3]] = [0, 0.0]
-        row[0] += 1
-        row[1] += d
+    kernel_rows, total_gpu, step_gpu, fused_seen, call_kernels = _kernel_sums(L, calls, slot, slot_keys, kernel_call,
+                                                                             cells)
 
     attention_ops = L.where_name(_is_attention_op)  # few per call: each call bisects its own
     for c in calls:
         _settle_implementation(L, c, fused_seen[c.id], attention_ops)
     return Measured(cells, kernel_rows, op_rows, stage_of, total_gpu, total_cpu, step_gpu, step_cpu, kernel_call,
                     call_kernels, in_calls, cpu_members, slot, slot_keys)
+
+
+def _kernel_sums(L: Linked, calls: list[Call], slot: np.ndarray, slot_keys: list[tuple[int, str, bool]],
+                 kernel_call: dict[int, int], cells: list[dict[tuple[str, str], Cell]]):
+    """GPU time in kernel order, from the kernel columns: (kernel rows, total, per step, per call the
+    fused kernels' time by implementation, per call its kernel rows); each call's cells get their
+    kernels. A kernel's place (stage, pass, implementation) is decided once per distinct (op stage,
+    pass, kernel name), not per kernel."""
+    kop, kdur, names = L.kernel_op, L.kernel_dur, L.kernel_names
+    step = L.step
+    total_gpu, step_gpu = columns.masked_sums(b"\x01" * len(kop), [step[o] if o >= 0 else -1 for o in kop], kdur)
+    # Each kernel's slot: its op's (call, stage, pass), -1 where its op is in no call (or it has none).
+    op = ints(kop)
+    at = np.append(slot, -1)[op].tolist() if len(op) else []
+    slot_call = [c for c, _, _ in slot_keys]
+    stage_pass = intern([(st, b) for _, st, b in slot_keys]).ids.tolist()
+    name_id, node_of = names.ids.tolist(), L.node_of
+    kernel_rows: dict[tuple[str, str, str, str], list[float]] = {}
+    fused_seen: list[dict[str, float]] = [dict() for _ in calls]
+    call_kernels: list[dict[tuple[str, str, str], list[float]]] = [dict() for _ in calls]
+    place: dict[tuple, tuple] = {}  # (stage-pass id or None, name id, in backward) -> _kernel_place
+    for i in range(len(at)) if kernel_call else compress(range(len(at)), map((-1).__lt__, at)):
+        s = at[i]
+        if s >= 0:
+            c = slot_call[s]
+            key = (stage_pass[s], name_id[i], slot_keys[s][2])
+        else:  # kernel-only calls, and helper kernels whose own op is in no call (groups.py)
+            c = kernel_call.get(id(L.kernels[i]), -1)
+            if c < 0:
+                continue
+            o = kop[i]
+            key = (None, name_id[i], o >= 0 and node_of[o] >= 0)
+        got = place.get(key)
+        if got is None:
+            got = place[key] = _kernel_place(None if key[0] is None else slot_keys[s][1], names.values[key[1]], key[2])
+        cell_key, rk, rk3, fused = got
+        d = kdur[i]
+        cell = cells[c].get(cell_key)
+        if cell is None:
+            cell = cells[c][cell_key] = Cell()
+        cell.gpu_us += d
+        cell.kernels += 1
+        if kop[i] >= 0:
+            cell.launches += 1
+        if fused:
+            fused_seen[c][rk[3]] = fused_seen[c].get(rk[3], 0.0) + d
+        row = kernel_rows.get(rk)
+        if row is None:
+            row = kernel_rows[rk] = [0, 0.0]
+        row[0] += 1
+        row[1] += d
+        ck = call_kernels[c]
+        row = ck.get(rk3)
+        if row is None:
+            row = ck[rk3] = [0, 0.0]
+        row[0] += 1
+        row[1] += d
+    return kernel_rows, total_gpu, step_gpu, fused_seen, call_kernels
+
+
+def _kernel_place(op_stage: str | None, name: str, bwd: bool) -> tuple[tuple[str, str], tuple, tuple, bool]:
+    """((stage, pass), its kernel row's key (name, stage, pass, implementation), its call's row key
+    (name, stage, pass), whether a fused family named it) of a kernel whose op has stage
+    ``op_stage`` (None: no op of its call launched it) and runs in backward (``bwd``)."""
+    if op_stage is None:
+        fam = P.kernel_family(name)
+        stage = fam.stage if fam is not None and fam.stage in P.HELPER_STAGES else "fused"
+        ps = fam.pass_ if fam is not None and fam.pass_ else ("bwd" if bwd else "fwd")
+    else:
+        stage, ps = kernel_stage(op_stage, name), "bwd" if bwd else "fwd"
+    fam = P.fused_family(name) if stage == "fused" else None
+    impl = fam.implementation if fam is not None else ""
+    return (stage, ps), (name, stage, ps, impl), (name, stage, ps), fam is not None
 
 
 def _op_rows(L: Linked, rows: list[int], slot: np.ndarray, slot_keys: list[tuple[int, str, bool]]

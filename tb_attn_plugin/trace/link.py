@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple, Sequence
 
 from . import columns, window
 from . import native
-from .table import Table, intern, runs_of
+from .table import Interned, Table, intern, runs_of
 from .events import CATS, GPU_FIELDS, LAUNCH_FIELDS, OP_FIELDS, Event, Events, MODULE_PREFIX
 
 GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
@@ -69,6 +69,31 @@ class Linked:
     _name_values: list[str] | None = field(default=None, repr=False)
     _name_ids: Sequence[int] | None = field(default=None, repr=False)
     _positions: list | None = field(default=None, repr=False)
+    # Each kernel's op, duration and name (as an id into the distinct names) as columns (kernel_*)
+    _kernel_op: Sequence[int] | None = field(default=None, repr=False)
+    _kernel_dur: Sequence[float] | None = field(default=None, repr=False)
+    _kernel_names: Interned | None = field(default=None, repr=False)
+
+    @property
+    def kernel_op(self) -> Sequence[int]:
+        """Each kernel's op (-1: none), as a column."""
+        if self._kernel_op is None:
+            self._kernel_op = array("q", map(_OP, self.kernels))
+        return self._kernel_op
+
+    @property
+    def kernel_dur(self) -> Sequence[float]:
+        """Each kernel's duration, as a column."""
+        if self._kernel_dur is None:
+            self._kernel_dur = array("d", map(float, map(_KERNEL_DUR, self.kernels)))
+        return self._kernel_dur
+
+    @property
+    def kernel_names(self) -> Interned:
+        """Each kernel's name as an id (ids: int64) into the distinct names (values), found once."""
+        if self._kernel_names is None:
+            self._kernel_names = intern(list(map(_KERNEL_NAME, self.kernels)))
+        return self._kernel_names
 
     @property
     def bwd(self) -> list[bool]:
@@ -126,6 +151,7 @@ def _sortable(key: tuple):
 
 _TS, _DUR, _NAME, _CAT = attrgetter("ts"), attrgetter("dur"), attrgetter("name"), attrgetter("cat")
 _PID, _TID = attrgetter("pid"), attrgetter("tid")
+_OP, _KERNEL_DUR, _KERNEL_NAME = attrgetter("op"), attrgetter("ev.dur"), attrgetter("ev.name")
 CPU_OP = "cpu_op"  # Linked.cpu's category
 
 
@@ -239,7 +265,8 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     # lacking one, no launch can be said to lack its kernel
     uncorrelated = len(gt) - int(correlated.sum())
     recorded = set(gt["correlation"][correlated].tolist())
-    kernels, gpu_self, launches_self, unlinked, graph_kernels = _kernels(ev.gpu, gt, ops, launches, by_corr, launch_op)
+    kernels, gpu_self, launches_self, unlinked, graph_kernels, kernel_op = _kernels(ev.gpu, gt, ops, launches,
+                                                                                   by_corr, launch_op)
 
     lost = window.unrecorded(launches, by_corr, recorded, launch_op, None) if not uncorrelated else None
     if lost is not None:
@@ -297,14 +324,16 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         _positions=positions,
         _bwd=None if any_backward else [False] * n,  # inference: no op runs in backward
         _cpu=cpu,
+        _kernel_op=kernel_op,
+        _kernel_dur=array("d", gt["dur"].astype(np.float64).tobytes()),
         unrecorded=lost,
     )
 
 
 def _kernels(gpu: list[Event], gt: Table, ops: list[Event], launches: list[Event], by_corr: dict[int, int],
-             launch_op: Sequence[int]) -> tuple[list[Kernel], array, array, int, int]:
+             launch_op: Sequence[int]) -> tuple[list[Kernel], array, array, int, int, array]:
     """(the kernels, each op's GPU self time and launch count, kernels linked to no op, kernels
-    replayed from a graph): each kernel's launch by correlation id, its op the launch's (none under a
+    replayed from a graph, each kernel's op): each kernel's launch by correlation id, its op the launch's (none under a
     graph launch), else the cpu op of its External id. ``gt``: the kernels' columns (correlation ids
     and durations read there, not from each event). The sums per op run at C speed, each op's in
     kernel order from 0.0, as a loop over the kernels adds them."""
@@ -340,7 +369,7 @@ def _kernels(gpu: list[Event], gt: Table, ops: list[Event], launches: list[Event
     gpu_self = array("d", np.bincount(op[owned], weights=dur, minlength=n).astype(np.float64).tobytes())
     launches_self = array("q", np.bincount(op[owned], minlength=n).astype(np.int64).tobytes())
     kernels = list(map(Kernel, gpu, op.tolist(), graph.tolist()))
-    return kernels, gpu_self, launches_self, unlinked, int(graph.sum())
+    return kernels, gpu_self, launches_self, unlinked, int(graph.sum()), array("q", op.tobytes())
 
 
 def _link_backward(ops: list[Event], parent: Sequence[int], subtree_end: Sequence[int], flows: list[Event],
