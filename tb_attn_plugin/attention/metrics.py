@@ -67,7 +67,8 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
             stager.classify_call(c, stage_of)
     # Backward ops take their forward op's stage.
     node_of, fwd_of, bwd = L.node_of, L.fwd_of, L.bwd
-    in_calls = members(call_of)
+    call_col = np.fromiter(call_of, np.int64, n)  # as a column: the groupings below gather it at C speed
+    in_calls = members(call_col)
     for i in compress(in_calls, map(bwd.__getitem__, in_calls)):
         f = fwd_of.get(node_of[i])
         stage_of[i] = stage_of[f] if f is not None and stage_of[f] is not None else "other"
@@ -94,8 +95,9 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     self_cpu, step = L.self_cpu, L.step
     is_cpu = L.cpu
     total_cpu, step_cpu = columns.masked_sums(is_cpu, step, self_cpu)
-    cpu_members = list(compress(in_calls, map(is_cpu.__getitem__, in_calls)))
-    slot, slot_keys = columns.keyed(in_calls, (call_of, stage_of, bwd), "other", n)
+    in_at = np.asarray(in_calls, np.int64)
+    cpu_members = in_at[np.frombuffer(bytes(is_cpu), np.uint8)[in_at] != 0].tolist() if n else []
+    slot, slot_keys = columns.keyed(in_calls, (call_col, stage_of, L.bwd_column), "other", n)
     for k, (_, s) in columns.sums(cpu_members, (slot,), None, self_cpu).items():
         c, st, b = slot_keys[k]
         cells[c][(st, "bwd" if b else "fwd")] = Cell(cpu_us=s)

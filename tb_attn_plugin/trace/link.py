@@ -53,7 +53,7 @@ class Linked:
     self_cpu: Sequence[float]
     gpu_self: Sequence[float]  # GPU time of kernels launched directly by the op
     launches_self: Sequence[int]
-    step: list[int]  # ProfilerStep number of each op, -1 outside steps
+    step: Sequence[int]  # ProfilerStep number of each op, -1 outside steps
     node_of: list[int]  # backward node enclosing the op (or the wrapper's node), -1 in forward
     fwd_of: dict[int, int]  # backward node index -> forward op index
     kernels: list[Kernel]
@@ -64,6 +64,7 @@ class Linked:
     warnings: list[str] = field(default_factory=list)
     _names: list[str] | None = field(default=None, repr=False)  # each op's name (where_name)
     _bwd: list[bool] | None = field(default=None, repr=False)
+    _bwd_column: np.ndarray | None = field(default=None, repr=False)
     _cpu: bytes | None = field(default=None, repr=False)
     # The op names' distinct values (each op's name as an id into these) and each one's ops (where_name)
     _name_values: list[str] | None = field(default=None, repr=False)
@@ -101,6 +102,13 @@ class Linked:
         if self._bwd is None:
             self._bwd = list(map((-1).__lt__, self.node_of))
         return self._bwd
+
+    @property
+    def bwd_column(self) -> np.ndarray:
+        """Whether each op runs in backward, as a numpy bool column (groupings read it at C speed)."""
+        if self._bwd_column is None:
+            self._bwd_column = np.fromiter(self.node_of, np.int64, len(self.node_of)) >= 0
+        return self._bwd_column
 
     def is_module(self, i: int) -> bool:
         return self.ops[i].cat == "python_function"
@@ -275,7 +283,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
 
     # Steps: the nearest enclosing ProfilerStep annotation, filled over each one's subtree (an inner
     # one, later in the order, overwrites its own range).
-    step = [-1] * n
+    step = np.full(n, -1, np.int64)
     steps: dict[int, tuple[float, float]] = {}
     names = list(map(_NAME, ops))
     interned = intern(names)
@@ -286,7 +294,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         # ASCII digits, at most 12: a step number a JSON client can read back exactly (and never
         # int() of a 5,000-digit string, which Python refuses); anything else is no step.
         s = int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= 12 else -1
-        step[i:subtree_end[i]] = [s] * (subtree_end[i] - i)
+        step[i:subtree_end[i]] = s
         if s >= 0:
             steps[s] = (e.ts, e.ts + e.dur)
 
@@ -294,10 +302,8 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     for node, f in fwd_of.items():
         # The autograd thread has no ProfilerStep: a backward node runs in its forward op's step.
         if step[node] < 0:
-            s = step[f]
-            for j in range(node, subtree_end[node]):
-                if step[j] < 0:
-                    step[j] = s
+            mine = step[node:subtree_end[node]]  # a view: filled in place
+            mine[mine < 0] = step[f]
 
     return Linked(
         ops=ops,
@@ -311,7 +317,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         self_cpu=self_cpu,
         gpu_self=gpu_self,
         launches_self=launches_self,
-        step=step,
+        step=array("q", step.tobytes()),
         node_of=node_of,
         fwd_of=fwd_of,
         kernels=kernels,
@@ -323,6 +329,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         _name_ids=interned.ids,
         _positions=positions,
         _bwd=None if any_backward else [False] * n,  # inference: no op runs in backward
+        _bwd_column=None if any_backward else np.zeros(n, bool),
         _cpu=cpu,
         _kernel_op=kernel_op,
         _kernel_dur=array("d", gt["dur"].astype(np.float64).tobytes()),
