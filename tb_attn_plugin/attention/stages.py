@@ -91,11 +91,12 @@ class Stager:
         """Fill ``stage_of[i]`` for the forward ops of ``call``."""
         self.classify_range(call.lo, call.hi, stage_of)
 
-    def _decisive(self, lo: int, hi: int) -> list[tuple[int, str]]:
+    def _decisive(self, lo: int, hi: int) -> list[tuple[int, str | tuple[str, str]]]:
         """The outermost ops of ``[lo, hi)`` with a meaning, and their kinds, in op order (what a walk
-        from ``lo`` finds that skips the subtree of each such op: no op inside one decides)."""
+        from ``lo`` finds that skips the subtree of each such op: no op inside one decides). A Triton
+        op's kind is ("triton", the stage its name says)."""
         ops, end, at = self.L.ops, self.L.subtree_end, self._deciders
-        out: list[tuple[int, str]] = []
+        out: list[tuple[int, str | tuple[str, str]]] = []
         covered = lo
         for k in range(bisect_left(at, lo), bisect_left(at, hi)):
             i = at[k]
@@ -103,7 +104,7 @@ class Stager:
                 continue
             kind = op_kind(ops[i])
             if kind is not None and kind != CONTAINER:
-                out.append((i, kind))
+                out.append((i, ("triton", _triton_stage(ops[i].name)) if kind == "triton" else kind))
                 covered = end[i]
         return out
 
@@ -113,49 +114,58 @@ class Stager:
         op's subtree are "other"."""
         if hi <= lo:
             return
-        ops, end = self.L.ops, self.L.subtree_end
+        end = self.L.subtree_end
         decisive = self._decisive(lo, hi)
         stage_of[lo:hi] = ["other"] * (hi - lo)
+        for (i, _), st in zip(decisive, _stages(tuple(kind for _, kind in decisive), backward)):
+            stage_of[i:end[i]] = [st] * (end[i] - i)
 
-        core = next((k for k, (_, kind) in enumerate(decisive) if kind in ("softmax", "fused", "stage:softmax", "stage:fused")), None)
-        bmms = [k for k, (_, kind) in enumerate(decisive) if kind in ("bmm", "stage:qk_matmul", "stage:av_matmul")]
-        if core is None and bmms:
-            core = bmms[0] + 1 if len(bmms) > 1 else bmms[0]
-        first = min([core] + [b for b in bmms if core is not None and b < core]) if core is not None else None
-        last = max([core] + [b for b in bmms]) if core is not None else None
 
-        before_core, after_core = ("av_matmul", "qk_matmul") if backward else ("qk_matmul", "av_matmul")
-        before_first, after_last = ("out_proj", "qkv_proj") if backward else ("qkv_proj", "out_proj")
-        for k, (i, kind) in enumerate(decisive):
-            if kind.startswith("stage:"):
-                st = kind[6:]
-            elif kind == "fused":
-                st = "fused"
-            elif kind == "softmax":
-                st = "softmax"
-            elif kind == "dropout":
-                st = "dropout"
-            elif kind == "bmm":
-                st = before_core if core is not None and k < core else after_core
-            elif kind == "linear":
-                if first is None:
-                    st = "qkv_proj"
-                elif k < first:
-                    st = before_first
-                elif k > last:
-                    st = after_last
-                else:
-                    st = "other"
-            elif kind == "elementwise":
-                if backward:
-                    st = "scale_mask" if first is None or k > first else "other"
-                else:
-                    st = "scale_mask" if last is None or k < last else "other"
-            elif kind == "triton":
-                st = _triton_stage(ops[i].name)
+@lru_cache(maxsize=4096)
+def _stages(kinds: tuple, backward: bool) -> tuple[str, ...]:
+    """The stage of each decisive op of a call from their kinds in order: position decides what a
+    plain op means (the calls of one layer share their kinds: decided once)."""
+    core = next((k for k, kind in enumerate(kinds) if kind in ("softmax", "fused", "stage:softmax", "stage:fused")), None)
+    bmms = [k for k, kind in enumerate(kinds) if kind in ("bmm", "stage:qk_matmul", "stage:av_matmul")]
+    if core is None and bmms:
+        core = bmms[0] + 1 if len(bmms) > 1 else bmms[0]
+    first = min([core] + [b for b in bmms if core is not None and b < core]) if core is not None else None
+    last = max([core] + [b for b in bmms]) if core is not None else None
+
+    before_core, after_core = ("av_matmul", "qk_matmul") if backward else ("qk_matmul", "av_matmul")
+    before_first, after_last = ("out_proj", "qkv_proj") if backward else ("qkv_proj", "out_proj")
+    out = []
+    for k, kind in enumerate(kinds):
+        if isinstance(kind, tuple):  # ("triton", its stage)
+            st = kind[1]
+        elif kind.startswith("stage:"):
+            st = kind[6:]
+        elif kind == "fused":
+            st = "fused"
+        elif kind == "softmax":
+            st = "softmax"
+        elif kind == "dropout":
+            st = "dropout"
+        elif kind == "bmm":
+            st = before_core if core is not None and k < core else after_core
+        elif kind == "linear":
+            if first is None:
+                st = "qkv_proj"
+            elif k < first:
+                st = before_first
+            elif k > last:
+                st = after_last
             else:
                 st = "other"
-            stage_of[i:end[i]] = [st] * (end[i] - i)
+        elif kind == "elementwise":
+            if backward:
+                st = "scale_mask" if first is None or k > first else "other"
+            else:
+                st = "scale_mask" if last is None or k < last else "other"
+        else:
+            st = "other"
+        out.append(st)
+    return tuple(out)
 
 
 def kernel_stage(op_stage: str, kernel_name: str) -> str:
