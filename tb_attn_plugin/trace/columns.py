@@ -171,8 +171,10 @@ def factorize(rows: list[int], cols: tuple, none_as: Any = None) -> tuple[np.nda
 
 def positions(ids: np.ndarray, count: int) -> list[np.ndarray]:
     """For each id below ``count``, the ascending positions (int64) where it occurs in ``ids``."""
-    order = np.argsort(ids, kind="stable")
-    return np.split(order, np.cumsum(np.bincount(ids, minlength=count))[:-1]) if count else []
+    # a stable sort of ids that fit 16 bits is numpy's radix sort (a trace has a few thousand names)
+    order = np.argsort(ids.astype(np.uint16) if count <= 1 << 16 else ids, kind="stable")
+    bounds = np.cumsum(np.bincount(ids, minlength=count)).tolist() if count else []
+    return [order[a:b] for a, b in zip([0] + bounds, bounds)]  # views, as np.split makes them (without its cost)
 
 
 def where(values: list, at: list[np.ndarray], test: Callable[[Any], object]) -> list[int]:
