@@ -23,7 +23,7 @@ from .stages import Stager, kernel_stage
 PASSES = ("fwd", "bwd")
 
 
-@dataclass
+@dataclass(slots=True)  # one per call, stage and pass: no per-instance dict
 class Cell:
     gpu_us: float = 0.0
     cpu_us: float = 0.0

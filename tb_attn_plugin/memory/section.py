@@ -10,7 +10,7 @@ from ..format.units import bytes_text
 import numpy as np
 
 from ..trace import columns
-from ..trace.table import ints
+from ..trace.table import intern, ints
 from .attribute import Attribution
 from .timeline import Timeline, downsample
 
@@ -150,7 +150,7 @@ def _inside_sums(att: Attribution, calls: list[CallInfo], delta, inside: list[in
     """Over the allocations inside attention calls (``inside``, ascending): per call its row's sums,
     per (layer, stage, pass) [bytes, allocs, score blocks], per (stage, pass) [bytes, allocs, score
     blocks, score bytes], each dict in order of its key's first allocation, and per event whether it
-    is a score-matrix block. Summed per slot at C speed (exact ints), then per slot into the rows."""
+    is a score-matrix block. Summed at C speed (exact ints) per call and per key, each row made once."""
     slot, slots = att.slot, att.slots
     per_call = [{"bytes_allocated": 0, "allocs": 0, "score_matrix_bytes": 0, "score_matrix_blocks": 0,
                  "bwd_bytes_allocated": 0, "first": -1, "last": -1} for _ in calls]
@@ -165,40 +165,37 @@ def _inside_sums(att: Attribution, calls: list[CallInfo], delta, inside: list[in
         score = np.frombuffer(bytes(score_events), np.uint8)[at] != 0
     else:
         exact, rounded = _scores(calls)
-        call = np.fromiter((s.call for s in slots), np.int64, len(slots))[k]
-        score = (d == exact[call]) | (d == rounded[call])
+        of_call = np.fromiter((s.call for s in slots), np.int64, len(slots))[k]
+        score = (d == exact[of_call]) | (d == rounded[of_call])
     is_score_at = np.zeros(len(delta), np.uint8)
     is_score_at[at[score]] = 1
     is_score[:] = is_score_at.tobytes()
-    m = len(slots)
-    count, blocks = np.bincount(k, minlength=m).tolist(), np.bincount(k[score], minlength=m).tolist()
-    size, score_size = _exact_sums(k, d, m), _exact_sums(k[score], d[score], m)
-    first, last = np.full(m, len(delta), np.int64), np.full(m, -1, np.int64)
-    np.minimum.at(first, k, at)
-    np.maximum.at(last, k, at)
-    used = np.flatnonzero(last >= 0)
-    for j in used[np.argsort(first[used], kind="stable")].tolist():  # slots by first allocation
-        s = slots[j]
-        b, c, sc, sb = size[j], count[j], blocks[j], score_size[j]
-        row = per_call[s.call]
-        row["bytes_allocated"] += b
-        row["allocs"] += c
-        if s.pass_ == "bwd":
-            row["bwd_bytes_allocated"] += b
-        else:
-            row["first"] = min(row["first"], int(first[j])) if row["first"] >= 0 else int(first[j])
-            row["last"] = max(row["last"], int(last[j]))
-        row["score_matrix_bytes"] += sb
-        row["score_matrix_blocks"] += sc
-        ls = per_layer_stage.setdefault((calls[s.call].layer, s.stage, s.pass_), [0, 0, 0])
-        ls[0] += b
-        ls[1] += c
-        ls[2] += sc
-        st = per_stage.setdefault((s.stage, s.pass_), [0, 0, 0, 0])
-        st[0] += b
-        st[1] += c
-        st[2] += sc
-        st[3] += sb
+    # Each allocation's call and (stage, pass), from its slot's.
+    slot_call = np.fromiter((s.call for s in slots), np.int64, len(slots))
+    stage_pass = intern([(s.stage, s.pass_) for s in slots])
+    call, sp = slot_call[k], stage_pass.ids[k]
+    bwd = np.array([ps == "bwd" for _, ps in stage_pass.values], bool)[sp]
+    n_calls = len(calls)
+    size, allocs = _exact_sums(call, d, n_calls), np.bincount(call, minlength=n_calls).tolist()
+    bwd_size = _exact_sums(call[bwd], d[bwd], n_calls)
+    score_size, blocks = _exact_sums(call[score], d[score], n_calls), np.bincount(call[score], minlength=n_calls).tolist()
+    fwd = ~bwd
+    first, last = np.full(n_calls, len(delta), np.int64), np.full(n_calls, -1, np.int64)
+    np.minimum.at(first, call[fwd], at[fwd])
+    np.maximum.at(last, call[fwd], at[fwd])
+    first[last < 0] = -1
+    for row, b, a, bb, sb, sc, f, la in zip(per_call, size, allocs, bwd_size, score_size, blocks, first.tolist(),
+                                           last.tolist()):
+        row.update(bytes_allocated=b, allocs=a, score_matrix_bytes=sb, score_matrix_blocks=sc, bwd_bytes_allocated=bb,
+                   first=f, last=la)
+    # Per (layer, stage, pass) and per (stage, pass), keys in order of first allocation.
+    layer = intern([c.layer for c in calls])
+    n_sp = len(stage_pass.values)
+    for key, (b, a, sc, _) in _grouped(layer.ids[call] * n_sp + sp, d, score).items():
+        lay, ps = divmod(key, n_sp)
+        per_layer_stage[(layer.values[lay], *stage_pass.values[ps])] = [b, a, sc]
+    for key, got in _grouped(sp, d, score).items():
+        per_stage[stage_pass.values[key]] = got
     return per_call, per_layer_stage, per_stage, is_score
 
 
@@ -207,6 +204,15 @@ def _exact_cumsum(values: np.ndarray) -> np.ndarray:
     if len(values) and max(int(values.max()), -int(values.min())) > _INT64_MAX // len(values):
         return np.cumsum(values.astype(object))
     return np.cumsum(values)
+
+
+def _grouped(key: np.ndarray, size: np.ndarray, score: np.ndarray) -> dict[int, list[int]]:
+    """Per key (keys in order of first appearance): [bytes, allocations, score blocks, score bytes]."""
+    gid, keys = columns.factorize(range(len(key)), (key,))
+    g = len(keys)
+    b, s = _exact_sums(gid, size, g), _exact_sums(gid[score], size[score], g)
+    a, sc = np.bincount(gid, minlength=g).tolist(), np.bincount(gid[score], minlength=g).tolist()
+    return {kk: [b[i], a[i], sc[i], s[i]] for i, kk in enumerate(keys)}
 
 
 def _exact_sums(group: np.ndarray, values: np.ndarray, groups: int) -> list[int]:
