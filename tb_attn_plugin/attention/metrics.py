@@ -17,7 +17,7 @@ from ..trace import columns
 from ..trace.link import Linked
 from ..trace.table import intern, ints
 from . import patterns as P
-from .detect import Call, members
+from .detect import Call
 from .stages import Stager, kernel_stage
 
 PASSES = ("fwd", "bwd")
@@ -68,8 +68,9 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     # Backward ops take their forward op's stage.
     node_of, fwd_of, bwd = L.node_of, L.fwd_of, L.bwd
     call_col = np.fromiter(call_of, np.int64, n)  # as a column: the groupings below gather it at C speed
-    in_calls = members(call_col)
-    for i in compress(in_calls, map(bwd.__getitem__, in_calls)):
+    in_at = np.flatnonzero(call_col >= 0)  # the ops in some call (detect.members), in op order
+    in_calls = in_at.tolist()
+    for i in in_at[L.bwd_column[in_at]].tolist():
         f = fwd_of.get(node_of[i])
         stage_of[i] = stage_of[f] if f is not None and stage_of[f] is not None else "other"
 
@@ -95,7 +96,6 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     self_cpu, step = L.self_cpu, L.step
     is_cpu = L.cpu
     total_cpu, step_cpu = columns.masked_sums(is_cpu, step, self_cpu)
-    in_at = np.asarray(in_calls, np.int64)
     cpu_members = in_at[np.frombuffer(bytes(is_cpu), np.uint8)[in_at] != 0].tolist() if n else []
     slot, slot_keys = columns.keyed(in_calls, (call_col, stage_of, L.bwd_column), "other", n)
     for k, (_, s) in columns.sums(cpu_members, (slot,), None, self_cpu).items():
@@ -135,21 +135,23 @@ def _kernel_sums(L: Linked, calls: list[Call], slot: np.ndarray, slot_keys: list
     kernel_rows: dict[tuple[str, str, str, str], list[float]] = {}
     fused_seen: list[dict[str, float]] = [dict() for _ in calls]
     call_kernels: list[dict[tuple[str, str, str], list[float]]] = [dict() for _ in calls]
-    place: dict[tuple, tuple] = {}  # (stage-pass id or None, name id, in backward) -> _kernel_place
+    place: dict[tuple, tuple] = {}  # (stage-pass id, name id) or (None, name id, in backward) -> _kernel_place
     for i in range(len(at)) if kernel_call else compress(range(len(at)), map((-1).__lt__, at)):
         s = at[i]
         if s >= 0:
-            c = slot_call[s]
-            key = (stage_pass[s], name_id[i], slot_keys[s][2])
+            c, launched = slot_call[s], True
+            key = (stage_pass[s], name_id[i])
         else:  # kernel-only calls, and helper kernels whose own op is in no call (groups.py)
             c = kernel_call.get(id(L.kernels[i]), -1)
             if c < 0:
                 continue
             o = kop[i]
-            key = (None, name_id[i], o >= 0 and node_of[o] >= 0)
+            launched = o >= 0
+            key = (None, name_id[i], launched and node_of[o] >= 0)
         got = place.get(key)
         if got is None:
-            got = place[key] = _kernel_place(None if key[0] is None else slot_keys[s][1], names.values[key[1]], key[2])
+            got = place[key] = (_kernel_place(slot_keys[s][1], names.values[key[1]], slot_keys[s][2]) if s >= 0
+                                else _kernel_place(None, names.values[key[1]], key[2]))
         cell_key, rk, rk3, fused = got
         d = kdur[i]
         cell = cells[c].get(cell_key)
@@ -157,7 +159,7 @@ def _kernel_sums(L: Linked, calls: list[Call], slot: np.ndarray, slot_keys: list
             cell = cells[c][cell_key] = Cell()
         cell.gpu_us += d
         cell.kernels += 1
-        if kop[i] >= 0:
+        if launched:
             cell.launches += 1
         if fused:
             fused_seen[c][rk[3]] = fused_seen[c].get(rk[3], 0.0) + d
