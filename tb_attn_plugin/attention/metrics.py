@@ -66,7 +66,7 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
         if c.hi > c.lo and not c.info.get("backward_only"):
             stager.classify_call(c, stage_of)
     # Backward ops take their forward op's stage.
-    node_of, fwd_of, bwd = L.node_of, L.fwd_of, L.bwd
+    node_of, fwd_of = L.node_of, L.fwd_of
     call_col = np.fromiter(call_of, np.int64, n)  # as a column: the groupings below gather it at C speed
     in_at = np.flatnonzero(call_col >= 0)  # the ops in some call (detect.members), in op order
     in_calls = in_at.tolist()

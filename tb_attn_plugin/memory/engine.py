@@ -23,6 +23,9 @@ NO_MEMORY = ("no memory events in this trace: record them with torch.profiler.pr
              "or tb_attn_plugin.profile(..., memory=True)")
 
 
+Slots = tuple  # (each op's slot id, -1 outside calls; the (call, stage, in backward) of each id): Measured.slot
+
+
 def _trace_spans(L, calls, slots: Slots, in_calls: list[int]) -> dict[int, dict]:
     """Per call: (stage, pass) -> [first start, last end] of its ops, for shading the curve."""
     out: dict[int, dict] = {c.id: {} for c in calls}
@@ -33,12 +36,9 @@ def _trace_spans(L, calls, slots: Slots, in_calls: list[int]) -> dict[int, dict]
     return out
 
 
-Slots = tuple  # (each op's slot id, -1 outside calls; the (call, stage, in backward) of each id): Measured.slot
-
-
 def slots_of(L, call_of: list[int], stage_of: list[str | None], in_calls: list[int]) -> Slots:
     """The slots Measured holds, for a caller that has only the columns they are made of."""
-    return columns.keyed(in_calls, (call_of, stage_of, L.bwd), "other", len(L.ops))
+    return columns.keyed(in_calls, (call_of, stage_of, L.bwd_column), "other", len(L.ops))
 
 
 class Timelines:
