@@ -80,7 +80,7 @@ def from_trace(ev, L, calls, slots: Slots, warnings: list[str] | None,
         # Only the stages a time window shows: the call's own "other" ops cover its whole window.
         sp = [(st, ps, a, b) for (st, ps), (a, b) in spans.get(c.id, {}).items() if st != "other"]
         infos.append(section.CallInfo(c.layer, c.step, sb, sp))
-    devices = [{"device": d, "peak_bytes": int(max(t.live)) if len(t) else 0, "events": len(t)}
+    devices = [{"device": d, "peak_bytes": t.peak_bytes(), "events": len(t)}
                for d, t in sorted(tls.items())]
     return section.build(tl, att, infos, source="profiler", devices=devices)
 
@@ -143,7 +143,7 @@ UNKNOWN = section.UNKNOWN
 
 def _snapshot_section(path: str) -> dict[str, Any]:
     s = snap.load(path)
-    peak_of = {d: (max(r.timeline.live) if len(r.timeline) else 0) for d, r in s.devices.items()}
+    peak_of = {d: r.timeline.peak_bytes() for d, r in s.devices.items()}
     dev = max(s.devices, key=peak_of.__getitem__)
     att, acalls = attribute.from_annotations(s.devices[dev].timeline, s.annotations)
     framed: dict[int, stack_attribution.FrameAttribution] = {}

@@ -66,6 +66,10 @@ class Timeline:
         live = array("q", accumulate(self.delta, initial=self.base))
         self.live = live[1:]
 
+    def peak_bytes(self) -> int:
+        """The highest live value (0 when empty)."""
+        return int(ints(self.live).max()) if len(self.live) else 0
+
     def peak_index(self) -> int:
         """Index of the first event at the highest live value (-1 when empty)."""
         return int(np.argmax(ints(self.live))) if len(self.live) else -1
