@@ -15,7 +15,7 @@ import numpy as np
 
 from ..trace import columns
 from ..trace.link import Linked
-from ..trace.table import intern, ints
+from ..trace.table import Interned, intern, ints
 from . import patterns as P
 from .detect import Call
 from .stages import Stager, kernel_stage
@@ -101,14 +101,15 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     for k, (_, s) in columns.sums(cpu_members, (slot,), None, self_cpu).items():
         c, st, b = slot_keys[k]
         cells[c][(st, "bwd" if b else "fwd")] = Cell(cpu_us=s)
-    op_rows = _op_rows(L, cpu_members, slot, slot_keys)
+    stage_pass = intern([(st, b) for _, st, b in slot_keys])  # each slot's (stage, in backward) as an id
+    op_rows = _op_rows(L, cpu_members, slot, stage_pass)
 
     kernel_call: dict[int, int] = {}
     for c in calls:
         for k in c.kernels:
             kernel_call[id(k)] = c.id
-    kernel_rows, total_gpu, step_gpu, fused_seen, call_kernels = _kernel_sums(L, calls, slot, slot_keys, kernel_call,
-                                                                             cells)
+    kernel_rows, total_gpu, step_gpu, fused_seen, call_kernels = _kernel_sums(L, calls, slot, slot_keys, stage_pass,
+                                                                             kernel_call, cells)
 
     attention_ops = L.where_name(_is_attention_op)  # few per call: each call bisects its own
     for c in calls:
@@ -118,7 +119,7 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
 
 
 def _kernel_sums(L: Linked, calls: list[Call], slot: np.ndarray, slot_keys: list[tuple[int, str, bool]],
-                 kernel_call: dict[int, int], cells: list[dict[tuple[str, str], Cell]]):
+                 stage_pass: Interned, kernel_call: dict[int, int], cells: list[dict[tuple[str, str], Cell]]):
     """GPU time in kernel order, from the kernel columns: (kernel rows, total, per step, per call the
     fused kernels' time by implementation, per call its kernel rows); each call's cells get their
     kernels. A kernel's place (stage, pass, implementation) is decided once per distinct (op stage,
@@ -130,7 +131,7 @@ def _kernel_sums(L: Linked, calls: list[Call], slot: np.ndarray, slot_keys: list
     op = ints(kop)
     at = np.append(slot, -1)[op].tolist() if len(op) else []
     slot_call = [c for c, _, _ in slot_keys]
-    stage_pass = intern([(st, b) for _, st, b in slot_keys]).ids.tolist()
+    sp_of = stage_pass.ids.tolist()
     name_id, node_of = names.ids.tolist(), L.node_of
     kernel_rows: dict[tuple[str, str, str, str], list[float]] = {}
     fused_seen: list[dict[str, float]] = [dict() for _ in calls]
@@ -140,7 +141,7 @@ def _kernel_sums(L: Linked, calls: list[Call], slot: np.ndarray, slot_keys: list
         s = at[i]
         if s >= 0:
             c, launched = slot_call[s], True
-            key = (stage_pass[s], name_id[i])
+            key = (sp_of[s], name_id[i])
         else:  # kernel-only calls, and helper kernels whose own op is in no call (groups.py)
             c = kernel_call.get(id(L.kernels[i]), -1)
             if c < 0:
@@ -192,13 +193,12 @@ def _kernel_place(op_stage: str | None, name: str, bwd: bool) -> tuple[tuple[str
     return (stage, ps), (name, stage, ps, impl), (name, stage, ps), fam is not None
 
 
-def _op_rows(L: Linked, rows: list[int], slot: np.ndarray, slot_keys: list[tuple[int, str, bool]]
+def _op_rows(L: Linked, rows: list[int], slot: np.ndarray, stage_pass: Interned
              ) -> dict[tuple[str, str, str], list[float]]:
     """(op name, stage, pass) -> [count, self time] over ``rows``, keys as columns.sums makes them (an
     empty name reads "other"), grouped on the name ids and the slots' (stage, pass) ids."""
     ids, values = L.name_codes()
-    named = intern(["other" if not v else v for v in values])
-    stage_pass = intern([(st, b) for _, st, b in slot_keys])
+    named = intern(["other" if v is None or v == "" else v for v in values])
     of_slot = np.append(stage_pass.ids, -1)  # slot -1 (no call) reads -1
     got = columns.sums(rows, (named.ids[ids], of_slot[slot]), None, L.self_cpu)
     return {(named.values[nm], *_stage_pass(stage_pass.values[sp])): v for (nm, sp), v in got.items()}
