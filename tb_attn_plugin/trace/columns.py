@@ -10,6 +10,7 @@ exact ints past int64."""
 from __future__ import annotations
 
 import functools
+from array import array
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
@@ -263,3 +264,31 @@ def byte_counts(delta: Sequence[int], pair: Sequence[int], slot: Sequence[int]) 
         allocated = int(grown.sum())
     return (int(alloc.sum()), int((d == 0).sum()), allocated, int((free & (p < 0)).sum()),
             int((alloc & (p < 0)).sum()), np.flatnonzero(alloc & (k >= 0)).tolist())
+
+
+def rounded(values: Sequence[float], digits: int = 3) -> list[float]:
+    """Python's ``round(v, digits)`` of each value (0 <= digits <= 6), to the bit, at C speed where it
+    is sure: round() takes the exact value times 10**digits to the nearest integer q (ties to even) and
+    returns the double nearest q / 10**digits, which is what numpy's division gives for the same q.
+    numpy's product can differ from the exact one by half an ulp, so a product within an ulp of a
+    tie, one past 2**52 (no fraction left to round), a non-finite value and one not a float (round()
+    keeps an int an int) are left to round()."""
+    if not 0 <= digits <= 6:
+        raise ValueError("rounded: 0 <= digits <= 6")
+    plain = isinstance(values, np.ndarray) and values.dtype == np.float64 or \
+        isinstance(values, array) and values.typecode == "d"
+    others = [] if plain or set(map(type, values)) <= {float} else \
+        [i for i, v in enumerate(values) if type(v) is not float]
+    x = floats([v if type(v) is float else 0.0 for v in values] if others else values)  # others: round() below
+    scale = float(10 ** digits)
+    with np.errstate(invalid="ignore", over="ignore"):
+        p = x * scale
+        out = np.rint(p) / scale
+        unsure = ~(np.abs(p) < 2.0 ** 52) | (np.abs(p - np.floor(p) - 0.5) <= np.abs(np.spacing(p)))
+    got = out.tolist()
+    for i in np.flatnonzero(unsure).tolist():
+        got[i] = round(float(x[i]), digits)
+    for i in others:
+        got[i] = round(values[i], digits)
+    return got
+
