@@ -4,6 +4,7 @@ per call, layer and stage, score-matrix blocks, churn and a downsampled curve.""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Callable
 
 from ..format.units import bytes_text
@@ -93,10 +94,10 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
     times, values, idx = downsample(tl.t, live, MAX_CURVE_POINTS, keep=(p,) if p >= 0 else ())
     reserved = [int(tl.reserved[i]) for i in idx] if tl.reserved is not None and len(tl.reserved) == n else None
     # Sorted by start, only the first MAX_SPANS made into rows (a long snapshot has many calls).
-    raw = sorted(((round(s0 - t0, 3), ci, st, ps, s1) for ci, c in enumerate(calls) for st, ps, s0, s1 in c.spans),
-                 key=lambda x: x[0])
-    spans = [{"call": ci, "layer": calls[ci].layer, "stage": st, "pass": ps, "start_us": a0,
-              "end_us": round(s1 - t0, 3)} for a0, ci, st, ps, s1 in raw[:MAX_SPANS]]
+    flat = [(ci, st, ps, s0, s1) for ci, c in enumerate(calls) for st, ps, s0, s1 in c.spans]
+    raw = sorted(zip(columns.rounded([s0 - t0 for _, _, _, s0, _ in flat]), flat), key=itemgetter(0))[:MAX_SPANS]
+    spans = [{"call": ci, "layer": calls[ci].layer, "stage": st, "pass": ps, "start_us": a0, "end_us": a1}
+             for (a0, (ci, st, ps, _, _)), a1 in zip(raw, columns.rounded([s1 - t0 for _, (*_, s1) in raw]))]
     total_score = sum(r["score_matrix_bytes"] for r in call_rows)
     att_peak = attention_peak(tl, att) if calls and attention_known else None
     section: dict[str, Any] = {
@@ -114,7 +115,7 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
                   "unpaired_frees": unpaired_frees,
                   "live_at_end": live_at_end,
                   **(churn or {})},
-        "curve": {"start_us": round(t0, 3), "t_us": [round(x - t0, 3) for x in times], "bytes": values,
+        "curve": {"start_us": round(t0, 3), "t_us": columns.rounded([x - t0 for x in times]), "bytes": values,
                   "reserved": reserved, "points_total": n},
         "spans": spans[:MAX_SPANS],
         "calls": call_rows[:MAX_CALL_ROWS],

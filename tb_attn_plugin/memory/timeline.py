@@ -110,4 +110,4 @@ def downsample(t, values, max_points: int, keep: tuple[int, ...] = ()) -> tuple[
             chosen.add(a + seg.index(min(seg)))
             chosen.add(a + seg.index(max(seg)))
         idx = sorted(chosen)
-    return [round(float(t[i]), 3) for i in idx], [int(values[i]) for i in idx], idx
+    return columns.rounded([float(t[i]) for i in idx]), [int(values[i]) for i in idx], idx
