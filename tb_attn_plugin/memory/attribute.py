@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 from array import array
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..format import tags
 import numpy as np
@@ -22,8 +22,7 @@ from .snapshot import Annotation
 from .timeline import Timeline
 
 
-@dataclass(frozen=True)
-class Slot:
+class Slot(NamedTuple):  # immutable and hashable, and made at C speed (a trace has thousands)
     call: int  # index into the owner's call list
     stage: str
     pass_: str  # fwd | bwd
