@@ -55,6 +55,7 @@ class Measured:
     # (columns.keyed): the key the cells, the memory spans and attribution group by.
     slot: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     slot_keys: list[tuple[int, str, bool]] = field(default_factory=list)
+    member_at: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # members as int64
 
 
 def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
@@ -97,7 +98,7 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     is_cpu = L.cpu
     total_cpu, step_cpu = columns.masked_sums(is_cpu, step, self_cpu)
     cpu_members = in_at[np.frombuffer(bytes(is_cpu), np.uint8)[in_at] != 0].tolist() if n else []
-    slot, slot_keys = columns.keyed(in_calls, (call_col, stage_of, L.bwd_column), "other", n)
+    slot, slot_keys = columns.keyed(in_at, (call_col, stage_of, L.bwd_column), "other", n)
     for k, (_, s) in columns.sums(cpu_members, (slot,), None, self_cpu).items():
         c, st, b = slot_keys[k]
         cells[c][(st, "bwd" if b else "fwd")] = Cell(cpu_us=s)
@@ -115,7 +116,7 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     for c in calls:
         _settle_implementation(L, c, fused_seen[c.id], attention_ops)
     return Measured(cells, kernel_rows, op_rows, stage_of, total_gpu, total_cpu, step_gpu, step_cpu, kernel_call,
-                    call_kernels, in_calls, cpu_members, slot, slot_keys)
+                    call_kernels, in_calls, cpu_members, slot, slot_keys, in_at)
 
 
 def _kernel_sums(L: Linked, calls: list[Call], slot: np.ndarray, slot_keys: list[tuple[int, str, bool]],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 from array import array
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 from ..format import tags
 import numpy as np
@@ -34,7 +34,7 @@ class Attribution:
     slots: list[Slot]
 
 
-def from_trace(tl: Timeline, L, slots: tuple, in_calls: list[int]) -> Attribution:
+def from_trace(tl: Timeline, L, slots: tuple, in_calls: Sequence[int]) -> Attribution:
     """Attribute a profiler Timeline to the calls found in the trace it came from (``slots``: each
     op's (call, stage, pass) id and the ids' keys, Measured.slot and slot_keys; ``in_calls``: the
     ops in some call, detect.members)."""
@@ -54,7 +54,7 @@ def from_trace(tl: Timeline, L, slots: tuple, in_calls: list[int]) -> Attributio
 PAIRS_PER_BATCH = 1 << 22  # (op, event) pairs held at once: bounds the memory of a wide window
 
 
-def _innermost(tl: Timeline, L, in_calls: list[int], block_thread: array) -> tuple[np.ndarray, list[int]]:
+def _innermost(tl: Timeline, L, in_calls: Sequence[int], block_thread: array) -> tuple[np.ndarray, list[int]]:
     """(winning op per event (int64), -1 for none; the ops whose window held any event, in order): each
     call op, in order, takes the events of its thread inside its window [ts, ts + dur] when it is
     deeper than the op they have, so the deepest wins and, of equally deep ones, the first."""

@@ -7,7 +7,7 @@ import gc
 import math
 import os
 import time
-from typing import Any
+from typing import Any, Sequence
 
 from ..attention import shapes
 from ..format.errors import TraceError
@@ -26,7 +26,7 @@ NO_MEMORY = ("no memory events in this trace: record them with torch.profiler.pr
 Slots = tuple  # (each op's slot id, -1 outside calls; the (call, stage, in backward) of each id): Measured.slot
 
 
-def _trace_spans(L, calls, slots: Slots, in_calls: list[int]) -> dict[int, dict]:
+def _trace_spans(L, calls, slots: Slots, in_calls: Sequence[int]) -> dict[int, dict]:
     """Per call: (stage, pass) -> [first start, last end] of its ops, for shading the curve."""
     out: dict[int, dict] = {c.id: {} for c in calls}
     slot, keys = slots
@@ -59,10 +59,10 @@ class Timelines:
 
 
 def from_trace(ev, L, calls, slots: Slots, warnings: list[str] | None,
-               in_calls: list[int], timelines: Timelines | None = None) -> dict[str, Any] | None:
+               in_calls: Sequence[int], timelines: Timelines | None = None) -> dict[str, Any] | None:
     """The memory section from the profiler's [memory] events (None when the trace has none).
     Call layers must already be named. ``slots``: (Measured.slot, Measured.slot_keys);
-    ``in_calls``: the ops in some call (Measured.members); ``timelines``: Timelines(ev) when the
+    ``in_calls``: the ops in some call (Measured.member_at, or members); ``timelines``: Timelines(ev) when the
     caller made them already."""
     try:
         got = _attributed(ev, L, slots, in_calls, timelines)
@@ -85,7 +85,7 @@ def from_trace(ev, L, calls, slots: Slots, warnings: list[str] | None,
     return section.build(tl, att, infos, source="profiler", devices=devices)
 
 
-def _attributed(ev, L, slots: Slots, in_calls: list[int], timelines: Timelines | None = None):
+def _attributed(ev, L, slots: Slots, in_calls: Sequence[int], timelines: Timelines | None = None):
     """(every device's timeline, the main device's, its events' calls and stages) from the profiler's
     [memory] events; None without any. Raises OverflowError for byte counts beyond any real memory."""
     tls = (timelines or Timelines(ev)).get()

@@ -111,7 +111,7 @@ def _add_memory(report, ev, L, calls, call_of, m, path: str, snapshots: list[str
                 timelines: memory.Timelines | None = None) -> None:
     """The memory section (profiler events, and a snapshot beside the trace); each layer's
     memory_bytes is its largest peak growth there."""
-    report["memory"] = memory.from_trace(ev, L, calls, (m.slot, m.slot_keys), report["warnings"], m.members,
+    report["memory"] = memory.from_trace(ev, L, calls, (m.slot, m.slot_keys), report["warnings"], m.member_at,
                                          timelines)
     if snapshots is not None:
         memory.join(report, path, snapshots)
