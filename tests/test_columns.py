@@ -236,3 +236,22 @@ def test_pairs_are_the_loop_over_open_addresses(events):
 def test_pairs_refuse_mismatched_columns():
     with pytest.raises(ValueError):
         columns.pairs(array("q", [1, -1]), array("q", [0]), array("q", [0, 0]))
+
+
+# Values near a rounding tie (k + 0.5 thousandths, a few ulps either side), any double, and the
+# special ones: what round() makes of each, to the bit and to the type.
+_tie = st.builds(lambda k, eps: (k + 0.5) / 1000 + eps, st.integers(-10**12, 10**12),
+                 st.sampled_from([0.0, 1e-12, -1e-12, 5e-17, -5e-17]))
+_any_float = st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_tie | _any_float | st.integers(-10**20, 10**20) | st.booleans(), max_size=60),
+       st.sampled_from([0, 1, 3, 6]))
+def test_rounded_is_round_of_each(values, digits):
+    got = columns.rounded(values, digits)
+    want = [round(v, digits) for v in values]
+    assert [(type(g), repr(g)) for g in got] == [(type(w), repr(w)) for w in want]
+    floats_only = [v for v in values if type(v) is float]
+    assert list(map(repr, columns.rounded(array("d", floats_only), digits))) == \
+        [repr(round(v, digits)) for v in floats_only]

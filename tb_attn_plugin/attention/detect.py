@@ -22,12 +22,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from operator import attrgetter
+from itertools import compress
 from typing import Any
 
 from ..format import tags
 from ..trace import columns
-from ..trace.table import intern
 from ..trace.events import MODULE_PREFIX
 from ..trace.link import WRAPPER_PREFIX, Kernel, Linked, module_name
 from . import groups
@@ -96,21 +95,20 @@ class Detector:
 
     # -- helpers -------------------------------------------------------------------------------
     def _ancestry(self) -> None:
-        """Per op, in one pass over the tree order (a parent comes before its children): the nearest
-        enclosing attention module, and whether a compiled region encloses it. Walking up from each
-        call instead costs calls x depth, which a deep tree with wide fan-out makes quadratic."""
+        """Per op: the nearest enclosing attention module, and whether a compiled region encloses it
+        (or is it). A subtree is a contiguous range of the tree order, so each module (each region)
+        fills its range, outer ones first and inner ones (later in the order) over them: the work is
+        the ops under those few ops, not a step per op. Walking up from each call instead costs
+        calls x depth, which a deep tree with wide fan-out makes quadratic."""
         L = self.L
         n = len(L.ops)
+        end = L.subtree_end
         enclosing = [-1] * n
         compiled = [False] * n
         for i in L.where_name(P.COMPILED_REGION.match):
-            compiled[i] = True
-        parent, attn = L.parent, self._attn_module
-        for i in range(n):
-            p = parent[i]
-            if 0 <= p < i:
-                enclosing[i] = p if attn[p] else enclosing[p]
-                compiled[i] = compiled[i] or compiled[p]
+            compiled[i:end[i]] = [True] * (end[i] - i)
+        for i in compress(range(n), self._attn_module):
+            enclosing[i + 1:end[i]] = [i] * (end[i] - i - 1)
         self._enclosing, self._in_compiled = enclosing, compiled
 
     def _enclosing_attention_module(self, i: int) -> int:
@@ -202,7 +200,7 @@ class Detector:
             if not self._is_softmax(ops[L.parent[i]].name if L.parent[i] >= 0 else ""):
                 self._motif(i)
         # 5. fused kernels that no call explains (only the kernels of fused names are visited)
-        kn = intern(list(map(attrgetter("ev.name"), L.kernels)))
+        kn = L.kernel_names
         self._fused_kernels = sorted(columns.where(kn.values, columns.positions(kn.ids, len(kn.values)),
                                                    lambda nm: P.fused_family(nm) is not None))
         for ki in self._fused_kernels:

@@ -36,7 +36,7 @@ def attach_helpers(d: "Detector") -> int:
             return d.call_of[k.op]
         return kernel_call.get(id(k), -1)
 
-    if not any(P.helper_family(k.ev.name) is not None for k in L.kernels):
+    if not any(P.helper_family(nm) is not None for nm in L.kernel_names.values):
         return 0  # most traces: nothing to group, no sorting
     streams: defaultdict[tuple, list[Kernel]] = defaultdict(list)
     for k in L.kernels:

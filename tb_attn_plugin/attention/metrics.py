@@ -11,16 +11,19 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import compress
 
+import numpy as np
+
 from ..trace import columns
 from ..trace.link import Linked
+from ..trace.table import Interned, intern, ints
 from . import patterns as P
-from .detect import Call, members
-from .stages import classify_call, classify_range, kernel_stage
+from .detect import Call
+from .stages import Stager, kernel_stage
 
 PASSES = ("fwd", "bwd")
 
 
-@dataclass
+@dataclass(slots=True)  # one per call, stage and pass: no per-instance dict
 class Cell:
     gpu_us: float = 0.0
     cpu_us: float = 0.0
@@ -48,19 +51,27 @@ class Measured:
     call_kernels: list[dict[tuple[str, str, str], list[float]]] = field(default_factory=list)  # per call
     members: list[int] = field(default_factory=list)  # the ops in some call, in op order (detect.members)
     cpu_members: list[int] = field(default_factory=list)  # those of them that are cpu ops
+    # Each op's (call, stage or "other", in backward) as an id into slot_keys, -1 outside calls
+    # (columns.keyed): the key the cells, the memory spans and attribution group by.
+    slot: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    slot_keys: list[tuple[int, str, bool]] = field(default_factory=list)
+    member_at: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # members as int64
 
 
 def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     ops = L.ops
     n = len(ops)
     stage_of: list[str | None] = [None] * n
+    stager = Stager(L)
     for c in calls:
         if c.hi > c.lo and not c.info.get("backward_only"):
-            classify_call(L, c, stage_of)
+            stager.classify_call(c, stage_of)
     # Backward ops take their forward op's stage.
-    node_of, fwd_of, bwd = L.node_of, L.fwd_of, L.bwd
-    in_calls = members(call_of)
-    for i in compress(in_calls, map(bwd.__getitem__, in_calls)):
+    node_of, fwd_of = L.node_of, L.fwd_of
+    call_col = np.fromiter(call_of, np.int64, n)  # as a column: the groupings below gather it at C speed
+    in_at = np.flatnonzero(call_col >= 0)  # the ops in some call (detect.members), in op order
+    in_calls = in_at.tolist()
+    for i in in_at[L.bwd_column[in_at]].tolist():
         f = fwd_of.get(node_of[i])
         stage_of[i] = stage_of[f] if f is not None and stage_of[f] is not None else "other"
 
@@ -68,12 +79,12 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     # call), the ops under the node decide, in backward order.
     for c in calls:
         if c.info.get("backward_only"):
-            classify_range(L, c.lo, c.hi, stage_of, backward=True)
+            stager.classify_range(c.lo, c.hi, stage_of, backward=True)
             continue
         for node in c.bwd_nodes:
             f = fwd_of.get(node)
             if f is not None and P.attention_function(ops[f].name) is not None:
-                classify_range(L, node, L.subtree_end[node], stage_of, backward=True)
+                stager.classify_range(node, L.subtree_end[node], stage_of, backward=True)
 
     for c in calls:
         for i in c.bwd_fused:
@@ -86,77 +97,116 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     self_cpu, step = L.self_cpu, L.step
     is_cpu = L.cpu
     total_cpu, step_cpu = columns.masked_sums(is_cpu, step, self_cpu)
-    cpu_members = list(compress(in_calls, map(is_cpu.__getitem__, in_calls)))
-    for (c, st, b), (_, s) in columns.sums(cpu_members, (call_of, stage_of, bwd), "other", self_cpu).items():
+    cpu_members = in_at[np.frombuffer(bytes(is_cpu), np.uint8)[in_at] != 0].tolist() if n else []
+    slot, slot_keys = columns.keyed(in_at, (call_col, stage_of, L.bwd_column), "other", n)
+    for k, (_, s) in columns.sums(cpu_members, (slot,), None, self_cpu).items():
+        c, st, b = slot_keys[k]
         cells[c][(st, "bwd" if b else "fwd")] = Cell(cpu_us=s)
-    op_rows: dict[tuple[str, str, str], list[float]] = {
-        (nm, st, "bwd" if b else "fwd"): got
-        for (nm, st, b), got in columns.sums(cpu_members, (L.names, stage_of, bwd), "other", self_cpu).items()}
+    stage_pass = intern([(st, b) for _, st, b in slot_keys])  # each slot's (stage, in backward) as an id
+    op_rows = _op_rows(L, cpu_members, slot, stage_pass)
 
     kernel_call: dict[int, int] = {}
     for c in calls:
         for k in c.kernels:
             kernel_call[id(k)] = c.id
+    kernel_rows, total_gpu, step_gpu, fused_seen, call_kernels = _kernel_sums(L, calls, slot, slot_keys, stage_pass,
+                                                                             kernel_call, cells)
+
+    attention_ops = L.where_name(_is_attention_op)  # few per call: each call bisects its own
+    for c in calls:
+        _settle_implementation(L, c, fused_seen[c.id], attention_ops)
+    return Measured(cells, kernel_rows, op_rows, stage_of, total_gpu, total_cpu, step_gpu, step_cpu, kernel_call,
+                    call_kernels, in_calls, cpu_members, slot, slot_keys, in_at)
+
+
+def _kernel_sums(L: Linked, calls: list[Call], slot: np.ndarray, slot_keys: list[tuple[int, str, bool]],
+                 stage_pass: Interned, kernel_call: dict[int, int], cells: list[dict[tuple[str, str], Cell]]):
+    """GPU time in kernel order, from the kernel columns: (kernel rows, total, per step, per call the
+    fused kernels' time by implementation, per call its kernel rows); each call's cells get their
+    kernels. A kernel's place (stage, pass, implementation) is decided once per distinct (op stage,
+    pass, kernel name), not per kernel."""
+    kop, kdur, names = L.kernel_op, L.kernel_dur, L.kernel_names
+    step = L.step
+    total_gpu, step_gpu = columns.masked_sums(b"\x01" * len(kop), [step[o] if o >= 0 else -1 for o in kop], kdur)
+    # Each kernel's slot: its op's (call, stage, pass), -1 where its op is in no call (or it has none).
+    op = ints(kop)
+    at = np.append(slot, -1)[op].tolist() if len(op) else []
+    slot_call = [c for c, _, _ in slot_keys]
+    sp_of = stage_pass.ids.tolist()
+    name_id, node_of = names.ids.tolist(), L.node_of
     kernel_rows: dict[tuple[str, str, str, str], list[float]] = {}
-    total_gpu = 0.0
-    step_gpu: dict[int, float] = {}
     fused_seen: list[dict[str, float]] = [dict() for _ in calls]
     call_kernels: list[dict[tuple[str, str, str], list[float]]] = [dict() for _ in calls]
-    stage_by: dict[tuple[str, str], str] = {}
-    for k in L.kernels:
-        e = k.ev
-        d = e.dur
-        total_gpu += d
-        op = k.op
-        st_n = step[op] if op >= 0 else -1
-        step_gpu[st_n] = step_gpu.get(st_n, 0.0) + d
-        if op >= 0 and call_of[op] >= 0:
-            c = call_of[op]
-            sk = (stage_of[op] or "other", e.name)
-            stage = stage_by.get(sk)
-            if stage is None:
-                stage = stage_by[sk] = kernel_stage(*sk)  # few (stage, kernel name) pairs, many kernels
-            ps = "bwd" if node_of[op] >= 0 else "fwd"
-        else:
-            # kernel-only calls, and helper kernels whose own op is in no call (groups.py)
-            c = kernel_call.get(id(k), -1)
+    place: dict[tuple, tuple] = {}  # (stage-pass id, name id) or (None, name id, in backward) -> _kernel_place
+    for i in range(len(at)) if kernel_call else compress(range(len(at)), map((-1).__lt__, at)):
+        s = at[i]
+        if s >= 0:
+            c, launched = slot_call[s], True
+            key = (sp_of[s], name_id[i])
+        else:  # kernel-only calls, and helper kernels whose own op is in no call (groups.py)
+            c = kernel_call.get(id(L.kernels[i]), -1)
             if c < 0:
                 continue
-            fam = P.kernel_family(e.name)
-            stage = fam.stage if fam is not None and fam.stage in P.HELPER_STAGES else "fused"
-            ps = fam.pass_ if fam is not None and fam.pass_ else ("bwd" if op >= 0 and node_of[op] >= 0 else "fwd")
-        key = (stage, ps)
-        cell = cells[c].get(key)
+            o = kop[i]
+            launched = o >= 0
+            key = (None, name_id[i], launched and node_of[o] >= 0)
+        got = place.get(key)
+        if got is None:
+            got = place[key] = (_kernel_place(slot_keys[s][1], names.values[key[1]], slot_keys[s][2]) if s >= 0
+                                else _kernel_place(None, names.values[key[1]], key[2]))
+        cell_key, rk, rk3, fused = got
+        d = kdur[i]
+        cell = cells[c].get(cell_key)
         if cell is None:
-            cell = cells[c][key] = Cell()
+            cell = cells[c][cell_key] = Cell()
         cell.gpu_us += d
         cell.kernels += 1
-        if op >= 0:
+        if launched:
             cell.launches += 1
-        impl = ""
-        if stage == "fused":
-            fam = P.fused_family(e.name)
-            if fam is not None:
-                impl = fam.implementation
-                fused_seen[c][impl] = fused_seen[c].get(impl, 0.0) + d
-        rk = (e.name, stage, ps, impl)
+        if fused:
+            fused_seen[c][rk[3]] = fused_seen[c].get(rk[3], 0.0) + d
         row = kernel_rows.get(rk)
         if row is None:
             row = kernel_rows[rk] = [0, 0.0]
         row[0] += 1
         row[1] += d
         ck = call_kernels[c]
-        row = ck.get(rk[:3])
+        row = ck.get(rk3)
         if row is None:
-            row = ck[rk[:3]] = [0, 0.0]
+            row = ck[rk3] = [0, 0.0]
         row[0] += 1
         row[1] += d
+    return kernel_rows, total_gpu, step_gpu, fused_seen, call_kernels
 
-    attention_ops = L.where_name(_is_attention_op)  # few per call: each call bisects its own
-    for c in calls:
-        _settle_implementation(L, c, fused_seen[c.id], attention_ops)
-    return Measured(cells, kernel_rows, op_rows, stage_of, total_gpu, total_cpu, step_gpu, step_cpu, kernel_call,
-                    call_kernels, in_calls, cpu_members)
+
+def _kernel_place(op_stage: str | None, name: str, bwd: bool) -> tuple[tuple[str, str], tuple, tuple, bool]:
+    """((stage, pass), its kernel row's key (name, stage, pass, implementation), its call's row key
+    (name, stage, pass), whether a fused family named it) of a kernel whose op has stage
+    ``op_stage`` (None: no op of its call launched it) and runs in backward (``bwd``)."""
+    if op_stage is None:
+        fam = P.kernel_family(name)
+        stage = fam.stage if fam is not None and fam.stage in P.HELPER_STAGES else "fused"
+        ps = fam.pass_ if fam is not None and fam.pass_ else ("bwd" if bwd else "fwd")
+    else:
+        stage, ps = kernel_stage(op_stage, name), "bwd" if bwd else "fwd"
+    fam = P.fused_family(name) if stage == "fused" else None
+    impl = fam.implementation if fam is not None else ""
+    return (stage, ps), (name, stage, ps, impl), (name, stage, ps), fam is not None
+
+
+def _op_rows(L: Linked, rows: list[int], slot: np.ndarray, stage_pass: Interned
+             ) -> dict[tuple[str, str, str], list[float]]:
+    """(op name, stage, pass) -> [count, self time] over ``rows``, keys as columns.sums makes them (an
+    empty name reads "other"), grouped on the name ids and the slots' (stage, pass) ids."""
+    ids, values = L.name_codes()
+    named = intern(["other" if v is None or v == "" else v for v in values])
+    of_slot = np.append(stage_pass.ids, -1)  # slot -1 (no call) reads -1
+    got = columns.sums(rows, (named.ids[ids], of_slot[slot]), None, L.self_cpu)
+    return {(named.values[nm], *_stage_pass(stage_pass.values[sp])): v for (nm, sp), v in got.items()}
+
+
+def _stage_pass(key: tuple[str, bool]) -> tuple[str, str]:
+    return key[0], "bwd" if key[1] else "fwd"
 
 
 def _is_attention_op(name: str) -> bool:

@@ -12,6 +12,7 @@ backward order (AV's backward runs first, then softmax's, then QK^T's and the pr
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from functools import lru_cache
 
 from ..format import tags
@@ -72,28 +73,60 @@ def _triton_stage(name: str) -> str:
     return "other"
 
 
-def classify_call(L: Linked, call: Call, stage_of: list[str | None]) -> None:
-    """Fill ``stage_of[i]`` for the forward ops of ``call``."""
-    classify_range(L, call.lo, call.hi, stage_of)
+def _may_decide(name: str) -> bool:
+    """Whether an op of this name can decide a stage under some category: by its name (any category
+    but a module scope or an annotation), or as a ``tb_attn::stage`` annotation."""
+    return _kind_by_name("", name) not in (None, CONTAINER) or tags.parse_stage(name) is not None
 
 
-def classify_range(L: Linked, lo: int, hi: int, stage_of: list[str | None], backward: bool = False) -> None:
-    """Fill ``stage_of[i]`` for the ops ``[lo, hi)`` of one call; ``backward``: they are the ops of a
-    backward node, which runs the stages in reverse order."""
-    ops, end = L.ops, L.subtree_end
-    decisive: list[tuple[int, str]] = []
-    i = lo
-    while i < hi:
-        kind = op_kind(ops[i])
-        if kind is None or kind == CONTAINER:
-            stage_of[i] = "other"
-            i += 1
-            continue
-        decisive.append((i, kind))
-        i = end[i]
+class Stager:
+    """Stages of the ops of one linked trace's calls. The ops whose name can decide a stage are found
+    once (per distinct name, at C speed): a call's walk visits only those, not each of its ops."""
 
-    core = next((k for k, (_, kind) in enumerate(decisive) if kind in ("softmax", "fused", "stage:softmax", "stage:fused")), None)
-    bmms = [k for k, (_, kind) in enumerate(decisive) if kind in ("bmm", "stage:qk_matmul", "stage:av_matmul")]
+    def __init__(self, L: Linked):
+        self.L = L
+        self._deciders = L.where_name(_may_decide)  # ascending
+
+    def classify_call(self, call: Call, stage_of: list[str | None]) -> None:
+        """Fill ``stage_of[i]`` for the forward ops of ``call``."""
+        self.classify_range(call.lo, call.hi, stage_of)
+
+    def _decisive(self, lo: int, hi: int) -> list[tuple[int, str | tuple[str, str]]]:
+        """The outermost ops of ``[lo, hi)`` with a meaning, and their kinds, in op order (what a walk
+        from ``lo`` finds that skips the subtree of each such op: no op inside one decides). A Triton
+        op's kind is ("triton", the stage its name says)."""
+        ops, end, at = self.L.ops, self.L.subtree_end, self._deciders
+        out: list[tuple[int, str | tuple[str, str]]] = []
+        covered = lo
+        for k in range(bisect_left(at, lo), bisect_left(at, hi)):
+            i = at[k]
+            if i < covered:
+                continue
+            kind = op_kind(ops[i])
+            if kind is not None and kind != CONTAINER:
+                out.append((i, ("triton", _triton_stage(ops[i].name)) if kind == "triton" else kind))
+                covered = end[i]
+        return out
+
+    def classify_range(self, lo: int, hi: int, stage_of: list[str | None], backward: bool = False) -> None:
+        """Fill ``stage_of[i]`` for the ops ``[lo, hi)`` of one call; ``backward``: they are the ops
+        of a backward node, which runs the stages in reverse order. Ops outside every decisive
+        op's subtree are "other"."""
+        if hi <= lo:
+            return
+        end = self.L.subtree_end
+        decisive = self._decisive(lo, hi)
+        stage_of[lo:hi] = ["other"] * (hi - lo)
+        for (i, _), st in zip(decisive, _stages(tuple(kind for _, kind in decisive), backward)):
+            stage_of[i:end[i]] = [st] * (end[i] - i)
+
+
+@lru_cache(maxsize=4096)
+def _stages(kinds: tuple, backward: bool) -> tuple[str, ...]:
+    """The stage of each decisive op of a call from their kinds in order: position decides what a
+    plain op means (the calls of one layer share their kinds: decided once)."""
+    core = next((k for k, kind in enumerate(kinds) if kind in ("softmax", "fused", "stage:softmax", "stage:fused")), None)
+    bmms = [k for k, kind in enumerate(kinds) if kind in ("bmm", "stage:qk_matmul", "stage:av_matmul")]
     if core is None and bmms:
         core = bmms[0] + 1 if len(bmms) > 1 else bmms[0]
     first = min([core] + [b for b in bmms if core is not None and b < core]) if core is not None else None
@@ -101,8 +134,11 @@ def classify_range(L: Linked, lo: int, hi: int, stage_of: list[str | None], back
 
     before_core, after_core = ("av_matmul", "qk_matmul") if backward else ("qk_matmul", "av_matmul")
     before_first, after_last = ("out_proj", "qkv_proj") if backward else ("qkv_proj", "out_proj")
-    for k, (i, kind) in enumerate(decisive):
-        if kind.startswith("stage:"):
+    out = []
+    for k, kind in enumerate(kinds):
+        if isinstance(kind, tuple):  # ("triton", its stage)
+            st = kind[1]
+        elif kind.startswith("stage:"):
             st = kind[6:]
         elif kind == "fused":
             st = "fused"
@@ -126,12 +162,10 @@ def classify_range(L: Linked, lo: int, hi: int, stage_of: list[str | None], back
                 st = "scale_mask" if first is None or k > first else "other"
             else:
                 st = "scale_mask" if last is None or k < last else "other"
-        elif kind == "triton":
-            st = _triton_stage(ops[i].name)
         else:
             st = "other"
-        for j in range(i, end[i]):
-            stage_of[j] = st
+        out.append(st)
+    return tuple(out)
 
 
 def kernel_stage(op_stage: str, kernel_name: str) -> str:

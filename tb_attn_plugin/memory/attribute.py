@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 from array import array
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, Sequence
 
 from ..format import tags
 import numpy as np
@@ -22,8 +22,7 @@ from .snapshot import Annotation
 from .timeline import Timeline
 
 
-@dataclass(frozen=True)
-class Slot:
+class Slot(NamedTuple):  # immutable and hashable, and made at C speed (a trace has thousands)
     call: int  # index into the owner's call list
     stage: str
     pass_: str  # fwd | bwd
@@ -35,27 +34,28 @@ class Attribution:
     slots: list[Slot]
 
 
-def from_trace(tl: Timeline, L, calls, call_of: list[int], stage_of: list[str | None],
-               in_calls: list[int]) -> Attribution:
-    """Attribute a profiler Timeline to the calls found in the trace it came from (``in_calls``: the
+def from_trace(tl: Timeline, L, slots: tuple, in_calls: Sequence[int]) -> Attribution:
+    """Attribute a profiler Timeline to the calls found in the trace it came from (``slots``: each
+    op's (call, stage, pass) id and the ids' keys, Measured.slot and slot_keys; ``in_calls``: the
     ops in some call, detect.members)."""
     # The link's threads as the timeline numbers them (-1: a thread without memory events).
     thread_of = {key: i for i, key in enumerate(tl.threads)}
     block_thread = array("q", [thread_of.get((str(pid), str(tid)), -1) for pid, tid in L.threads])
     winner, touched = _innermost(tl, L, in_calls, block_thread)
     # One slot per (call, stage, pass), numbered in the order of the ops that hold events.
-    ids, keys = columns.factorize(list(touched), (call_of, stage_of, L.bwd), "other")
-    slots = [Slot(c, st, "bwd" if b else "fwd") for c, st, b in keys]
-    op_slot = dict(zip(touched, ids.tolist()))
-    op_slot[-1] = -1
-    return Attribution(array("q", map(op_slot.__getitem__, winner)), slots)
+    slot, slot_keys = slots
+    ids, keys = columns.factorize(touched, (slot,))
+    slots = [Slot(c, st, "bwd" if b else "fwd") for c, st, b in map(slot_keys.__getitem__, keys)]
+    op_slot = np.full(len(L.ops) + 1, -1, np.int64)  # the last one: no op's (-1) events
+    op_slot[touched] = ids
+    return Attribution(array("q", op_slot[winner].tobytes()), slots)
 
 
 PAIRS_PER_BATCH = 1 << 22  # (op, event) pairs held at once: bounds the memory of a wide window
 
 
-def _innermost(tl: Timeline, L, in_calls: list[int], block_thread: array) -> tuple[array, list[int]]:
-    """(winning op per event, -1 for none; the ops whose window held any event, in order): each
+def _innermost(tl: Timeline, L, in_calls: Sequence[int], block_thread: array) -> tuple[np.ndarray, list[int]]:
+    """(winning op per event (int64), -1 for none; the ops whose window held any event, in order): each
     call op, in order, takes the events of its thread inside its window [ts, ts + dur] when it is
     deeper than the op they have, so the deepest wins and, of equally deep ones, the first."""
     n = len(tl)
@@ -91,7 +91,7 @@ def _innermost(tl: Timeline, L, in_calls: list[int], block_thread: array) -> tup
         np.minimum.at(best, by_thread[pos], np.repeat(rank[w], count))
         done = w.stop
     op_of_rank = np.append(ops[held][by_rank], -1)
-    return array("q", op_of_rank[best].tobytes()), ops[held].tolist()
+    return op_of_rank[best], ops[held].tolist()
 
 
 @dataclass

@@ -7,7 +7,7 @@ import gc
 import math
 import os
 import time
-from typing import Any
+from typing import Any, Sequence
 
 from ..attention import shapes
 from ..format.errors import TraceError
@@ -23,12 +23,22 @@ NO_MEMORY = ("no memory events in this trace: record them with torch.profiler.pr
              "or tb_attn_plugin.profile(..., memory=True)")
 
 
-def _trace_spans(L, calls, call_of: list[int], stage_of: list[str | None], in_calls: list[int]) -> dict[int, dict]:
+Slots = tuple  # (each op's slot id, -1 outside calls; the (call, stage, in backward) of each id): Measured.slot
+
+
+def _trace_spans(L, calls, slots: Slots, in_calls: Sequence[int]) -> dict[int, dict]:
     """Per call: (stage, pass) -> [first start, last end] of its ops, for shading the curve."""
     out: dict[int, dict] = {c.id: {} for c in calls}
-    for (c, st, b), span in columns.spans(in_calls, (call_of, stage_of, L.bwd), "other", L.ts, L.dur).items():
+    slot, keys = slots
+    for k, span in columns.spans(in_calls, (slot,), None, L.ts, L.dur).items():
+        c, st, b = keys[k]
         out[c][(st, "bwd" if b else "fwd")] = span
     return out
+
+
+def slots_of(L, call_of: list[int], stage_of: list[str | None], in_calls: list[int]) -> Slots:
+    """The slots Measured holds, for a caller that has only the columns they are made of."""
+    return columns.keyed(in_calls, (call_of, stage_of, L.bwd_column), "other", len(L.ops))
 
 
 class Timelines:
@@ -48,13 +58,14 @@ class Timelines:
         return self._tls
 
 
-def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None], warnings: list[str] | None,
-               in_calls: list[int], timelines: Timelines | None = None) -> dict[str, Any] | None:
+def from_trace(ev, L, calls, slots: Slots, warnings: list[str] | None,
+               in_calls: Sequence[int], timelines: Timelines | None = None) -> dict[str, Any] | None:
     """The memory section from the profiler's [memory] events (None when the trace has none).
-    Call layers must already be named. ``in_calls``: the ops in some call (Measured.members);
-    ``timelines``: Timelines(ev) when the caller made them already."""
+    Call layers must already be named. ``slots``: (Measured.slot, Measured.slot_keys);
+    ``in_calls``: the ops in some call (Measured.member_at, or members); ``timelines``: Timelines(ev) when the
+    caller made them already."""
     try:
-        got = _attributed(ev, L, calls, call_of, stage_of, in_calls, timelines)
+        got = _attributed(ev, L, slots, in_calls, timelines)
     except OverflowError:
         if warnings is not None:
             warnings.append("memory events left out: their byte counts add up beyond any real memory")
@@ -62,20 +73,19 @@ def from_trace(ev, L, calls, call_of: list[int], stage_of: list[str | None], war
     if got is None:
         return None
     tls, tl, att = got
-    spans = _trace_spans(L, calls, call_of, stage_of, in_calls)
+    spans = _trace_spans(L, calls, slots, in_calls)
     infos = []
     for c in calls:
         sb = shapes.score_bytes(c.info.get("shape"), c.info.get("dtype"))
         # Only the stages a time window shows: the call's own "other" ops cover its whole window.
         sp = [(st, ps, a, b) for (st, ps), (a, b) in spans.get(c.id, {}).items() if st != "other"]
         infos.append(section.CallInfo(c.layer, c.step, sb, sp))
-    devices = [{"device": d, "peak_bytes": int(max(t.live)) if len(t) else 0, "events": len(t)}
+    devices = [{"device": d, "peak_bytes": t.peak_bytes(), "events": len(t)}
                for d, t in sorted(tls.items())]
     return section.build(tl, att, infos, source="profiler", devices=devices)
 
 
-def _attributed(ev, L, calls, call_of: list[int], stage_of: list[str | None], in_calls: list[int],
-                timelines: Timelines | None = None):
+def _attributed(ev, L, slots: Slots, in_calls: Sequence[int], timelines: Timelines | None = None):
     """(every device's timeline, the main device's, its events' calls and stages) from the profiler's
     [memory] events; None without any. Raises OverflowError for byte counts beyond any real memory."""
     tls = (timelines or Timelines(ev)).get()
@@ -83,7 +93,7 @@ def _attributed(ev, L, calls, call_of: list[int], stage_of: list[str | None], in
     if dev is None:
         return None
     tl = tls[dev]
-    return tls, tl, attribute.from_trace(tl, L, calls, call_of, stage_of, in_calls)
+    return tls, tl, attribute.from_trace(tl, L, slots, in_calls)
 
 
 def score_blocks(ev, L, calls, call_of: list[int], stage_of: list[str | None],
@@ -92,7 +102,7 @@ def score_blocks(ev, L, calls, call_of: list[int], stage_of: list[str | None],
     an allocation inside an attention call whose size is that call's B·H·Lq·Lk·itemsize (the rule of
     the report's score_matrix numbers); one never freed lasts to the last event. [] without any."""
     try:
-        got = _attributed(ev, L, calls, call_of, stage_of, in_calls)
+        got = _attributed(ev, L, slots_of(L, call_of, stage_of, in_calls), in_calls)
     except OverflowError:
         return []
     if got is None:
@@ -133,7 +143,7 @@ UNKNOWN = section.UNKNOWN
 
 def _snapshot_section(path: str) -> dict[str, Any]:
     s = snap.load(path)
-    peak_of = {d: (max(r.timeline.live) if len(r.timeline) else 0) for d, r in s.devices.items()}
+    peak_of = {d: r.timeline.peak_bytes() for d, r in s.devices.items()}
     dev = max(s.devices, key=peak_of.__getitem__)
     att, acalls = attribute.from_annotations(s.devices[dev].timeline, s.annotations)
     framed: dict[int, stack_attribution.FrameAttribution] = {}

@@ -69,4 +69,4 @@ def main_device(tls: dict[str, Timeline]) -> str | None:
         return None
     gpus = [d for d in tls if d != "cpu"]
     pool = gpus or list(tls)
-    return max(pool, key=lambda d: max(tls[d].live) if len(tls[d].live) else 0)
+    return max(pool, key=lambda d: tls[d].peak_bytes())

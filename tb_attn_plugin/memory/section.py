@@ -4,10 +4,14 @@ per call, layer and stage, score-matrix blocks, churn and a downsampled curve.""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Callable
 
 from ..format.units import bytes_text
+import numpy as np
+
 from ..trace import columns
+from ..trace.table import intern, ints
 from .attribute import Attribution
 from .timeline import Timeline, downsample
 
@@ -17,6 +21,7 @@ MAX_CALL_ROWS = 2000
 MAX_SPANS = 3000
 MAX_LIVE_ROWS = 12
 CUDA_BLOCK = 512  # the caching allocator rounds every block up to a multiple of 512 bytes
+_INT64_MAX = (1 << 63) - 1
 UNKNOWN = "attention: unknown (this snapshot has no annotations and no attention frames)"
 
 
@@ -48,42 +53,12 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
     nothing could tell attention's blocks (the peak's share is null, never 0)."""
     n = len(tl)
     delta, live, slot, slots = tl.delta, tl.live, att.slot, att.slots
-    score_of = [c.score_bytes for c in calls]
 
     # Per call / per (stage, pass) sums over the allocations inside attention calls; the counts over
     # every event in one pass (trace/columns.py: at C speed, a big trace has millions).
-    per_call = [{"bytes_allocated": 0, "allocs": 0, "score_matrix_bytes": 0, "score_matrix_blocks": 0,
-                 "bwd_bytes_allocated": 0, "first": -1, "last": -1} for _ in calls]
-    per_stage: dict[tuple[str, str], list[int]] = {}
-    per_layer_stage: dict[tuple[str, str, str], list[int]] = {}
-    is_score = bytearray(n)
     allocs, zeros, allocated_total, unpaired_frees, live_at_end, inside = columns.byte_counts(delta, tl.pair, slot)
     frees = n - allocs - zeros
-    for i in inside:
-        d = delta[i]
-        s = slots[slot[i]]
-        row = per_call[s.call]
-        row["bytes_allocated"] += d
-        row["allocs"] += 1
-        if s.pass_ == "bwd":
-            row["bwd_bytes_allocated"] += d
-        else:
-            if row["first"] < 0:
-                row["first"] = i
-            row["last"] = i
-        ls = per_layer_stage.setdefault((calls[s.call].layer, s.stage, s.pass_), [0, 0, 0])
-        ls[0] += d
-        ls[1] += 1
-        st = per_stage.setdefault((s.stage, s.pass_), [0, 0, 0, 0])
-        st[0] += d
-        st[1] += 1
-        if score_events[i] if score_events is not None else is_score_block(d, score_of[s.call]):
-            is_score[i] = 1
-            row["score_matrix_bytes"] += d
-            row["score_matrix_blocks"] += 1
-            ls[2] += 1
-            st[2] += 1
-            st[3] += d
+    per_call, per_layer_stage, per_stage, is_score = _inside_sums(att, calls, delta, inside, score_events)
 
     call_rows = []
     for c, row in zip(calls, per_call):
@@ -119,10 +94,10 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
     times, values, idx = downsample(tl.t, live, MAX_CURVE_POINTS, keep=(p,) if p >= 0 else ())
     reserved = [int(tl.reserved[i]) for i in idx] if tl.reserved is not None and len(tl.reserved) == n else None
     # Sorted by start, only the first MAX_SPANS made into rows (a long snapshot has many calls).
-    raw = sorted(((round(s0 - t0, 3), ci, st, ps, s1) for ci, c in enumerate(calls) for st, ps, s0, s1 in c.spans),
-                 key=lambda x: x[0])
-    spans = [{"call": ci, "layer": calls[ci].layer, "stage": st, "pass": ps, "start_us": a0,
-              "end_us": round(s1 - t0, 3)} for a0, ci, st, ps, s1 in raw[:MAX_SPANS]]
+    flat = [(ci, st, ps, s0, s1) for ci, c in enumerate(calls) for st, ps, s0, s1 in c.spans]
+    raw = sorted(zip(columns.rounded([s0 - t0 for _, _, _, s0, _ in flat]), flat), key=itemgetter(0))[:MAX_SPANS]
+    spans = [{"call": ci, "layer": calls[ci].layer, "stage": st, "pass": ps, "start_us": a0, "end_us": a1}
+             for (a0, (ci, st, ps, _, _)), a1 in zip(raw, columns.rounded([s1 - t0 for _, (*_, s1) in raw]))]
     total_score = sum(r["score_matrix_bytes"] for r in call_rows)
     att_peak = attention_peak(tl, att) if calls and attention_known else None
     section: dict[str, Any] = {
@@ -140,7 +115,7 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
                   "unpaired_frees": unpaired_frees,
                   "live_at_end": live_at_end,
                   **(churn or {})},
-        "curve": {"start_us": round(t0, 3), "t_us": [round(x - t0, 3) for x in times], "bytes": values,
+        "curve": {"start_us": round(t0, 3), "t_us": columns.rounded([x - t0 for x in times]), "bytes": values,
                   "reserved": reserved, "points_total": n},
         "spans": spans[:MAX_SPANS],
         "calls": call_rows[:MAX_CALL_ROWS],
@@ -156,19 +131,119 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
     return section
 
 
+def _scores(calls: list[CallInfo]) -> tuple[np.ndarray, np.ndarray]:
+    """Per call, the block sizes that are its score matrix (is_score_block): B·H·Lq·Lk·itemsize and
+    that rounded up to the allocator's block; -1 where there is none or it is past any int64 size."""
+    exact, rounded = [], []
+    for c in calls:
+        sb = c.score_bytes
+        if isinstance(sb, float):  # equal to an int size only when integral
+            sb = int(sb) if sb.is_integer() else None
+        ok = bool(sb) and 0 < sb <= _INT64_MAX
+        exact.append(sb if ok else -1)
+        up = -(-sb // CUDA_BLOCK) * CUDA_BLOCK if ok else -1
+        rounded.append(up if up <= _INT64_MAX else -1)
+    return np.array(exact, np.int64), np.array(rounded, np.int64)
+
+
+def _inside_sums(att: Attribution, calls: list[CallInfo], delta, inside: list[int],
+                 score_events: bytearray | None):
+    """Over the allocations inside attention calls (``inside``, ascending): per call its row's sums,
+    per (layer, stage, pass) [bytes, allocs, score blocks], per (stage, pass) [bytes, allocs, score
+    blocks, score bytes], each dict in order of its key's first allocation, and per event whether it
+    is a score-matrix block. Summed at C speed (exact ints) per call and per key, each row made once."""
+    slot, slots = att.slot, att.slots
+    per_call = [{"bytes_allocated": 0, "allocs": 0, "score_matrix_bytes": 0, "score_matrix_blocks": 0,
+                 "bwd_bytes_allocated": 0, "first": -1, "last": -1} for _ in calls]
+    per_stage: dict[tuple[str, str], list[int]] = {}
+    per_layer_stage: dict[tuple[str, str, str], list[int]] = {}
+    is_score = bytearray(len(delta))
+    if not inside:
+        return per_call, per_layer_stage, per_stage, is_score
+    at = np.asarray(inside, np.int64)
+    d, k = ints(delta)[at], ints(slot)[at]
+    if score_events is not None:
+        score = np.frombuffer(bytes(score_events), np.uint8)[at] != 0
+    else:
+        exact, rounded = _scores(calls)
+        of_call = np.fromiter((s.call for s in slots), np.int64, len(slots))[k]
+        score = (d == exact[of_call]) | (d == rounded[of_call])
+    is_score_at = np.zeros(len(delta), np.uint8)
+    is_score_at[at[score]] = 1
+    is_score[:] = is_score_at.tobytes()
+    # Each allocation's call and (stage, pass), from its slot's.
+    slot_call = np.fromiter((s.call for s in slots), np.int64, len(slots))
+    stage_pass = intern([(s.stage, s.pass_) for s in slots])
+    call, sp = slot_call[k], stage_pass.ids[k]
+    bwd = np.array([ps == "bwd" for _, ps in stage_pass.values], bool)[sp]
+    n_calls = len(calls)
+    size, allocs = _exact_sums(call, d, n_calls), np.bincount(call, minlength=n_calls).tolist()
+    bwd_size = _exact_sums(call[bwd], d[bwd], n_calls)
+    score_size, blocks = _exact_sums(call[score], d[score], n_calls), np.bincount(call[score], minlength=n_calls).tolist()
+    fwd = ~bwd
+    first, last = np.full(n_calls, len(delta), np.int64), np.full(n_calls, -1, np.int64)
+    np.minimum.at(first, call[fwd], at[fwd])
+    np.maximum.at(last, call[fwd], at[fwd])
+    first[last < 0] = -1
+    for row, b, a, bb, sb, sc, f, la in zip(per_call, size, allocs, bwd_size, score_size, blocks, first.tolist(),
+                                           last.tolist()):
+        row.update(bytes_allocated=b, allocs=a, score_matrix_bytes=sb, score_matrix_blocks=sc, bwd_bytes_allocated=bb,
+                   first=f, last=la)
+    # Per (layer, stage, pass) and per (stage, pass), keys in order of first allocation.
+    layer = intern([c.layer for c in calls])
+    n_sp = len(stage_pass.values)
+    for key, (b, a, sc, _) in _grouped(layer.ids[call] * n_sp + sp, d, score).items():
+        lay, ps = divmod(key, n_sp)
+        per_layer_stage[(layer.values[lay], *stage_pass.values[ps])] = [b, a, sc]
+    for key, got in _grouped(sp, d, score).items():
+        per_stage[stage_pass.values[key]] = got
+    return per_call, per_layer_stage, per_stage, is_score
+
+
+def _exact_cumsum(values: np.ndarray) -> np.ndarray:
+    """The running sum of int values, exact: int64 where no partial sum can pass it, else Python's ints."""
+    if len(values) and max(int(values.max()), -int(values.min())) > _INT64_MAX // len(values):
+        return np.cumsum(values.astype(object))
+    return np.cumsum(values)
+
+
+def _grouped(key: np.ndarray, size: np.ndarray, score: np.ndarray) -> dict[int, list[int]]:
+    """Per key (keys in order of first appearance): [bytes, allocations, score blocks, score bytes]."""
+    gid, keys = columns.factorize(range(len(key)), (key,))
+    g = len(keys)
+    b, s = _exact_sums(gid, size, g), _exact_sums(gid[score], size[score], g)
+    a, sc = np.bincount(gid, minlength=g).tolist(), np.bincount(gid[score], minlength=g).tolist()
+    return {kk: [b[i], a[i], sc[i], s[i]] for i, kk in enumerate(keys)}
+
+
+def _exact_sums(group: np.ndarray, values: np.ndarray, groups: int) -> list[int]:
+    """Per group, the sum of its int values as a Python int: int64 where no sum can pass it, else
+    Python's ints."""
+    if len(values) and max(int(values.max()), -int(values.min())) > _INT64_MAX // len(values):
+        out = np.zeros(groups, object)
+        np.add.at(out, group, values.astype(object))
+        return [int(v) for v in out]
+    out = np.zeros(groups, np.int64)
+    np.add.at(out, group, values)
+    return out.tolist()
+
+
 def attention_peak(tl: Timeline, att: Attribution) -> dict[str, Any] | None:
     """The moment attention's own live blocks were largest: {bytes, t_us, live_bytes (everything
     live then), share}; the device's peak may come when attention's blocks are already freed."""
     slot, pair, delta, live = att.slot, tl.pair, tl.delta, tl.live
-    cur = best = 0
-    at = -1
-    for i in range(len(tl)):
-        d = delta[i]
-        j = i if d > 0 else pair[i]
-        if j >= 0 and slot[j] >= 0:
-            cur += d
-            if cur > best:
-                best, at = cur, i
+    d = ints(delta)
+    # An allocation counts when it is attention's, a free when the allocation it frees is: the
+    # running sum over those events, and its first greatest value above 0.
+    j = np.where(d > 0, np.arange(len(d)), ints(pair))
+    counted = np.flatnonzero(j >= 0)
+    counted = counted[ints(slot)[j[counted]] >= 0]
+    cur = _exact_cumsum(d[counted])
+    at, best = -1, 0
+    if len(cur):
+        k = int(np.argmax(cur))
+        if cur[k] > 0:
+            at, best = int(counted[k]), int(cur[k])
     if at < 0:
         return None
     total = int(live[at])

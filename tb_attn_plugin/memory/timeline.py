@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 from itertools import accumulate, islice
 from operator import gt
 
+import numpy as np
+
 from ..trace import columns
+from ..trace.table import ints
 
 ADDR_MASK = (1 << 63) - 1  # addresses are stored signed; a pointer never uses the top bit
 
@@ -63,12 +66,13 @@ class Timeline:
         live = array("q", accumulate(self.delta, initial=self.base))
         self.live = live[1:]
 
+    def peak_bytes(self) -> int:
+        """The highest live value (0 when empty)."""
+        return int(ints(self.live).max()) if len(self.live) else 0
+
     def peak_index(self) -> int:
         """Index of the first event at the highest live value (-1 when empty)."""
-        if not len(self.live):
-            return -1
-        m = max(self.live)
-        return self.live.index(m)
+        return int(np.argmax(ints(self.live))) if len(self.live) else -1
 
     def live_before(self, i: int) -> int:
         """Live bytes just before event ``i``."""
@@ -79,8 +83,8 @@ class Timeline:
     def live_at(self, i: int) -> list[int]:
         """Indices of the allocations live right after event ``i``: allocated at or before it and
         freed after it (or never, within the record)."""
-        pair = self.pair
-        return [j for j in range(i + 1) if self.delta[j] > 0 and (pair[j] < 0 or pair[j] > i)]
+        d, pair = ints(self.delta)[:i + 1], ints(self.pair)[:i + 1]
+        return np.flatnonzero((d > 0) & ((pair < 0) | (pair > i))).tolist()
 
 
 def downsample(t, values, max_points: int, keep: tuple[int, ...] = ()) -> tuple[list[float], list[int], list[int]]:
@@ -106,4 +110,4 @@ def downsample(t, values, max_points: int, keep: tuple[int, ...] = ()) -> tuple[
             chosen.add(a + seg.index(min(seg)))
             chosen.add(a + seg.index(max(seg)))
         idx = sorted(chosen)
-    return [round(float(t[i]), 3) for i in idx], [int(values[i]) for i in idx], idx
+    return columns.rounded([float(t[i]) for i in idx]), [int(values[i]) for i in idx], idx

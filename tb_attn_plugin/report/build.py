@@ -29,7 +29,7 @@ from ..attention.stages import kernel_stage
 from ..format import tags, units
 from ..memory import engine as memory
 from ..roofline.section import build as build_roofline
-from ..trace import discover, stream
+from ..trace import columns, discover, stream
 from ..trace.events import Args, decode
 from ..trace.link import Linked, launches_by_correlation, link, op_tree
 from ..trace.pipeline import together
@@ -111,7 +111,8 @@ def _add_memory(report, ev, L, calls, call_of, m, path: str, snapshots: list[str
                 timelines: memory.Timelines | None = None) -> None:
     """The memory section (profiler events, and a snapshot beside the trace); each layer's
     memory_bytes is its largest peak growth there."""
-    report["memory"] = memory.from_trace(ev, L, calls, call_of, m.stage_of, report["warnings"], m.members, timelines)
+    report["memory"] = memory.from_trace(ev, L, calls, (m.slot, m.slot_keys), report["warnings"], m.member_at,
+                                         timelines)
     if snapshots is not None:
         memory.join(report, path, snapshots)
     elif not memory.is_url(path):
@@ -364,24 +365,29 @@ def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[d
 
     for c, ranges in chosen:
         events: list[dict[str, Any]] = []
+        times: list[float] = []  # each event's start (from t0) and duration, rounded together below
         t0 = L.ops[c.lo].ts if c.hi > c.lo else c.start
         for lo, hi, ps in ranges:
             bd = L.depth[lo] if hi > lo else 0
             for j in range(lo, hi):
                 e = L.ops[j]
                 st = m.stage_of[j] or "other"
-                events.append({"name": e.name, "kind": "op", "stage": st, "pass": ps, "start_us": round(e.ts - t0, 3),
-                               "dur_us": round(e.dur, 3), "depth": L.depth[j] - bd, "thread": str(e.tid)})
+                events.append({"name": e.name, "kind": "op", "stage": st, "pass": ps, "start_us": None,
+                               "dur_us": None, "depth": L.depth[j] - bd, "thread": str(e.tid)})
+                times += (e.ts - t0, e.dur)
                 for k in by_op_kernels.get(j, ()):
                     events.append({"name": k.ev.name, "kind": "kernel", "stage": kernel_stage(st, k.ev.name), "pass": ps,
-                                   "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0,
-                                   "stream": _stream(k.ev)})
+                                   "start_us": None, "dur_us": None, "depth": 0, "stream": _stream(k.ev)})
+                    times += (k.ev.ts - t0, k.ev.dur)
         for k in c.kernels:
             fam = kernel_table.helper_family(k.ev.name)
             events.append({"name": k.ev.name, "kind": "kernel", "stage": fam.stage if fam else "fused",
-                           "pass": (fam.pass_ or "fwd") if fam else "fwd",
-                           "start_us": round(k.ev.ts - t0, 3), "dur_us": round(k.ev.dur, 3), "depth": 0,
-                           "stream": _stream(k.ev)})
+                           "pass": (fam.pass_ or "fwd") if fam else "fwd", "start_us": None, "dur_us": None,
+                           "depth": 0, "stream": _stream(k.ev)})
+            times += (k.ev.ts - t0, k.ev.dur)
+        times = columns.rounded(times)  # round(x, 3) of each, at C speed
+        for ev, a, b in zip(events, times[0::2], times[1::2]):
+            ev["start_us"], ev["dur_us"] = a, b
         end = max((ev["start_us"] + ev["dur_us"] for ev in events), default=0.0)
         out.append({"id": c.id, "layer": c.layer, "step": c.step, "implementation": c.implementation,
                     "start_us": round(t0, 3), "dur_us": round(end, 3), "truncated": len(events) > MAX_SAMPLE_EVENTS,

@@ -10,6 +10,7 @@ exact ints past int64."""
 from __future__ import annotations
 
 import functools
+from array import array
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
@@ -40,18 +41,22 @@ def _at(col: Sequence, rows: np.ndarray, listed: Callable[[], list]) -> Sequence
     return [col[got[0]]] if len(got) == 1 else itemgetter(*got)(col) if len(got) else []
 
 
-def _codes(items: Sequence, none_as: Any) -> tuple[np.ndarray, bool]:
+def _codes(items: Sequence, none_as: Any) -> tuple[np.ndarray, bool, list | None]:
     """Numbers for a key column's items that are equal where the items are equal (None and "" read
-    as ``none_as``), and whether they are the items themselves (all ints or bools), else interned ids."""
+    as ``none_as``), whether they are the items themselves (all ints or bools), else interned ids,
+    and for interned strings (or None) each id's key item: equal strings are one value, so the
+    item a group's first row holds is its id's item."""
     if items and type(items[0]) in (int, bool):
         got = np.array(items)
         if got.dtype.kind in "biu":
-            return got, True
+            return got, True, None
     ids, values = intern(items)
     normal = [none_as if _empty(v) else v for v in values]
+    plain = all(v is None or type(v) is str for v in values)
     if normal == values or len(set(normal)) == len(normal):
-        return ids, False
-    return intern(normal).ids[ids], False  # none_as may equal a value the column has: one key, as a dict makes
+        return ids, False, normal if plain else None
+    again = intern(normal)  # none_as may equal a value the column has: one key, as a dict makes
+    return again.ids[ids], False, again.values if plain else None
 
 
 def _groups(rows: Sequence[int], cols: tuple, none_as: Any) -> tuple[np.ndarray, np.ndarray, list]:
@@ -62,8 +67,10 @@ def _groups(rows: Sequence[int], cols: tuple, none_as: Any) -> tuple[np.ndarray,
     if not len(r):
         return r, np.zeros(0, np.int64), []
     listed = functools.cache(lambda: rows if isinstance(rows, list) else r.tolist())
-    items = [_at(col, r, listed) for col in cols]
-    codes, numbers = zip(*(_codes(it, none_as) for it in items))
+    # An int (or bool) array column is its own codes: gathered, never made Python objects but for the keys.
+    items = [col[r] if _int_array(col) else _at(col, r, listed) for col in cols]
+    codes, numbers, keyed = zip(*((it, True, None) if isinstance(it, np.ndarray) else _codes(it, none_as)
+                                  for it in items))
     key, size = np.zeros(len(r), np.int64), 1
     for c in codes:  # one int64 key per row: the columns' dense codes in mixed radix
         d, k = _dense(c)
@@ -80,10 +87,16 @@ def _groups(rows: Sequence[int], cols: tuple, none_as: Any) -> tuple[np.ndarray,
     number[present[by_first]] = np.arange(len(present))
     gid = number[key]
     first = first_of[present[by_first]]  # each group's first row, groups in order of first appearance
-    first = first.tolist()
-    parts = [_normal(itemgetter(*first)(it) if len(first) > 1 else (it[first[0]],), none_as, k)
-             for it, k in zip(items, numbers)]
+    at = first.tolist()
+    parts = [it[first].tolist() if isinstance(it, np.ndarray)
+             else [ks[j] for j in c[first].tolist()] if ks is not None
+             else _normal(itemgetter(*at)(it) if len(at) > 1 else (it[at[0]],), none_as, k)
+             for it, c, k, ks in zip(items, codes, numbers, keyed)]
     return r, gid, list(zip(*parts)) if len(cols) > 1 else parts[0]
+
+
+def _int_array(col) -> bool:
+    return isinstance(col, np.ndarray) and col.dtype.kind in "biu"
 
 
 def _dense(codes: np.ndarray, force: bool = False) -> tuple[np.ndarray, int]:
@@ -115,6 +128,16 @@ def sums(rows: list[int], cols: tuple, none_as: Any = None, values: Sequence[flo
     else:
         total = np.bincount(gid, weights=floats(values)[r], minlength=len(keys)).tolist()
     return {k: [c, s] for k, c, s in zip(keys, count, total)}
+
+
+def keyed(rows: list[int], cols: tuple, none_as: Any, n: int) -> tuple[np.ndarray, list]:
+    """Keys as in sums, as a column of ``n`` ids: each row's key's number (first appearance first),
+    -1 at every other position; and the keys by number. Later groupings by the same key (over some
+    of the rows) read this one int column, not the Python columns again."""
+    r, gid, keys = _groups(rows, cols, none_as)
+    out = np.full(n, -1, np.int64)
+    out[r] = gid
+    return out, keys
 
 
 def spans(rows: list[int], cols: tuple, none_as: Any, ts: Sequence[float], dur: Sequence[float]) -> dict:
@@ -149,8 +172,10 @@ def factorize(rows: list[int], cols: tuple, none_as: Any = None) -> tuple[np.nda
 
 def positions(ids: np.ndarray, count: int) -> list[np.ndarray]:
     """For each id below ``count``, the ascending positions (int64) where it occurs in ``ids``."""
-    order = np.argsort(ids, kind="stable")
-    return np.split(order, np.cumsum(np.bincount(ids, minlength=count))[:-1]) if count else []
+    # a stable sort of ids that fit 16 bits is numpy's radix sort (a trace has a few thousand names)
+    order = np.argsort(ids.astype(np.uint16) if count <= 1 << 16 else ids, kind="stable")
+    bounds = np.cumsum(np.bincount(ids, minlength=count)).tolist() if count else []
+    return [order[a:b] for a, b in zip([0] + bounds, bounds)]  # views, as np.split makes them (without its cost)
 
 
 def where(values: list, at: list[np.ndarray], test: Callable[[Any], object]) -> list[int]:
@@ -239,3 +264,31 @@ def byte_counts(delta: Sequence[int], pair: Sequence[int], slot: Sequence[int]) 
         allocated = int(grown.sum())
     return (int(alloc.sum()), int((d == 0).sum()), allocated, int((free & (p < 0)).sum()),
             int((alloc & (p < 0)).sum()), np.flatnonzero(alloc & (k >= 0)).tolist())
+
+
+def rounded(values: Sequence[float], digits: int = 3) -> list[float]:
+    """Python's ``round(v, digits)`` of each value (0 <= digits <= 6), to the bit, at C speed where it
+    is sure: round() takes the exact value times 10**digits to the nearest integer q (ties to even) and
+    returns the double nearest q / 10**digits, which is what numpy's division gives for the same q.
+    numpy's product can differ from the exact one by half an ulp, so a product within an ulp of a
+    tie, one past 2**52 (no fraction left to round), a non-finite value and one not a float (round()
+    keeps an int an int) are left to round()."""
+    if not 0 <= digits <= 6:
+        raise ValueError("rounded: 0 <= digits <= 6")
+    plain = isinstance(values, np.ndarray) and values.dtype == np.float64 or \
+        isinstance(values, array) and values.typecode == "d"
+    others = [] if plain or set(map(type, values)) <= {float} else \
+        [i for i, v in enumerate(values) if type(v) is not float]
+    x = floats([v if type(v) is float else 0.0 for v in values] if others else values)  # others: round() below
+    scale = float(10 ** digits)
+    with np.errstate(invalid="ignore", over="ignore"):
+        p = x * scale
+        out = np.rint(p) / scale
+        unsure = ~(np.abs(p) < 2.0 ** 52) | (np.abs(p - np.floor(p) - 0.5) <= np.abs(np.spacing(p)))
+    got = out.tolist()
+    for i in np.flatnonzero(unsure).tolist():
+        got[i] = round(float(x[i]), digits)
+    for i in others:
+        got[i] = round(values[i], digits)
+    return got
+

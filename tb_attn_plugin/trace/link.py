@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple, Sequence
 
 from . import columns, window
 from . import native
-from .table import Table, intern, runs_of
+from .table import Interned, Table, intern, runs_of
 from .events import CATS, GPU_FIELDS, LAUNCH_FIELDS, OP_FIELDS, Event, Events, MODULE_PREFIX
 
 GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
@@ -51,9 +51,9 @@ class Linked:
     depth: Sequence[int]
     subtree_end: Sequence[int]
     self_cpu: Sequence[float]
-    gpu_self: list[float]  # GPU time of kernels launched directly by the op
-    launches_self: list[int]
-    step: list[int]  # ProfilerStep number of each op, -1 outside steps
+    gpu_self: Sequence[float]  # GPU time of kernels launched directly by the op
+    launches_self: Sequence[int]
+    step: Sequence[int]  # ProfilerStep number of each op, -1 outside steps
     node_of: list[int]  # backward node enclosing the op (or the wrapper's node), -1 in forward
     fwd_of: dict[int, int]  # backward node index -> forward op index
     kernels: list[Kernel]
@@ -64,11 +64,37 @@ class Linked:
     warnings: list[str] = field(default_factory=list)
     _names: list[str] | None = field(default=None, repr=False)  # each op's name (where_name)
     _bwd: list[bool] | None = field(default=None, repr=False)
+    _bwd_column: np.ndarray | None = field(default=None, repr=False)
     _cpu: bytes | None = field(default=None, repr=False)
     # The op names' distinct values (each op's name as an id into these) and each one's ops (where_name)
     _name_values: list[str] | None = field(default=None, repr=False)
     _name_ids: Sequence[int] | None = field(default=None, repr=False)
     _positions: list | None = field(default=None, repr=False)
+    # Each kernel's op, duration and name (as an id into the distinct names) as columns (kernel_*)
+    _kernel_op: Sequence[int] | None = field(default=None, repr=False)
+    _kernel_dur: Sequence[float] | None = field(default=None, repr=False)
+    _kernel_names: Interned | None = field(default=None, repr=False)
+
+    @property
+    def kernel_op(self) -> Sequence[int]:
+        """Each kernel's op (-1: none), as a column."""
+        if self._kernel_op is None:
+            self._kernel_op = array("q", map(_OP, self.kernels))
+        return self._kernel_op
+
+    @property
+    def kernel_dur(self) -> Sequence[float]:
+        """Each kernel's duration, as a column."""
+        if self._kernel_dur is None:
+            self._kernel_dur = array("d", map(float, map(_KERNEL_DUR, self.kernels)))
+        return self._kernel_dur
+
+    @property
+    def kernel_names(self) -> Interned:
+        """Each kernel's name as an id (ids: int64) into the distinct names (values), found once."""
+        if self._kernel_names is None:
+            self._kernel_names = intern(list(map(_KERNEL_NAME, self.kernels)))
+        return self._kernel_names
 
     @property
     def bwd(self) -> list[bool]:
@@ -76,6 +102,13 @@ class Linked:
         if self._bwd is None:
             self._bwd = list(map((-1).__lt__, self.node_of))
         return self._bwd
+
+    @property
+    def bwd_column(self) -> np.ndarray:
+        """Whether each op runs in backward, as a numpy bool column (groupings read it at C speed)."""
+        if self._bwd_column is None:
+            self._bwd_column = np.fromiter(self.node_of, np.int64, len(self.node_of)) >= 0
+        return self._bwd_column
 
     def is_module(self, i: int) -> bool:
         return self.ops[i].cat == "python_function"
@@ -107,6 +140,11 @@ class Linked:
         self._interned()
         return columns.where(self._name_values, self._positions, test)
 
+    def name_codes(self) -> tuple[np.ndarray, list[str]]:
+        """(each op's name as an id (int64), the distinct names by id)."""
+        self._interned()
+        return np.asarray(self._name_ids, np.int64), self._name_values
+
     def name_ids(self, wanted: set | frozenset):
         """(each op's name as an id, for each id whether its name is in ``wanted``): for columns.picked."""
         self._interned()
@@ -121,6 +159,7 @@ def _sortable(key: tuple):
 
 _TS, _DUR, _NAME, _CAT = attrgetter("ts"), attrgetter("dur"), attrgetter("name"), attrgetter("cat")
 _PID, _TID = attrgetter("pid"), attrgetter("tid")
+_OP, _KERNEL_DUR, _KERNEL_NAME = attrgetter("op"), attrgetter("ev.dur"), attrgetter("ev.name")
 CPU_OP = "cpu_op"  # Linked.cpu's category
 
 
@@ -228,48 +267,14 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     if by_corr is None:
         by_corr = launches_by_correlation(ev)
     launches = ev.launches
-    by_ext: dict[int, int] | None = None
-    graph_launch: dict[str, bool] = {}  # launch name -> is a graph launch (few names, many launches)
-    gpu_self = [0.0] * n
-    launches_self = [0] * n
-    kernels: list[Kernel] = []
-    unlinked = graph_kernels = 0
     gt = table_of(ev.gpu_table, ev.gpu, GPU_FIELDS)
     correlated = gt.has("correlation")
     # the correlation ids of the GPU activities recorded (window.unrecorded); with any activity
     # lacking one, no launch can be said to lack its kernel
     uncorrelated = len(gt) - int(correlated.sum())
     recorded = set(gt["correlation"][correlated].tolist())
-    for e in ev.gpu:
-        a = e.args
-        j = by_corr.get(a.correlation) if a is not None and a.correlation is not None else None
-        graph = False
-        if j is not None:
-            la = launches[j]
-            is_graph = graph_launch.get(la.name)
-            if is_graph is None:
-                is_graph = graph_launch[la.name] = GRAPH_LAUNCH.search(la.name) is not None
-            if is_graph:
-                op, graph = -1, True
-                graph_kernels += 1
-            else:
-                op = launch_op[j]
-        else:
-            op = -1
-            if a is not None and a.external_id is not None:
-                if by_ext is None:
-                    by_ext = {}
-                    for i, o in enumerate(ops):
-                        oa = o.args
-                        if oa is not None and oa.external_id is not None and o.cat == "cpu_op":
-                            by_ext.setdefault(oa.external_id, i)
-                op = by_ext.get(a.external_id, -1)
-            if op < 0:
-                unlinked += 1
-        if op >= 0:
-            gpu_self[op] += e.dur
-            launches_self[op] += 1
-        kernels.append(Kernel(e, op, graph))
+    kernels, gpu_self, launches_self, unlinked, graph_kernels, kernel_op = _kernels(ev.gpu, gt, ops, launches,
+                                                                                   by_corr, launch_op)
 
     lost = window.unrecorded(launches, by_corr, recorded, launch_op, None) if not uncorrelated else None
     if lost is not None:
@@ -278,7 +283,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
 
     # Steps: the nearest enclosing ProfilerStep annotation, filled over each one's subtree (an inner
     # one, later in the order, overwrites its own range).
-    step = [-1] * n
+    step = np.full(n, -1, np.int64)
     steps: dict[int, tuple[float, float]] = {}
     names = list(map(_NAME, ops))
     interned = intern(names)
@@ -289,7 +294,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         # ASCII digits, at most 12: a step number a JSON client can read back exactly (and never
         # int() of a 5,000-digit string, which Python refuses); anything else is no step.
         s = int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= 12 else -1
-        step[i:subtree_end[i]] = [s] * (subtree_end[i] - i)
+        step[i:subtree_end[i]] = s
         if s >= 0:
             steps[s] = (e.ts, e.ts + e.dur)
 
@@ -297,10 +302,8 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     for node, f in fwd_of.items():
         # The autograd thread has no ProfilerStep: a backward node runs in its forward op's step.
         if step[node] < 0:
-            s = step[f]
-            for j in range(node, subtree_end[node]):
-                if step[j] < 0:
-                    step[j] = s
+            mine = step[node:subtree_end[node]]  # a view: filled in place
+            mine[mine < 0] = step[f]
 
     return Linked(
         ops=ops,
@@ -314,7 +317,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         self_cpu=self_cpu,
         gpu_self=gpu_self,
         launches_self=launches_self,
-        step=step,
+        step=array("q", step.tobytes()),
         node_of=node_of,
         fwd_of=fwd_of,
         kernels=kernels,
@@ -326,9 +329,54 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         _name_ids=interned.ids,
         _positions=positions,
         _bwd=None if any_backward else [False] * n,  # inference: no op runs in backward
+        _bwd_column=None if any_backward else np.zeros(n, bool),
         _cpu=cpu,
+        _kernel_op=kernel_op,
+        _kernel_dur=array("d", gt["dur"].astype(np.float64).tobytes()),
         unrecorded=lost,
     )
+
+
+def _kernels(gpu: list[Event], gt: Table, ops: list[Event], launches: list[Event], by_corr: dict[int, int],
+             launch_op: Sequence[int]) -> tuple[list[Kernel], array, array, int, int, array]:
+    """(the kernels, each op's GPU self time and launch count, kernels linked to no op, kernels
+    replayed from a graph, each kernel's op): each kernel's launch by correlation id, its op the launch's (none under a
+    graph launch), else the cpu op of its External id. ``gt``: the kernels' columns (correlation ids
+    and durations read there, not from each event). The sums per op run at C speed, each op's in
+    kernel order from 0.0, as a loop over the kernels adds them."""
+    n, m = len(ops), len(gpu)
+    pos = np.full(m, -1, np.int64)  # each kernel's launch; -1: no correlation id, or no launch of it
+    has = np.flatnonzero(gt.has("correlation"))
+    pos[has] = np.fromiter([by_corr.get(c, -1) for c in gt["correlation"][has].tolist()], np.int64, len(has))
+    linked = np.flatnonzero(pos >= 0)
+    graph = np.zeros(m, bool)
+    if len(linked):
+        names = intern([launches[j].name for j in pos[linked].tolist()])  # few names, many launches
+        graph[linked] = np.array([GRAPH_LAUNCH.search(nm) is not None for nm in names.values], bool)[names.ids]
+    op = np.full(m, -1, np.int64)
+    direct = linked[~graph[linked]]
+    if len(direct):
+        op[direct] = np.asarray(launch_op, np.int64)[pos[direct]]
+    unlinked = 0
+    by_ext: dict[int, int] | None = None
+    for i in np.flatnonzero(pos < 0).tolist():  # no launch in the window: the External id
+        a = gpu[i].args
+        if a is not None and a.external_id is not None:
+            if by_ext is None:
+                by_ext = {}
+                for j, o in enumerate(ops):
+                    oa = o.args
+                    if oa is not None and oa.external_id is not None and o.cat == "cpu_op":
+                        by_ext.setdefault(oa.external_id, j)
+            op[i] = by_ext.get(a.external_id, -1)
+        if op[i] < 0:
+            unlinked += 1
+    owned = np.flatnonzero(op >= 0)
+    dur = gt["dur"][owned].astype(np.float64, copy=False)
+    gpu_self = array("d", np.bincount(op[owned], weights=dur, minlength=n).astype(np.float64).tobytes())
+    launches_self = array("q", np.bincount(op[owned], minlength=n).astype(np.int64).tobytes())
+    kernels = list(map(Kernel, gpu, op.tolist(), graph.tolist()))
+    return kernels, gpu_self, launches_self, unlinked, int(graph.sum()), array("q", op.tobytes())
 
 
 def _link_backward(ops: list[Event], parent: Sequence[int], subtree_end: Sequence[int], flows: list[Event],
