@@ -47,8 +47,10 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     run = {b: {"busy": 0.0, "modelled": 0.0, "memory_bound": 0.0, "launch_bound": 0.0, "launch_units": 0,
                "bytes": 0.0, "flops": 0.0, "units": 0} for b in ("gpu", "cpu")}
+    bounds: dict[tuple, str | None] = {}  # roof.point's bound per distinct input: calls of a layer repeat them
     for c in calls:
         z = model.sizes(c.info.get("shape"), c.info.get("dtype"))
+        prec = precision_of(c.info.get("dtype"))
         key = (c.layer_type, c.implementation, _length_class(c.info.get("shape")) if z is not None else None)
         g = groups.get(key)
         if g is None:
@@ -77,15 +79,14 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
                 if z is not None and stage in model.ELEMENTWISE and (cell.kernels if has_gpu else ops):
                     g["implausible"].add(stage)
                 continue
-            prec = precision_of(c.info.get("dtype"))
             for b, tm, units in (("gpu", cell.gpu_us, cell.kernels), ("cpu", cell.cpu_us, ops)):
                 run[b]["modelled"] += tm
                 run[b]["flops"] += cost[0]
                 run[b]["bytes"] += cost[1]
                 # Each call's stage counts in the part of its own bound (the roof of the device
                 # whose time this basis is: none for the CPU time of a GPU run).
-                basis_roof = the_roof if (b == "gpu") == has_gpu else None
-                bound = roof.point(cost[0], cost[1], tm, units, basis_roof, prec)["bound"] if tm > 0 else None
+                own = (b == "gpu") == has_gpu
+                bound = _bound(bounds, cost, tm, units, the_roof if own else None, prec) if tm > 0 else None
                 if bound in ("memory", "launch"):
                     run[b][f"{bound}_bound"] += tm
                     if bound == "launch":
@@ -111,6 +112,16 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
         "timing": {"gpu": _timing("gpu", run["gpu"], t, the_roof if has_gpu else None) if has_gpu else None,
                    "cpu": _timing("cpu", run["cpu"], t, None if has_gpu else the_roof)},
     }
+
+
+def _bound(memo: dict, cost: tuple[float, float], tm: float, units: int, the_roof, prec: str) -> str | None:
+    """roof.point's bound of one stage of one call, computed once per distinct input (``the_roof`` is
+    the build's roof or None, so whether it is None tells the two apart)."""
+    key = (cost[0], cost[1], tm, units, the_roof is None, prec)
+    got = memo.get(key, memo)
+    if got is memo:
+        got = memo[key] = roof.point(cost[0], cost[1], tm, units, the_roof, prec)["bound"]
+    return got
 
 
 def _cost(z, stage: str, ps: str, cell, ops: int, has_gpu: bool, causal: bool, bw: float | None):
