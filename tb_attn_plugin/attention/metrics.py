@@ -26,12 +26,14 @@ class Cell:
     cpu_us: float = 0.0
     kernels: int = 0
     launches: int = 0
+    ops: int = 0  # cpu ops (roofline/timing.py: each pays its dispatch)
 
     def add(self, other: "Cell") -> None:
         self.gpu_us += other.gpu_us
         self.cpu_us += other.cpu_us
         self.kernels += other.kernels
         self.launches += other.launches
+        self.ops += other.ops
 
 
 @dataclass
@@ -87,8 +89,8 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     is_cpu = L.cpu
     total_cpu, step_cpu = columns.masked_sums(is_cpu, step, self_cpu)
     cpu_members = list(compress(in_calls, map(is_cpu.__getitem__, in_calls)))
-    for (c, st, b), (_, s) in columns.sums(cpu_members, (call_of, stage_of, bwd), "other", self_cpu).items():
-        cells[c][(st, "bwd" if b else "fwd")] = Cell(cpu_us=s)
+    for (c, st, b), (n, s) in columns.sums(cpu_members, (call_of, stage_of, bwd), "other", self_cpu).items():
+        cells[c][(st, "bwd" if b else "fwd")] = Cell(cpu_us=s, ops=n)
     op_rows: dict[tuple[str, str, str], list[float]] = {
         (nm, st, "bwd" if b else "fwd"): got
         for (nm, st, b), got in columns.sums(cpu_members, (L.names, stage_of, bwd), "other", self_cpu).items()}

@@ -70,7 +70,7 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
             if "fused" not in {st for st, _ in m.cells[c.id]}:
                 g["score_bytes"] = max(g["score_bytes"] or 0, int(z.e * z.itemsize))
         for (stage, ps), cell in m.cells[c.id].items():
-            ops = t.ops[c.id].get((stage, ps), 0)
+            ops = cell.ops
             for b, tm, units in (("gpu", cell.gpu_us, cell.kernels), ("cpu", cell.cpu_us, ops)):
                 run[b]["busy"] += tm
                 run[b]["units"] += units
