@@ -14,6 +14,7 @@ from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -142,6 +143,7 @@ def _inside_attention_op(path: list[str], name: str) -> bool:
 
 
 OUTSIDE, EXTRA, STEP, FP32_STEP = 0, 1, 2, 3  # what an item of a call is (_judge)
+_NAME = itemgetter(1)  # an item's kernel or op name
 
 
 def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: list, unit: str, kernel_unit: bool,
@@ -182,9 +184,17 @@ def _judged(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: l
     is depends on nothing else (its time only adds up). A call with an item outside its op range is
     judged on its own."""
     lo, hi = c.lo, c.hi
-    if alike is None or any(op >= hi or 0 <= op < lo for op, _, _ in items):
+    if alike is None or lo < 0:
         return _judge(L, c, items, stage_of, kernel_unit)
-    key = (kernel_unit, str(c.info.get("dtype") or ""), tuple((op - lo if op >= 0 else -1, nm) for op, nm, _ in items),
+    at = []  # each item's op relative to the call's first op
+    for op, _, _ in items:
+        if op < 0:
+            at.append(-1)
+        elif lo <= op < hi:
+            at.append(op - lo)
+        else:
+            return _judge(L, c, items, stage_of, kernel_unit)
+    key = (kernel_unit, str(c.info.get("dtype") or ""), tuple(at), tuple(map(_NAME, items)),
            tuple(L.names[lo:hi]), tuple(stage_of[lo:hi]), np.maximum(alike.parent[lo:hi] - lo, -1).tobytes())
     got = alike.memo.get(key)
     if got is None:
