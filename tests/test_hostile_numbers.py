@@ -112,6 +112,25 @@ def test_the_final_guard_turns_non_finite_numbers_into_unknown_with_a_warning():
     assert all(not (isinstance(v, float) and not math.isfinite(v)) for v in r["x"]["y"])
 
 
+def test_the_final_guard_finds_every_non_finite_float_it_did_before_the_byte_search():
+    """scrub walks only reports whose msgpack bytes may hold a NaN or infinity (finite.py): every
+    non-finite bit pattern is found, in any place, and values msgpack cannot encode still get the walk."""
+    import struct
+
+    import numpy as np
+
+    patterns = ["7ff0000000000000", "fff0000000000000", "7ff8000000000000", "fff8000000000001", "7fffffffffffffff",
+                "7ff0000000000001"]
+    for hx in patterns:
+        v = struct.unpack(">d", bytes.fromhex(hx))[0]
+        r = {"a": [1, {"b": v}], "c": "\xcb\x7f\xf0"}
+        assert finite.scrub(r) == ["a[1].b"] and r["a"][1]["b"] is None
+    r = {"n": [np.float64("inf")], "s": {1, 2}}  # not msgpack's: walked
+    assert finite.scrub(r) == ["n[0]"]
+    clean = {"x": [0.0, -0.0, 5e-324, 1.7976931348623157e308, -1e308, 2**63, -(2**63)], "k": {1.0: "key"}}
+    assert finite.scrub(clean) == [] and "warnings" not in clean
+
+
 def test_deep_nesting_with_wide_fan_out_keeps_each_call_in_its_module(tmp_path):
     """2,000 nested ops, each with 20 children: the enclosing-module and compiled-region lookups are
     one pass over the tree (attention/detect.py: _ancestry), not a walk up from every call (which

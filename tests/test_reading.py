@@ -244,3 +244,19 @@ def test_no_count_is_claimed_where_the_table_has_none():
     assert expected_steps("eager", Counter({"qk_matmul": 1, "softmax": 1, "av_matmul": 1}), {}) == [
         "qk_matmul", "softmax", "av_matmul"]
     assert expected_steps("math", Counter(), {"causal": True}) == ["qk_matmul", "scale", "mask", "softmax", "av_matmul"]
+
+
+@pytest.mark.parametrize("name", ["tl_h100_owlv2_eager_bmm_softmax", "tl_mi300x_xdit_flux1_aiter_fmha_hipgraph"])
+def test_calls_alike_are_judged_once_with_the_same_readings(name):
+    """read_calls judges the items of each kind of call once (expected._Alike): each call's reading
+    is the one it gets judged on its own."""
+    from tb_attn_plugin.attention import expected
+
+    keep: dict = {}
+    analyze_file(str(shared_trace(name)), keep=keep)
+    L, calls, call_of, m = keep["L"], keep["calls"], keep["call_of"], keep["measured"]
+    shared = expected.read_calls(L, calls, call_of, m.stage_of, bool(L.kernels))
+    items = expected._items_gpu(L, calls, call_of)
+    where = (L.where_name(expected._is_attention_op), L.where_name(expected.X.TRANSPOSE_OP.__eq__))
+    alone = [expected.read_call(L, c, items[c.id], m.stage_of, "kernels", True, where) for c in calls]
+    assert len(calls) > 1 and repr(shared) == repr(alone)

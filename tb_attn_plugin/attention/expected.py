@@ -14,9 +14,13 @@ from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
 from ..trace.link import Linked
+from ..trace.table import ints
 from . import expectations as X
 from . import patterns as P
 from .detect import Call
@@ -138,10 +142,71 @@ def _inside_attention_op(path: list[str], name: str) -> bool:
     return any(P.attention_op(a) is not None for a in path + [name])
 
 
+OUTSIDE, EXTRA, STEP, FP32_STEP = 0, 1, 2, 3  # what an item of a call is (_judge)
+_NAME = itemgetter(1)  # an item's kernel or op name
+
+
 def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: list, unit: str, kernel_unit: bool,
-              where: tuple[list[int], list[int]]) -> CallReading:
-    """``where``: the positions of the attention ops and of the transposes (_transposes)."""
+              where: tuple[list[int], list[int]], alike: _Alike | None = None) -> CallReading:
+    """``where``: the positions of the attention ops and of the transposes (_transposes); ``alike``:
+    what the items of calls alike were found to be, shared by the calls of one trace."""
     r = CallReading(unit=unit)
+    for (kind, key), (_, name, us) in zip(_judged(L, c, items, stage_of, kernel_unit, alike), items):
+        if kind == OUTSIDE:
+            _add_outside(r, key, us)
+            continue
+        r.ran += 1
+        if kind == EXTRA:
+            _add(r.extras, key, name, us)
+            continue
+        if kind == FP32_STEP:
+            _add(r.flags, "fp32_gemm", name, us)  # an attention GEMM on CUDA cores
+        r.steps[key] += 1
+        if r.steps[key] > 1 and key not in P.HELPER_STAGES:
+            _add(r.extras, ("repeated_step", key), name, us)
+    if c.hi > c.lo:
+        r.transposes = _transposes(L, c, *where)
+    return r
+
+
+class _Alike:
+    """What the items of each kind of call were found to be (_judge), for the calls of one trace."""
+
+    def __init__(self, L: Linked):
+        self.parent = ints(L.parent)  # once: a list column (no C helper) converts here, not per call
+        self.memo: dict[tuple, list[tuple[int, Any]]] = {}
+
+
+def _judged(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: list, kernel_unit: bool,
+            alike: _Alike | None) -> list[tuple[int, Any]]:
+    """_judge's answer, found once per kind of call: a layer's calls in every step run the same ops
+    (names, stages, nesting, relative to the call's first op) and the same kernels, and what each item
+    is depends on nothing else (its time only adds up). A call with an item outside its op range is
+    judged on its own."""
+    lo, hi = c.lo, c.hi
+    if alike is None or lo < 0:
+        return _judge(L, c, items, stage_of, kernel_unit)
+    at = []  # each item's op relative to the call's first op
+    for op, _, _ in items:
+        if op < 0:
+            at.append(-1)
+        elif lo <= op < hi:
+            at.append(op - lo)
+        else:
+            return _judge(L, c, items, stage_of, kernel_unit)
+    key = (kernel_unit, str(c.info.get("dtype") or ""), tuple(at), tuple(map(_NAME, items)),
+           tuple(L.names[lo:hi]), tuple(stage_of[lo:hi]), np.maximum(alike.parent[lo:hi] - lo, -1).tobytes())
+    got = alike.memo.get(key)
+    if got is None:
+        got = alike.memo[key] = _judge(L, c, items, stage_of, kernel_unit)
+    return got
+
+
+def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: list,
+           kernel_unit: bool) -> list[tuple[int, Any]]:
+    """What each item of a call is, in order: (OUTSIDE, the name it counts under), (EXTRA, (cause,
+    step or "")), (STEP, step) or (FP32_STEP, step): a step run as an FP32 GEMM."""
+    out: list[tuple[int, Any]] = []
     # Elementwise ops before the first QK^T matmul and outside any attention op (rotary embedding, a
     # scale folded into the projection) are the layer's preparation, not steps of this attention.
     first_qk = min((op for op, _, _ in items if op >= 0 and stage_of[op] == "qk_matmul"), default=-1)
@@ -152,10 +217,10 @@ def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of:
         op_name = L.ops[op].name if op >= 0 else ""
         stage = (stage_of[op] or "other") if op >= 0 else _kernel_only_stage(name)
         if stage in OUTSIDE_STAGES:
-            _add_outside(r, op_name or name, us)  # the op: a projection's kernels are named by their GEMM library
+            out.append((OUTSIDE, op_name or name))  # the op: a projection's kernels are named by their GEMM library
             continue
         if stage == "scale_mask" and 0 <= op < first_qk and not _inside_attention_op(path, op_name):
-            _add_outside(r, op_name, us)
+            out.append((OUTSIDE, op_name))
             continue
         rule = None
         if op >= 0:
@@ -163,26 +228,18 @@ def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of:
             if rule is None and kernel_unit:
                 rule = _cause(name, path + [op_name])  # a kernel named like its work (triu_tril_kernel, Memcpy DtoD)
         if rule is not None:
-            _add(r.extras, (rule.cause, ""), name, us)
-            r.ran += 1
+            out.append((EXTRA, (rule.cause, "")))
             continue
         step = _step(stage, op_name, path)
         if step is not None:
-            if kernel_unit and low_precision and step in ("qk_matmul", "av_matmul") and _fp32_gemm(name):
-                _add(r.flags, "fp32_gemm", name, us)  # an attention GEMM on CUDA cores
-            r.steps[step] += 1
-            r.ran += 1
-            if r.steps[step] > 1 and step not in P.HELPER_STAGES:
-                _add(r.extras, ("repeated_step", step), name, us)
+            fp32 = kernel_unit and low_precision and step in ("qk_matmul", "av_matmul") and _fp32_gemm(name)
+            out.append((FP32_STEP if fp32 else STEP, step))
             continue
         if op < 0 or _inside_attention_op(path, op_name):
-            _add(r.extras, ("unexplained", ""), name, us)
-            r.ran += 1
+            out.append((EXTRA, ("unexplained", "")))
         else:
-            _add_outside(r, op_name or name, us)
-    if c.hi > c.lo:
-        r.transposes = _transposes(L, c, *where)
-    return r
+            out.append((OUTSIDE, op_name or name))
+    return out
 
 
 @lru_cache(maxsize=65536)
@@ -227,10 +284,11 @@ def _add_outside(r: CallReading, name: str, us: float) -> None:
 def read_calls(L: Linked, calls: list[Call], call_of: list[int], stage_of: list, has_gpu: bool) -> list[CallReading]:
     """One reading per call (forward only, as the post counts)."""
     where = (L.where_name(_is_attention_op), L.where_name(X.TRANSPOSE_OP.__eq__))
+    alike = _Alike(L)
     if has_gpu:
         per_call = _items_gpu(L, calls, call_of)
-        return [read_call(L, c, per_call[c.id], stage_of, "kernels", True, where) for c in calls]
-    return [read_call(L, c, _items_cpu(L, c, call_of) if c.hi > c.lo else [], stage_of, "ops", False, where)
+        return [read_call(L, c, per_call[c.id], stage_of, "kernels", True, where, alike) for c in calls]
+    return [read_call(L, c, _items_cpu(L, c, call_of) if c.hi > c.lo else [], stage_of, "ops", False, where, alike)
             for c in calls]
 
 

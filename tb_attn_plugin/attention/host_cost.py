@@ -92,14 +92,9 @@ class _Runtime:
         if evs is None:  # sorted on first use: only the threads that run attention calls
             evs = self.by[key] = sorted(self.unsorted.get(key, ()), key=attrgetter("ts"))
             self.starts[key] = list(map(attrgetter("ts"), evs))
-        if not evs:
-            return []
-        i = bisect_left(self.starts[key], t0)
-        out = []
-        while i < len(evs) and evs[i].ts < t1:
-            out.append(evs[i])
-            i += 1
-        return out
+        starts = self.starts[key]
+        i = bisect_left(starts, t0)
+        return evs[i:bisect_left(starts, t1, i)]  # those starting in [t0, t1): times are finite (events.py)
 
 
 def _scope(L: Linked, c: Call, att_ops: list[int]) -> tuple[str, list[int]]:

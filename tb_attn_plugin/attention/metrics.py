@@ -29,12 +29,14 @@ class Cell:
     cpu_us: float = 0.0
     kernels: int = 0
     launches: int = 0
+    ops: int = 0  # cpu ops (roofline/timing.py: each pays its dispatch)
 
     def add(self, other: "Cell") -> None:
         self.gpu_us += other.gpu_us
         self.cpu_us += other.cpu_us
         self.kernels += other.kernels
         self.launches += other.launches
+        self.ops += other.ops
 
 
 @dataclass
@@ -99,9 +101,9 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     total_cpu, step_cpu = columns.masked_sums(is_cpu, step, self_cpu)
     cpu_members = in_at[np.frombuffer(bytes(is_cpu), np.uint8)[in_at] != 0].tolist() if n else []
     slot, slot_keys = columns.keyed(in_at, (call_col, stage_of, L.bwd_column), "other", n)
-    for k, (_, s) in columns.sums(cpu_members, (slot,), None, self_cpu).items():
+    for k, (n_ops, s) in columns.sums(cpu_members, (slot,), None, self_cpu).items():
         c, st, b = slot_keys[k]
-        cells[c][(st, "bwd" if b else "fwd")] = Cell(cpu_us=s)
+        cells[c][(st, "bwd" if b else "fwd")] = Cell(cpu_us=s, ops=n_ops)
     stage_pass = intern([(st, b) for _, st, b in slot_keys])  # each slot's (stage, in backward) as an id
     op_rows = _op_rows(L, cpu_members, slot, stage_pass)
 

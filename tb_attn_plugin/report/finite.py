@@ -7,21 +7,40 @@ so this only catches what a future path lets through, and says where."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
+import msgspec
+
 MAX_NAMED = 5  # places named in the warning; the count covers the rest
+# msgpack writes every float as 0xcb and its 8 bytes big-endian: a NaN or infinity has all exponent
+# bits set (first byte 0x7f or 0xff, second 0xf0 or more). Such bytes elsewhere (inside an int, a key)
+# only cost the walk; a non-finite float cannot hide from the search.
+_NON_FINITE = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]")
+_PACK = msgspec.msgpack.Encoder()
 
 
 def scrub(report: dict[str, Any]) -> list[str]:
     """Replace every NaN/±inf in ``report`` (in place) by None; add one warning naming where; return the places."""
     found: list[str] = []
-    _walk(report, "", found)
+    if _may_hold_non_finite(report):
+        _walk(report, "", found)
     if found:
         more = f" and {len(found) - MAX_NAMED} more" if len(found) > MAX_NAMED else ""
         report.setdefault("warnings", []).append(
             f"{len(found)} numbers were not finite (NaN or infinity) and are shown as unknown: "
             f"{', '.join(found[:MAX_NAMED])}{more}")
     return found
+
+
+def _may_hold_non_finite(report: dict[str, Any]) -> bool:
+    """False only when no float in the report is NaN or infinite: one C-level encoding and byte
+    search, so the walk runs only for a report that needs it (or that msgpack cannot encode)."""
+    try:
+        packed = _PACK.encode(report)
+    except Exception:
+        return True
+    return _NON_FINITE.search(packed) is not None
 
 
 def _walk(x: Any, where: str, found: list[str]) -> None:

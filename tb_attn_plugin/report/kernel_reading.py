@@ -49,8 +49,13 @@ class _Launches:
                     self.zero_corr = a.correlation
 
 
+_LIMIT = 1 << 31
+
+
 def _count(v: Any) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1 << 31 else None
+    if type(v) is int:  # as the profiler writes them: the fast case, one per launch
+        return v if 0 <= v < _LIMIT else None
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < _LIMIT else None
 
 
 def _threads(block: Any) -> int | None:
@@ -58,7 +63,7 @@ def _threads(block: Any) -> int | None:
         return None
     n = 1
     for x in block:
-        x = _count(x)
+        x = x if type(x) is int and 0 < x < _LIMIT else _count(x)
         if not x:
             return None
         n *= x

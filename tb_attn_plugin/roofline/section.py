@@ -47,8 +47,12 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     run = {b: {"busy": 0.0, "modelled": 0.0, "memory_bound": 0.0, "launch_bound": 0.0, "launch_units": 0,
                "bytes": 0.0, "flops": 0.0, "units": 0} for b in ("gpu", "cpu")}
+    gpu_run, cpu_run = run["gpu"], run["cpu"]
+    gpu_roof, cpu_roof = (the_roof, None) if has_gpu else (None, the_roof)
+    bounds: dict[tuple, str | None] = {}  # roof.point's bound per distinct input: calls of a layer repeat them
     for c in calls:
         z = model.sizes(c.info.get("shape"), c.info.get("dtype"))
+        prec = precision_of(c.info.get("dtype"))
         key = (c.layer_type, c.implementation, _length_class(c.info.get("shape")) if z is not None else None)
         g = groups.get(key)
         if g is None:
@@ -67,34 +71,35 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
                     lens[k] = [min(lens[k][0], sh[k]), max(lens[k][1], sh[k])]
             if "fused" not in {st for st, _ in m.cells[c.id]}:
                 g["score_bytes"] = max(g["score_bytes"] or 0, int(z.e * z.itemsize))
+        causal = bool(c.info.get("causal"))
         for (stage, ps), cell in m.cells[c.id].items():
-            ops = t.ops[c.id].get((stage, ps), 0)
-            for b, tm, units in (("gpu", cell.gpu_us, cell.kernels), ("cpu", cell.cpu_us, ops)):
-                run[b]["busy"] += tm
-                run[b]["units"] += units
-            cost = _cost(z, stage, ps, cell, ops, has_gpu, bool(c.info.get("causal")), bw)
+            gpu_us, cpu_us, kernels, ops = cell.gpu_us, cell.cpu_us, cell.kernels, cell.ops
+            gpu_run["busy"] += gpu_us
+            gpu_run["units"] += kernels
+            cpu_run["busy"] += cpu_us
+            cpu_run["units"] += ops
+            cost = _cost(z, stage, ps, cell, ops, has_gpu, causal, bw)
             if cost is None:
-                if z is not None and stage in model.ELEMENTWISE and (cell.kernels if has_gpu else ops):
+                if z is not None and stage in model.ELEMENTWISE and (kernels if has_gpu else ops):
                     g["implausible"].add(stage)
                 continue
-            prec = precision_of(c.info.get("dtype"))
-            for b, tm, units in (("gpu", cell.gpu_us, cell.kernels), ("cpu", cell.cpu_us, ops)):
-                run[b]["modelled"] += tm
-                run[b]["flops"] += cost[0]
-                run[b]["bytes"] += cost[1]
+            for r, tm, units, basis_roof in ((gpu_run, gpu_us, kernels, gpu_roof), (cpu_run, cpu_us, ops, cpu_roof)):
+                r["modelled"] += tm
+                r["flops"] += cost[0]
+                r["bytes"] += cost[1]
                 # Each call's stage counts in the part of its own bound (the roof of the device
                 # whose time this basis is: none for the CPU time of a GPU run).
-                basis_roof = the_roof if (b == "gpu") == has_gpu else None
-                bound = roof.point(cost[0], cost[1], tm, units, basis_roof, prec)["bound"] if tm > 0 else None
-                if bound in ("memory", "launch"):
-                    run[b][f"{bound}_bound"] += tm
-                    if bound == "launch":
-                        run[b]["launch_units"] += units
+                bound = _bound(bounds, cost, tm, units, basis_roof, prec) if tm > 0 else None
+                if bound == "memory":
+                    r["memory_bound"] += tm
+                elif bound == "launch":
+                    r["launch_bound"] += tm
+                    r["launch_units"] += units
             acc = g["stages"].setdefault((stage, ps), [0.0, 0.0, 0.0, 0])
             acc[0] += cost[0]
             acc[1] += cost[1]
-            acc[2] += cell.gpu_us if has_gpu else cell.cpu_us
-            acc[3] += cell.kernels if has_gpu else ops
+            acc[2] += gpu_us if has_gpu else cpu_us
+            acc[3] += kernels if has_gpu else ops
     classes: dict[tuple[str, str], int] = {}
     for lt, impl, _ in groups:
         classes[(lt, impl)] = classes.get((lt, impl), 0) + 1
@@ -111,6 +116,16 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
         "timing": {"gpu": _timing("gpu", run["gpu"], t, the_roof if has_gpu else None) if has_gpu else None,
                    "cpu": _timing("cpu", run["cpu"], t, None if has_gpu else the_roof)},
     }
+
+
+def _bound(memo: dict, cost: tuple[float, float], tm: float, units: int, the_roof, prec: str) -> str | None:
+    """roof.point's bound of one stage of one call, computed once per distinct input (``the_roof`` is
+    the build's roof or None, so whether it is None tells the two apart)."""
+    key = (cost[0], cost[1], tm, units, the_roof is None, prec)
+    got = memo.get(key, memo)
+    if got is memo:
+        got = memo[key] = roof.point(cost[0], cost[1], tm, units, the_roof, prec)["bound"]
+    return got
 
 
 def _cost(z, stage: str, ps: str, cell, ops: int, has_gpu: bool, causal: bool, bw: float | None):

@@ -28,7 +28,6 @@ class Timing:
     idle_gpu_us: list[float]  # per call
     gaps_gpu: list[int]  # per call: how many gaps between its kernels
     wall_cpu_us: list[float]  # per call: its root ops' durations
-    ops: list[dict[tuple[str, str], int]]  # per call: (stage, pass) -> cpu ops
     launch_gap_us: float | None
     dispatch_us: float | None
     all_gaps: list[float] = field(default_factory=list)
@@ -64,16 +63,12 @@ def measure_timing(L: Linked, calls, call_of: list[int], m: Measured) -> Timing:
             end = max(end, e)
 
     wall = [0.0] * n_calls
-    ops: list[dict[tuple[str, str], int]] = [dict() for _ in range(n_calls)]
     for c in calls:
         if c.hi > c.lo:
             wall[c.id] += L.ops[c.lo].dur
         for nd in c.bwd_nodes:
             if 0 <= nd < len(L.ops):
                 wall[c.id] += L.ops[nd].dur
-    rows = m.cpu_members
-    for (c, st, b), (count, _) in columns.sums(rows, (call_of, m.stage_of, L.bwd), "other").items():
-        ops[c][(st, "bwd" if b else "fwd")] = count
-    views = columns.picked(rows, *L.name_ids(VIEW_OPS), L.self_cpu)
-    return Timing(idle, gaps_n, wall, ops, statistics.median(all_gaps) if all_gaps else None,
+    views = columns.picked(m.cpu_members, *L.name_ids(VIEW_OPS), L.self_cpu)
+    return Timing(idle, gaps_n, wall, statistics.median(all_gaps) if all_gaps else None,
                   statistics.median(views) if views else None, all_gaps)
