@@ -170,12 +170,24 @@ def _same_kept(fast, plain, kinds=("ops", "launches", "gpu", "flows")) -> None:
     """The same events in each list (routed ones decode as events._Routed: compared field by field),
     and the scanner's records the same columns as those read from the decoded events (table.Table)."""
     for kind in kinds:
-        assert list(map(events.msgspec.structs.astuple, getattr(fast, kind))) == \
-            list(map(events.msgspec.structs.astuple, getattr(plain, kind))), kind
+        assert [_as_kept(e, kind) for e in getattr(fast, kind)] == [_as_kept(e, kind) for e in getattr(plain, kind)], kind
     for kind in ("op_table", "launch_table", "gpu_table", "memory"):
         a, b = getattr(fast, kind), getattr(plain, kind)
         for f in a.fields:
             assert a[f].tolist() == b[f].tolist(), (kind, f)
+
+
+def _as_kept(e, kind: str) -> tuple:
+    """An event as the analysis reads it: a routed op's args hold only its shapes and a routed
+    launch keeps none (their ints are in the records, compared as columns), so compare those parts."""
+    fields = events.msgspec.structs.astuple(e)
+    if kind == "launches":
+        return fields[:-1]
+    if kind == "ops":
+        a = e.args
+        return fields[:-1] + (None if a is None else tuple(bytes(getattr(a, f)) for f in
+                                                            ("dims_raw", "types_raw", "concrete_raw", "strides_raw")),)
+    return fields
 
 
 _cats = st.sampled_from(["python_function", "cpu_op", "kernel", "cuda_runtime", "ac2g", "fwdbwd", "cpu_instant_event",
@@ -235,6 +247,17 @@ _memory_event = st.fixed_dictionaries(
               "args": st.one_of(_memory_args, st.none())})
 
 
+def _dropped_unread(e: dict) -> bool:
+    """Whether the scanner drops the event unread: it has a category no list keeps, and is no
+    [memory] instant (a Python frame only as an nn.Module scope)."""
+    cat, name = e.get("cat"), e.get("name", "")
+    if cat is None:
+        return False  # the decoder's default category, "": decoded, then dropped
+    if cat == events.PYTHON_CAT:
+        return not (isinstance(name, str) and name.startswith(events.MODULE_PREFIX))
+    return cat not in events._TARGET and name != events.MEMORY_NAME
+
+
 def _routed_kept(text: bytes):
     got, dropped, nxt, done = scan(b"[" + text + b"]", 1, 1 << 40, *RULES, False, ROUTE)
     assert got is not None and done
@@ -256,16 +279,25 @@ def test_routed_chunks_keep_exactly_what_the_analysis_keeps(evs, sep):
     """With the route, each list and the [memory] records hold what _Kept.add keeps from the decoded
     chunk, in file order, and every event is counted; where the decoder would refuse the chunk, so
     does decoding the routed lists (or the scanner hands the chunk back as plain JSON)."""
-    text = _chunk([json.dumps(e).replace("\\\\u006f", "\\u006f") for e in evs], sep)
+    as_json = [json.dumps(e).replace("\\\\u006f", "\\u006f") for e in evs]
+    text = _chunk(as_json, sep)
+    # The scanner drops an event of a category the analysis never reads before any decoding, so a
+    # mistyped member there costs nothing; the Python decoder judges it first (and then skips it with
+    # a warning, on its careful path). Compared: the scanner's lists with the decoder's of the rest.
+    seen = _chunk([j for j in as_json if not _dropped_unread(json.loads(j))], sep)
     try:
-        plain = _plain_kept(text)
+        plain = _plain_kept(seen)
     except events.msgspec.ValidationError:
         with pytest.raises(events.msgspec.ValidationError):
             _routed_kept(text)
         return
+    try:
+        _same_kept(_plain_kept(text), plain)  # the rule above drops only what the decoder drops too
+    except events.msgspec.ValidationError:
+        pass
     got, fast = _routed_kept(text)
     _same_kept(fast, plain)
-    assert (fast.total, fast.insane) == (plain.total, plain.insane) == (len(evs), plain.insane)
+    assert (fast.total, fast.insane) == (len(evs), plain.insane)
     # and the timelines built from the records are those of the decoded events
     from tb_attn_plugin.memory import profiler_events
 

@@ -43,19 +43,13 @@ def test_gathered_columns_are_the_events_columns(monkeypatch, cpu_traces, window
     for path in cpu_traces.values():
         adds.append(0)
         ev = _streamed(monkeypatch, path, window)
-        for gathered, evs, fields in ((ev.op_table, ev.ops, OP_FIELDS), (ev.launch_table, ev.launches, LAUNCH_FIELDS),
-                                      (ev.gpu_table, ev.gpu, GPU_FIELDS)):
-            read = Table.of(evs, fields, CATS)
-            assert len(gathered) == len(evs)
-            for f in fields:
-                assert gathered[f].tolist() == read[f].tolist(), f
-        # the [memory] instants are only records: compared with the columns the Python decoder reads
+        # the records (routed ops and launches keep no int args as objects) against the columns the
+        # Python decoder reads from its events, the [memory] instants included
         monkeypatch.setattr(native, "available", False)
         plain = events.decode(str(path), path.read_bytes())
         monkeypatch.setattr(native, "available", True)
-        assert isinstance(plain.memory, Table) and len(plain.memory) == len(ev.memory) > 0
-        for f in MEMORY_FIELDS:
-            assert ev.memory[f].tolist() == plain.memory[f].tolist(), f
+        _same_columns(ev, plain)
+        assert len(plain.memory) > 0
     assert max(adds) > 3  # gathered over many chunks, not one
 
 
@@ -67,14 +61,21 @@ def test_gpu_traces_records_are_the_events_columns(monkeypatch, name):
     # columns the Python decoder reads.
     path = shared_trace(name)
     ev = _streamed(monkeypatch, path, 1 << 20)
-    for gathered, evs, fields in ((ev.op_table, ev.ops, OP_FIELDS), (ev.launch_table, ev.launches, LAUNCH_FIELDS),
-                                  (ev.gpu_table, ev.gpu, GPU_FIELDS)):
-        read = Table.of(evs, fields, CATS)
-        assert len(gathered) == len(evs) > 0
-        for f in fields:
-            assert gathered[f].tolist() == read[f].tolist(), f
     monkeypatch.setattr(native, "available", False)
     plain = events.decode(str(path), gzip.decompress(path.read_bytes()))
+    _same_columns(ev, plain)
+    assert len(ev.ops) and len(ev.launches) and len(ev.gpu)
+
+
+def _same_columns(ev, plain):
+    """The streamed decode's records read as the columns of the Python decoder's events."""
+    for lst, table, fields in (("ops", "op_table", OP_FIELDS), ("launches", "launch_table", LAUNCH_FIELDS),
+                               ("gpu", "gpu_table", GPU_FIELDS)):
+        gathered, read = getattr(ev, table), Table.of(getattr(plain, lst), fields, CATS)
+        assert len(gathered) == len(getattr(ev, lst)) == len(read), lst
+        for f in fields:
+            assert gathered[f].tolist() == read[f].tolist(), (lst, f)
+    assert isinstance(plain.memory, Table) and len(plain.memory) == len(ev.memory)
     for f in MEMORY_FIELDS:
         assert ev.memory[f].tolist() == plain.memory[f].tolist(), f
 
@@ -82,11 +83,12 @@ def test_gpu_traces_records_are_the_events_columns(monkeypatch, name):
 def _linked_lists(L):
     cols = ("parent", "depth", "subtree_end", "self_cpu", "gpu_self", "launches_self", "step", "node_of", "ts", "dur",
             "thread")
-    return ([id(e) for e in L.ops], {c: list(getattr(L, c)) for c in cols}, L.fwd_of, L.threads,
-            [(id(k.ev), k.op, k.graph) for k in L.kernels], L.steps, L.unlinked_kernels, bytes(L.cpu), L.names)
+    return ([(e.name, e.ts) for e in L.ops], {c: list(getattr(L, c)) for c in cols}, L.fwd_of, L.threads,
+            [(k.ev.name, k.ev.ts, k.op, k.graph) for k in L.kernels], L.steps, L.unlinked_kernels, bytes(L.cpu),
+            L.names)
 
 
-def test_link_is_the_same_with_or_without_the_gathered_columns(monkeypatch, cpu_traces):
+def test_link_of_the_records_is_the_link_of_the_python_decoders_events(monkeypatch, cpu_traces):
     saw_backward = False
     for path in cpu_traces.values():
         ev = _streamed(monkeypatch, path, 8192)
@@ -94,9 +96,13 @@ def test_link_is_the_same_with_or_without_the_gathered_columns(monkeypatch, cpu_
         saw_backward |= bool(with_cols.fwd_of)
         assert with_cols.cpu == bytes(e.cat == "cpu_op" for e in with_cols.ops)
         assert with_cols.names == [e.name for e in with_cols.ops]
-        bare = msgspec.structs.replace(ev, op_table=None, launch_table=None, gpu_table=None)
+        monkeypatch.setattr(native, "available", False)
+        plain = events.decode(str(path), path.read_bytes())
+        monkeypatch.setattr(native, "available", True)
+        # the Python decoder's events, linked from columns read off them (full Args: ints included)
+        bare = msgspec.structs.replace(plain, op_table=None, launch_table=None, gpu_table=None)
         assert _linked_lists(link.link(bare)) == _linked_lists(with_cols)
-    assert saw_backward  # the sequence numbers were read from the columns for real
+    assert saw_backward  # the sequence numbers were read from the records for real
 
 
 def _ev(ts, dur=1.0, pid=1, tid=1, **args):
@@ -104,7 +110,7 @@ def _ev(ts, dur=1.0, pid=1, tid=1, **args):
 
 
 def test_columns_join_across_chunks_and_read_args_by_position():
-    t = Table(OP_FIELDS + ("seq",), CATS)
+    t = Table(OP_FIELDS, CATS)  # seq among them
     t.add_events([_ev(0.0, seq=4), _ev(1.0, pid=2, tid=9)])
     t.add_events([_ev(2, pid=2, tid=9), _ev(3.0), _ev(4.0, seq=0)])  # an int time, as Python may build one
     t.finish()

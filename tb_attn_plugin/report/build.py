@@ -84,7 +84,7 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
                                               lambda: (memory.Timelines(ev), launches_by_correlation(ev)))
         L = link(ev, tree, by_corr)
         del tree, by_corr
-        ev.op_table = ev.launch_table = ev.gpu_table = None  # read by link alone: their arrays need not outlive it
+        ev.op_table = ev.gpu_table = None  # read by link alone (kernel_reading reads the launches' correlation ids)
         say("finding attention", 0.75)
         calls, call_of = detect(L)
         say("measuring", 0.85)

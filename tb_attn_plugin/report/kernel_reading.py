@@ -7,9 +7,13 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
+import numpy as np
+
 from ..attention import fingerprint, occupancy, why_not_flash
 from ..attention import patterns as P
 from ..attention.fingerprint_rules import EXTENDED_LAUNCHES
+from ..trace.events import LAUNCH_FIELDS
+from ..trace.link import table_of
 
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
 LOW_PCT = 25.0  # theoretical occupancy below a quarter of the SM's warps is called low
@@ -142,15 +146,13 @@ def _launches(L, calls, call_of, m, rows) -> dict[tuple[str, str], _Launches]:
 
 
 def _launch_apis(ev, wanted: set[int]) -> dict[int, str]:
-    """Correlation id -> the runtime/driver call that launched it, for the few kernels that need it."""
+    """Correlation id -> the runtime/driver call that launched it (a later launch wins), for the few
+    kernels that need it; the ids are read from the launches' columns (their records)."""
     if not wanted:
         return {}
-    out = {}
-    for e in ev.launches:
-        a = e.args
-        if a is not None and a.correlation in wanted:
-            out[a.correlation] = e.name
-    return out
+    lt = table_of(ev.launch_table, ev.launches, LAUNCH_FIELDS)
+    at = np.flatnonzero(lt.has("correlation"))
+    return {c: ev.launches[j].name for j, c in zip(at.tolist(), lt["correlation"][at].tolist()) if c in wanted}
 
 
 def _fingerprint(name: str, arch: str | None, stage: str | None) -> dict[str, Any]:

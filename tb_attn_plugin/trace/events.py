@@ -45,32 +45,15 @@ def _lazy(raw: msgspec.Raw) -> Any:
     return v if isinstance(v, list) else None
 
 
-class Args(msgspec.Struct, gc=False, omit_defaults=True):
-    external_id: int | None = msgspec.field(default=None, name="External id")
-    correlation: int | None = None
-    seq: int | None = msgspec.field(default=None, name="Sequence number")
-    fwd_tid: int | None = msgspec.field(default=None, name="Fwd thread id")
-    # Shapes stay undecoded views into the text until an op needs them: as nested lists they were
-    # most of the memory of a trace, and only attention's ops ever look at them.
+class Shapes(msgspec.Struct, gc=False, omit_defaults=True):
+    """What an op's args hold beyond its record (table.REC keeps their ints): its inputs' shapes,
+    types, concrete values and strides. Stay undecoded views into the text until an op needs them:
+    as nested lists they were most of the memory of a trace, and only attention's ops look at them."""
+
     dims_raw: msgspec.Raw = msgspec.field(default=_NULL, name="Input Dims")
     types_raw: msgspec.Raw = msgspec.field(default=_NULL, name="Input type")
     concrete_raw: msgspec.Raw = msgspec.field(default=_NULL, name="Concrete Inputs")
     strides_raw: msgspec.Raw = msgspec.field(default=_NULL, name="Input Strides")  # why_not_flash reads SDPA's
-    device: int | None = None
-    stream: int | None = None
-    nbytes: int | None = msgspec.field(default=None, name="Bytes")
-    total_allocated: int | None = msgspec.field(default=None, name="Total Allocated")
-    device_type: int | None = msgspec.field(default=None, name="Device Type")
-    # The rest of a [memory] instant's args (memory/profiler_events.py reads them).
-    addr: int | None = msgspec.field(default=None, name="Addr")
-    total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
-    device_id: int | None = msgspec.field(default=None, name="Device Id")
-    # A kernel's launch as CUPTI writes it (attention/occupancy.py reads them). Any: a mistyped value in
-    # one of them never costs the kernel; the reader checks the types.
-    registers: Any = msgspec.field(default=None, name="registers per thread")
-    shared_memory: Any = msgspec.field(default=None, name="shared memory")
-    block: Any = None
-    achieved_occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
 
     @property
     def dims(self) -> list[Any] | None:
@@ -87,6 +70,31 @@ class Args(msgspec.Struct, gc=False, omit_defaults=True):
     @property
     def strides(self) -> list[Any] | None:
         return _lazy(self.strides_raw)
+
+
+class Args(Shapes, gc=False, omit_defaults=True):
+    """An event's args as the analysis reads them: the shapes, the ints the scanner's records hold
+    too, and a kernel's launch configuration."""
+
+    external_id: int | None = msgspec.field(default=None, name="External id")
+    correlation: int | None = None
+    seq: int | None = msgspec.field(default=None, name="Sequence number")
+    fwd_tid: int | None = msgspec.field(default=None, name="Fwd thread id")
+    device: int | None = None
+    stream: int | None = None
+    nbytes: int | None = msgspec.field(default=None, name="Bytes")
+    total_allocated: int | None = msgspec.field(default=None, name="Total Allocated")
+    device_type: int | None = msgspec.field(default=None, name="Device Type")
+    # The rest of a [memory] instant's args (memory/profiler_events.py reads them).
+    addr: int | None = msgspec.field(default=None, name="Addr")
+    total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
+    device_id: int | None = msgspec.field(default=None, name="Device Id")
+    # A kernel's launch as CUPTI writes it (attention/occupancy.py reads them). Any: a mistyped value in
+    # one of them never costs the kernel; the reader checks the types.
+    registers: Any = msgspec.field(default=None, name="registers per thread")
+    shared_memory: Any = msgspec.field(default=None, name="shared memory")
+    block: Any = None
+    achieved_occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -115,7 +123,6 @@ class _RawDoc(msgspec.Struct, gc=False):
     tb_attn: Any = None
 
 
-_EMPTY_ARGS = Args()
 
 # Categories kept. Kernels, memcpy/memset and launches carry GPU time; cpu ops, annotations and
 # module scopes form the op tree; fwdbwd flows join backward to forward; [memory] instants give
@@ -133,7 +140,7 @@ _TARGET = ({c: "ops" for c in CPU_CATS | {PYTHON_CAT}} | {c: "gpu" for c in GPU_
 _ROUTE_CATS = tuple(tuple(sorted(cats)) for cats in (CPU_CATS, GPU_CATS, LAUNCH_CATS, {"fwdbwd"}))
 CATS = tuple(c for cats in _ROUTE_CATS for c in cats) + (PYTHON_CAT,)
 # The columns each list keeps (table.REC's names): the op tree's, the joins' and the memory timelines'.
-OP_FIELDS = ("ts", "dur", "pid", "tid", "cat", "nulls")
+OP_FIELDS = ("ts", "dur", "pid", "tid", "cat", "external_id", "seq", "nulls")
 LAUNCH_FIELDS = ("ts", "pid", "tid", "correlation", "nulls")
 GPU_FIELDS = ("ts", "dur", "correlation", "nulls")
 MEMORY_FIELDS = ("ts", "pid", "tid", "device_type", "device_id", "addr", "nbytes", "total_allocated",
@@ -146,6 +153,20 @@ class _Routed(Event, gc=False):
 
     ph: Literal["X", "s", "f"] = "X"
     cat: Literal[CATS] = "cpu_op"  # type: ignore[valid-type]
+
+
+class _RoutedOp(_Routed, gc=False):
+    """A routed op: of its args only the shapes (its record holds the ints), one small object less
+    memory per op than Args and none of the ints parsed twice."""
+
+    args: Shapes | None = None
+
+
+class _RoutedLaunch(_Routed, gc=False):
+    """A routed launch: its record holds all the analysis reads of its args (the correlation id),
+    so they are not decoded at all (a key no event has names the field; msgspec skips "args")."""
+
+    args: None = msgspec.field(default=None, name="args (in the record)")
 
 
 class Events(msgspec.Struct, gc=False):
@@ -171,6 +192,8 @@ class Events(msgspec.Struct, gc=False):
 _doc_decoder = msgspec.json.Decoder(_Doc)
 _list_decoder = msgspec.json.Decoder(list[Event])
 _routed_decoder = msgspec.json.Decoder(list[_Routed])
+_routed_op_decoder = msgspec.json.Decoder(list[_RoutedOp])
+_routed_launch_decoder = msgspec.json.Decoder(list[_RoutedLaunch])
 _event_decoder = msgspec.json.Decoder(Event)
 
 
@@ -389,7 +412,8 @@ class _Kept:
             return
         ops_j, gpu_j, launch_j, flow_j, rest_j, mem_recs, op_recs, gpu_recs, launch_recs, insane = kept
         dec = _routed_decoder.decode
-        ops, gpu, launches, flows = dec(ops_j), dec(gpu_j), dec(launch_j), dec(flow_j)
+        ops, gpu = _routed_op_decoder.decode(ops_j), dec(gpu_j)
+        launches, flows = _routed_launch_decoder.decode(launch_j), dec(flow_j)
         rest = len(_list_decoder.decode(rest_j)) if len(rest_j) > 2 else 0  # decoded for its checks, then dropped
         n_mem = len(mem_recs) // native.REC_SIZE
         self.total += len(ops) + len(gpu) + len(launches) + len(flows) + rest + n_mem + insane + dropped
@@ -566,6 +590,3 @@ def _decode_native(text: bytes, head: bytes, keep_shapes: Callable[[str], bool] 
     kept.doc = doc
     return kept
 
-
-def args_of(e: Event) -> Args:
-    return e.args if e.args is not None else _EMPTY_ARGS

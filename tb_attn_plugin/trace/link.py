@@ -167,7 +167,8 @@ class OpTree(NamedTuple):
     """The op tree (op_tree): ops in tree order with their parent, subtree end, depth, self time,
     start, duration and thread columns, the threads, each launch's op (by position in
     ev.launches), each position's op (order: its index in ev.ops), the cpu-op flags in tree order
-    (Linked.cpu) and whether each holds a sequence number."""
+    (Linked.cpu), and each one's sequence number and External id (args' ints, kept in the record)
+    with whether it holds one."""
 
     ops: list[Event]
     parent: Sequence[int]
@@ -181,7 +182,10 @@ class OpTree(NamedTuple):
     launch_op: Sequence[int]
     order: Sequence[int] | None = None
     cpu: bytes | None = None
-    seq: np.ndarray | None = None  # bool per op in tree order: its args hold a Sequence number
+    has_seq: np.ndarray | None = None  # bool per op in tree order: its args hold a Sequence number
+    seq: np.ndarray | None = None  # int64 per op in tree order (0 where it holds none)
+    has_external: np.ndarray | None = None
+    external: np.ndarray | None = None
 
 
 def op_tree(ev: Events) -> OpTree:
@@ -217,7 +221,8 @@ def op_tree(ev: Events) -> OpTree:
     ops = list(itemgetter(*order.tolist())(ev.ops)) if n > 1 else list(ev.ops)
     q, d = _as_array("q"), _as_array("d")
     return OpTree(ops, q(parent), q(subtree_end), q(depth), d(self_cpu), d(ts), d(dur), q(thread), threads,
-                  q(launch_op), q(order), cpu, ot.has("seq")[order])
+                  q(launch_op), q(order), cpu, ot.has("seq")[order], ot["seq"][order],
+                  ot.has("external_id")[order], ot["external_id"][order])
 
 
 def _tree_order(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray | None) -> np.ndarray:
@@ -260,7 +265,8 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     """The linked trace; ``tree``: op_tree(ev), ``by_corr``: launches_by_correlation(ev), when the
     caller found them already."""
     tree = tree or op_tree(ev)
-    ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, order, cpu, has_seq = tree
+    ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, order, cpu, has_seq, seq, \
+        has_external, external = tree
     n = len(ops)
 
     # Kernels -> launch -> op.
@@ -273,8 +279,11 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     # lacking one, no launch can be said to lack its kernel
     uncorrelated = len(gt) - int(correlated.sum())
     recorded = set(gt["correlation"][correlated].tolist())
+    # the cpu ops by External id (a kernel with no launch in the trace names its op by it); the first wins
+    with_external = np.flatnonzero(has_external & (np.frombuffer(cpu, np.uint8) != 0))
+    external_op = lambda: dict(zip(external[with_external].tolist()[::-1], with_external.tolist()[::-1]))
     kernels, gpu_self, launches_self, unlinked, graph_kernels, kernel_op = _kernels(ev.gpu, gt, ops, launches,
-                                                                                   by_corr, launch_op)
+                                                                                   by_corr, launch_op, external_op)
 
     lost = window.unrecorded(launches, by_corr, recorded, launch_op, None) if not uncorrelated else None
     if lost is not None:
@@ -298,7 +307,9 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         if s >= 0:
             steps[s] = (e.ts, e.ts + e.dur)
 
-    fwd_of, node_of, any_backward = _link_backward(ops, parent, subtree_end, ev.flows, np.flatnonzero(has_seq).tolist())
+    with_seq = np.flatnonzero(has_seq)
+    fwd_of, node_of, any_backward = _link_backward(ops, parent, subtree_end, ev.flows, with_seq.tolist(),
+                                                   dict(zip(with_seq.tolist(), seq[with_seq].tolist())))
     for node, f in fwd_of.items():
         # The autograd thread has no ProfilerStep: a backward node runs in its forward op's step.
         if step[node] < 0:
@@ -338,10 +349,11 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
 
 
 def _kernels(gpu: list[Event], gt: Table, ops: list[Event], launches: list[Event], by_corr: dict[int, int],
-             launch_op: Sequence[int]) -> tuple[list[Kernel], array, array, int, int, array]:
+             launch_op: Sequence[int], external_op: Callable[[], dict[int, int]]
+             ) -> tuple[list[Kernel], array, array, int, int, array]:
     """(the kernels, each op's GPU self time and launch count, kernels linked to no op, kernels
     replayed from a graph, each kernel's op): each kernel's launch by correlation id, its op the launch's (none under a
-    graph launch), else the cpu op of its External id. ``gt``: the kernels' columns (correlation ids
+    graph launch), else the cpu op of its External id (``external_op()``: External id -> op). ``gt``: the kernels' columns (correlation ids
     and durations read there, not from each event). The sums per op run at C speed, each op's in
     kernel order from 0.0, as a loop over the kernels adds them."""
     n, m = len(ops), len(gpu)
@@ -363,11 +375,7 @@ def _kernels(gpu: list[Event], gt: Table, ops: list[Event], launches: list[Event
         a = gpu[i].args
         if a is not None and a.external_id is not None:
             if by_ext is None:
-                by_ext = {}
-                for j, o in enumerate(ops):
-                    oa = o.args
-                    if oa is not None and oa.external_id is not None and o.cat == "cpu_op":
-                        by_ext.setdefault(oa.external_id, j)
+                by_ext = external_op()
             op[i] = by_ext.get(a.external_id, -1)
         if op[i] < 0:
             unlinked += 1
@@ -380,8 +388,9 @@ def _kernels(gpu: list[Event], gt: Table, ops: list[Event], launches: list[Event
 
 
 def _link_backward(ops: list[Event], parent: Sequence[int], subtree_end: Sequence[int], flows: list[Event],
-                   seq_ops: list[int]):
-    """(backward node -> forward op, each op's backward node); ``seq_ops``: the ops with a sequence number."""
+                   seq_ops: list[int], seq_of: dict[int, int]):
+    """(backward node -> forward op, each op's backward node); ``seq_ops``: the ops with a sequence
+    number, ``seq_of``: op -> its sequence number."""
     n = len(ops)
     is_node = [False] * n
     node_name: dict[str, bool] = {}  # few distinct names
@@ -419,14 +428,14 @@ def _link_backward(ops: list[Event], parent: Sequence[int], subtree_end: Sequenc
         for i in seq_ops:
             if is_node[i] or ops[i].name.startswith(WRAPPER_PREFIX):
                 continue
-            s = ops[i].args.seq
+            s = seq_of[i]
             d = _depth(parent, i)
             if s not in by_seq or d >= depth_of[s]:
                 by_seq[s] = i
                 depth_of[s] = d
         for i in seq_ops:
             if is_node[i] and i not in fwd_of:
-                f = by_seq.get(ops[i].args.seq)
+                f = by_seq.get(seq_of[i])
                 if f is not None and ops[f].ts < ops[i].ts:
                     fwd_of[i] = f
 
