@@ -19,7 +19,6 @@ naming the file and the row. The user's rows are searched before the built-in on
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import sys
@@ -28,11 +27,6 @@ from typing import Any
 from ..format.tags import STAGES
 from . import patterns as P
 from .safe_regex import UnsafePattern, compile_untrusted
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 ENV = "TB_ATTN_PATTERNS"
 MAX_FILE_BYTES = 256 * 1024
@@ -105,6 +99,10 @@ def parse(path: str, data: bytes) -> list[P.KernelFamily]:
     """The rows of one file's bytes; raises PatternError."""
     if len(data) > MAX_FILE_BYTES:
         raise PatternError(path, f"pattern file is {len(data)} bytes; at most {MAX_FILE_BYTES} are accepted")
+    if sys.version_info >= (3, 11):  # imported here: only a pattern file needs a TOML parser
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
     try:
         doc = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -221,6 +219,8 @@ def fingerprint(paths: list[str] | None = None) -> str:
     paths = env_paths() if paths is None else paths
     if not paths:
         return ""
+    import hashlib  # here: OpenSSL's load (~3 ms) only with pattern files
+
     h = hashlib.sha256()
     for path in paths:
         h.update(path.encode("utf-8", "surrogateescape") + b"\0")

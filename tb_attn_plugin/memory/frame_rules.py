@@ -137,8 +137,11 @@ class Rule:
     file: re.Pattern | None
 
 
-_COMPILED = [Rule(r["kind"], r["value"], re.compile(r["name"], re.I) if "name" in r else None,
-                  re.compile(r["file"]) if "file" in r else None) for r in RULES]
+@lru_cache(maxsize=1)
+def _compiled() -> list[Rule]:
+    """The rules compiled on first use: only a snapshot's frames need them (a few ms at every start else)."""
+    return [Rule(r["kind"], r["value"], re.compile(r["name"], re.I) if "name" in r else None,
+                 re.compile(r["file"]) if "file" in r else None) for r in RULES]
 
 
 def function_name(name: str) -> str:
@@ -151,7 +154,7 @@ def function_name(name: str) -> str:
 def match(filename: str, name: str) -> tuple[str, str] | None:
     """(kind, value) of the first rule a frame matches, or None."""
     fn = function_name(name)
-    for r in _COMPILED:
+    for r in _compiled():
         if r.file is not None and not r.file.search(filename):
             continue
         if r.name is not None and not r.name.search(fn):

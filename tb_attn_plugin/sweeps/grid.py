@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -100,6 +99,8 @@ class Cell:
     def cell_id(self) -> str:
         """A short, path-safe name: readable parts plus a hash of everything (for profile runs and HParams)."""
         name = self.backend if self.module is None else "module-" + re.sub(r"[^A-Za-z0-9]+", "_", self.module)[-40:]
+        import hashlib  # here: OpenSSL's load (~3 ms) only when a sweep names its cells
+
         digest = hashlib.sha1(json.dumps(self.key(), sort_keys=True).encode()).hexdigest()[:8]
         return f"{name}-b{self.batch}-L{self.seq_len}-{digest}"
 
