@@ -63,19 +63,26 @@ static inline Py_ssize_t skip_back(const char *s, Py_ssize_t p) {
     return p;
 }
 
-/* The index of the first '"' or backslash in s[p..stop), or stop (or more). Strings are most of a
- * trace's bytes, and most are short keys and names: eight bytes at a time (SWAR, on little-endian
- * GCC/Clang builds) beats a memchr call per quote and another per backslash. */
-static inline Py_ssize_t quote_or_escape(const char *s, Py_ssize_t p, Py_ssize_t stop) {
 #if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+#define SWAR 1 /* eight bytes at a time, on little-endian GCC/Clang builds */
+static const uint64_t ONES = 0x0101010101010101ull;
+
+/* below_byte: the bytes of x whose value is below c (c <= 128); byte_is: those equal to c. Each is
+ * flagged by its high bit. The lowest flagged byte is always a true one (a borrow can flag false ones
+ * above it), so callers take the lowest. */
+static inline uint64_t below_byte(uint64_t x, unsigned char c) { return (x - ONES * c) & ~x & (ONES << 7); }
+static inline uint64_t byte_is(uint64_t x, unsigned char c) { return below_byte(x ^ (ONES * c), 1); }
+#endif
+
+/* The index of the first '"' or backslash in s[p..stop), or stop (or more). Strings are most of a
+ * trace's bytes, and most are short keys and names: eight bytes at a time (SWAR) beats a memchr call
+ * per quote and another per backslash. */
+static inline Py_ssize_t quote_or_escape(const char *s, Py_ssize_t p, Py_ssize_t stop) {
+#ifdef SWAR
     for (; p + 8 <= stop; p += 8) {
-        uint64_t x, q, b;
+        uint64_t x;
         memcpy(&x, s + p, 8);
-        q = x ^ (ones * '"');
-        b = x ^ (ones * '\\');
-        /* a zero byte of q or b is a hit; the lowest flagged byte is always a true one */
-        uint64_t hit = (((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
+        uint64_t hit = byte_is(x, '"') | byte_is(x, '\\');
         if (hit) return p + (__builtin_ctzll(hit) >> 3);
     }
 #endif
@@ -87,15 +94,11 @@ static inline Py_ssize_t quote_or_escape(const char *s, Py_ssize_t p, Py_ssize_t
  * stop. Eight bytes at a time as quote_or_escape: a byte below '-' (the blanks, ',' and a few more) or
  * a ']' or '}' is a candidate, and the byte loop settles it. */
 static inline Py_ssize_t value_end(const char *s, Py_ssize_t q, Py_ssize_t stop) {
-#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+#ifdef SWAR
     for (; q + 8 <= stop; q += 8) {
-        uint64_t x, a, b;
+        uint64_t x;
         memcpy(&x, s + q, 8);
-        a = x ^ (ones * ']');
-        b = x ^ (ones * '}');
-        /* bytes below '-', and zero bytes of a and b; the lowest flagged byte is always a true one */
-        uint64_t hit = (((x - ones * '-') & ~x) | ((a - ones) & ~a) | ((b - ones) & ~b)) & highs;
+        uint64_t hit = below_byte(x, '-') | byte_is(x, ']') | byte_is(x, '}');
         if (hit) {
             q += __builtin_ctzll(hit) >> 3;
             break;
@@ -126,8 +129,7 @@ static Py_ssize_t skip_value(const char *s, Py_ssize_t p, Py_ssize_t stop) {
     if (p >= stop) return -1;
     if (s[p] == '"') return scan_string(s, p, stop, &esc);
     if (s[p] != '{' && s[p] != '[') {
-        Py_ssize_t q = p;
-        q = value_end(s, q, stop);
+        Py_ssize_t q = value_end(s, p, stop);
         return q > p ? q : -1;
     }
     while (p < stop) {
@@ -192,7 +194,7 @@ typedef Py_ssize_t (*ArgsFn)(void *ctx, const char *s, Py_ssize_t p, Py_ssize_t 
  * value, start -1 when absent; repeated: one of them appears twice. */
 enum { S_TS, S_DUR, S_PID, S_TID, S_ID, S_ARGS, N_SPANS };
 static const char *SPAN_KEYS[N_SPANS] = {"ts", "dur", "pid", "tid", "id", "args"};
-static const Py_ssize_t SPAN_LENS[N_SPANS] = {2, 3, 3, 3, 2, 4};
+static Py_ssize_t SPAN_LENS[N_SPANS]; /* strlen of each, set when the module loads (as INT_LENS) */
 typedef struct {
     Py_ssize_t v[N_SPANS][2];
     int repeated;
@@ -1181,6 +1183,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__prefilter(void) {
     for (int k = 0; k < N_INTS; k++) INT_LENS[k] = (Py_ssize_t)strlen(INT_KEYS[k]);
+    for (int k = 0; k < N_SPANS; k++) SPAN_LENS[k] = (Py_ssize_t)strlen(SPAN_KEYS[k]);
     for (const char *c = " \n\r\t,}]"; *c; c++) ENDS_VALUE[(unsigned char)*c] = 1;
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "REC_SIZE", (long)sizeof(Rec)) < 0) Py_CLEAR(m);
