@@ -162,19 +162,18 @@ def _inside_sums(att: Attribution, calls: list[CallInfo], delta, inside: list[in
         return per_call, per_layer_stage, per_stage, is_score
     at = np.asarray(inside, np.int64)
     d, k = ints(delta)[at], ints(slot)[at]
+    call = np.fromiter((s.call for s in slots), np.int64, len(slots))[k]  # each allocation's call
     if score_events is not None:
         score = np.frombuffer(bytes(score_events), np.uint8)[at] != 0
     else:
         exact, rounded = _scores(calls)
-        of_call = np.fromiter((s.call for s in slots), np.int64, len(slots))[k]
-        score = (d == exact[of_call]) | (d == rounded[of_call])
+        score = (d == exact[call]) | (d == rounded[call])
     is_score_at = np.zeros(len(delta), np.uint8)
     is_score_at[at[score]] = 1
     is_score[:] = is_score_at.tobytes()
-    # Each allocation's call and (stage, pass), from its slot's.
-    slot_call = np.fromiter((s.call for s in slots), np.int64, len(slots))
+    # Each allocation's (stage, pass), from its slot's.
     stage_pass = intern([(s.stage, s.pass_) for s in slots])
-    call, sp = slot_call[k], stage_pass.ids[k]
+    sp = stage_pass.ids[k]
     bwd = np.array([ps == "bwd" for _, ps in stage_pass.values], bool)[sp]
     n_calls = len(calls)
     size, allocs = _exact_sums(call, d, n_calls), np.bincount(call, minlength=n_calls).tolist()
@@ -200,11 +199,14 @@ def _inside_sums(att: Attribution, calls: list[CallInfo], delta, inside: list[in
     return per_call, per_layer_stage, per_stage, is_score
 
 
+def _may_pass_int64(values: np.ndarray) -> bool:
+    """Whether a sum of some of these ints could pass int64 (then they are summed as Python's ints)."""
+    return bool(len(values)) and max(int(values.max()), -int(values.min())) > _INT64_MAX // len(values)
+
+
 def _exact_cumsum(values: np.ndarray) -> np.ndarray:
     """The running sum of int values, exact: int64 where no partial sum can pass it, else Python's ints."""
-    if len(values) and max(int(values.max()), -int(values.min())) > _INT64_MAX // len(values):
-        return np.cumsum(values.astype(object))
-    return np.cumsum(values)
+    return np.cumsum(values.astype(object) if _may_pass_int64(values) else values)
 
 
 def _grouped(key: np.ndarray, size: np.ndarray, score: np.ndarray) -> dict[int, list[int]]:
@@ -219,7 +221,7 @@ def _grouped(key: np.ndarray, size: np.ndarray, score: np.ndarray) -> dict[int, 
 def _exact_sums(group: np.ndarray, values: np.ndarray, groups: int) -> list[int]:
     """Per group, the sum of its int values as a Python int: int64 where no sum can pass it, else
     Python's ints."""
-    if len(values) and max(int(values.max()), -int(values.min())) > _INT64_MAX // len(values):
+    if _may_pass_int64(values):
         out = np.zeros(groups, object)
         np.add.at(out, group, values.astype(object))
         return [int(v) for v in out]
