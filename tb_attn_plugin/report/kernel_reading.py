@@ -67,7 +67,7 @@ def _threads(block: Any) -> int | None:
         return None
     n = 1
     for x in block:
-        x = x if type(x) is int and 0 < x < _LIMIT else _count(x)
+        x = _count(x)
         if not x:
             return None
         n *= x

@@ -291,4 +291,3 @@ def rounded(values: Sequence[float], digits: int = 3) -> list[float]:
     for i in others:
         got[i] = round(values[i], digits)
     return got
-

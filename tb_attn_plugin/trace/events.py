@@ -123,7 +123,6 @@ class _RawDoc(msgspec.Struct, gc=False):
     tb_attn: Any = None
 
 
-
 # Categories kept. Kernels, memcpy/memset and launches carry GPU time; cpu ops, annotations and
 # module scopes form the op tree; fwdbwd flows join backward to forward; [memory] instants give
 # allocations per call.
