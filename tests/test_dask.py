@@ -113,10 +113,11 @@ def test_a_trace_that_kills_every_worker_is_its_own_error_line(cpu_traces, tmp_p
     kill by Dask's memory monitor), the scheduler gives up (KilledWorker), and that trace gets an
     error line while the small one beside it is analysed."""
     big = tmp_path / "big.pt.trace.json"
-    replicate(str(cpu_traces["sdpa"]), 600, str(big))
+    replicate(str(cpu_traces["sdpa"]), 1200, str(big))
     small = tmp_path / "small.pt.trace.json"
     small.write_bytes(cpu_traces["sdpa"].read_bytes())
-    assert big.stat().st_size > 150 << 20
+    # its text alone is more than a worker may hold (the engine's own memory does not decide it)
+    assert big.stat().st_size > 300 << 20
     # Two idle single-thread workers take one task each; no retries, so the big one fails at its
     # first kill (a task on a worker when it dies counts a failure, whichever task killed it).
     with dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.worker.memory.terminate": 0.95}):

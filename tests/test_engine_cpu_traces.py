@@ -86,9 +86,9 @@ def test_backward_nodes_link_to_forward_ops(cpu_traces):
     L = link(decode(path, text))
     assert L.fwd_of
     for node, fwd in L.fwd_of.items():
-        assert L.ops[node].name.endswith(("Backward0", "Backward1"))
+        assert L.names[node].endswith(("Backward0", "Backward1"))
         assert L.node_of[fwd] < 0  # the origin is a forward op
-        assert L.ops[fwd].ts < L.ops[node].ts
+        assert L.ts[fwd] < L.ts[node]
 
 
 def test_flops_and_rate_from_shapes(reports):

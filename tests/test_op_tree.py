@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tb_attn_plugin.trace import link, native
-from tb_attn_plugin.trace.events import CATS, LAUNCH_FIELDS, Args, Event, Events
-from tb_attn_plugin.trace.table import Table
+from tb_attn_plugin.trace.events import CATS, LAUNCH_FIELDS, OP_FIELDS, Args, Event, Events
+from tb_attn_plugin.trace.table import Names, Table
 
 
 def test_the_tree_pass_is_built_where_required():
@@ -31,7 +31,9 @@ _thread = st.sampled_from([(1, 1), (1, 2), (2, 1), ("1", 1), (7, "gpu"), (1, 1)]
 
 
 def _events(ops, launches) -> Events:
-    return Events(ops=ops, launches=launches, gpu=[], flows=[], memory=[], device_properties=[],
+    names = Names()
+    names.add([e.name for e in ops])
+    return Events(op_table=Table.of(ops, OP_FIELDS, CATS), op_names=names, op_shapes={}, launches=launches, gpu=[], flows=[], memory=[], device_properties=[],
                   distributed={}, tb_attn=None, total_events=len(ops) + len(launches), warnings=[])
 
 
@@ -39,10 +41,12 @@ def _loop_tree(ev: Events):
     """Per thread (threads ordered by str(pid), str(tid)): ops sorted by (start, -duration), a stack
     of open ops popped when an op or launch starts at or past their end."""
     key = lambda e: (e.pid, e.tid)  # noqa: E731
-    threads = sorted({key(e) for e in ev.ops} | {key(e) for e in ev.launches}, key=lambda k: (str(k[0]), str(k[1])))
+    file_ops = ev.op_events()
+    at = {id(e): i for i, e in enumerate(file_ops)}  # each op's position in the file
+    threads = sorted({key(e) for e in file_ops} | {key(e) for e in ev.launches}, key=lambda k: (str(k[0]), str(k[1])))
     ops, parent, subtree_end, depth, launch_op = [], [], [], [], {}
     for th in threads:
-        tops = sorted((e for e in ev.ops if key(e) == th), key=lambda e: (e.ts, -e.dur))
+        tops = sorted((e for e in file_ops if key(e) == th), key=lambda e: (e.ts, -e.dur))
         tl = sorted((e for e in ev.launches if key(e) == th), key=lambda e: e.ts)
         base, n = len(ops), len(tops)
         par, send, dep = [-1] * n, [base + n] * n, [0] * n
@@ -74,13 +78,13 @@ def _loop_tree(ev: Events):
         if p >= 0:
             self_cpu[p] -= ops[k].dur
     self_cpu = [s if s > 0 else 0.0 for s in self_cpu]
-    return ([id(e) for e in ops], parent, subtree_end, depth, self_cpu, [e.ts for e in ops], [e.dur for e in ops],
+    return ([at[id(e)] for e in ops], parent, subtree_end, depth, self_cpu, [e.ts for e in ops], [e.dur for e in ops],
             threads, [launch_op[id(la)] for la in ev.launches])
 
 
 def _tree(ev: Events):
     t = link.op_tree(ev)
-    return ([id(e) for e in t.ops], list(t.parent), list(t.subtree_end), list(t.depth), list(t.self_cpu),
+    return (list(t.order), list(t.parent), list(t.subtree_end), list(t.depth), list(t.self_cpu),
             list(t.ts), list(t.dur), t.threads, list(t.launch_op))
 
 

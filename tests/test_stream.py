@@ -17,7 +17,7 @@ from tb_attn_plugin.attention.patterns import needs_shapes
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.trace import events, native, stream
 from tb_attn_plugin.trace.read import read_trace_text
-from tb_attn_plugin.trace.table import Table
+from tb_attn_plugin.trace.table import Names, Table
 from tests.conftest import shared_trace
 
 pytestmark = pytest.mark.skipif(not stream.available() and not os.environ.get("TB_ATTN_REQUIRE_NATIVE"),
@@ -45,6 +45,8 @@ def _enc(ev):
     def hook(o):
         if isinstance(o, Table):
             return [o.fields] + [o[f].tolist() for f in o.fields]
+        if isinstance(o, Names):
+            return [o.values[i] for i in o.ids.tolist()]
         return o
     return msgspec.json.encode(ev, enc_hook=hook)
 

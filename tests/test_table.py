@@ -38,7 +38,7 @@ def test_the_record_is_the_scanners():
 
 @pytest.mark.parametrize("window", [4096, 65536])
 def test_gathered_columns_are_the_events_columns(monkeypatch, cpu_traces, window):
-    adds, add = [0], Table.add_records
+    adds, add, shaped = [0], Table.add_records, 0
     monkeypatch.setattr(Table, "add_records", lambda self, r: (adds.__setitem__(-1, adds[-1] + bool(r)), add(self, r)))
     for path in cpu_traces.values():
         adds.append(0)
@@ -48,9 +48,9 @@ def test_gathered_columns_are_the_events_columns(monkeypatch, cpu_traces, window
         monkeypatch.setattr(native, "available", False)
         plain = events.decode(str(path), path.read_bytes())
         monkeypatch.setattr(native, "available", True)
-        _same_columns(ev, plain)
+        shaped += _same_columns(ev, plain)
         assert len(plain.memory) > 0
-    assert max(adds) > 3  # gathered over many chunks, not one
+    assert max(adds) > 3 and shaped  # gathered over many chunks, not one; some ops kept their shapes
 
 
 @pytest.mark.parametrize("name", ["tl_h100_owlv2_eager_bmm_softmax", "tl_mi300x_xdit_flux1_aiter_fmha_hipgraph",
@@ -64,17 +64,32 @@ def test_gpu_traces_records_are_the_events_columns(monkeypatch, name):
     monkeypatch.setattr(native, "available", False)
     plain = events.decode(str(path), gzip.decompress(path.read_bytes()))
     _same_columns(ev, plain)
-    assert len(ev.ops) and len(ev.launches) and len(ev.gpu)
+    assert len(ev.op_table) and len(ev.launches) and len(ev.gpu)
+
+
+def _op_names(ev):
+    return [ev.op_names.values[i] for i in ev.op_names.ids.tolist()]
 
 
 def _same_columns(ev, plain):
     """The streamed decode's records read as the columns of the Python decoder's events."""
-    for lst, table, fields in (("ops", "op_table", OP_FIELDS), ("launches", "launch_table", LAUNCH_FIELDS),
-                               ("gpu", "gpu_table", GPU_FIELDS)):
+    for lst, table, fields in (("launches", "launch_table", LAUNCH_FIELDS), ("gpu", "gpu_table", GPU_FIELDS)):
         gathered, read = getattr(ev, table), Table.of(getattr(plain, lst), fields, CATS)
         assert len(gathered) == len(getattr(ev, lst)) == len(read), lst
         for f in fields:
             assert gathered[f].tolist() == read[f].tolist(), (lst, f)
+    # ops are columns either way: the records' against those the Python decoder read off its events,
+    # the names from the scanner's array against the decoded names, and the shapes kept (the plain
+    # decode keeps every op's, the streamed one those of the names needs_shapes wants)
+    names = _op_names(ev)
+    assert len(ev.op_table) == len(plain.op_table) == len(names) > 0
+    for f in OP_FIELDS:
+        assert ev.op_table[f].tolist() == plain.op_table[f].tolist(), ("ops", f)
+    assert names == _op_names(plain)
+    raw = lambda a: (bytes(a.dims_raw), bytes(a.types_raw), bytes(a.concrete_raw), bytes(a.strides_raw))
+    wanted = {i: raw(a) for i, a in plain.op_shapes.items() if needs_shapes(names[i])}
+    assert {i: raw(a) for i, a in ev.op_shapes.items()} == wanted
+    return len(wanted)
     assert isinstance(plain.memory, Table) and len(plain.memory) == len(ev.memory)
     for f in MEMORY_FIELDS:
         assert ev.memory[f].tolist() == plain.memory[f].tolist(), f
@@ -83,9 +98,9 @@ def _same_columns(ev, plain):
 def _linked_lists(L):
     cols = ("parent", "depth", "subtree_end", "self_cpu", "gpu_self", "launches_self", "step", "node_of", "ts", "dur",
             "thread")
-    return ([(e.name, e.ts) for e in L.ops], {c: list(getattr(L, c)) for c in cols}, L.fwd_of, L.threads,
+    return (list(zip(L.names, L.ts)), {c: list(getattr(L, c)) for c in cols}, L.fwd_of, L.threads,
             [(k.ev.name, k.ev.ts, k.op, k.graph) for k in L.kernels], L.steps, L.unlinked_kernels, bytes(L.cpu),
-            L.names)
+            list(L.cats), bytes(L.has_args))
 
 
 def test_link_of_the_records_is_the_link_of_the_python_decoders_events(monkeypatch, cpu_traces):
@@ -94,13 +109,12 @@ def test_link_of_the_records_is_the_link_of_the_python_decoders_events(monkeypat
         ev = _streamed(monkeypatch, path, 8192)
         with_cols = link.link(ev)
         saw_backward |= bool(with_cols.fwd_of)
-        assert with_cols.cpu == bytes(e.cat == "cpu_op" for e in with_cols.ops)
-        assert with_cols.names == [e.name for e in with_cols.ops]
+        assert with_cols.cpu == bytes(CATS[c] == "cpu_op" for c in with_cols.cats)
         monkeypatch.setattr(native, "available", False)
         plain = events.decode(str(path), path.read_bytes())
         monkeypatch.setattr(native, "available", True)
         # the Python decoder's events, linked from columns read off them (full Args: ints included)
-        bare = msgspec.structs.replace(plain, op_table=None, launch_table=None, gpu_table=None)
+        bare = msgspec.structs.replace(plain, launch_table=None, gpu_table=None)
         assert _linked_lists(link.link(bare)) == _linked_lists(with_cols)
     assert saw_backward  # the sequence numbers were read from the records for real
 

@@ -21,25 +21,25 @@ def fill(L: Linked, calls: list[Call], stage_of: list[str | None]) -> None:
     cand = L.where_name(_is_qk_or_softmax)
     if not cand:
         return
-    ops = L.ops
+    names = L.names
     for c in calls:
         if "shape" in c.info or c.hi <= c.lo or c.info.get("backward_only"):
             continue
         qk = sm = None
         for j in cand[bisect_left(cand, c.lo):bisect_left(cand, c.hi)]:
-            a = ops[j].args
+            a = L.args(j)
             if a is None or not a.dims or L.node_of[j] >= 0:
                 continue
-            if qk is None and stage_of[j] == "qk_matmul" and ops[j].name in P.BMM_OPS:
+            if qk is None and stage_of[j] == "qk_matmul" and names[j] in P.BMM_OPS:
                 qk = j
-            elif sm is None and stage_of[j] == "softmax" and ops[j].name in P.SOFTMAX_OPS:
+            elif sm is None and stage_of[j] == "softmax" and names[j] in P.SOFTMAX_OPS:
                 sm = j
             if qk is not None and sm is not None:
                 break
         if qk is None and sm is None:
             continue
-        qa = ops[qk].args if qk is not None else None
-        sa = ops[sm].args if sm is not None else None
+        qa = L.args(qk) if qk is not None else None
+        sa = L.args(sm) if sm is not None else None
         info = shapes.from_matmuls(qa.dims if qa else None, sa.dims if sa else None,
                                    qa.types if qa else sa.types)
         for key, v in info.items():

@@ -40,7 +40,7 @@ MOTIF_REACH = 8  # siblings searched on each side of a softmax for its matmuls
 @dataclass
 class Call:
     id: int
-    lo: int  # forward ops of the call: the contiguous range [lo, hi) of Linked.ops
+    lo: int  # forward ops of the call: the contiguous range [lo, hi) of Linked's op columns
     hi: int
     root: int  # op that names the call (-1 for kernel-only calls)
     layer: str
@@ -75,7 +75,7 @@ def _is_batched(args) -> bool:
 class Detector:
     def __init__(self, L: Linked):
         self.L = L
-        n = len(L.ops)
+        n = len(L.names)
         self.call_of = [-1] * n
         self.calls: list[Call] = []
         self._attn_module = [False] * n
@@ -84,11 +84,11 @@ class Detector:
         self._enclosing: list[int] | None = None  # filled by _ancestry() on first use
         self._in_compiled: list[bool] | None = None
         for i in L.where_name(lambda nm: P.is_attention_module(_class_of(nm))):
-            if L.ops[i].cat == "python_function":
+            if L.is_module(i):
                 self._attn_module[i] = True
         self._scope: dict[int, tuple[str, str]] = {}  # op -> (module path, class) of a collector module scope
         for i in L.where_name(lambda nm: nm.startswith(tags.MODULE_PREFIX)):
-            named = tags.parse_module_scope(L.ops[i].name)
+            named = tags.parse_module_scope(L.names[i])
             if named is not None:
                 self._attn_module[i] = True
                 self._scope[i] = named
@@ -101,7 +101,7 @@ class Detector:
         the ops under those few ops, not a step per op. Walking up from each call instead costs
         calls x depth, which a deep tree with wide fan-out makes quadratic."""
         L = self.L
-        n = len(L.ops)
+        n = len(L.names)
         end = L.subtree_end
         enclosing = [-1] * n
         compiled = [False] * n
@@ -129,13 +129,12 @@ class Detector:
     def _next_sibling(self, i: int) -> int:
         L = self.L
         j = L.subtree_end[i]
-        if j >= len(L.ops) or L.parent[j] != L.parent[i]:
+        if j >= len(L.names) or L.parent[j] != L.parent[i]:
             return -1
         return j if L.parent[i] >= 0 or self._same_thread(i, j) else -1
 
     def _same_thread(self, i: int, j: int) -> bool:
-        a, b = self.L.ops[i], self.L.ops[j]
-        return a.pid == b.pid and a.tid == b.tid
+        return self.L.thread[i] == self.L.thread[j]
 
     def _compiled(self, i: int) -> bool:
         if self._in_compiled is None:
@@ -154,10 +153,10 @@ class Detector:
             return None  # overlaps an earlier call (e.g. two SDPA ops in one module): join it
         scope = self._scope.get(m)
         if layer is None:
-            layer = scope[0] if scope else module_name(self.L.ops[m]) if m >= 0 else ""
-        layer_type = scope[1] if scope else _class_of(self.L.ops[m].name) if m >= 0 else ""
+            layer = scope[0] if scope else module_name(self.L.names[m]) if m >= 0 else ""
+        layer_type = scope[1] if scope else _class_of(self.L.names[m]) if m >= 0 else ""
         c = Call(id=len(self.calls), lo=lo, hi=hi, root=root, layer=layer, layer_type=layer_type, source=source,
-                 step=self.L.step[lo], start=self.L.ops[lo].ts, end=self.L.ops[lo].ts + self.L.ops[lo].dur)
+                 step=self.L.step[lo], start=self.L.ts[lo], end=self.L.ts[lo] + self.L.dur[lo])
         c.compiled = self._compiled(lo)
         self.calls.append(c)
         cid = c.id
@@ -168,13 +167,12 @@ class Detector:
     # -- the sources, in order of trust ---------------------------------------------------------
     def run(self) -> list[Call]:
         L = self.L
-        ops = L.ops
+        names = L.names
         fwd = L.node_of
         # 1. tags (each pass visits only the ops whose name can match, in op order)
         for i in L.where_name(lambda nm: nm.startswith(tags.CALL_PREFIX)):
-            e = ops[i]
-            if e.cat == "user_annotation" and fwd[i] < 0 and self.call_of[i] < 0:
-                tag = tags.parse_call(e.name)
+            if L.cat(i) == "user_annotation" and fwd[i] < 0 and self.call_of[i] < 0:
+                tag = tags.parse_call(names[i])
                 if tag is None:
                     continue
                 c = self._new_call(i, L.subtree_end[i], i, "tag", layer=str(tag.get("layer") or ""))
@@ -187,17 +185,17 @@ class Detector:
         for i in L.where_name(_names_attention):
             if fwd[i] >= 0 or self.call_of[i] >= 0:
                 continue
-            rule = P.attention_function(ops[i].name)
-            if rule is not None and not (ops[i].cat == "cpu_op" and self._does_work(i)):
+            rule = P.attention_function(names[i])
+            if rule is not None and not (L.cpu[i] and self._does_work(i)):
                 continue
             c = self._new_call(i, L.subtree_end[i], i, "op")
             if c is not None and rule is not None and not c.layer_type:
-                c.layer_type = ops[i].name
+                c.layer_type = names[i]
         # 4. eager motif (3. happens inside _new_call)
         for i in L.where_name(self._is_softmax):
             if fwd[i] >= 0 or self.call_of[i] >= 0:
                 continue
-            if not self._is_softmax(ops[L.parent[i]].name if L.parent[i] >= 0 else ""):
+            if not self._is_softmax(names[L.parent[i]] if L.parent[i] >= 0 else ""):
                 self._motif(i)
         # 5. fused kernels that no call explains (only the kernels of fused names are visited)
         kn = L.kernel_names
@@ -237,9 +235,9 @@ class Detector:
         linked it elsewhere) is a call of its own: the backward node of an attention Function, then a
         backward attention op (torch.library), then the op launching a fused attention kernel."""
         L = self.L
-        ops, node_of = L.ops, L.node_of
+        node_of = L.node_of
         for i in L.where_name(lambda nm: P.attention_function_backward(nm) is not None):
-            if node_of[i] != i or self.call_of[i] >= 0 or ops[i].cat != "cpu_op" or not self._does_work(i):
+            if node_of[i] != i or self.call_of[i] >= 0 or not L.cpu[i] or not self._does_work(i):
                 continue
             f = L.fwd_of.get(i)
             c = self._call_under(f) if f is not None else -1
@@ -267,15 +265,15 @@ class Detector:
     def _backward_call(self, i: int) -> Call:
         L = self.L
         hi = L.subtree_end[i]
-        e = L.ops[i]
+        name, t0, d = L.names[i], L.ts[i], L.dur[i]
         p = L.parent[i]
-        if L.node_of[i] == i and p >= 0 and L.ops[p].name.startswith(WRAPPER_PREFIX):
+        if L.node_of[i] == i and p >= 0 and L.names[p].startswith(WRAPPER_PREFIX):
             i, hi = p, max(hi, L.subtree_end[p])  # autograd's evaluate_function wrapper around the node
-        step = L.step[i] if L.step[i] >= 0 else self._step_at(e.ts)
-        fn = P.attention_function_backward(e.name)
+        step = L.step[i] if L.step[i] >= 0 else self._step_at(t0)
+        fn = P.attention_function_backward(name)
         c = Call(id=len(self.calls), lo=i, hi=hi, root=i, layer="", source="op" if fn else "kernel",
-                 layer_type=P.BACKWARD_NODE_SUFFIX.sub("", e.name) if fn else "", step=step,
-                 start=e.ts, end=e.ts + e.dur)
+                 layer_type=P.BACKWARD_NODE_SUFFIX.sub("", name) if fn else "", step=step,
+                 start=t0, end=t0 + d)
         c.info["backward_only"] = True
         self.calls.append(c)
         self.call_of[i:hi] = [c.id if x < 0 else x for x in self.call_of[i:hi]]
@@ -295,7 +293,7 @@ class Detector:
             if k.op >= 0 and self.call_of[k.op] >= 0 and P.fused_family(k.ev.name) is not None:
                 has_fused.add(self.call_of[k.op])
         waiting = [c for c in self.calls if c.source != "kernel" and c.id not in has_fused
-                   and any(P.attention_op(L.ops[j].name) for j in range(c.lo, c.hi))]
+                   and any(P.attention_op(L.names[j]) for j in range(c.lo, c.hi))]
         if len(waiting) != len(replayed):
             return
         waiting.sort(key=lambda c: c.start)
@@ -319,8 +317,7 @@ class Detector:
         return name.startswith("triton_") and "_softmax" in name and "log_softmax" not in name
 
     def _is_bmm(self, i: int) -> bool:
-        e = self.L.ops[i]
-        return e.name in P.BMM_OPS and _is_batched(e.args)
+        return self.L.names[i] in P.BMM_OPS and _is_batched(self.L.args(i))
 
     def _nearest_bmm(self, s: int, step, reach: int) -> int:
         """The first batched matmul among the siblings of ``s`` in one direction, or -1."""
@@ -338,7 +335,7 @@ class Detector:
         # Inside an attention module every sibling is fair game (T5 computes its position bias
         # between QK^T and softmax); elsewhere stay close, so unrelated matmuls never pair up.
         p = L.parent[s]
-        reach = len(L.ops) if p >= 0 and self._attn_module[p] else MOTIF_REACH
+        reach = len(L.names) if p >= 0 and self._attn_module[p] else MOTIF_REACH
         qk = self._nearest_bmm(s, self._prev_sibling, reach)
         if qk < 0:
             return
@@ -350,17 +347,16 @@ class Detector:
             return
         if c.root < 0:
             c.root = qk
-        info = shapes.from_matmuls(L.ops[qk].args.dims if L.ops[qk].args else None,
-                                   L.ops[s].args.dims if L.ops[s].args else None,
-                                   L.ops[qk].args.types if L.ops[qk].args else None)
+        qa, sa = L.args(qk), L.args(s)
+        info = shapes.from_matmuls(qa.dims if qa else None, sa.dims if sa else None, qa.types if qa else None)
         c.info.update(info)
         c.info["_softmax"] = s
 
     def _shapes_agree(self, qk: int, s: int, av: int) -> bool:
-        ops = self.L.ops
-        sd = ops[s].args.dims if ops[s].args else None
-        qd = ops[qk].args.dims if ops[qk].args else None
-        ad = ops[av].args.dims if ops[av].args else None
+        sa, qa, aa = self.L.args(s), self.L.args(qk), self.L.args(av)
+        sd = sa.dims if sa else None
+        qd = qa.dims if qa else None
+        ad = aa.dims if aa else None
         if not sd or not isinstance(sd[0], list) or len(sd[0]) < 2:
             return True
         lq, lk = sd[0][-2], sd[0][-1]
@@ -404,7 +400,7 @@ class Detector:
         L = self.L
         orphans = [i for i in L.where_name(P.is_backward_attention_op)
                    if L.node_of[i] >= 0 and self.call_of[i] < 0
-                   and not (L.parent[i] >= 0 and P.is_backward_attention_op(L.ops[L.parent[i]].name))]
+                   and not (L.parent[i] >= 0 and P.is_backward_attention_op(L.names[L.parent[i]]))]
         if not orphans:
             return
         fwd = [c for c in self.calls if c.compiled and not c.bwd_nodes and c.source != "kernel"]
@@ -417,7 +413,7 @@ class Detector:
             if not calls or len(calls) != len(ops):
                 continue
             calls.sort(key=lambda c: c.start)
-            ops.sort(key=lambda i: L.ops[i].ts, reverse=True)
+            ops.sort(key=lambda i: L.ts[i], reverse=True)
             for c, i in zip(calls, ops):
                 c.bwd_fused.append(i)
                 c.bwd_nodes.append(i)

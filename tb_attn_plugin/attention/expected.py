@@ -62,13 +62,13 @@ def _items_gpu(L: Linked, calls: list[Call], call_of: list[int]) -> list[list[tu
 
 def _host_scalar(L: Linked, i: int) -> bool:
     """An aten::to under an elementwise op with a Python number: converted on the host, no kernel."""
-    ops, parent = L.ops, L.parent
+    names, parent = L.names, L.parent
     j = i
     while j >= 0:
-        nm = ops[j].name
+        nm = names[j]
         if nm == "aten::to":
             p = parent[j]
-            return p >= 0 and bool(X.HOST_SCALAR_PARENTS.match(ops[p].name))
+            return p >= 0 and bool(X.HOST_SCALAR_PARENTS.match(names[p]))
         if nm not in ("aten::_to_copy", "aten::copy_", "aten::empty_strided", "aten::empty"):
             return False
         j = parent[j]
@@ -78,19 +78,19 @@ def _host_scalar(L: Linked, i: int) -> bool:
 def _items_cpu(L: Linked, c: Call, call_of: list[int]) -> list[tuple[int, str, float]]:
     """A call's forward work ops as (op, name, µs of the op)."""
     lo, hi = c.lo, c.hi
-    ops, parent, node_of, cpu = L.ops, L.parent, L.node_of, L.cpu
+    names, dur, parent, node_of, cpu = L.names, L.dur, L.parent, L.node_of, L.cpu
     below = [False] * (hi - lo)  # some op below does work
     work = [False] * (hi - lo)
     for i in range(hi - 1, lo - 1, -1):
         if call_of[i] != c.id or node_of[i] >= 0 or not cpu[i]:
             continue
-        nm = ops[i].name
+        nm = names[i]
         w = not below[i - lo] and nm not in X.WORK_FREE_OPS and not _host_scalar(L, i)
         work[i - lo] = w
         p = parent[i]
         if p >= lo and (w or below[i - lo]):
             below[p - lo] = True
-    return [(i, ops[i].name, ops[i].dur) for i in range(lo, hi) if work[i - lo]]
+    return [(i, names[i], dur[i]) for i in range(lo, hi) if work[i - lo]]
 
 
 def _path(L: Linked, i: int, lo: int) -> list[str]:
@@ -98,7 +98,7 @@ def _path(L: Linked, i: int, lo: int) -> list[str]:
     out = []
     p = L.parent[i]
     while p >= lo:
-        out.append(L.ops[p].name)
+        out.append(L.names[p])
         p = L.parent[p]
     out.reverse()
     return out
@@ -214,7 +214,7 @@ def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: li
     low_precision = any(t in low for t in X.LOW_PRECISION)
     for op, name, us in items:
         path = _path(L, op, c.lo) if op >= 0 else []
-        op_name = L.ops[op].name if op >= 0 else ""
+        op_name = L.names[op] if op >= 0 else ""
         stage = (stage_of[op] or "other") if op >= 0 else _kernel_only_stage(name)
         if stage in OUTSIDE_STAGES:
             out.append((OUTSIDE, op_name or name))  # the op: a projection's kernels are named by their GEMM library

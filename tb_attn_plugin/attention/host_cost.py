@@ -102,7 +102,7 @@ def _scope(L: Linked, c: Call, att_ops: list[int]) -> tuple[str, list[int]]:
     for k in range(bisect_left(att_ops, c.lo), bisect_left(att_ops, c.hi)):
         i = att_ops[k]
         if L.node_of[i] < 0:
-            return L.ops[i].name, [i]
+            return L.names[i], [i]
     roots = [i for i in range(c.lo, c.hi) if L.parent[i] < c.lo and L.node_of[i] < 0]
     return "", roots
 
@@ -121,13 +121,13 @@ def host_costs(L: Linked, calls: list[Call], launches: list, has_gpu: bool) -> l
         launched: Counter = Counter()
         queries = syncs = 0
         for r in roots:
-            e = L.ops[r]
-            host += e.dur
+            t0, d = L.ts[r], L.dur[r]
+            host += d
             end = L.subtree_end[r]
             gpu += sum(L.gpu_self[r:end])  # the kernels each op launched itself
             all_self += sum(L.self_cpu[r:end])
             self_us += sum(L.self_cpu[att_ops[k]] for k in range(bisect_left(att_ops, r), bisect_left(att_ops, end)))
-            for ev in rt.within((e.pid, e.tid), e.ts, e.ts + e.dur):
+            for ev in rt.within(L.threads[L.thread[r]], t0, t0 + d):
                 a = api_of(ev.name)
                 if a is None:
                     continue

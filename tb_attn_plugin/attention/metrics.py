@@ -61,8 +61,7 @@ class Measured:
 
 
 def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
-    ops = L.ops
-    n = len(ops)
+    n = len(L.names)
     stage_of: list[str | None] = [None] * n
     stager = Stager(L)
     for c in calls:
@@ -85,7 +84,7 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
             continue
         for node in c.bwd_nodes:
             f = fwd_of.get(node)
-            if f is not None and P.attention_function(ops[f].name) is not None:
+            if f is not None and P.attention_function(L.names[f]) is not None:
                 stager.classify_range(node, L.subtree_end[node], stage_of, backward=True)
 
     for c in calls:
@@ -223,7 +222,7 @@ def _settle_implementation(L: Linked, c: Call, fused: dict[str, float], attentio
     for k in range(bisect_left(attention_ops, c.lo), bisect_left(attention_ops, c.hi)):
         j = attention_ops[k]
         if L.depth[j] > depth:
-            deepest, depth = P.attention_op(L.ops[j].name), L.depth[j]
+            deepest, depth = P.attention_op(L.names[j]), L.depth[j]
     backend = (deepest[1] if deepest else "") or str(tag.get("backend") or "")
     if fused:
         impl = max(fused, key=fused.get)
@@ -231,7 +230,7 @@ def _settle_implementation(L: Linked, c: Call, fused: dict[str, float], attentio
         impl = deepest[0]
     elif deepest is not None:
         impl = str(tag.get("backend") or "sdpa")
-    elif c.compiled and any(L.ops[j].name.startswith("triton_") for j in range(c.lo, c.hi)):
+    elif c.compiled and any(L.names[j].startswith("triton_") for j in range(c.lo, c.hi)):
         impl = "compiled"
     elif c.source == "kernel" and c.kernels:
         fam = P.fused_family(c.kernels[0].ev.name)

@@ -25,10 +25,11 @@ STAGES = tags.STAGES
 CONTAINER = "container"
 
 
-def op_kind(e) -> str | None:
-    kind = _kind_by_name(e.cat, e.name)
+def op_kind(L: Linked, i: int) -> str | None:
+    """What op i is to the stage rules, from its category and name (and a matmul's shapes)."""
+    kind = _kind_by_name(L.cat(i), L.names[i])
     if kind is _BMM:
-        return "bmm" if _is_batched(e.args) else "linear"
+        return "bmm" if _is_batched(L.args(i)) else "linear"
     return kind
 
 
@@ -95,16 +96,16 @@ class Stager:
         """The outermost ops of ``[lo, hi)`` with a meaning, and their kinds, in op order (what a walk
         from ``lo`` finds that skips the subtree of each such op: no op inside one decides). A Triton
         op's kind is ("triton", the stage its name says)."""
-        ops, end, at = self.L.ops, self.L.subtree_end, self._deciders
+        L, end, at = self.L, self.L.subtree_end, self._deciders
         out: list[tuple[int, str | tuple[str, str]]] = []
         covered = lo
         for k in range(bisect_left(at, lo), bisect_left(at, hi)):
             i = at[k]
             if i < covered:
                 continue
-            kind = op_kind(ops[i])
+            kind = op_kind(L, i)
             if kind is not None and kind != CONTAINER:
-                out.append((i, ("triton", _triton_stage(ops[i].name)) if kind == "triton" else kind))
+                out.append((i, ("triton", _triton_stage(L.names[i])) if kind == "triton" else kind))
                 covered = end[i]
         return out
 

@@ -46,7 +46,7 @@ def from_trace(tl: Timeline, L, slots: tuple, in_calls: Sequence[int]) -> Attrib
     slot, slot_keys = slots
     ids, keys = columns.factorize(touched, (slot,))
     slots = [Slot(c, st, "bwd" if b else "fwd") for c, st, b in map(slot_keys.__getitem__, keys)]
-    op_slot = np.full(len(L.ops) + 1, -1, np.int64)  # the last one: no op's (-1) events
+    op_slot = np.full(len(L.names) + 1, -1, np.int64)  # the last one: no op's (-1) events
     op_slot[touched] = ids
     return Attribution(array("q", op_slot[winner].tobytes()), slots)
 

@@ -38,7 +38,7 @@ def _trace_spans(L, calls, slots: Slots, in_calls: Sequence[int]) -> dict[int, d
 
 def slots_of(L, call_of: list[int], stage_of: list[str | None], in_calls: list[int]) -> Slots:
     """The slots Measured holds, for a caller that has only the columns they are made of."""
-    return columns.keyed(in_calls, (call_of, stage_of, L.bwd_column), "other", len(L.ops))
+    return columns.keyed(in_calls, (call_of, stage_of, L.bwd_column), "other", len(L.names))
 
 
 class Timelines:

@@ -186,16 +186,16 @@ def events(L: Linked, calls, call_of: list[int], m, pid: int, trace_events) -> I
 
 
 def _span(L: Linked, lo: int, hi: int) -> tuple[int, int]:
-    ops = L.ops
-    return (min(_ns(ops[j].ts) for j in range(lo, hi)), max(_ns(ops[j].ts + ops[j].dur) for j in range(lo, hi)))
+    ts, dur = L.ts, L.dur
+    return (min(_ns(ts[j]) for j in range(lo, hi)), max(_ns(ts[j] + dur[j]) for j in range(lo, hi)))
 
 
 def _host_slices(L: Linked, c, lo: int, hi: int, ps: str, label: str, tracks: _Tracks, pid: int, stage_of,
                  args: dict, flows: bool, flow_base: int):
-    ops, parent, end = L.ops, L.parent, L.subtree_end
+    ts, dur, parent, end = L.ts, L.dur, L.parent, L.subtree_end
     start, stop = _span(L, lo, hi)
-    root = ops[lo]
-    tid = tracks.place(("host", str(root.pid), str(root.tid)), f"attention calls · host thread {root.tid}", start, stop)
+    root_pid, root_tid = L.threads[L.thread[lo]]
+    tid = tracks.place(("host", str(root_pid), str(root_tid)), f"attention calls · host thread {root_tid}", start, stop)
     yield _slice(pid, tid, label if ps == "fwd" else f"{label} (bwd)", CAT_CALL, start, stop, args)
     # A stage slice is the largest subtree whose ops all have one stage.
     uniform = [True] * (hi - lo)
@@ -211,8 +211,8 @@ def _host_slices(L: Linked, c, lo: int, hi: int, ps: str, label: str, tracks: _T
         if not uniform[i - lo] or st is None:
             i += 1
             continue
-        a = max(_ns(ops[i].ts), last)
-        b = min(max(_ns(ops[i].ts + ops[i].dur), a), stop)
+        a = max(_ns(ts[i]), last)
+        b = min(max(_ns(ts[i] + dur[i]), a), stop)
         a = min(a, b)
         last = b
         if runs and runs[-1][0] == st:
@@ -224,12 +224,13 @@ def _host_slices(L: Linked, c, lo: int, hi: int, ps: str, label: str, tracks: _T
     fid = flow_base
     for st, a, b, idx in runs:
         yield _slice(pid, tid, st, CAT_STAGE, a, b, {"stage": st, "pass": ps, "ops": len(idx),
-                                                     "first_op": ops[idx[0]].name, "call": c.id})
+                                                     "first_op": L.names[idx[0]], "call": c.id})
         for j in idx if flows else ():
             fid += 1
-            t = min(max(_ns(ops[j].ts), a), b)
+            t = min(max(_ns(ts[j]), a), b)
+            op_pid, op_tid = L.threads[L.thread[j]]
             yield {"ph": "s", "id": fid, "pid": pid, "tid": tid, "ts": _us(t), "name": "tb-attn stage", "cat": CAT_FLOW}
-            yield {"ph": "f", "bp": "e", "id": fid, "pid": ops[j].pid, "tid": ops[j].tid, "ts": ops[j].ts,
+            yield {"ph": "f", "bp": "e", "id": fid, "pid": op_pid, "tid": op_tid, "ts": ts[j],
                    "name": "tb-attn stage", "cat": CAT_FLOW}
 
 
@@ -250,7 +251,7 @@ def _score_counter(pid: int, spans: list[tuple[int, int, int]], name: str) -> It
 
 
 def _free_pid(L: Linked) -> int:
-    used = {e.pid for e in L.ops} | {k.ev.pid for k in L.kernels}
+    used = {L.threads[t][0] for t in set(L.thread)} | {k.ev.pid for k in L.kernels}
     pid = 0x7A_77  # "tb-attn" track; any pid the trace does not use
     while pid in used or str(pid) in used:
         pid += 1

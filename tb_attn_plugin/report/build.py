@@ -182,12 +182,11 @@ def _shape_info(L: Linked, calls: list[Call]) -> None:
             continue
         k = bisect_left(cand, c.lo)
         while k < len(cand) and cand[k] < c.hi:
-            e = L.ops[cand[k]]
+            name, a = L.names[cand[k]], L.args(cand[k])
             k += 1
-            a = e.args
-            if a is None or (e.name not in shapes.SIGNATURES and not a.dims):
+            if a is None or (name not in shapes.SIGNATURES and not a.dims):
                 continue  # a vendor op says nothing without its dims
-            for key, v in _op_shape(e.name, bytes(a.dims_raw), bytes(a.types_raw), bytes(a.concrete_raw)):
+            for key, v in _op_shape(name, bytes(a.dims_raw), bytes(a.types_raw), bytes(a.concrete_raw)):
                 c.info.setdefault(key, dict(v) if isinstance(v, dict) else v)  # a call's own copy
             if "shape" in c.info:
                 break
@@ -328,7 +327,7 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
         "kernels": kernels[:MAX_KERNEL_ROWS],
         "ops": ops[:MAX_OP_ROWS],
         "call_samples": _samples(L, calls, layers, m),
-        "trace": {"events": ev.total_events, "kernels": len(L.kernels), "ops": len(L.ops),
+        "trace": {"events": ev.total_events, "kernels": len(L.kernels), "ops": len(L.names),
                   "unlinked_kernels": L.unlinked_kernels, "graph_kernels": L.graph_kernels,
                   "backward_links": len(L.fwd_of)},
         "warnings": list(ev.warnings) + _backward_only_warning(calls),
@@ -366,15 +365,14 @@ def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[d
     for c, ranges in chosen:
         events: list[dict[str, Any]] = []
         times: list[float] = []  # each event's start (from t0) and duration, rounded together below
-        t0 = L.ops[c.lo].ts if c.hi > c.lo else c.start
+        t0 = L.ts[c.lo] if c.hi > c.lo else c.start
         for lo, hi, ps in ranges:
             bd = L.depth[lo] if hi > lo else 0
             for j in range(lo, hi):
-                e = L.ops[j]
                 st = m.stage_of[j] or "other"
-                events.append({"name": e.name, "kind": "op", "stage": st, "pass": ps, "start_us": None,
-                               "dur_us": None, "depth": L.depth[j] - bd, "thread": str(e.tid)})
-                times += (e.ts - t0, e.dur)
+                events.append({"name": L.names[j], "kind": "op", "stage": st, "pass": ps, "start_us": None,
+                               "dur_us": None, "depth": L.depth[j] - bd, "thread": str(L.threads[L.thread[j]][1])})
+                times += (L.ts[j] - t0, L.dur[j])
                 for k in by_op_kernels.get(j, ()):
                     events.append({"name": k.ev.name, "kind": "kernel", "stage": kernel_stage(st, k.ev.name), "pass": ps,
                                    "start_us": None, "dur_us": None, "depth": 0, "stream": _stream(k.ev)})

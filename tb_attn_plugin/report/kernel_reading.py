@@ -234,7 +234,7 @@ def _why_not_flash(report, L, calls, rows, device) -> None:
         if k >= len(sdpa) or sdpa[k] >= c.hi:
             continue
         rows[c.layer]["why_not_flash_unknown"] = NO_SHAPES  # an SDPA op ran; unread until its inputs are
-        a = L.ops[sdpa[k]].args
+        a = L.args(sdpa[k])
         if a is None:
             continue
         x = why_not_flash.inputs_of(a.dims, a.types, a.concrete, bool(c.bwd_nodes), device, a.strides)

@@ -65,10 +65,10 @@ def measure_timing(L: Linked, calls, call_of: list[int], m: Measured) -> Timing:
     wall = [0.0] * n_calls
     for c in calls:
         if c.hi > c.lo:
-            wall[c.id] += L.ops[c.lo].dur
+            wall[c.id] += L.dur[c.lo]
         for nd in c.bwd_nodes:
-            if 0 <= nd < len(L.ops):
-                wall[c.id] += L.ops[nd].dur
+            if 0 <= nd < len(L.dur):
+                wall[c.id] += L.dur[nd]
     views = columns.picked(m.cpu_members, *L.name_ids(VIEW_OPS), L.self_cpu)
     return Timing(idle, gaps_n, wall, statistics.median(all_gaps) if all_gaps else None,
                   statistics.median(views) if views else None, all_gaps)

@@ -284,7 +284,7 @@ static int keep_event(const Rules *r, const Str *cat, const Str *name) {
  * it matters, a repeated key, a field of a type the decoder would refuse) makes the chunk "in
  * doubt": it is scanned again the plain way and Python judges it. */
 
-enum { G_OPS, G_GPU, G_LAUNCH, G_FLOW, G_REST, G_JSON, G_RECS = 6, N_OUTS = 9 };
+enum { G_OPS, G_GPU, G_LAUNCH, G_FLOW, G_REST, G_NAMES, G_JSON, G_RECS = 7, N_OUTS = 10 }; /* arrays: [0, G_JSON) */
 
 /* Names as an open-addressing set of (pointer, length) into bytes objects the caller holds. */
 typedef struct {
@@ -788,16 +788,16 @@ static Py_ssize_t slim_hook(void *ctx, const char *s, Py_ssize_t p, Py_ssize_t s
 }
 
 /* scan_chunk with a Route: the same walk and the same windows, with each kept event written to its
- * list's array (outs[G_OPS..G_REST]), its Rec to outs[G_RECS + list] and each [memory] instant to
- * outs[G_JSON] as a Rec.
+ * list's array (outs[G_OPS..G_REST]; an op's name to outs[G_NAMES] too), its Rec to outs[G_RECS + list]
+ * and each [memory] instant to outs[G_JSON] as a Rec.
  * SCAN_DOUBT: an event the rules cannot be applied to from its text; the caller scans the chunk
  * again without the Route. */
 static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t budget, const Rules *r,
                        const Route *rt, Out *outs, Py_ssize_t *dropped, Py_ssize_t *insane, Py_ssize_t *next,
                        int *done, int partial, SlimHook *hook) {
     Py_ssize_t p = skip_ws(s, pos, stop);
-    int first[5] = {1, 1, 1, 1, 1};
-    for (int g = 0; g < 5; g++)
+    int first[G_JSON] = {1, 1, 1, 1, 1, 1};
+    for (int g = 0; g < G_JSON; g++)
         if (out_put(&outs[g], "[", 1) < 0) return SCAN_NO_MEMORY;
     if (p < stop && s[p] == ']' && pos > 0 && s[skip_back(s, pos)] == '[') {
         *done = 1;
@@ -806,7 +806,7 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
     }
     while (p < stop) {
         Py_ssize_t e0 = p, e1, mark[N_OUTS], dropped0 = *dropped, insane0 = *insane;
-        int first0[5];
+        int first0[G_JSON];
         for (int g = 0; g < N_OUTS; g++) mark[g] = outs[g].len;
         memcpy(first0, first, sizeof(first));
         if (s[p] != '{') {
@@ -846,6 +846,11 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
         } else if (sane) {
             if (g != G_FLOW && out_put(&outs[G_RECS + g], (const char *)&rec, sizeof(rec)) < 0) return SCAN_NO_MEMORY;
             if (!first[g] && out_put(&outs[g], ",", 1) < 0) return SCAN_NO_MEMORY;
+            /* an op's name also as one string of an array of their own: Python keeps ops as columns */
+            if (g == G_OPS && ((!first[g] && out_put(&outs[G_NAMES], ",", 1) < 0) || out_put(&outs[G_NAMES], "\"", 1) < 0
+                               || out_put(&outs[G_NAMES], name.seen ? name.p : "", name.seen ? name.n : 0) < 0
+                               || out_put(&outs[G_NAMES], "\"", 1) < 0))
+                return SCAN_NO_MEMORY;
             if (rt->slim.on && g != G_FLOW && hook->slimmed) {
                 /* slimmed while scanned (slim_hook): the text around the args, and its slim copy */
                 if (out_put(&outs[g], s + e0, hook->a0 - e0) < 0 || out_put(&outs[g], hook->out.buf, hook->out.len) < 0
@@ -890,7 +895,7 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
     }
     return SCAN_NOT_PLAIN;
 close:
-    for (int g = 0; g < 5; g++)
+    for (int g = 0; g < G_JSON; g++)
         if (out_put(&outs[g], "]", 1) < 0) return SCAN_NO_MEMORY;
     return SCAN_OK;
 }
@@ -976,10 +981,10 @@ PyDoc_STRVAR(scan_events_doc,
 "False and `next` at that event's start, to be called again on a window that starts there.\n\n"
 "route=(ops_cats, gpu_cats, launch_cats, flow_cats, max_ts, max_dur) applies all of the keeping\n"
 "rules: the first item is then (ops, gpu, launches, flows, rest, memory, op_recs, gpu_recs,\n"
-"launch_recs, insane): a JSON array per list, the events that fail the ph rule (rest), the [memory]\n"
-"instants as Rec records, the Recs of the ops, GPU activities and launches (one per event of their\n"
-"arrays, in order; trace/table.py reads them) and how many kept events had implausible times\n"
-"(left out of every list). When some event of\n"
+"launch_recs, insane, op_names): a JSON array per list, the events that fail the ph rule (rest), the\n"
+"[memory] instants as Rec records, the Recs of the ops, GPU activities and launches (one per event of\n"
+"their arrays, in order; trace/table.py reads them), how many kept events had implausible times\n"
+"(left out of every list) and the ops' names as a JSON array of strings (\"\" where none). When some event of\n"
 "the chunk cannot be judged from its text, the first item is the plain JSON array instead.\n\n"
 "slim=(arg_keys, shape_keys, drop_shapes), with a route: each kept op, GPU activity and launch keeps\n"
 "only the args members named in arg_keys, and an op whose name is in drop_shapes none of those in\n"
@@ -1053,11 +1058,11 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
         goto done;
     }
     if (routed)
-        result = Py_BuildValue("((y#y#y#y#y#y#y#y#y#n)nnO)", outs[0].buf, outs[0].len, outs[1].buf, outs[1].len,
+        result = Py_BuildValue("((y#y#y#y#y#y#y#y#y#ny#)nnO)", outs[0].buf, outs[0].len, outs[1].buf, outs[1].len,
                                outs[2].buf, outs[2].len, outs[3].buf, outs[3].len, outs[4].buf, outs[4].len,
-                               outs[5].buf ? outs[5].buf : "", outs[5].len, outs[6].buf ? outs[6].buf : "", outs[6].len,
-                               outs[7].buf ? outs[7].buf : "", outs[7].len, outs[8].buf ? outs[8].buf : "", outs[8].len,
-                               insane, dropped, next, done ? Py_True : Py_False);
+                               outs[6].buf ? outs[6].buf : "", outs[6].len, outs[7].buf ? outs[7].buf : "", outs[7].len,
+                               outs[8].buf ? outs[8].buf : "", outs[8].len, outs[9].buf ? outs[9].buf : "", outs[9].len,
+                               insane, outs[5].buf, outs[5].len, dropped, next, done ? Py_True : Py_False);
     else
         result = Py_BuildValue("(y#nnO)", out.buf, out.len, dropped, next, done ? Py_True : Py_False);
 done:

@@ -7,8 +7,11 @@ the C scanner when it is built (native.py), else right after decoding; the same 
 The scanner also sorts the kept events into their lists before msgspec sees them, checks their
 times, and writes a fixed-width record of each (times, thread, category, Args' ints), which
 table.Table turns into the columns link reads; a ``[memory]`` instant is only its record: no Python
-object per allocation event. Streamed, it slims the kept events too (_Kept.slim): their args keep
-only the members Args declares, and ops keep no shapes once keep_shapes has said no to their name.
+object per allocation event. Ops are columns only: their names come from an array of names the
+scanner writes beside their JSON (table.Names makes them ids), and an op's JSON is only checked,
+and read for its shapes where keep_shapes wants them. Streamed, the scanner slims the kept events
+too (_Kept.slim): their args keep only the members Args declares, and ops keep no shapes once
+keep_shapes has said no to their name.
 
 Paths, fastest first: the scanner's (_decode_native); chunks of the array decoded in Python
 (_decode_chunked); the whole document at once; event by event, skipping mistyped ones; and for a
@@ -26,7 +29,7 @@ import numpy as np
 
 from ..format.errors import TraceError
 from . import native
-from .table import REC, SHAPES, Table
+from .table import REC, SHAPES, Names, Table
 
 Id = Union[int, str]
 
@@ -154,9 +157,9 @@ class _Routed(Event, gc=False):
     cat: Literal[CATS] = "cpu_op"  # type: ignore[valid-type]
 
 
-class _RoutedOp(_Routed, gc=False):
-    """A routed op: of its args only the shapes (its record holds the ints), one small object less
-    memory per op than Args and none of the ints parsed twice."""
+class _OpArgs(msgspec.Struct, gc=False):
+    """What a routed op's JSON adds to its record and name: its shapes (decoded for the few ops whose
+    name keep_shapes wants)."""
 
     args: Shapes | None = None
 
@@ -169,9 +172,12 @@ class _RoutedLaunch(_Routed, gc=False):
 
 
 class Events(msgspec.Struct, gc=False):
-    """The kept events of one trace, split by kind (each list in file order)."""
+    """The kept events of one trace, split by kind (each list in file order). Ops (cpu ops, user
+    annotations, nn.Module scopes: the op tree's nodes) are columns only: no object per op."""
 
-    ops: list[Event]  # cpu ops, user annotations, nn.Module scopes: the op tree's nodes
+    op_table: Table  # the ops' record columns (OP_FIELDS)
+    op_names: Names  # each op's name, as an id into the distinct names
+    op_shapes: dict[int, Shapes]  # op (index in file order) -> its shapes, for the ops keep_shapes wants
     launches: list[Event]
     gpu: list[Event]  # kernels, memcpy, memset
     flows: list[Event]  # fwdbwd flow starts and ends
@@ -183,15 +189,27 @@ class Events(msgspec.Struct, gc=False):
     warnings: list[str]
     truncated: bool = False  # the JSON ended early: only the events before the cut were analysed
     # each list's columns, gathered while decoding (table.Table); None: link reads them from the events
-    op_table: Table | None = None
     launch_table: Table | None = None
     gpu_table: Table | None = None
+
+    def op_events(self) -> list[Event]:
+        """The ops as Event objects made from their columns, in file order: for tests and tools (the
+        engine reads the columns)."""
+        t, values = self.op_table, self.op_names.values
+        return [Event(ph="X", cat=CATS[c], name=values[nm], pid=pid, tid=tid, ts=ts, dur=dur, args=self.op_shapes.get(i))
+                for i, (c, nm, pid, tid, ts, dur) in enumerate(zip(t["cat"].tolist(), self.op_names.ids.tolist(),
+                                                                   t["pid"].tolist(), t["tid"].tolist(),
+                                                                   t["ts"].tolist(), t["dur"].tolist()))]
 
 
 _doc_decoder = msgspec.json.Decoder(_Doc)
 _list_decoder = msgspec.json.Decoder(list[Event])
 _routed_decoder = msgspec.json.Decoder(list[_Routed])
-_routed_op_decoder = msgspec.json.Decoder(list[_RoutedOp])
+# A routed op's JSON is checked as a whole (the scanner leaves some syntax to msgspec) but read only
+# for its shapes: its name comes from the scanner's array of names, the rest from its record.
+_op_json_decoder = msgspec.json.Decoder(list[msgspec.Raw])
+_op_args_decoder = msgspec.json.Decoder(_OpArgs)
+_names_decoder = msgspec.json.Decoder(list[str])
 _routed_launch_decoder = msgspec.json.Decoder(list[_RoutedLaunch])
 _event_decoder = msgspec.json.Decoder(Event)
 
@@ -357,7 +375,7 @@ class _Kept:
     def __init__(self, doc, keep_shapes: Callable[[str], bool] | None = None):
         self.doc = doc
         self.keep_shapes = keep_shapes
-        self.ops: list[Event] = []
+        self.op_names, self.op_shapes = Names(), {}
         self.launches: list[Event] = []
         self.gpu: list[Event] = []
         self.flows: list[Event] = []
@@ -396,8 +414,13 @@ class _Kept:
                           if e.ph == "X" and (e.cat in CPU_CATS or e.name.startswith(MODULE_PREFIX))])
         gpu = self._sane([e for e in groups["gpu"] if e.ph == "X"])
         launches = self._sane([e for e in groups["launches"] if e.ph == "X"])
-        self._keep(ops, gpu, launches, self._sane([e for e in groups["flows"] if e.ph == "s" or e.ph == "f"]))
+        self._keep(gpu, launches, self._sane([e for e in groups["flows"] if e.ph == "s" or e.ph == "f"]))
+        base = len(self.op_table)
         self.op_table.add_events(ops)
+        self.op_names.add([e.name for e in ops])
+        for k, e in enumerate(ops):
+            if e.args is not None and _holds_shapes(e.args):
+                self._add_shapes(base + k, e.name, e.args)
         self.gpu_table.add_events(gpu)
         self.launch_table.add_events(launches)
         self.memory.add_events(self._sane([e for e in groups["other"]
@@ -409,37 +432,54 @@ class _Kept:
         if isinstance(kept, bytes):
             self.add(_list_decoder.decode(kept), dropped)
             return
-        ops_j, gpu_j, launch_j, flow_j, rest_j, mem_recs, op_recs, gpu_recs, launch_recs, insane = kept
+        ops_j, gpu_j, launch_j, flow_j, rest_j, mem_recs, op_recs, gpu_recs, launch_recs, insane, names_j = kept
         dec = _routed_decoder.decode
-        ops, gpu = _routed_op_decoder.decode(ops_j), dec(gpu_j)
+        ops, names, gpu = _op_json_decoder.decode(ops_j), _names_decoder.decode(names_j), dec(gpu_j)
         launches, flows = _routed_launch_decoder.decode(launch_j), dec(flow_j)
         rest = len(_list_decoder.decode(rest_j)) if len(rest_j) > 2 else 0  # decoded for its checks, then dropped
         n_mem = len(mem_recs) // native.REC_SIZE
         self.total += len(ops) + len(gpu) + len(launches) + len(flows) + rest + n_mem + insane + dropped
         self.insane += insane
+        # the ops whose JSON holds shapes, as the scanner saw them (most have none once slimmed)
+        base = len(self.op_table)
+        for i in np.flatnonzero(np.frombuffer(op_recs, REC)["nulls"] & SHAPES).tolist() if op_recs else ():
+            if self._wants_shapes(names[i]):
+                a = _op_args_decoder.decode(ops[i]).args
+                if a is not None:
+                    self._add_shapes(base + i, names[i], a)
+        self.op_table.add_records(op_recs)
+        self.op_names.add(names)
         share = self._shared.setdefault
         pid = tid = None  # the last ones shared: a list's events come in runs of one thread
-        for e in chain(ops, gpu, launches, flows):  # ph and cat are shared already (_Routed)
+        for e in chain(gpu, launches, flows):  # ph and cat are shared already (_Routed)
             v = e.name
             e.name = share(v, v)
             v = e.pid
             e.pid = pid = pid if v == pid else share(v, v)
             v = e.tid
             e.tid = tid = tid if v == tid else share(v, v)
-        # the ops whose JSON holds shapes, as the scanner saw them (most have none once slimmed)
-        shaped = np.flatnonzero(np.frombuffer(op_recs, REC)["nulls"] & SHAPES).tolist() if op_recs else []
-        self._keep(ops, gpu, launches, flows, [ops[i] for i in shaped])
-        self.op_table.add_records(op_recs)
+        self._keep(gpu, launches, flows)
         self.gpu_table.add_records(gpu_recs)
         self.launch_table.add_records(launch_recs)
         self.memory.add_records(mem_recs)
 
-    def _keep(self, ops: list[Event], gpu: list[Event], launches: list[Event], flows: list[Event],
-              shaped: list[Event] | None = None) -> None:
-        """Append the kept events; ``shaped``: those of the ops that may hold shapes (None: any)."""
-        if self.keep_shapes is not None:
-            _detach_shapes(ops if shaped is None else shaped, self.keep_shapes, self._keeps)
-        self.ops += ops
+    def _wants_shapes(self, name: str) -> bool:
+        """keep_shapes(name), asked once per name (None: every op keeps its shapes)."""
+        if self.keep_shapes is None:
+            return True
+        k = self._keeps.get(name)
+        if k is None:
+            k = self._keeps[name] = bool(self.keep_shapes(name))
+        return k
+
+    def _add_shapes(self, op: int, name: str, a: Shapes) -> None:
+        """Keep op's shapes when its name wants them, as copies: the decoded ones are views into the
+        chunk's text and would keep all of it alive."""
+        if self._wants_shapes(name):
+            self.op_shapes[op] = Shapes(a.dims_raw.copy(), a.types_raw.copy(), a.concrete_raw.copy(),
+                                        a.strides_raw.copy())
+
+    def _keep(self, gpu: list[Event], launches: list[Event], flows: list[Event]) -> None:
         self.gpu += gpu
         self.launches += launches
         self.flows += flows
@@ -461,7 +501,9 @@ class _Kept:
             warnings.append(f"skipped {self.insane} events whose time stamp or duration is not a plausible "
                             "number of microseconds (NaN, infinite, negative or beyond ~100 days)")
         return Events(
-            ops=self.ops,
+            op_table=self.op_table.finish(),
+            op_names=self.op_names,
+            op_shapes=self.op_shapes,
             launches=self.launches,
             gpu=self.gpu,
             flows=self.flows,
@@ -472,29 +514,13 @@ class _Kept:
             total_events=self.total,
             warnings=warnings,
             truncated=truncated,
-            op_table=self.op_table.finish(),
             launch_table=self.launch_table.finish(),
             gpu_table=self.gpu_table.finish(),
         )
 
 
-def _detach_shapes(ops: list[Event], keep: Callable[[str], bool], keeps: dict[str, bool]) -> None:
-    """Shapes are views into the decoded chunk and would keep every chunk alive. Copy the few
-    that the analysis reads (``keep(op_name)``, remembered in ``keeps``) and drop the rest."""
-    for e in ops:
-        a = e.args
-        if a is None or (a.dims_raw is _NULL and a.concrete_raw is _NULL and a.types_raw is _NULL
-                         and a.strides_raw is _NULL):
-            continue
-        k = keeps.get(e.name)
-        if k is None:
-            k = keeps[e.name] = bool(keep(e.name))
-        if k:
-            # Raw.copy: its own bytes (a view of the chunk otherwise); _NULL is already its own
-            a.dims_raw, a.types_raw = a.dims_raw.copy(), a.types_raw.copy()
-            a.concrete_raw, a.strides_raw = a.concrete_raw.copy(), a.strides_raw.copy()
-        else:
-            a.dims_raw = a.types_raw = a.concrete_raw = a.strides_raw = _NULL
+def _holds_shapes(a: Shapes) -> bool:
+    return not (a.dims_raw is _NULL and a.types_raw is _NULL and a.concrete_raw is _NULL and a.strides_raw is _NULL)
 
 
 def _decode_chunked(text: bytes, head: bytes, keep_shapes: Callable[[str], bool] | None) -> _Kept | None:

@@ -16,13 +16,13 @@ from array import array
 
 import numpy as np
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Callable, NamedTuple, Sequence
 
 from . import columns, window
 from . import native
-from .table import Interned, Table, intern, runs_of
-from .events import CATS, GPU_FIELDS, LAUNCH_FIELDS, OP_FIELDS, Event, Events, MODULE_PREFIX
+from .table import NO_ARGS, Interned, Table, intern, runs_of
+from .events import CATS, GPU_FIELDS, LAUNCH_FIELDS, MODULE_PREFIX, PYTHON_CAT, Event, Events, Shapes
 
 GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
 BWD_NODE = re.compile(r"Backward\d*$")
@@ -33,13 +33,20 @@ STEP_PREFIX = "ProfilerStep#"
 @dataclass(slots=True)  # one per kernel: no per-instance dict
 class Kernel:
     ev: Event
-    op: int  # index into Linked.ops, -1 when no op is known
+    op: int  # the op's position in Linked's columns, -1 when no op is known
     graph: bool  # replayed from a CUDA/HIP graph
 
 
 @dataclass
 class Linked:
-    ops: list[Event]
+    """The linked trace. Ops are columns in tree order (an op is its position), with no object per op:
+    their names, categories (ids into events.CATS), times, threads, and the shapes of the few that
+    keep them."""
+
+    names: list[str]  # each op's name
+    cats: Sequence[int]  # each op's category, an index into events.CATS
+    shapes: dict[int, Shapes]  # op -> its shapes (Input Dims, types, ...), for the ops keep_shapes wanted
+    has_args: bytes  # 1 for each op whose event holds an args object (then args() is never None)
     # Each op's start, duration and thread as columns (arrays when the C helper built them): a pass
     # over millions of ops reads these contiguous values, not each op's object scattered on the heap.
     ts: Sequence[float]
@@ -62,7 +69,6 @@ class Linked:
     graph_kernels: int = 0
     unrecorded: window.Unrecorded | None = None  # kernel launches whose kernel the trace lacks (window.py)
     warnings: list[str] = field(default_factory=list)
-    _names: list[str] | None = field(default=None, repr=False)  # each op's name (where_name)
     _bwd: list[bool] | None = field(default=None, repr=False)
     _bwd_column: np.ndarray | None = field(default=None, repr=False)
     _cpu: bytes | None = field(default=None, repr=False)
@@ -110,22 +116,24 @@ class Linked:
             self._bwd_column = np.fromiter(self.node_of, np.int64, len(self.node_of)) >= 0
         return self._bwd_column
 
+    def cat(self, i: int) -> str:
+        return CATS[self.cats[i]]
+
     def is_module(self, i: int) -> bool:
-        return self.ops[i].cat == "python_function"
+        return self.cats[i] == _PYTHON_CAT_ID
+
+    def args(self, i: int) -> Shapes | None:
+        """Op i's args as the analysis reads them (its shapes; each one None where not kept), None
+        where its event has no args object."""
+        got = self.shapes.get(i)
+        return got if got is not None or not self.has_args[i] else _NO_SHAPES
 
     @property
     def cpu(self) -> bytes:
         """1 for each cpu op (cat "cpu_op"; not annotations or module scopes), else 0, as a column."""
         if self._cpu is None:
-            self._cpu = bytes(map(CPU_OP.__eq__, map(_CAT, self.ops)))
+            self._cpu = bytes(map(_CPU_OP_ID.__eq__, self.cats))
         return self._cpu
-
-    @property
-    def names(self) -> list[str]:
-        """Each op's name, as a column."""
-        if self._names is None:
-            self._names = list(map(_NAME, self.ops))
-        return self._names
 
     def _interned(self) -> None:
         if self._positions is None:
@@ -157,20 +165,24 @@ def _sortable(key: tuple):
     return (str(key[0]), str(key[1]))
 
 
-_TS, _DUR, _NAME, _CAT = attrgetter("ts"), attrgetter("dur"), attrgetter("name"), attrgetter("cat")
-_PID, _TID = attrgetter("pid"), attrgetter("tid")
 _OP, _KERNEL_DUR, _KERNEL_NAME = attrgetter("op"), attrgetter("ev.dur"), attrgetter("ev.name")
 CPU_OP = "cpu_op"  # Linked.cpu's category
+_CPU_OP_ID, _PYTHON_CAT_ID = CATS.index(CPU_OP), CATS.index(PYTHON_CAT)
+_NO_SHAPES = Shapes()  # the args of an op that kept no shapes
 
 
 class OpTree(NamedTuple):
-    """The op tree (op_tree): ops in tree order with their parent, subtree end, depth, self time,
-    start, duration and thread columns, the threads, each launch's op (by position in
-    ev.launches), each position's op (order: its index in ev.ops), the cpu-op flags in tree order
-    (Linked.cpu), and each one's sequence number and External id (args' ints, kept in the record)
-    with whether it holds one."""
+    """The op tree (op_tree): in tree order, each op's name (an id into the distinct names, numbered
+    in tree order), category (an index into events.CATS), shapes (the few kept), parent, subtree end,
+    depth, self time, start, duration and thread; the threads; each launch's op (by position in
+    ev.launches); each position's op (order: its index in file order); the cpu-op flags (Linked.cpu);
+    and each op's sequence number and External id (args' ints, kept in the record) with whether it
+    holds one."""
 
-    ops: list[Event]
+    names: Interned
+    cats: np.ndarray
+    shapes: dict[int, Shapes]
+    has_args: bytes
     parent: Sequence[int]
     subtree_end: Sequence[int]
     depth: Sequence[int]
@@ -193,7 +205,7 @@ def op_tree(ev: Events) -> OpTree:
     (numpy), then nested by time in one pass (native.nest_sorted: the ops a stack holds are
     inherently sequential, and exact on ops that overlap without nesting). Mostly code that
     releases the GIL, so a caller may build it on another thread (pipeline.together)."""
-    ot, lt = table_of(ev.op_table, ev.ops, OP_FIELDS), table_of(ev.launch_table, ev.launches, LAUNCH_FIELDS)
+    ot, lt = ev.op_table, table_of(ev.launch_table, ev.launches, LAUNCH_FIELDS)
     (oth, okeys), (lth, lkeys) = runs_of(ot["pid"], ot["tid"]), runs_of(lt["pid"], lt["tid"])
     ots, odur, lts = ot["ts"], ot["dur"], lt["ts"]
     threads = sorted(set(okeys) | set(lkeys), key=_sortable)
@@ -217,10 +229,15 @@ def op_tree(ev: Events) -> OpTree:
     child = np.flatnonzero(parent >= 0)
     np.subtract.at(self_cpu, parent[child], dur[child])
     self_cpu[~(self_cpu > 0)] = 0.0
-    cpu = (ot["cat"][order] == CATS.index(CPU_OP)).astype(np.uint8).tobytes()
-    ops = list(itemgetter(*order.tolist())(ev.ops)) if n > 1 else list(ev.ops)
+    cats = ot["cat"][order]
+    cpu = (cats == _CPU_OP_ID).astype(np.uint8).tobytes()
+    at = np.empty(n, np.int64)  # each op's position in the tree order
+    at[order] = np.arange(n)
+    shaped = list(ev.op_shapes)
+    shapes = dict(zip(at[shaped].tolist(), ev.op_shapes.values())) if shaped else {}
     q, d = _as_array("q"), _as_array("d")
-    return OpTree(ops, q(parent), q(subtree_end), q(depth), d(self_cpu), d(ts), d(dur), q(thread), threads,
+    has_args = ((ot["nulls"][order] & NO_ARGS) == 0).astype(np.uint8).tobytes()
+    return OpTree(_renumbered(ev.op_names.ids[order], ev.op_names.values), cats, shapes, has_args, q(parent), q(subtree_end), q(depth), d(self_cpu), d(ts), d(dur), q(thread), threads,
                   q(launch_op), q(order), cpu, ot.has("seq")[order], ot["seq"][order],
                   ot.has("external_id")[order], ot["external_id"][order])
 
@@ -238,6 +255,17 @@ def _tree_order(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray | None) -> n
             p[tied] = p[tied][np.lexsort((-dur[p[tied]], run))]
     key = thread[p]
     return p[np.argsort(key.astype(np.uint16) if len(key) and key.max() < 65536 else key, kind="stable")]
+
+
+def _renumbered(ids: np.ndarray, values: list[str]) -> Interned:
+    """The ids renumbered in order of first appearance (as intern numbers a column), values to match."""
+    if not len(ids):
+        return Interned(ids, [])
+    seen, first = np.unique(ids, return_index=True)
+    old = seen[np.argsort(first)]  # the ids in order of first appearance
+    new = np.empty(len(values), np.int64)
+    new[old] = np.arange(len(old))
+    return Interned(new[ids], [values[i] for i in old.tolist()])
 
 
 def _as_array(typecode: str) -> Callable[[np.ndarray], array]:
@@ -265,9 +293,9 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     """The linked trace; ``tree``: op_tree(ev), ``by_corr``: launches_by_correlation(ev), when the
     caller found them already."""
     tree = tree or op_tree(ev)
-    ops, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, order, cpu, has_seq, seq, \
-        has_external, external = tree
-    n = len(ops)
+    interned, cats, shapes, has_args, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, order, cpu, \
+        has_seq, seq, has_external, external = tree
+    n = len(ts)
 
     # Kernels -> launch -> op.
     if by_corr is None:
@@ -282,7 +310,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     # the cpu ops by External id (a kernel with no launch in the trace names its op by it); the first wins
     with_external = np.flatnonzero(has_external & (np.frombuffer(cpu, np.uint8) != 0))
     external_op = lambda: dict(zip(external[with_external].tolist()[::-1], with_external.tolist()[::-1]))
-    kernels, gpu_self, launches_self, unlinked, graph_kernels, kernel_op = _kernels(ev.gpu, gt, ops, launches,
+    kernels, gpu_self, launches_self, unlinked, graph_kernels, kernel_op = _kernels(ev.gpu, gt, n, launches,
                                                                                    by_corr, launch_op, external_op)
 
     lost = window.unrecorded(launches, by_corr, recorded, launch_op, None) if not uncorrelated else None
@@ -294,21 +322,20 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     # one, later in the order, overwrites its own range).
     step = np.full(n, -1, np.int64)
     steps: dict[int, tuple[float, float]] = {}
-    names = list(map(_NAME, ops))
-    interned = intern(names)
+    names = list(map(interned.values.__getitem__, interned.ids.tolist()))
     positions = columns.positions(interned.ids, len(interned.values))  # kept in Linked for where_name
     for i in columns.where(interned.values, positions, lambda nm: nm.startswith(STEP_PREFIX)):
-        e = ops[i]
-        digits = e.name[len(STEP_PREFIX):]
+        digits = names[i][len(STEP_PREFIX):]
         # ASCII digits, at most 12: a step number a JSON client can read back exactly (and never
         # int() of a 5,000-digit string, which Python refuses); anything else is no step.
         s = int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= 12 else -1
         step[i:subtree_end[i]] = s
         if s >= 0:
-            steps[s] = (e.ts, e.ts + e.dur)
+            steps[s] = (ts[i], ts[i] + dur[i])
 
     with_seq = np.flatnonzero(has_seq)
-    fwd_of, node_of, any_backward = _link_backward(ops, parent, subtree_end, ev.flows, with_seq.tolist(),
+    fwd_of, node_of, any_backward = _link_backward(names, ts, thread, threads, parent, subtree_end, ev.flows,
+                                                   with_seq.tolist(),
                                                    dict(zip(with_seq.tolist(), seq[with_seq].tolist())))
     for node, f in fwd_of.items():
         # The autograd thread has no ProfilerStep: a backward node runs in its forward op's step.
@@ -317,7 +344,10 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
             mine[mine < 0] = step[f]
 
     return Linked(
-        ops=ops,
+        names=names,
+        cats=array("q", cats.tobytes()),
+        shapes=shapes,
+        has_args=has_args,
         ts=ts,
         dur=dur,
         thread=thread,
@@ -335,7 +365,6 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         steps=steps,
         unlinked_kernels=unlinked,
         graph_kernels=graph_kernels,
-        _names=names,
         _name_values=interned.values,
         _name_ids=interned.ids,
         _positions=positions,
@@ -348,7 +377,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     )
 
 
-def _kernels(gpu: list[Event], gt: Table, ops: list[Event], launches: list[Event], by_corr: dict[int, int],
+def _kernels(gpu: list[Event], gt: Table, n: int, launches: list[Event], by_corr: dict[int, int],
              launch_op: Sequence[int], external_op: Callable[[], dict[int, int]]
              ) -> tuple[list[Kernel], array, array, int, int, array]:
     """(the kernels, each op's GPU self time and launch count, kernels linked to no op, kernels
@@ -356,7 +385,7 @@ def _kernels(gpu: list[Event], gt: Table, ops: list[Event], launches: list[Event
     graph launch), else the cpu op of its External id (``external_op()``: External id -> op). ``gt``: the kernels' columns (correlation ids
     and durations read there, not from each event). The sums per op run at C speed, each op's in
     kernel order from 0.0, as a loop over the kernels adds them."""
-    n, m = len(ops), len(gpu)
+    m = len(gpu)
     pos = np.full(m, -1, np.int64)  # each kernel's launch; -1: no correlation id, or no launch of it
     has = np.flatnonzero(gt.has("correlation"))
     pos[has] = np.fromiter([by_corr.get(c, -1) for c in gt["correlation"][has].tolist()], np.int64, len(has))
@@ -387,15 +416,16 @@ def _kernels(gpu: list[Event], gt: Table, ops: list[Event], launches: list[Event
     return kernels, gpu_self, launches_self, unlinked, int(graph.sum()), array("q", op.tobytes())
 
 
-def _link_backward(ops: list[Event], parent: Sequence[int], subtree_end: Sequence[int], flows: list[Event],
-                   seq_ops: list[int], seq_of: dict[int, int]):
-    """(backward node -> forward op, each op's backward node); ``seq_ops``: the ops with a sequence
-    number, ``seq_of``: op -> its sequence number."""
-    n = len(ops)
+def _link_backward(names: list[str], ts: Sequence[float], thread: Sequence[int], threads: list[tuple],
+                   parent: Sequence[int], subtree_end: Sequence[int], flows: list[Event], seq_ops: list[int],
+                   seq_of: dict[int, int]):
+    """(backward node -> forward op, each op's backward node); the ops' names, starts and threads as
+    columns; ``seq_ops``: the ops with a sequence number, ``seq_of``: op -> its sequence number."""
+    n = len(names)
     is_node = [False] * n
     node_name: dict[str, bool] = {}  # few distinct names
     for i in seq_ops:
-        nm = ops[i].name
+        nm = names[i]
         yes = node_name.get(nm)
         if yes is None:
             yes = node_name[nm] = BWD_NODE.search(nm) is not None and not nm.startswith(WRAPPER_PREFIX)
@@ -407,9 +437,9 @@ def _link_backward(ops: list[Event], parent: Sequence[int], subtree_end: Sequenc
         # A flow starts at the innermost forward op and ends at the backward node, both at their
         # own start time on their own thread.
         at: dict[tuple, int] = {}
+        keys = [(str(pid), str(tid)) for pid, tid in threads]
         for i in seq_ops:
-            e = ops[i]
-            at[(str(e.pid), str(e.tid), e.ts)] = i  # later (deeper) ops at the same ts win
+            at[(*keys[thread[i]], ts[i])] = i  # later (deeper) ops at the same ts win
         starts: dict = {}
         ends: dict = {}
         for f in flows:
@@ -426,7 +456,7 @@ def _link_backward(ops: list[Event], parent: Sequence[int], subtree_end: Sequenc
         by_seq: dict[int, int] = {}
         depth_of: dict[int, int] = {}
         for i in seq_ops:
-            if is_node[i] or ops[i].name.startswith(WRAPPER_PREFIX):
+            if is_node[i] or names[i].startswith(WRAPPER_PREFIX):
                 continue
             s = seq_of[i]
             d = _depth(parent, i)
@@ -436,7 +466,7 @@ def _link_backward(ops: list[Event], parent: Sequence[int], subtree_end: Sequenc
         for i in seq_ops:
             if is_node[i] and i not in fwd_of:
                 f = by_seq.get(seq_of[i])
-                if f is not None and ops[f].ts < ops[i].ts:
+                if f is not None and ts[f] < ts[i]:
                     fwd_of[i] = f
 
     # Each node, and the wrapper op around it, marks itself; every other op takes the mark of its
@@ -446,7 +476,7 @@ def _link_backward(ops: list[Event], parent: Sequence[int], subtree_end: Sequenc
         if is_node[i]:
             marks[i] = i
             p = parent[i]
-            if p >= 0 and ops[p].name.startswith(WRAPPER_PREFIX):
+            if p >= 0 and names[p].startswith(WRAPPER_PREFIX):
                 marks[p] = i
     node_of = [-1] * n
     for i in sorted(marks):
@@ -462,5 +492,6 @@ def _depth(parent: list[int], i: int) -> int:
     return d
 
 
-def module_name(e: Event) -> str:
-    return e.name[len(MODULE_PREFIX):] if e.name.startswith(MODULE_PREFIX) else e.name
+def module_name(name: str) -> str:
+    """An nn.Module scope's module, as its op's name gives it."""
+    return name[len(MODULE_PREFIX):] if name.startswith(MODULE_PREFIX) else name

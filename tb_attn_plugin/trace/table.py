@@ -29,6 +29,35 @@ def intern(column: Sequence[Hashable]) -> Interned:
     return Interned(np.fromiter(map(index.__getitem__, column), np.int64, len(column)), list(index))
 
 
+class Names:
+    """A column of names kept as ids into their distinct values (first appearance first), gathered chunk by
+    chunk: each name is hashed once and no string is kept per row. ``ids`` joins the chunks' ids once."""
+
+    __slots__ = ("values", "_index", "_parts")
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+        self._index: dict[str, int] = {}
+        self._parts: list[np.ndarray] = []
+
+    def __len__(self) -> int:
+        return sum(map(len, self._parts))
+
+    def add(self, names: list[str]) -> None:
+        index, values = self._index, self.values
+        for nm in dict.fromkeys(names):  # the chunk's distinct names, in order: a few hundred
+            if nm not in index:
+                index[nm] = len(values)
+                values.append(nm)
+        self._parts.append(np.fromiter(map(index.__getitem__, names), np.int64, len(names)))
+
+    @property
+    def ids(self) -> np.ndarray:
+        if len(self._parts) != 1:
+            self._parts = [np.concatenate(self._parts) if self._parts else np.zeros(0, np.int64)]
+        return self._parts[0]
+
+
 def floats(column: Sequence[float]) -> np.ndarray:
     """A float column as float64: an array("d") is viewed without a copy, anything else converted
     (an int as Python's float() rounds it)."""

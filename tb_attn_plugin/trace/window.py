@@ -44,7 +44,7 @@ class Unrecorded:
     """Kernel launches of the window whose GPU activity the trace lacks."""
 
     launches: list[int] = field(default_factory=list)  # positions in ev.launches, by launch time
-    ops: list[int] = field(default_factory=list)  # each one's op (Linked.ops), -1 when none
+    ops: list[int] = field(default_factory=list)  # each one's op (a position in Linked's columns), -1 when none
     tail: int = 0  # how many came after the last launch whose kernel was recorded: the window was cut
     first_ts: float = 0.0  # µs, trace clock: the first such launch
     gpu_end: float | None = None  # µs: the end of the last recorded GPU activity, None without any
