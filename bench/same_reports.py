@@ -22,7 +22,8 @@ _CLOCK = re.compile(rb'("analysis_seconds": )[-0-9.e]+')  # how long it took: di
 
 def report(checkout: str, trace: str) -> bytes:
     env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
-    got = subprocess.run([sys.executable, "-m", "tb_attn_plugin.cli", "report", "--json", "-q", trace],
+    # the trace by its absolute path: each checkout runs in its own directory, and the report names the path
+    got = subprocess.run([sys.executable, "-m", "tb_attn_plugin.cli", "report", "--json", "-q", os.path.abspath(trace)],
                          env=env, capture_output=True, cwd=os.path.abspath(checkout))
     return _CLOCK.sub(rb"\1null", got.stdout) + b"\n--- stderr ---\n" + got.stderr + f"\n--- rc {got.returncode}".encode()
 
