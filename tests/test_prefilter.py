@@ -191,7 +191,8 @@ def _as_kept(e, kind: str) -> tuple:
 def _ops_of(kept) -> tuple:
     """The ops' names in order and the shapes kept (op -> each shape member as written)."""
     return ([kept.op_names.values[i] for i in kept.op_names.ids.tolist()],
-            {i: tuple(bytes(getattr(a, f)) for f in ("dims_raw", "types_raw", "concrete_raw", "strides_raw"))
+            {i: tuple(bytes(getattr(events.op_args(a), f)) for f in ("dims_raw", "types_raw", "concrete_raw",
+                                                                     "strides_raw"))
              for i, a in kept.op_shapes.items()})
 
 
@@ -483,7 +484,7 @@ def test_a_streamed_trace_is_slimmed_once_names_are_judged(monkeypatch, tmp_path
     ev, _ = stream.decode_file(str(path), needs_shapes)
     assert len(seen) > 10 and seen[0] is None and b"aten::add" in seen[-1][2] and b"aten::bmm" not in seen[-1][2]
     whole = events.decode(str(path), path.read_bytes(), keep_shapes=needs_shapes)
-    assert ev.op_events() == whole.op_events() and 1 not in ev.op_shapes and ev.op_shapes[0].dims is not None
+    assert ev.op_events() == whole.op_events() and 1 not in ev.op_shapes and events.op_args(ev.op_shapes[0]).dims is not None
 
 
 @needs_native

@@ -48,6 +48,8 @@ def _enc(ev):
         if isinstance(o, Names):
             return [o.values[i] for i in o.ids.tolist()]
         return o
+    # an op's shapes as their members, whether kept decoded or as the op's JSON (events.op_args)
+    ev = msgspec.structs.replace(ev, op_shapes={k: events.op_args(v) for k, v in ev.op_shapes.items()})
     return msgspec.json.encode(ev, enc_hook=hook)
 
 

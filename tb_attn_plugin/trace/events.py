@@ -177,7 +177,8 @@ class Events(msgspec.Struct, gc=False):
 
     op_table: Table  # the ops' record columns (OP_FIELDS)
     op_names: Names  # each op's name, as an id into the distinct names
-    op_shapes: dict[int, Shapes]  # op (index in file order) -> its shapes, for the ops keep_shapes wants
+    # op (index in file order) -> its shapes, for the ops keep_shapes wants: decoded, or the op's JSON (op_args)
+    op_shapes: dict[int, Shapes | msgspec.Raw]
     launches: list[Event]
     gpu: list[Event]  # kernels, memcpy, memset
     flows: list[Event]  # fwdbwd flow starts and ends
@@ -196,7 +197,9 @@ class Events(msgspec.Struct, gc=False):
         """The ops as Event objects made from their columns, in file order: for tests and tools (the
         engine reads the columns)."""
         t, values = self.op_table, self.op_names.values
-        return [Event(ph="X", cat=CATS[c], name=values[nm], pid=pid, tid=tid, ts=ts, dur=dur, args=self.op_shapes.get(i))
+        shapes = self.op_shapes
+        return [Event(ph="X", cat=CATS[c], name=values[nm], pid=pid, tid=tid, ts=ts, dur=dur,
+                      args=op_args(shapes[i]) if i in shapes else None)
                 for i, (c, nm, pid, tid, ts, dur) in enumerate(zip(t["cat"].tolist(), self.op_names.ids.tolist(),
                                                                    t["pid"].tolist(), t["tid"].tolist(),
                                                                    t["ts"].tolist(), t["dur"].tolist()))]
@@ -210,6 +213,12 @@ _routed_decoder = msgspec.json.Decoder(list[_Routed])
 _op_json_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _op_args_decoder = msgspec.json.Decoder(_OpArgs)
 _names_decoder = msgspec.json.Decoder(list[str])
+
+
+def op_args(kept: Shapes | msgspec.Raw) -> Shapes:
+    """An op's kept shapes (Events.op_shapes), decoded now where the op's JSON was kept instead: most
+    kept shapes are never read, and a copy of the JSON costs less than decoding it."""
+    return kept if isinstance(kept, Shapes) else _op_args_decoder.decode(kept).args or Shapes()
 _routed_launch_decoder = msgspec.json.Decoder(list[_RoutedLaunch])
 _event_decoder = msgspec.json.Decoder(Event)
 
@@ -376,6 +385,7 @@ class _Kept:
         self.doc = doc
         self.keep_shapes = keep_shapes
         self.op_names, self.op_shapes = Names(), {}
+        self._wanted_ids = np.zeros(0, bool)  # _wanted
         self.launches: list[Event] = []
         self.gpu: list[Event] = []
         self.flows: list[Event] = []
@@ -440,15 +450,14 @@ class _Kept:
         n_mem = len(mem_recs) // native.REC_SIZE
         self.total += len(ops) + len(gpu) + len(launches) + len(flows) + rest + n_mem + insane + dropped
         self.insane += insane
-        # the ops whose JSON holds shapes, as the scanner saw them (most have none once slimmed)
-        base = len(self.op_table)
-        for i in np.flatnonzero(np.frombuffer(op_recs, REC)["nulls"] & SHAPES).tolist() if op_recs else ():
-            if self._wants_shapes(names[i]):
-                a = _op_args_decoder.decode(ops[i]).args
-                if a is not None:
-                    self._add_shapes(base + i, names[i], a)
+        # the ops whose JSON holds shapes, as the scanner saw them (most have none once slimmed), of
+        # the names keep_shapes wants: their JSON is kept (its own copy), decoded if read (op_args)
+        base, ids = len(self.op_table), self.op_names.add(names)
+        if op_recs:
+            shaped = np.flatnonzero(np.frombuffer(op_recs, REC)["nulls"] & SHAPES)
+            for i in shaped[self._wanted()[ids[shaped]]].tolist() if len(shaped) else ():
+                self.op_shapes[base + i] = ops[i].copy()
         self.op_table.add_records(op_recs)
-        self.op_names.add(names)
         share = self._shared.setdefault
         pid = tid = None  # the last ones shared: a list's events come in runs of one thread
         for e in chain(gpu, launches, flows):  # ph and cat are shared already (_Routed)
@@ -462,6 +471,14 @@ class _Kept:
         self.gpu_table.add_records(gpu_recs)
         self.launch_table.add_records(launch_recs)
         self.memory.add_records(mem_recs)
+
+    def _wanted(self) -> np.ndarray:
+        """For each op name id so far, whether keep_shapes wants its shapes."""
+        values = self.op_names.values
+        if len(self._wanted_ids) < len(values):
+            new = np.fromiter(map(self._wants_shapes, values[len(self._wanted_ids):]), bool)
+            self._wanted_ids = np.concatenate((self._wanted_ids, new))
+        return self._wanted_ids
 
     def _wants_shapes(self, name: str) -> bool:
         """keep_shapes(name), asked once per name (None: every op keeps its shapes)."""

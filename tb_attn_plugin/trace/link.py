@@ -15,6 +15,7 @@ import re
 from array import array
 
 import numpy as np
+from msgspec import Raw
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Callable, NamedTuple, Sequence
@@ -22,7 +23,7 @@ from typing import Callable, NamedTuple, Sequence
 from . import columns, window
 from . import native
 from .table import NO_ARGS, Interned, Table, intern, runs_of
-from .events import CATS, GPU_FIELDS, LAUNCH_FIELDS, MODULE_PREFIX, PYTHON_CAT, Event, Events, Shapes
+from .events import CATS, GPU_FIELDS, LAUNCH_FIELDS, MODULE_PREFIX, PYTHON_CAT, Event, Events, Shapes, op_args
 
 GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
 BWD_NODE = re.compile(r"Backward\d*$")
@@ -45,7 +46,7 @@ class Linked:
 
     names: list[str]  # each op's name
     cats: Sequence[int]  # each op's category, an index into events.CATS
-    shapes: dict[int, Shapes]  # op -> its shapes (Input Dims, types, ...), for the ops keep_shapes wanted
+    shapes: dict[int, Shapes | Raw]  # op -> its shapes (Input Dims, types, ...) for the ops keep_shapes wanted (args())
     has_args: bytes  # 1 for each op whose event holds an args object (then args() is never None)
     # Each op's start, duration and thread as columns (arrays when the C helper built them): a pass
     # over millions of ops reads these contiguous values, not each op's object scattered on the heap.
@@ -126,7 +127,11 @@ class Linked:
         """Op i's args as the analysis reads them (its shapes; each one None where not kept), None
         where its event has no args object."""
         got = self.shapes.get(i)
-        return got if got is not None or not self.has_args[i] else _NO_SHAPES
+        if got is None:
+            return _NO_SHAPES if self.has_args[i] else None
+        if type(got) is not Shapes:
+            got = self.shapes[i] = op_args(got)  # decoded on first read
+        return got
 
     @property
     def cpu(self) -> bytes:
@@ -181,7 +186,7 @@ class OpTree(NamedTuple):
 
     names: Interned
     cats: np.ndarray
-    shapes: dict[int, Shapes]
+    shapes: dict[int, Shapes | Raw]
     has_args: bytes
     parent: Sequence[int]
     subtree_end: Sequence[int]

@@ -43,13 +43,16 @@ class Names:
     def __len__(self) -> int:
         return sum(map(len, self._parts))
 
-    def add(self, names: list[str]) -> None:
+    def add(self, names: list[str]) -> np.ndarray:
+        """Appends the names; returns their ids."""
         index, values = self._index, self.values
         for nm in dict.fromkeys(names):  # the chunk's distinct names, in order: a few hundred
             if nm not in index:
                 index[nm] = len(values)
                 values.append(nm)
-        self._parts.append(np.fromiter(map(index.__getitem__, names), np.int64, len(names)))
+        ids = np.fromiter(map(index.__getitem__, names), np.int64, len(names))
+        self._parts.append(ids)
+        return ids
 
     @property
     def ids(self) -> np.ndarray:
