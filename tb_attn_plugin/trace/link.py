@@ -48,13 +48,12 @@ class Linked:
     cats: Sequence[int]  # each op's category, an index into events.CATS
     shapes: dict[int, Shapes | Raw]  # op -> its shapes (Input Dims, types, ...) for the ops keep_shapes wanted (args())
     has_args: bytes  # 1 for each op whose event holds an args object (then args() is never None)
-    # Each op's start, duration and thread as columns (arrays when the C helper built them): a pass
-    # over millions of ops reads these contiguous values, not each op's object scattered on the heap.
+    # Each op's start, duration and thread as columns (array("d"/"q"), read as Python floats and ints)
     ts: Sequence[float]
     dur: Sequence[float]
     thread: Sequence[int]  # index into threads
     threads: list[tuple]  # (pid, tid) as decoded, one per thread; a thread's ops are contiguous
-    # Per op; arrays when the C helper built them, lists otherwise (both index the same way).
+    # Per op: arrays, or lists where a pass in Python builds them (both index the same way).
     parent: Sequence[int]
     depth: Sequence[int]
     subtree_end: Sequence[int]
