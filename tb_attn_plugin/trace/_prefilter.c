@@ -1057,12 +1057,12 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
         result = Py_BuildValue("(Onnn)", Py_None, (Py_ssize_t)0, (Py_ssize_t)0, (Py_ssize_t)0);
         goto done;
     }
+#define OUT_BYTES(g) (outs[g].buf ? outs[g].buf : ""), outs[g].len /* a record output may be unallocated */
     if (routed)
-        result = Py_BuildValue("((y#y#y#y#y#y#y#y#y#ny#)nnO)", outs[0].buf, outs[0].len, outs[1].buf, outs[1].len,
-                               outs[2].buf, outs[2].len, outs[3].buf, outs[3].len, outs[4].buf, outs[4].len,
-                               outs[6].buf ? outs[6].buf : "", outs[6].len, outs[7].buf ? outs[7].buf : "", outs[7].len,
-                               outs[8].buf ? outs[8].buf : "", outs[8].len, outs[9].buf ? outs[9].buf : "", outs[9].len,
-                               insane, outs[5].buf, outs[5].len, dropped, next, done ? Py_True : Py_False);
+        result = Py_BuildValue("((y#y#y#y#y#y#y#y#y#ny#)nnO)", OUT_BYTES(G_OPS), OUT_BYTES(G_GPU), OUT_BYTES(G_LAUNCH),
+                               OUT_BYTES(G_FLOW), OUT_BYTES(G_REST), OUT_BYTES(G_JSON), OUT_BYTES(G_RECS + G_OPS), OUT_BYTES(G_RECS + G_GPU),
+                               OUT_BYTES(G_RECS + G_LAUNCH), insane, OUT_BYTES(G_NAMES), dropped, next,
+                               done ? Py_True : Py_False);
     else
         result = Py_BuildValue("(y#nnO)", out.buf, out.len, dropped, next, done ? Py_True : Py_False);
 done:

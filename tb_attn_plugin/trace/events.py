@@ -213,14 +213,14 @@ _routed_decoder = msgspec.json.Decoder(list[_Routed])
 _op_json_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _op_args_decoder = msgspec.json.Decoder(_OpArgs)
 _names_decoder = msgspec.json.Decoder(list[str])
+_routed_launch_decoder = msgspec.json.Decoder(list[_RoutedLaunch])
+_event_decoder = msgspec.json.Decoder(Event)
 
 
 def op_args(kept: Shapes | msgspec.Raw) -> Shapes:
     """An op's kept shapes (Events.op_shapes), decoded now where the op's JSON was kept instead: most
     kept shapes are never read, and a copy of the JSON costs less than decoding it."""
     return kept if isinstance(kept, Shapes) else _op_args_decoder.decode(kept).args or Shapes()
-_routed_launch_decoder = msgspec.json.Decoder(list[_RoutedLaunch])
-_event_decoder = msgspec.json.Decoder(Event)
 
 
 def decode(path: str, text: bytes, warnings: list[str] | None = None,
