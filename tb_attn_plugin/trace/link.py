@@ -241,8 +241,11 @@ def op_tree(ev: Events) -> OpTree:
     shapes = dict(zip(at[shaped].tolist(), ev.op_shapes.values())) if shaped else {}
     q, d = _as_array("q"), _as_array("d")
     has_args = ((ot["nulls"][order] & NO_ARGS) == 0).astype(np.uint8).tobytes()
-    return OpTree(_renumbered(ev.op_names.ids[order], ev.op_names.values), cats, shapes, has_args, q(parent), q(subtree_end), q(depth), d(self_cpu), d(ts), d(dur), q(thread), threads,
-                  q(launch_op), q(order), cpu, ot.has("seq")[order], ot["seq"][order],
+    # the names numbered again in tree order, as interning them in that order would
+    name_ids, first_ids = columns.factorize(range(n), (ev.op_names.ids[order],))
+    names = Interned(name_ids, list(map(ev.op_names.values.__getitem__, first_ids)))
+    return OpTree(names, cats, shapes, has_args, q(parent), q(subtree_end), q(depth), d(self_cpu), d(ts), d(dur),
+                  q(thread), threads, q(launch_op), q(order), cpu, ot.has("seq")[order], ot["seq"][order],
                   ot.has("external_id")[order], ot["external_id"][order])
 
 
@@ -259,17 +262,6 @@ def _tree_order(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray | None) -> n
             p[tied] = p[tied][np.lexsort((-dur[p[tied]], run))]
     key = thread[p]
     return p[np.argsort(key.astype(np.uint16) if len(key) and key.max() < 65536 else key, kind="stable")]
-
-
-def _renumbered(ids: np.ndarray, values: list[str]) -> Interned:
-    """The ids renumbered in order of first appearance (as intern numbers a column), values to match."""
-    if not len(ids):
-        return Interned(ids, [])
-    seen, first = np.unique(ids, return_index=True)
-    old = seen[np.argsort(first)]  # the ids in order of first appearance
-    new = np.empty(len(values), np.int64)
-    new[old] = np.arange(len(old))
-    return Interned(new[ids], [values[i] for i in old.tolist()])
 
 
 def _as_array(typecode: str) -> Callable[[np.ndarray], array]:
@@ -297,8 +289,8 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     """The linked trace; ``tree``: op_tree(ev), ``by_corr``: launches_by_correlation(ev), when the
     caller found them already."""
     tree = tree or op_tree(ev)
-    interned, cats, shapes, has_args, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, order, cpu, \
-        has_seq, seq, has_external, external = tree
+    interned, cats, shapes, has_args, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, \
+        order, cpu, has_seq, seq, has_external, external = tree
     n = len(ts)
 
     # Kernels -> launch -> op.

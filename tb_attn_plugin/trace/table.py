@@ -24,33 +24,30 @@ class Interned(NamedTuple):
 
 def intern(column: Sequence[Hashable]) -> Interned:
     """The column's ids and distinct values (equal values share an id: 1, 1.0 and True are one)."""
-    # dict.fromkeys keeps each value's first appearance, in order, at C speed
-    index = {v: i for i, v in enumerate(dict.fromkeys(column))}
-    return Interned(np.fromiter(map(index.__getitem__, column), np.int64, len(column)), list(index))
+    names = Names()
+    return Interned(names.add(column), names.values)
 
 
 class Names:
-    """A column of names kept as ids into their distinct values (first appearance first), gathered chunk by
-    chunk: each name is hashed once and no string is kept per row. ``ids`` joins the chunks' ids once."""
+    """A column interned chunk by chunk (op names as a trace is decoded): each chunk's ids into the
+    distinct values of all chunks so far (``values``, first appearance first), each value hashed once
+    per row and no object kept per row. ``ids`` joins the chunks' ids once."""
 
     __slots__ = ("values", "_index", "_parts")
 
     def __init__(self) -> None:
-        self.values: list[str] = []
-        self._index: dict[str, int] = {}
+        self.values: list = []
+        self._index: dict = {}
         self._parts: list[np.ndarray] = []
 
-    def __len__(self) -> int:
-        return sum(map(len, self._parts))
-
-    def add(self, names: list[str]) -> np.ndarray:
-        """Appends the names; returns their ids."""
+    def add(self, column: Sequence[Hashable]) -> np.ndarray:
+        """Appends the column's values; returns their ids (int64)."""
         index, values = self._index, self.values
-        for nm in dict.fromkeys(names):  # the chunk's distinct names, in order: a few hundred
-            if nm not in index:
-                index[nm] = len(values)
-                values.append(nm)
-        ids = np.fromiter(map(index.__getitem__, names), np.int64, len(names))
+        # dict.fromkeys keeps each value's first appearance, in order, at C speed
+        new = [v for v in dict.fromkeys(column) if v not in index] if index else list(dict.fromkeys(column))
+        index.update(zip(new, range(len(values), len(values) + len(new))))
+        values += new
+        ids = np.fromiter(map(index.__getitem__, column), np.int64, len(column))
         self._parts.append(ids)
         return ids
 
