@@ -127,7 +127,7 @@ def host_costs(L: Linked, calls: list[Call], launches: list, has_gpu: bool) -> l
             gpu += sum(L.gpu_self[r:end])  # the kernels each op launched itself
             all_self += sum(L.self_cpu[r:end])
             self_us += sum(L.self_cpu[att_ops[k]] for k in range(bisect_left(att_ops, r), bisect_left(att_ops, end)))
-            for ev in rt.within(L.threads[L.thread[r]], t0, t0 + d):
+            for ev in rt.within(L.thread_of(r), t0, t0 + d):
                 a = api_of(ev.name)
                 if a is None:
                     continue

@@ -194,7 +194,7 @@ def _host_slices(L: Linked, c, lo: int, hi: int, ps: str, label: str, tracks: _T
                  args: dict, flows: bool, flow_base: int):
     ts, dur, parent, end = L.ts, L.dur, L.parent, L.subtree_end
     start, stop = _span(L, lo, hi)
-    root_pid, root_tid = L.threads[L.thread[lo]]
+    root_pid, root_tid = L.thread_of(lo)
     tid = tracks.place(("host", str(root_pid), str(root_tid)), f"attention calls · host thread {root_tid}", start, stop)
     yield _slice(pid, tid, label if ps == "fwd" else f"{label} (bwd)", CAT_CALL, start, stop, args)
     # A stage slice is the largest subtree whose ops all have one stage.
@@ -228,7 +228,7 @@ def _host_slices(L: Linked, c, lo: int, hi: int, ps: str, label: str, tracks: _T
         for j in idx if flows else ():
             fid += 1
             t = min(max(_ns(ts[j]), a), b)
-            op_pid, op_tid = L.threads[L.thread[j]]
+            op_pid, op_tid = L.thread_of(j)
             yield {"ph": "s", "id": fid, "pid": pid, "tid": tid, "ts": _us(t), "name": "tb-attn stage", "cat": CAT_FLOW}
             yield {"ph": "f", "bp": "e", "id": fid, "pid": op_pid, "tid": op_tid, "ts": ts[j],
                    "name": "tb-attn stage", "cat": CAT_FLOW}

@@ -371,7 +371,7 @@ def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[d
             for j in range(lo, hi):
                 st = m.stage_of[j] or "other"
                 events.append({"name": L.names[j], "kind": "op", "stage": st, "pass": ps, "start_us": None,
-                               "dur_us": None, "depth": L.depth[j] - bd, "thread": str(L.threads[L.thread[j]][1])})
+                               "dur_us": None, "depth": L.depth[j] - bd, "thread": str(L.thread_of(j)[1])})
                 times += (L.ts[j] - t0, L.dur[j])
                 for k in by_op_kernels.get(j, ()):
                     events.append({"name": k.ev.name, "kind": "kernel", "stage": kernel_stage(st, k.ev.name), "pass": ps,

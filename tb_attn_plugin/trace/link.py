@@ -119,6 +119,10 @@ class Linked:
     def cat(self, i: int) -> str:
         return CATS[self.cats[i]]
 
+    def thread_of(self, i: int) -> tuple:
+        """Op i's (pid, tid), as decoded."""
+        return self.threads[self.thread[i]]
+
     def is_module(self, i: int) -> bool:
         return self.cats[i] == _PYTHON_CAT_ID
 
