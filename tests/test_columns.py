@@ -115,9 +115,9 @@ def test_rows_outside_the_columns_are_an_error_not_a_crash():
 def test_where_name_is_the_scan_over_every_op(names, wanted):
     from tb_attn_plugin.trace import link
 
-    L = link.Linked(names=list(names), cats=[], shapes={}, has_args=b"", ts=[], dur=[], thread=[], threads=[], parent=[], depth=[],
-                    subtree_end=[], self_cpu=[], gpu_self=[], launches_self=[], step=[], node_of=[], fwd_of={},
-                    kernels=[], steps={})
+    L = link.Linked(names=list(names), cats=[], shapes={}, has_args=b"", ts=[], dur=[], thread=[], threads=[],
+                    parent=[], depth=[], subtree_end=[], self_cpu=[], gpu_self=[], launches_self=[], step=[],
+                    node_of=[], fwd_of={}, kernels=[], steps={})
     want = [i for i, nm in enumerate(names) if nm in wanted]
     assert L.where_name(wanted.__contains__) == want
     assert L.where_name(wanted.__contains__) == want  # asked again: the cached positions are not changed

@@ -33,8 +33,9 @@ _thread = st.sampled_from([(1, 1), (1, 2), (2, 1), ("1", 1), (7, "gpu"), (1, 1)]
 def _events(ops, launches) -> Events:
     names = Names()
     names.add([e.name for e in ops])
-    return Events(op_table=Table.of(ops, OP_FIELDS, CATS), op_names=names, op_shapes={}, launches=launches, gpu=[], flows=[], memory=[], device_properties=[],
-                  distributed={}, tb_attn=None, total_events=len(ops) + len(launches), warnings=[])
+    return Events(op_table=Table.of(ops, OP_FIELDS, CATS), op_names=names, op_shapes={}, launches=launches, gpu=[],
+                  flows=[], memory=[], device_properties=[], distributed={}, tb_attn=None,
+                  total_events=len(ops) + len(launches), warnings=[])
 
 
 def _loop_tree(ev: Events):

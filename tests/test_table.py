@@ -90,10 +90,10 @@ def _same_columns(ev, plain):
                                                                                 "strides_raw"))
     wanted = {i: raw(a) for i, a in plain.op_shapes.items() if needs_shapes(names[i])}
     assert {i: raw(a) for i, a in ev.op_shapes.items()} == wanted
-    return len(wanted)
     assert isinstance(plain.memory, Table) and len(plain.memory) == len(ev.memory)
     for f in MEMORY_FIELDS:
         assert ev.memory[f].tolist() == plain.memory[f].tolist(), f
+    return len(wanted)
 
 
 def _linked_lists(L):
