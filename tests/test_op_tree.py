@@ -31,24 +31,33 @@ _thread = st.sampled_from([(1, 1), (1, 2), (2, 1), ("1", 1), (7, "gpu"), (1, 1)]
 
 
 def _events(ops, launches) -> Events:
-    names = Names()
+    names, launch_names = Names(), Names()
     names.add([e.name for e in ops])
-    return Events(op_table=Table.of(ops, OP_FIELDS, CATS), op_names=names, op_shapes={}, launches=launches, gpu=[],
+    launch_names.add([e.name for e in launches])
+    return Events(op_table=Table.of(ops, OP_FIELDS, CATS), op_names=names, op_shapes={},
+                  launch_table=Table.of(launches, LAUNCH_FIELDS, CATS), launch_names=launch_names, gpu=[],
                   flows=[], memory=[], device_properties=[], distributed={}, tb_attn=None,
                   total_events=len(ops) + len(launches), warnings=[])
+
+
+def _launch_events(ev: Events) -> list[Event]:
+    """The launches as events again, from their columns (what the loop below walks)."""
+    t = ev.launch_table
+    return [Event(ph="X", cat="cuda_runtime", name=ev.launch_name(j), pid=p, tid=q, ts=ts)
+            for j, (p, q, ts) in enumerate(zip(t["pid"].tolist(), t["tid"].tolist(), t["ts"].tolist()))]
 
 
 def _loop_tree(ev: Events):
     """Per thread (threads ordered by str(pid), str(tid)): ops sorted by (start, -duration), a stack
     of open ops popped when an op or launch starts at or past their end."""
     key = lambda e: (e.pid, e.tid)  # noqa: E731
-    file_ops = ev.op_events()
+    file_ops, launches = ev.op_events(), _launch_events(ev)
     at = {id(e): i for i, e in enumerate(file_ops)}  # each op's position in the file
-    threads = sorted({key(e) for e in file_ops} | {key(e) for e in ev.launches}, key=lambda k: (str(k[0]), str(k[1])))
+    threads = sorted({key(e) for e in file_ops} | {key(e) for e in launches}, key=lambda k: (str(k[0]), str(k[1])))
     ops, parent, subtree_end, depth, launch_op = [], [], [], [], {}
     for th in threads:
         tops = sorted((e for e in file_ops if key(e) == th), key=lambda e: (e.ts, -e.dur))
-        tl = sorted((e for e in ev.launches if key(e) == th), key=lambda e: e.ts)
+        tl = sorted((e for e in launches if key(e) == th), key=lambda e: e.ts)
         base, n = len(ops), len(tops)
         par, send, dep = [-1] * n, [base + n] * n, [0] * n
         stack, ends, li = [], [], 0
@@ -80,7 +89,7 @@ def _loop_tree(ev: Events):
             self_cpu[p] -= ops[k].dur
     self_cpu = [s if s > 0 else 0.0 for s in self_cpu]
     return ([at[id(e)] for e in ops], parent, subtree_end, depth, self_cpu, [e.ts for e in ops], [e.dur for e in ops],
-            threads, [launch_op[id(la)] for la in ev.launches])
+            threads, [launch_op[id(la)] for la in launches])
 
 
 def _tree(ev: Events):

@@ -166,26 +166,26 @@ def test_chunks_resume_where_the_last_one_stopped():
         scan(text, len(text) + 1, 10, *RULES)
 
 
-def _same_kept(fast, plain, kinds=("ops", "launches", "gpu", "flows")) -> None:
+def _same_kept(fast, plain) -> None:
     """The same events in each list (routed ones decode as events._Routed: compared field by field),
-    the same op names and shapes (ops are columns), and the scanner's records the same columns as
-    those read from the decoded events (table.Table)."""
-    for kind in kinds:
-        if kind == "ops":
-            assert _ops_of(fast) == _ops_of(plain)
-            continue
-        assert [_as_kept(e, kind) for e in getattr(fast, kind)] == [_as_kept(e, kind) for e in getattr(plain, kind)], kind
+    the same op names and shapes and launch names (ops and launches are columns), and the scanner's
+    records the same columns as those read from the decoded events (table.Table)."""
+    assert _ops_of(fast) == _ops_of(plain)
+    assert _launch_names(fast) == _launch_names(plain)
+    for kind in ("gpu", "flows"):
+        assert [_as_kept(e) for e in getattr(fast, kind)] == [_as_kept(e) for e in getattr(plain, kind)], kind
     for kind in ("op_table", "launch_table", "gpu_table", "memory"):
         a, b = getattr(fast, kind), getattr(plain, kind)
         for f in a.fields:
             assert a[f].tolist() == b[f].tolist(), (kind, f)
 
 
-def _as_kept(e, kind: str) -> tuple:
-    """An event as the analysis reads it: a routed launch keeps no args (their ints are in the
-    records, compared as columns), so compare the rest."""
-    fields = events.msgspec.structs.astuple(e)
-    return fields[:-1] if kind == "launches" else fields
+def _as_kept(e) -> tuple:
+    return events.msgspec.structs.astuple(e)
+
+
+def _launch_names(kept) -> list[str]:
+    return [kept.launch_names.values[i] for i in kept.launch_names.ids.tolist()]
 
 
 def _ops_of(kept) -> tuple:

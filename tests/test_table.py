@@ -64,7 +64,7 @@ def test_gpu_traces_records_are_the_events_columns(monkeypatch, name):
     monkeypatch.setattr(native, "available", False)
     plain = events.decode(str(path), gzip.decompress(path.read_bytes()))
     _same_columns(ev, plain)
-    assert len(ev.op_table) and len(ev.launches) and len(ev.gpu)
+    assert len(ev.op_table) and len(ev.launch_table) and len(ev.gpu)
 
 
 def _op_names(ev):
@@ -73,11 +73,17 @@ def _op_names(ev):
 
 def _same_columns(ev, plain):
     """The streamed decode's records read as the columns of the Python decoder's events."""
-    for lst, table, fields in (("launches", "launch_table", LAUNCH_FIELDS), ("gpu", "gpu_table", GPU_FIELDS)):
-        gathered, read = getattr(ev, table), Table.of(getattr(plain, lst), fields, CATS)
-        assert len(gathered) == len(getattr(ev, lst)) == len(read), lst
-        for f in fields:
-            assert gathered[f].tolist() == read[f].tolist(), (lst, f)
+    gathered, read = ev.gpu_table, Table.of(plain.gpu, GPU_FIELDS, CATS)
+    assert len(gathered) == len(ev.gpu) == len(read)
+    for f in GPU_FIELDS:
+        assert gathered[f].tolist() == read[f].tolist(), ("gpu", f)
+    # launches are columns either way: the records' against those read off the Python decoder's events,
+    # and their names from the scanner's array against the decoded names
+    assert len(ev.launch_table) == len(plain.launch_table) == len(ev.launch_names.ids)
+    for f in LAUNCH_FIELDS:
+        assert ev.launch_table[f].tolist() == plain.launch_table[f].tolist(), ("launches", f)
+    assert list(map(ev.launch_name, range(len(ev.launch_table)))) == \
+        list(map(plain.launch_name, range(len(plain.launch_table))))
     # ops are columns either way: the records' against those the Python decoder read off its events,
     # the names from the scanner's array against the decoded names, and the shapes kept (the plain
     # decode keeps every op's, the streamed one those of the names needs_shapes wants)
@@ -115,7 +121,7 @@ def test_link_of_the_records_is_the_link_of_the_python_decoders_events(monkeypat
         plain = events.decode(str(path), path.read_bytes())
         monkeypatch.setattr(native, "available", True)
         # the Python decoder's events, linked from columns read off them (full Args: ints included)
-        bare = msgspec.structs.replace(plain, launch_table=None, gpu_table=None)
+        bare = msgspec.structs.replace(plain, gpu_table=None)
         assert _linked_lists(link.link(bare)) == _linked_lists(with_cols)
     assert saw_backward  # the sequence numbers were read from the records for real
 

@@ -15,10 +15,12 @@ from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from operator import attrgetter
 from typing import Any
 
+import numpy as np
+
 from ..trace.link import Linked
+from ..trace.table import runs_of
 from . import patterns as P
 from .detect import Call
 
@@ -78,23 +80,25 @@ class HostCost:
 
 
 class _Runtime:
-    """The runtime/driver events per thread, sorted by start."""
+    """The runtime/driver calls (the trace's launches) per thread, sorted by start, as positions into
+    columns in that order."""
 
-    def __init__(self, launches: list):
-        self.unsorted: dict[tuple, list] = {}
-        for e in launches:  # keyed as link.py keys threads: (pid, tid) as decoded
-            self.unsorted.setdefault((e.pid, e.tid), []).append(e)
-        self.by: dict[tuple, list] = {}
-        self.starts: dict[tuple, list[float]] = {}
+    def __init__(self, ev):
+        lt, names = ev.launch_table, ev.launch_names
+        th = runs_of(lt["pid"], lt["tid"])  # keyed as link.py keys threads: (pid, tid) as decoded
+        order = np.lexsort((lt["ts"], th.ids))  # by thread, then start, stably
+        bounds = np.searchsorted(th.ids[order], np.arange(len(th.values) + 1)).tolist()
+        self.span = {k: (bounds[i], bounds[i + 1]) for i, k in enumerate(th.values)}
+        self.starts: list[float] = lt["ts"][order].tolist()
+        self.durs: list[float] = lt["dur"][order].tolist()
+        self.name_ids: list[int] = names.ids[order].tolist()
+        self.names: list[str] = names.values
 
-    def within(self, key: tuple, t0: float, t1: float) -> list:
-        evs = self.by.get(key)
-        if evs is None:  # sorted on first use: only the threads that run attention calls
-            evs = self.by[key] = sorted(self.unsorted.get(key, ()), key=attrgetter("ts"))
-            self.starts[key] = list(map(attrgetter("ts"), evs))
-        starts = self.starts[key]
-        i = bisect_left(starts, t0)
-        return evs[i:bisect_left(starts, t1, i)]  # those starting in [t0, t1): times are finite (events.py)
+    def within(self, key: tuple, t0: float, t1: float) -> range:
+        """The positions of the thread's calls starting in [t0, t1) (times are finite: events.py)."""
+        lo, hi = self.span.get(key, (0, 0))
+        i = bisect_left(self.starts, t0, lo, hi)
+        return range(i, bisect_left(self.starts, t1, i, hi))
 
 
 def _scope(L: Linked, c: Call, att_ops: list[int]) -> tuple[str, list[int]]:
@@ -107,9 +111,10 @@ def _scope(L: Linked, c: Call, att_ops: list[int]) -> tuple[str, list[int]]:
     return "", roots
 
 
-def host_costs(L: Linked, calls: list[Call], launches: list, has_gpu: bool) -> list[HostCost | None]:
-    """One HostCost per call with forward ops (None for kernel-only calls: no host side recorded)."""
-    rt = _Runtime(launches)
+def host_costs(L: Linked, calls: list[Call], ev, has_gpu: bool) -> list[HostCost | None]:
+    """One HostCost per call with forward ops (None for kernel-only calls: no host side recorded);
+    ``ev``: the trace's events (trace/events.py), whose launches' columns hold the runtime calls."""
+    rt = _Runtime(ev)
     att_ops = L.where_name(_is_attention_op)
     out: list[HostCost | None] = []
     for c in calls:
@@ -127,13 +132,14 @@ def host_costs(L: Linked, calls: list[Call], launches: list, has_gpu: bool) -> l
             gpu += sum(L.gpu_self[r:end])  # the kernels each op launched itself
             all_self += sum(L.self_cpu[r:end])
             self_us += sum(L.self_cpu[att_ops[k]] for k in range(bisect_left(att_ops, r), bisect_left(att_ops, end)))
-            for ev in rt.within(L.thread_of(r), t0, t0 + d):
-                a = api_of(ev.name)
+            for j in rt.within(L.thread_of(r), t0, t0 + d):
+                nm = rt.names[rt.name_ids[j]]
+                a = api_of(nm)
                 if a is None:
                     continue
                 if a.kind in ("launch", "graph_launch"):
-                    launched[ev.name] += 1
-                    launch_us += ev.dur
+                    launched[nm] += 1
+                    launch_us += rt.durs[j]
                 elif a.kind == "occupancy_query":
                     queries += 1
                 elif a.kind == "sync":

@@ -207,7 +207,7 @@ def _op_shape(name: str, dims: bytes, types: bytes, concrete: bytes) -> tuple:
 def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None) -> dict[str, Any]:
     has_gpu = bool(L.kernels)
     # Runtime launches come from CUPTI/roctracer only: a GPU was there even when no kernel was kept.
-    device = describe(ev.device_properties, has_gpu or bool(ev.launches))
+    device = describe(ev.device_properties, has_gpu or len(ev.launch_table) > 0)
     basis = "gpu" if has_gpu else "cpu"
     _name_calls(calls)
     _shape_info(L, calls)
@@ -334,7 +334,7 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
     }
     if call_of is not None:
         report["roofline"] = build_roofline(L, calls, call_of, m, device, metadata, has_gpu)
-        report["reading"] = reading.build(L, calls, call_of, m.stage_of, ev.launches, has_gpu)
+        report["reading"] = reading.build(L, calls, call_of, m.stage_of, ev, has_gpu)
     report["verdicts"] = verdicts(report)
     return report
 

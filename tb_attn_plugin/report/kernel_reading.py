@@ -12,8 +12,6 @@ import numpy as np
 from ..attention import fingerprint, occupancy, why_not_flash
 from ..attention import patterns as P
 from ..attention.fingerprint_rules import EXTENDED_LAUNCHES
-from ..trace.events import LAUNCH_FIELDS
-from ..trace.link import table_of
 
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
 LOW_PCT = 25.0  # theoretical occupancy below a quarter of the SM's warps is called low
@@ -150,9 +148,9 @@ def _launch_apis(ev, wanted: set[int]) -> dict[int, str]:
     kernels that need it; the ids are read from the launches' columns (their records)."""
     if not wanted:
         return {}
-    lt = table_of(ev.launch_table, ev.launches, LAUNCH_FIELDS)
+    lt = ev.launch_table
     at = np.flatnonzero(lt.has("correlation"))
-    return {c: ev.launches[j].name for j, c in zip(at.tolist(), lt["correlation"][at].tolist()) if c in wanted}
+    return {c: ev.launch_name(j) for j, c in zip(at.tolist(), lt["correlation"][at].tolist()) if c in wanted}
 
 
 def _fingerprint(name: str, arch: str | None, stage: str | None) -> dict[str, Any]:

@@ -13,11 +13,11 @@ from ..trace.link import Linked
 MAX_GROUPS = 200  # layer type × implementation pairs; a trace without module scopes can name many
 
 
-def build(L: Linked, calls: list[Call], call_of: list[int], stage_of: list, launches: list,
-          has_gpu: bool) -> list[dict[str, Any]]:
-    """One row per (layer type, implementation), most calls first."""
+def build(L: Linked, calls: list[Call], call_of: list[int], stage_of: list, ev, has_gpu: bool) -> list[dict[str, Any]]:
+    """One row per (layer type, implementation), most calls first; ``ev``: the trace's events (its
+    launches' columns)."""
     exp = expected.group(calls, expected.read_calls(L, calls, call_of, stage_of, has_gpu))
-    host = host_cost.group(calls, host_cost.host_costs(L, calls, launches, has_gpu))
+    host = host_cost.group(calls, host_cost.host_costs(L, calls, ev, has_gpu))
     counts = Counter((c.layer_type, c.implementation) for c in calls)
     rows = []
     for (lt, im), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):

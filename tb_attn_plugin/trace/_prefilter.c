@@ -284,7 +284,8 @@ static int keep_event(const Rules *r, const Str *cat, const Str *name) {
  * it matters, a repeated key, a field of a type the decoder would refuse) makes the chunk "in
  * doubt": it is scanned again the plain way and Python judges it. */
 
-enum { G_OPS, G_GPU, G_LAUNCH, G_FLOW, G_REST, G_NAMES, G_JSON, G_RECS = 7, N_OUTS = 10 }; /* arrays: [0, G_JSON) */
+/* arrays: [0, G_JSON); G_NAMES: the ops' names, G_NAMES + 1 the launches' */
+enum { G_OPS, G_GPU, G_LAUNCH, G_FLOW, G_REST, G_NAMES, G_JSON = G_NAMES + 2, G_RECS, N_OUTS = G_RECS + 3 };
 
 /* Names as an open-addressing set of (pointer, length) into bytes objects the caller holds. */
 typedef struct {
@@ -788,15 +789,15 @@ static Py_ssize_t slim_hook(void *ctx, const char *s, Py_ssize_t p, Py_ssize_t s
 }
 
 /* scan_chunk with a Route: the same walk and the same windows, with each kept event written to its
- * list's array (outs[G_OPS..G_REST]; an op's name to outs[G_NAMES] too), its Rec to outs[G_RECS + list]
- * and each [memory] instant to outs[G_JSON] as a Rec.
+ * list's array (outs[G_OPS..G_REST]; an op's or a launch's name to outs[G_NAMES] or outs[G_NAMES + 1]
+ * too), its Rec to outs[G_RECS + list] and each [memory] instant to outs[G_JSON] as a Rec.
  * SCAN_DOUBT: an event the rules cannot be applied to from its text; the caller scans the chunk
  * again without the Route. */
 static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t budget, const Rules *r,
                        const Route *rt, Out *outs, Py_ssize_t *dropped, Py_ssize_t *insane, Py_ssize_t *next,
                        int *done, int partial, SlimHook *hook) {
     Py_ssize_t p = skip_ws(s, pos, stop);
-    int first[G_JSON] = {1, 1, 1, 1, 1, 1};
+    int first[G_JSON] = {1, 1, 1, 1, 1, 1, 1};
     for (int g = 0; g < G_JSON; g++)
         if (out_put(&outs[g], "[", 1) < 0) return SCAN_NO_MEMORY;
     if (p < stop && s[p] == ']' && pos > 0 && s[skip_back(s, pos)] == '[') {
@@ -846,10 +847,11 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
         } else if (sane) {
             if (g != G_FLOW && out_put(&outs[G_RECS + g], (const char *)&rec, sizeof(rec)) < 0) return SCAN_NO_MEMORY;
             if (!first[g] && out_put(&outs[g], ",", 1) < 0) return SCAN_NO_MEMORY;
-            /* an op's name also as one string of an array of their own: Python keeps ops as columns */
-            if (g == G_OPS && ((!first[g] && out_put(&outs[G_NAMES], ",", 1) < 0) || out_put(&outs[G_NAMES], "\"", 1) < 0
-                               || out_put(&outs[G_NAMES], name.seen ? name.p : "", name.seen ? name.n : 0) < 0
-                               || out_put(&outs[G_NAMES], "\"", 1) < 0))
+            /* an op's or launch's name also as one string of an array of their own: Python keeps those as columns */
+            Out *names = g == G_OPS ? &outs[G_NAMES] : g == G_LAUNCH ? &outs[G_NAMES + 1] : NULL;
+            if (names && ((!first[g] && out_put(names, ",", 1) < 0) || out_put(names, "\"", 1) < 0
+                          || out_put(names, name.seen ? name.p : "", name.seen ? name.n : 0) < 0
+                          || out_put(names, "\"", 1) < 0))
                 return SCAN_NO_MEMORY;
             if (rt->slim.on && g != G_FLOW && hook->slimmed) {
                 /* slimmed while scanned (slim_hook): the text around the args, and its slim copy */
@@ -981,11 +983,12 @@ PyDoc_STRVAR(scan_events_doc,
 "False and `next` at that event's start, to be called again on a window that starts there.\n\n"
 "route=(ops_cats, gpu_cats, launch_cats, flow_cats, max_ts, max_dur) applies all of the keeping\n"
 "rules: the first item is then (ops, gpu, launches, flows, rest, memory, op_recs, gpu_recs,\n"
-"launch_recs, insane, op_names): a JSON array per list, the events that fail the ph rule (rest), the\n"
-"[memory] instants as Rec records, the Recs of the ops, GPU activities and launches (one per event of\n"
-"their arrays, in order; trace/table.py reads them), how many kept events had implausible times\n"
-"(left out of every list) and the ops' names as a JSON array of strings (\"\" where none). When some event of\n"
-"the chunk cannot be judged from its text, the first item is the plain JSON array instead.\n\n"
+"launch_recs, insane, op_names, launch_names): a JSON array per list, the events that fail the ph\n"
+"rule (rest), the [memory] instants as Rec records, the Recs of the ops, GPU activities and launches\n"
+"(one per event of their arrays, in order; trace/table.py reads them), how many kept events had\n"
+"implausible times (left out of every list), and the ops' and the launches' names as two JSON arrays\n"
+"of strings (\"\" where none). When some event of the chunk cannot be judged from its text, the first\n"
+"item is the plain JSON array instead.\n\n"
 "slim=(arg_keys, shape_keys, drop_shapes), with a route: each kept op, GPU activity and launch keeps\n"
 "only the args members named in arg_keys, and an op whose name is in drop_shapes none of those in\n"
 "shape_keys; every member left out must be plain JSON (printable ASCII strings without escapes),\n"
@@ -1059,9 +1062,9 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
     }
 #define OUT_BYTES(g) (outs[g].buf ? outs[g].buf : ""), outs[g].len /* a record output may be unallocated */
     if (routed)
-        result = Py_BuildValue("((y#y#y#y#y#y#y#y#y#ny#)nnO)", OUT_BYTES(G_OPS), OUT_BYTES(G_GPU), OUT_BYTES(G_LAUNCH),
+        result = Py_BuildValue("((y#y#y#y#y#y#y#y#y#ny#y#)nnO)", OUT_BYTES(G_OPS), OUT_BYTES(G_GPU), OUT_BYTES(G_LAUNCH),
                                OUT_BYTES(G_FLOW), OUT_BYTES(G_REST), OUT_BYTES(G_JSON), OUT_BYTES(G_RECS + G_OPS), OUT_BYTES(G_RECS + G_GPU),
-                               OUT_BYTES(G_RECS + G_LAUNCH), insane, OUT_BYTES(G_NAMES), dropped, next,
+                               OUT_BYTES(G_RECS + G_LAUNCH), insane, OUT_BYTES(G_NAMES), OUT_BYTES(G_NAMES + 1), dropped, next,
                                done ? Py_True : Py_False);
     else
         result = Py_BuildValue("(y#nnO)", out.buf, out.len, dropped, next, done ? Py_True : Py_False);

@@ -7,9 +7,9 @@ the C scanner when it is built (native.py), else right after decoding; the same 
 The scanner also sorts the kept events into their lists before msgspec sees them, checks their
 times, and writes a fixed-width record of each (times, thread, category, Args' ints), which
 table.Table turns into the columns link reads; a ``[memory]`` instant is only its record: no Python
-object per allocation event. Ops are columns only: their names come from an array of names the
-scanner writes beside their JSON (table.Names makes them ids), and an op's JSON is only checked,
-and read for its shapes where keep_shapes wants them. Streamed, the scanner slims the kept events
+object per allocation event. Ops and launches are columns only: their names come from arrays of
+names the scanner writes beside their JSON (table.Names makes them ids), and their JSON is only
+checked, and an op's read for its shapes where keep_shapes wants them. Streamed, the scanner slims the kept events
 too (_Kept.slim): their args keep only the members Args declares, and ops keep no shapes once
 keep_shapes has said no to their name.
 
@@ -143,7 +143,7 @@ _ROUTE_CATS = tuple(tuple(sorted(cats)) for cats in (CPU_CATS, GPU_CATS, LAUNCH_
 CATS = tuple(c for cats in _ROUTE_CATS for c in cats) + (PYTHON_CAT,)
 # The columns each list keeps (table.REC's names): the op tree's, the joins' and the memory timelines'.
 OP_FIELDS = ("ts", "dur", "pid", "tid", "cat", "external_id", "seq", "nulls")
-LAUNCH_FIELDS = ("ts", "pid", "tid", "correlation", "nulls")
+LAUNCH_FIELDS = ("ts", "dur", "pid", "tid", "correlation", "nulls")
 GPU_FIELDS = ("ts", "dur", "correlation", "nulls")
 MEMORY_FIELDS = ("ts", "pid", "tid", "device_type", "device_id", "addr", "nbytes", "total_allocated",
                  "total_reserved", "nulls")
@@ -164,22 +164,17 @@ class _OpArgs(msgspec.Struct, gc=False):
     args: Shapes | None = None
 
 
-class _RoutedLaunch(_Routed, gc=False):
-    """A routed launch: its record holds all the analysis reads of its args (the correlation id),
-    so they are not decoded at all (a key no event has names the field; msgspec skips "args")."""
-
-    args: None = msgspec.field(default=None, name="args (in the record)")
-
-
 class Events(msgspec.Struct, gc=False):
     """The kept events of one trace, split by kind (each list in file order). Ops (cpu ops, user
-    annotations, nn.Module scopes: the op tree's nodes) are columns only: no object per op."""
+    annotations, nn.Module scopes: the op tree's nodes) and launches (runtime and driver calls) are
+    columns only: no object per op or launch."""
 
     op_table: Table  # the ops' record columns (OP_FIELDS)
     op_names: Names  # each op's name, as an id into the distinct names
     # op (index in file order) -> its shapes, for the ops keep_shapes wants: decoded, or the op's JSON (op_args)
     op_shapes: dict[int, Shapes | msgspec.Raw]
-    launches: list[Event]
+    launch_table: Table  # the launches' record columns (LAUNCH_FIELDS)
+    launch_names: Names  # each launch's name (cudaLaunchKernel, cuLaunchKernel, hipGraphLaunch...), as an id
     gpu: list[Event]  # kernels, memcpy, memset
     flows: list[Event]  # fwdbwd flow starts and ends
     memory: Table | list[Event]  # [memory] instants: their columns (table.Table), or Events built in Python
@@ -189,9 +184,12 @@ class Events(msgspec.Struct, gc=False):
     total_events: int
     warnings: list[str]
     truncated: bool = False  # the JSON ended early: only the events before the cut were analysed
-    # each list's columns, gathered while decoding (table.Table); None: link reads them from the events
-    launch_table: Table | None = None
+    # the GPU activities' columns, gathered while decoding (table.Table); None: link reads them from the events
     gpu_table: Table | None = None
+
+    def launch_name(self, j: int) -> str:
+        """Launch j's name (its position in file order)."""
+        return self.launch_names.values[self.launch_names.ids[j]]
 
     def op_events(self) -> list[Event]:
         """The ops as Event objects made from their columns, in file order: for tests and tools (the
@@ -208,12 +206,11 @@ class Events(msgspec.Struct, gc=False):
 _doc_decoder = msgspec.json.Decoder(_Doc)
 _list_decoder = msgspec.json.Decoder(list[Event])
 _routed_decoder = msgspec.json.Decoder(list[_Routed])
-# A routed op's JSON is checked as a whole (the scanner leaves some syntax to msgspec) but read only
-# for its shapes: its name comes from the scanner's array of names, the rest from its record.
-_op_json_decoder = msgspec.json.Decoder(list[msgspec.Raw])
+# A routed op's or launch's JSON is checked as a whole (the scanner leaves some syntax to msgspec) but
+# read only for an op's shapes: its name comes from the scanner's array of names, the rest from its record.
+_checked_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _op_args_decoder = msgspec.json.Decoder(_OpArgs)
 _names_decoder = msgspec.json.Decoder(list[str])
-_routed_launch_decoder = msgspec.json.Decoder(list[_RoutedLaunch])
 _event_decoder = msgspec.json.Decoder(Event)
 
 
@@ -384,9 +381,8 @@ class _Kept:
     def __init__(self, doc, keep_shapes: Callable[[str], bool] | None = None):
         self.doc = doc
         self.keep_shapes = keep_shapes
-        self.op_names, self.op_shapes = Names(), {}
+        self.op_names, self.op_shapes, self.launch_names = Names(), {}, Names()
         self._wanted_ids = np.zeros(0, bool)  # _wanted
-        self.launches: list[Event] = []
         self.gpu: list[Event] = []
         self.flows: list[Event] = []
         self.op_table, self.launch_table = Table(OP_FIELDS, CATS), Table(LAUNCH_FIELDS, CATS)
@@ -424,7 +420,7 @@ class _Kept:
                           if e.ph == "X" and (e.cat in CPU_CATS or e.name.startswith(MODULE_PREFIX))])
         gpu = self._sane([e for e in groups["gpu"] if e.ph == "X"])
         launches = self._sane([e for e in groups["launches"] if e.ph == "X"])
-        self._keep(gpu, launches, self._sane([e for e in groups["flows"] if e.ph == "s" or e.ph == "f"]))
+        self._keep(gpu, self._sane([e for e in groups["flows"] if e.ph == "s" or e.ph == "f"]))
         base = len(self.op_table)
         self.op_table.add_events(ops)
         self.op_names.add([e.name for e in ops])
@@ -433,6 +429,7 @@ class _Kept:
                 self._add_shapes(base + k, e.name, e.args)
         self.gpu_table.add_events(gpu)
         self.launch_table.add_events(launches)
+        self.launch_names.add([e.name for e in launches])
         self.memory.add_events(self._sane([e for e in groups["other"]
                                            if (e.ph == "i" or e.ph == "I") and e.name == MEMORY_NAME]))
 
@@ -442,10 +439,12 @@ class _Kept:
         if isinstance(kept, bytes):
             self.add(_list_decoder.decode(kept), dropped)
             return
-        ops_j, gpu_j, launch_j, flow_j, rest_j, mem_recs, op_recs, gpu_recs, launch_recs, insane, names_j = kept
+        ops_j, gpu_j, launch_j, flow_j, rest_j, mem_recs, op_recs, gpu_recs, launch_recs, insane, names_j, \
+            launch_names_j = kept
         dec = _routed_decoder.decode
-        ops, names, gpu = _op_json_decoder.decode(ops_j), _names_decoder.decode(names_j), dec(gpu_j)
-        launches, flows = _routed_launch_decoder.decode(launch_j), dec(flow_j)
+        ops, names, gpu = _checked_decoder.decode(ops_j), _names_decoder.decode(names_j), dec(gpu_j)
+        launches, launch_names, flows = _checked_decoder.decode(launch_j), _names_decoder.decode(launch_names_j), \
+            dec(flow_j)
         rest = len(_list_decoder.decode(rest_j)) if len(rest_j) > 2 else 0  # decoded for its checks, then dropped
         n_mem = len(mem_recs) // native.REC_SIZE
         self.total += len(ops) + len(gpu) + len(launches) + len(flows) + rest + n_mem + insane + dropped
@@ -460,16 +459,17 @@ class _Kept:
         self.op_table.add_records(op_recs)
         share = self._shared.setdefault
         pid = tid = None  # the last ones shared: a list's events come in runs of one thread
-        for e in chain(gpu, launches, flows):  # ph and cat are shared already (_Routed)
+        for e in chain(gpu, flows):  # ph and cat are shared already (_Routed)
             v = e.name
             e.name = share(v, v)
             v = e.pid
             e.pid = pid = pid if v == pid else share(v, v)
             v = e.tid
             e.tid = tid = tid if v == tid else share(v, v)
-        self._keep(gpu, launches, flows)
+        self._keep(gpu, flows)
         self.gpu_table.add_records(gpu_recs)
         self.launch_table.add_records(launch_recs)
+        self.launch_names.add(launch_names)
         self.memory.add_records(mem_recs)
 
     def _wanted(self) -> np.ndarray:
@@ -496,9 +496,8 @@ class _Kept:
             self.op_shapes[op] = Shapes(a.dims_raw.copy(), a.types_raw.copy(), a.concrete_raw.copy(),
                                         a.strides_raw.copy())
 
-    def _keep(self, gpu: list[Event], launches: list[Event], flows: list[Event]) -> None:
+    def _keep(self, gpu: list[Event], flows: list[Event]) -> None:
         self.gpu += gpu
-        self.launches += launches
         self.flows += flows
 
     def _sane(self, evs: list[Event]) -> list[Event]:
@@ -521,7 +520,8 @@ class _Kept:
             op_table=self.op_table.finish(),
             op_names=self.op_names,
             op_shapes=self.op_shapes,
-            launches=self.launches,
+            launch_table=self.launch_table.finish(),
+            launch_names=self.launch_names,
             gpu=self.gpu,
             flows=self.flows,
             memory=self.memory.finish(),
@@ -531,7 +531,6 @@ class _Kept:
             total_events=self.total,
             warnings=warnings,
             truncated=truncated,
-            launch_table=self.launch_table.finish(),
             gpu_table=self.gpu_table.finish(),
         )
 

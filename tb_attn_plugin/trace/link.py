@@ -22,8 +22,8 @@ from typing import Callable, NamedTuple, Sequence
 
 from . import columns, window
 from . import native
-from .table import NO_ARGS, Interned, Table, intern, runs_of
-from .events import CATS, GPU_FIELDS, LAUNCH_FIELDS, MODULE_PREFIX, PYTHON_CAT, Event, Events, Shapes, op_args
+from .table import NO_ARGS, Interned, Names, Table, intern, runs_of
+from .events import CATS, GPU_FIELDS, MODULE_PREFIX, PYTHON_CAT, Event, Events, Shapes, op_args
 
 GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
 BWD_NODE = re.compile(r"Backward\d*$")
@@ -182,8 +182,8 @@ _NO_SHAPES = Shapes()  # the args of an op that kept no shapes
 class OpTree(NamedTuple):
     """The op tree (op_tree): in tree order, each op's name (an id into the distinct names, numbered
     in tree order), category (an index into events.CATS), shapes (the few kept), parent, subtree end,
-    depth, self time, start, duration and thread; the threads; each launch's op (by position in
-    ev.launches); each position's op (order: its index in file order); the cpu-op flags (Linked.cpu);
+    depth, self time, start, duration and thread; the threads; each launch's op (by its position in
+    file order); each position's op (order: its index in file order); the cpu-op flags (Linked.cpu);
     and each op's sequence number and External id (args' ints, kept in the record) with whether it
     holds one."""
 
@@ -213,7 +213,7 @@ def op_tree(ev: Events) -> OpTree:
     (numpy), then nested by time in one pass (native.nest_sorted: the ops a stack holds are
     inherently sequential, and exact on ops that overlap without nesting). Mostly code that
     releases the GIL, so a caller may build it on another thread (pipeline.together)."""
-    ot, lt = ev.op_table, table_of(ev.launch_table, ev.launches, LAUNCH_FIELDS)
+    ot, lt = ev.op_table, ev.launch_table
     (oth, okeys), (lth, lkeys) = runs_of(ot["pid"], ot["tid"]), runs_of(lt["pid"], lt["tid"])
     ots, odur, lts = ot["ts"], ot["dur"], lt["ts"]
     threads = sorted(set(okeys) | set(lkeys), key=_sortable)
@@ -282,9 +282,9 @@ def table_of(gathered: Table | None, events: list[Event], fields: tuple[str, ...
 
 
 def launches_by_correlation(ev: Events) -> dict[int, int]:
-    """Correlation id -> the position of its launch in ev.launches (a later launch wins). Needs no
+    """Correlation id -> the position of its launch in file order (a later launch wins). Needs no
     op tree, so a caller may find it while the tree is built (pipeline.together)."""
-    lt = table_of(ev.launch_table, ev.launches, LAUNCH_FIELDS)
+    lt = ev.launch_table
     idx = np.flatnonzero(lt.has("correlation"))
     return dict(zip(lt["correlation"][idx].tolist(), idx.tolist()))
 
@@ -300,7 +300,6 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     # Kernels -> launch -> op.
     if by_corr is None:
         by_corr = launches_by_correlation(ev)
-    launches = ev.launches
     gt = table_of(ev.gpu_table, ev.gpu, GPU_FIELDS)
     correlated = gt.has("correlation")
     # the correlation ids of the GPU activities recorded (window.unrecorded); with any activity
@@ -310,10 +309,10 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     # the cpu ops by External id (a kernel with no launch in the trace names its op by it); the first wins
     with_external = np.flatnonzero(has_external & (np.frombuffer(cpu, np.uint8) != 0))
     external_op = lambda: dict(zip(external[with_external].tolist()[::-1], with_external.tolist()[::-1]))
-    kernels, gpu_self, launches_self, unlinked, graph_kernels, kernel_op = _kernels(ev.gpu, gt, n, launches,
+    kernels, gpu_self, launches_self, unlinked, graph_kernels, kernel_op = _kernels(ev.gpu, gt, n, ev.launch_names,
                                                                                    by_corr, launch_op, external_op)
 
-    lost = window.unrecorded(launches, by_corr, recorded, launch_op, None) if not uncorrelated else None
+    lost = window.unrecorded(ev, by_corr, recorded, launch_op, None) if not uncorrelated else None
     if lost is not None:
         lost.gpu_end = float((gt["ts"] + gt["dur"]).max()) if len(gt) else None
     del recorded
@@ -377,7 +376,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     )
 
 
-def _kernels(gpu: list[Event], gt: Table, n: int, launches: list[Event], by_corr: dict[int, int],
+def _kernels(gpu: list[Event], gt: Table, n: int, launch_names: Names, by_corr: dict[int, int],
              launch_op: Sequence[int], external_op: Callable[[], dict[int, int]]
              ) -> tuple[list[Kernel], array, array, int, int, array]:
     """(the kernels, each op's GPU self time and launch count, kernels linked to no op, kernels
@@ -391,9 +390,9 @@ def _kernels(gpu: list[Event], gt: Table, n: int, launches: list[Event], by_corr
     pos[has] = np.fromiter([by_corr.get(c, -1) for c in gt["correlation"][has].tolist()], np.int64, len(has))
     linked = np.flatnonzero(pos >= 0)
     graph = np.zeros(m, bool)
-    if len(linked):
-        names = intern([launches[j].name for j in pos[linked].tolist()])  # few names, many launches
-        graph[linked] = np.array([GRAPH_LAUNCH.search(nm) is not None for nm in names.values], bool)[names.ids]
+    if len(linked):  # few names, many launches: each name searched once
+        graph_name = np.array([GRAPH_LAUNCH.search(nm) is not None for nm in launch_names.values], bool)
+        graph[linked] = graph_name[launch_names.ids[pos[linked]]]
     op = np.full(m, -1, np.int64)
     direct = linked[~graph[linked]]
     if len(direct):

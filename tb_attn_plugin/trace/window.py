@@ -14,6 +14,8 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+import numpy as np
+
 # APIs after which the GPU runs one activity of the same correlation id: (regex, example, source).
 KERNEL_LAUNCH_APIS: tuple[tuple[str, str, str], ...] = (
     (r"cudaLaunchKernel(ExC)?(_v\d+)?", "cudaLaunchKernel",
@@ -43,59 +45,62 @@ def is_kernel_launch(api_name: str) -> bool:
 class Unrecorded:
     """Kernel launches of the window whose GPU activity the trace lacks."""
 
-    launches: list[int] = field(default_factory=list)  # positions in ev.launches, by launch time
+    launches: list[int] = field(default_factory=list)  # launches (positions in file order), by launch time
     ops: list[int] = field(default_factory=list)  # each one's op (a position in Linked's columns), -1 when none
     tail: int = 0  # how many came after the last launch whose kernel was recorded: the window was cut
     first_ts: float = 0.0  # µs, trace clock: the first such launch
     gpu_end: float | None = None  # µs: the end of the last recorded GPU activity, None without any
 
 
-def unrecorded(launches, by_corr: dict[int, int], recorded: set, launch_op, gpu_end: float | None
+def unrecorded(ev, by_corr: dict[int, int], recorded: set, launch_op, gpu_end: float | None
                ) -> Unrecorded | None:
-    """The kernel launches in ``launches`` whose correlation id no GPU activity carries
-    (``recorded``), outside stream captures; None when there is none. ``by_corr``: correlation ->
-    launch position; ``launch_op``: each launch position's op."""
+    """The kernel launches of ``ev`` (events.Events: its launches' columns) whose correlation id no
+    GPU activity carries (``recorded``), outside stream captures; None when there is none.
+    ``by_corr``: correlation -> launch position; ``launch_op``: each launch position's op."""
     missing = [by_corr[c] for c in by_corr.keys() - recorded]  # a set difference at C speed
     if not missing:
         return None
-    is_launch: dict[str, bool] = {}
-
-    def launch(j: int) -> bool:
-        nm = launches[j].name
-        hit = is_launch.get(nm)
-        if hit is None:
-            hit = is_launch[nm] = is_kernel_launch(nm)
-        return hit
-
-    missing = [j for j in missing if launch(j)]
-    if not missing:
+    names, lt = ev.launch_names, ev.launch_table
+    # whether each launch is a kernel launch, each distinct name matched once
+    kernel = np.array([is_kernel_launch(nm) for nm in names.values], bool)[names.ids]
+    missing = np.array(missing, np.int64)
+    missing = missing[kernel[missing]]
+    if not len(missing):
         return None
-    captured = _captures(launches)
+    ts = lt["ts"]
+    captured = _captures(ev)
     if captured:
-        missing = [j for j in missing if not _in_capture(captured, launches[j])]
-        if not missing:
+        key = lambda j: (str(lt["pid"][j]), str(lt["tid"][j]))
+        missing = missing[[not _in_capture(captured, key(j), ts[j]) for j in missing.tolist()]]
+        if not len(missing):
             return None
-    missing.sort(key=lambda j: launches[j].ts)
-    lost = set(missing)
-    last_ok = max((launches[j].ts for j in by_corr.values() if j not in lost and launch(j)), default=None)
-    out = Unrecorded(missing, [launch_op[j] for j in missing], first_ts=launches[missing[0]].ts, gpu_end=gpu_end)
-    out.tail = sum(1 for j in missing if last_ok is None or launches[j].ts > last_ok)
+    missing = missing[np.argsort(ts[missing], kind="stable")]  # by launch time
+    ok = np.fromiter(by_corr.values(), np.int64, len(by_corr))
+    ok = ok[kernel[ok] & ~np.isin(ok, missing)]
+    last_ok = float(ts[ok].max()) if len(ok) else None
+    out = Unrecorded(missing.tolist(), [launch_op[j] for j in missing.tolist()], first_ts=float(ts[missing[0]]),
+                     gpu_end=gpu_end)
+    out.tail = len(missing) if last_ok is None else int((ts[missing] > last_ok).sum())
     return out
 
 
-def _captures(launches) -> dict[tuple, list[tuple[float, float]]]:
+def _captures(ev) -> dict[tuple, list[tuple[float, float]]]:
     """Per thread, the (begin, end) times of its stream captures, sorted."""
+    names, lt = ev.launch_names, ev.launch_table
+    ids = [i for i, nm in enumerate(names.values) if "Capture" in nm]
+    if not ids:
+        return {}
     begins: dict[tuple, list[float]] = {}
     out: dict[tuple, list[tuple[float, float]]] = {}
-    for e in launches:
-        nm = e.name
-        if "Capture" not in nm:
-            continue
-        key = (str(e.pid), str(e.tid))
+    at = np.flatnonzero(np.isin(names.ids, ids))
+    for j, nm, pid, tid, ts, dur in zip(at.tolist(), names.ids[at].tolist(), lt["pid"][at].tolist(),
+                                        lt["tid"][at].tolist(), lt["ts"][at].tolist(), lt["dur"][at].tolist()):
+        nm = names.values[nm]
+        key = (str(pid), str(tid))
         if CAPTURE_BEGIN.match(nm):
-            begins.setdefault(key, []).append(e.ts)
+            begins.setdefault(key, []).append(ts)
         elif CAPTURE_END.match(nm) and begins.get(key):
-            out.setdefault(key, []).append((begins[key].pop(), e.ts + e.dur))
+            out.setdefault(key, []).append((begins[key].pop(), ts + dur))
     for key, open_ in begins.items():  # a capture still open when the window ended
         out.setdefault(key, []).extend((t, float("inf")) for t in open_)
     for spans in out.values():
@@ -103,9 +108,9 @@ def _captures(launches) -> dict[tuple, list[tuple[float, float]]]:
     return out
 
 
-def _in_capture(captured: dict[tuple, list[tuple[float, float]]], e) -> bool:
-    spans = captured.get((str(e.pid), str(e.tid)))
+def _in_capture(captured: dict[tuple, list[tuple[float, float]]], key: tuple, ts: float) -> bool:
+    spans = captured.get(key)
     if not spans:
         return False
-    k = bisect_right(spans, (e.ts, float("inf"))) - 1
-    return k >= 0 and spans[k][0] <= e.ts <= spans[k][1]
+    k = bisect_right(spans, (ts, float("inf"))) - 1
+    return k >= 0 and spans[k][0] <= ts <= spans[k][1]
