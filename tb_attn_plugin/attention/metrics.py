@@ -49,7 +49,9 @@ class Measured:
     total_cpu_us: float
     step_gpu: dict[int, float]
     step_cpu: dict[int, float]
-    kernel_call: dict[int, int] = field(default_factory=dict)  # id(kernel) -> call for kernel-only calls
+    # each kernel's call (by its position in Linked.kernels) where a call holds it (kernel-only calls,
+    # helper kernels: detect.py, groups.py), else -1
+    kernel_call: list[int] = field(default_factory=list)
     call_kernels: list[dict[tuple[str, str, str], list[float]]] = field(default_factory=list)  # per call
     members: list[int] = field(default_factory=list)  # the ops in some call, in op order (detect.members)
     cpu_members: list[int] = field(default_factory=list)  # those of them that are cpu ops
@@ -106,10 +108,10 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     stage_pass = intern([(st, b) for _, st, b in slot_keys])  # each slot's (stage, in backward) as an id
     op_rows = _op_rows(L, cpu_members, slot, stage_pass)
 
-    kernel_call: dict[int, int] = {}
+    kernel_call = [-1] * len(L.kernels)
     for c in calls:
         for k in c.kernels:
-            kernel_call[id(k)] = c.id
+            kernel_call[k.i] = c.id
     kernel_rows, total_gpu, step_gpu, fused_seen, call_kernels = _kernel_sums(L, calls, slot, slot_keys, stage_pass,
                                                                              kernel_call, cells)
 
@@ -121,7 +123,7 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
 
 
 def _kernel_sums(L: Linked, calls: list[Call], slot: np.ndarray, slot_keys: list[tuple[int, str, bool]],
-                 stage_pass: Interned, kernel_call: dict[int, int], cells: list[dict[tuple[str, str], Cell]]):
+                 stage_pass: Interned, kernel_call: list[int], cells: list[dict[tuple[str, str], Cell]]):
     """GPU time in kernel order, from the kernel columns: (kernel rows, total, per step, per call the
     fused kernels' time by implementation, per call its kernel rows); each call's cells get their
     kernels. A kernel's place (stage, pass, implementation) is decided once per distinct (op stage,
@@ -139,13 +141,14 @@ def _kernel_sums(L: Linked, calls: list[Call], slot: np.ndarray, slot_keys: list
     fused_seen: list[dict[str, float]] = [dict() for _ in calls]
     call_kernels: list[dict[tuple[str, str, str], list[float]]] = [dict() for _ in calls]
     place: dict[tuple, tuple] = {}  # (stage-pass id, name id) or (None, name id, in backward) -> _kernel_place
-    for i in range(len(at)) if kernel_call else compress(range(len(at)), map((-1).__lt__, at)):
+    held = max(kernel_call, default=-1) >= 0  # some call holds kernels of its own
+    for i in range(len(at)) if held else compress(range(len(at)), map((-1).__lt__, at)):
         s = at[i]
         if s >= 0:
             c, launched = slot_call[s], True
             key = (sp_of[s], name_id[i])
         else:  # kernel-only calls, and helper kernels whose own op is in no call (groups.py)
-            c = kernel_call.get(id(L.kernels[i]), -1)
+            c = kernel_call[i]
             if c < 0:
                 continue
             o = kop[i]

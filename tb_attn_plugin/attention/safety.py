@@ -160,13 +160,13 @@ class Outside:
     not_attention_us: float = 0.0
 
 
-def outside_calls(L: Linked, call_of: list[int], kernel_call: dict[int, int]) -> Outside:
+def outside_calls(L: Linked, call_of: list[int], kernel_call: list[int]) -> Outside:
     """Every kernel outside the attention calls, sorted into Outside's three kinds."""
     out = Outside()
     kind_of: dict[str, dict[str, list[float]] | None] = {}  # few names, many kernels
     for k in L.kernels:
         name = k.ev.name
-        if k.op >= 0 and call_of[k.op] >= 0 or id(k) in kernel_call:
+        if k.op >= 0 and call_of[k.op] >= 0 or kernel_call[k.i] >= 0:
             continue
         if name in kind_of:
             acc = kind_of[name]
@@ -194,7 +194,7 @@ def _share(us: float, total_gpu_us: float) -> float:
     return round(us / total_gpu_us, 6) if total_gpu_us > 0 else 0.0
 
 
-def unknown_kernels(L: Linked, call_of: list[int], kernel_call: dict[int, int], total_gpu_us: float,
+def unknown_kernels(L: Linked, call_of: list[int], kernel_call: list[int], total_gpu_us: float,
                     outside: Outside | None = None) -> list[dict[str, Any]]:
     """Attention-looking kernels outside every call whose family is not an attention family."""
     acc = (outside or outside_calls(L, call_of, kernel_call)).unknown

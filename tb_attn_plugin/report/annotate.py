@@ -50,12 +50,12 @@ def _us(ns: int) -> float:
     return ns / 1000.0
 
 
-def kernel_place(L: Linked, k: Kernel, call_of: list[int], stage_of: list, kernel_call: dict[int, int]):
+def kernel_place(L: Linked, k: Kernel, call_of: list[int], stage_of: list, kernel_call: list[int]):
     """(call, stage, pass) of a kernel, or None; the same rule as metrics.measure()."""
     op = k.op
     if op >= 0 and call_of[op] >= 0:
         return call_of[op], kernel_stage(stage_of[op] or "other", k.ev.name), "bwd" if L.node_of[op] >= 0 else "fwd"
-    c = kernel_call.get(id(k), -1)
+    c = kernel_call[k.i]
     if c < 0:
         return None
     fam = P.kernel_family(k.ev.name)

@@ -129,7 +129,7 @@ def _launches(L, calls, call_of, m, rows) -> dict[tuple[str, str], _Launches]:
         op = k.op
         c = call_of[op] if op >= 0 else -1
         if c < 0:
-            c = kernel_call.get(id(k), -1)
+            c = kernel_call[k.i]
             if c < 0:
                 continue
         layer = layer_of[c]

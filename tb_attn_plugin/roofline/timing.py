@@ -13,6 +13,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..attention.metrics import Measured
 from ..trace import columns
 from ..trace.link import Linked
@@ -35,32 +37,7 @@ class Timing:
 
 def measure_timing(L: Linked, calls, call_of: list[int], m: Measured) -> Timing:
     n_calls = len(calls)
-    spans: dict[tuple[int, str], list[tuple[float, float]]] = {}
-    node_of = L.node_of
-    for k in L.kernels:
-        op = k.op
-        if op >= 0:
-            c = call_of[op]
-            ps = "bwd" if node_of[op] >= 0 else "fwd"
-        else:
-            c = m.kernel_call.get(id(k), -1)
-            ps = "fwd"
-        if c < 0:
-            continue
-        spans.setdefault((c, ps), []).append((k.ev.ts, k.ev.ts + k.ev.dur))
-    idle = [0.0] * n_calls
-    gaps_n = [0] * n_calls
-    all_gaps: list[float] = []
-    for (c, _), iv in spans.items():
-        iv.sort()
-        end = iv[0][1]
-        for s, e in iv[1:]:
-            g = s - end
-            if g > 0:
-                idle[c] += g
-                all_gaps.append(g)
-            gaps_n[c] += 1
-            end = max(end, e)
+    idle, gaps_n, all_gaps = _gpu_gaps(L, call_of, m.kernel_call, n_calls)
 
     wall = [0.0] * n_calls
     for c in calls:
@@ -72,3 +49,38 @@ def measure_timing(L: Linked, calls, call_of: list[int], m: Measured) -> Timing:
     views = columns.picked(m.cpu_members, *L.name_ids(VIEW_OPS), L.self_cpu)
     return Timing(idle, gaps_n, wall, statistics.median(all_gaps) if all_gaps else None,
                   statistics.median(views) if views else None, all_gaps)
+
+
+def _gpu_gaps(L: Linked, call_of: list[int], kernel_call: list[int], n_calls: int
+              ) -> tuple[list[float], list[int], list[float]]:
+    """(per call its idle GPU time and its number of gaps, every positive gap) from the kernel columns.
+    A kernel belongs to its op's call and pass, else (no op) to the call holding it, forward. Each
+    (call, pass)'s kernels are sorted by (start, end); a gap is a start less the greatest end before
+    it. A call's idle time adds its gaps group by group (groups in order of their first kernel), each
+    in sorted order: the sums of a loop over the groups, to the bit (bincount adds in row order)."""
+    op = np.asarray(L.kernel_op, np.int64)
+    if not len(op):
+        return [0.0] * n_calls, [0] * n_calls, []
+    owner = np.append(np.fromiter(call_of, np.int64, len(call_of)), -1)  # [-1]: no op
+    call = np.where(op >= 0, owner[op], np.asarray(kernel_call, np.int64))
+    at = np.flatnonzero(call >= 0)
+    if not len(at):
+        return [0.0] * n_calls, [0] * n_calls, []
+    call = call[at]
+    key = call * 2 + np.append(L.bwd_column, False)[op[at]]  # (call, in backward)
+    keys, first, group = np.unique(key, return_index=True, return_inverse=True)
+    group = np.argsort(np.argsort(first))[group]  # numbered by their first kernel
+    start = L.kernel_ts[at]
+    end = start + np.asarray(L.kernel_dur, np.float64)[at]
+    order = np.lexsort((end, start, group))
+    group, start, end, call = group[order], start[order], end[order], call[order]
+    # the greatest end so far in each group: a running max over (group, rank of end), exact on ints
+    ends, rank = np.unique(end, return_inverse=True)
+    base = group * len(ends)
+    reached = ends[np.maximum.accumulate(base + rank) - base]
+    inner = np.flatnonzero(group[1:] == group[:-1]) + 1  # every kernel but its group's first
+    gap = start[inner] - reached[inner - 1]
+    gaps_n = np.bincount(call[inner], minlength=n_calls)
+    pos = gap > 0
+    idle = np.bincount(call[inner][pos], weights=gap[pos], minlength=n_calls).astype(np.float64)  # (ints if none)
+    return idle.tolist(), gaps_n.tolist(), gap[pos].tolist()

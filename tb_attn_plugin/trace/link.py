@@ -36,6 +36,7 @@ class Kernel:
     ev: Event
     op: int  # the op's position in Linked's columns, -1 when no op is known
     graph: bool  # replayed from a CUDA/HIP graph
+    i: int  # its position in Linked.kernels (and in the kernel_* columns)
 
 
 @dataclass
@@ -79,6 +80,7 @@ class Linked:
     # Each kernel's op, duration and name (as an id into the distinct names) as columns (kernel_*)
     _kernel_op: Sequence[int] | None = field(default=None, repr=False)
     _kernel_dur: Sequence[float] | None = field(default=None, repr=False)
+    _kernel_ts: np.ndarray | None = field(default=None, repr=False)
     _kernel_names: Interned | None = field(default=None, repr=False)
 
     @property
@@ -94,6 +96,13 @@ class Linked:
         if self._kernel_dur is None:
             self._kernel_dur = array("d", map(float, map(_KERNEL_DUR, self.kernels)))
         return self._kernel_dur
+
+    @property
+    def kernel_ts(self) -> np.ndarray:
+        """Each kernel's start (float64), as a column."""
+        if self._kernel_ts is None:
+            self._kernel_ts = np.fromiter((k.ev.ts for k in self.kernels), np.float64, len(self.kernels))
+        return self._kernel_ts
 
     @property
     def kernel_names(self) -> Interned:
@@ -372,6 +381,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         _cpu=cpu,
         _kernel_op=kernel_op,
         _kernel_dur=array("d", gt["dur"].astype(np.float64).tobytes()),
+        _kernel_ts=gt["ts"].astype(np.float64, copy=False),
         unrecorded=lost,
     )
 
@@ -411,7 +421,7 @@ def _kernels(gpu: list[Event], gt: Table, n: int, launch_names: Names, by_corr: 
     dur = gt["dur"][owned].astype(np.float64, copy=False)
     gpu_self = array("d", np.bincount(op[owned], weights=dur, minlength=n).astype(np.float64).tobytes())
     launches_self = array("q", np.bincount(op[owned], minlength=n).astype(np.int64).tobytes())
-    kernels = list(map(Kernel, gpu, op.tolist(), graph.tolist()))
+    kernels = list(map(Kernel, gpu, op.tolist(), graph.tolist(), range(m)))
     return kernels, gpu_self, launches_self, unlinked, int(graph.sum()), array("q", op.tobytes())
 
 
