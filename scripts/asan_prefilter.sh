@@ -27,18 +27,23 @@ while True:  # the whole array, chunk by chunk as the engine reads it
         break
 print(f"whole trace: kept {kept} of {pos - start} bytes, dropped {dropped} events")
 import json
-from tb_attn_plugin.trace.table import REC, Table
+import numpy as np
+from tb_attn_plugin.trace.table import JSON, REC, Table
 
 
 def check_records(out):
-    """Each routed list's records: whole Recs, one per event of its JSON array, read into columns."""
+    """Each routed list's records: whole Recs, read into columns; one per event of the GPU array, one
+    per name of the ops' and launches' names, and one flagged JSON per event of their JSON arrays."""
     assert all(len(r) % _prefilter.REC_SIZE == 0 for r in out[5:9]) and REC.itemsize == _prefilter.REC_SIZE
-    for j, r in zip(out[:3], out[6:9]):
+    for g, (j, r) in enumerate(zip(out[:3], out[6:9])):
+        recs = np.frombuffer(r, REC)
         try:
             n = len(json.loads(j))
+            if g != 1:
+                assert len(json.loads(out[10 if g == 0 else 11])) == len(recs)
         except ValueError:
             continue  # a mutated event the decoder refuses: the engine then reads the chunk the plain way
-        assert n == len(r) // _prefilter.REC_SIZE
+        assert n == (len(recs) if g == 1 else int(((recs["nulls"] & JSON) != 0).sum()))
     for r in out[5:9]:
         t = Table(REC.names, events.CATS)
         t.add_records(r)

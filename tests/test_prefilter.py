@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.trace import events, native
+from tb_attn_plugin.trace.table import JSON, REC
 from tests.conftest import shared_trace
 
 scan = native._scan_events
@@ -446,9 +448,13 @@ def test_slimming_leaves_out_unread_members_and_refused_shapes():
     evs = [{"ph": "X", "cat": "cpu_op", "name": n, "ts": 1.0, "dur": 1.0, "args": args} for n in ("aten::bmm", "aten::add")]
     got, _ = _slim_kept(_chunk([json.dumps(e) for e in evs]), (events._ARG_KEYS, events._SHAPE_KEYS, _DROP))
     assert isinstance(got, tuple)
+    # Input Strides is a shape member (why_not_flash reads SDPA's): kept or dropped with them. The op left
+    # with no shapes is plain JSON once slimmed: it is only its record and name, its JSON not written
     assert [e["args"] for e in json.loads(got[0])] == [
-        {"External id": 3, "Input Dims": [[1, 2]], "Input Strides": [[2, 1]], "Concrete Inputs": ["", "1.5"]},
-        {"External id": 3}]  # Input Strides is a shape member (why_not_flash reads SDPA's): kept or dropped with them
+        {"External id": 3, "Input Dims": [[1, 2]], "Input Strides": [[2, 1]], "Concrete Inputs": ["", "1.5"]}]
+    recs = np.frombuffer(got[6], REC)
+    assert ((recs["nulls"] & JSON) != 0).tolist() == [True, False] and json.loads(got[10]) == ["aten::bmm", "aten::add"]
+    assert recs["external_id"].tolist() == [3, 3]
 
 
 @needs_native

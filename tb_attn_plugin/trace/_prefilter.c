@@ -335,6 +335,7 @@ static const char *INT_KEYS[] = {"External id", "correlation", "Sequence number"
 #define N_INTS 12
 #define N_ARGS ((int64_t)1 << N_INTS) /* in nulls: no args object */
 #define HAS_SHAPES (N_ARGS << 1) /* in nulls: the args hold shape members (a hint for _Kept's shape copying) */
+#define HAS_JSON (N_ARGS << 2) /* in an op's or launch's nulls: its JSON is in its list's array (see route_chunk) */
 
 /* One kept event as the analysis reads it. cat: the category's index in the route (Python frames:
  * one past them; [memory] instants: -1); arg[k]: INT_KEYS[k], 0 with bit k of nulls when absent or null. */
@@ -845,14 +846,15 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
         } else if (g == G_JSON) {
             if (sane && out_put(&outs[G_JSON], (const char *)&rec, sizeof(rec)) < 0) return SCAN_NO_MEMORY;
         } else if (sane) {
-            if (g != G_FLOW && out_put(&outs[G_RECS + g], (const char *)&rec, sizeof(rec)) < 0) return SCAN_NO_MEMORY;
+            Py_ssize_t at = outs[g].len;
             if (!first[g] && out_put(&outs[g], ",", 1) < 0) return SCAN_NO_MEMORY;
             /* an op's or launch's name also as one string of an array of their own: Python keeps those as columns */
-            Out *names = g == G_OPS ? &outs[G_NAMES] : g == G_LAUNCH ? &outs[G_NAMES + 1] : NULL;
-            if (names && ((!first[g] && out_put(names, ",", 1) < 0) || out_put(names, "\"", 1) < 0
-                          || out_put(names, name.seen ? name.p : "", name.seen ? name.n : 0) < 0
-                          || out_put(names, "\"", 1) < 0))
+            int named = g == G_OPS || g == G_LAUNCH, nm = G_NAMES + (g == G_LAUNCH);
+            if (named && ((!first[nm] && out_put(&outs[nm], ",", 1) < 0) || out_put(&outs[nm], "\"", 1) < 0
+                          || out_put(&outs[nm], name.seen ? name.p : "", name.seen ? name.n : 0) < 0
+                          || out_put(&outs[nm], "\"", 1) < 0))
                 return SCAN_NO_MEMORY;
+            first[nm] &= !named;
             if (rt->slim.on && g != G_FLOW && hook->slimmed) {
                 /* slimmed while scanned (slim_hook): the text around the args, and its slim copy */
                 if (out_put(&outs[g], s + e0, hook->a0 - e0) < 0 || out_put(&outs[g], hook->out.buf, hook->out.len) < 0
@@ -864,7 +866,13 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
             } else if (out_put(&outs[g], s + e0, e1 - e0) < 0) {
                 return SCAN_NO_MEMORY;
             }
-            first[g] = 0;
+            /* An op or launch written in the strict subset, without shapes, is only its record and name:
+             * Python reads nothing more of it, and there is nothing left for msgspec to check. */
+            if (!named || (rec.nulls & HAS_SHAPES) || strict_value(outs[g].buf, at + !first[g], outs[g].len, 0) != outs[g].len)
+                first[g] = 0, rec.nulls |= named ? HAS_JSON : 0;
+            else
+                outs[g].len = at;
+            if (g != G_FLOW && out_put(&outs[G_RECS + g], (const char *)&rec, sizeof(rec)) < 0) return SCAN_NO_MEMORY;
         }
         p = skip_ws(s, e1, stop);
         if (p >= stop && partial) goto more;

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import re
 from itertools import chain
-from typing import Any, Callable, Literal, Union
+from typing import Any, Callable, Literal, NamedTuple, Union
 
 import msgspec
 import numpy as np
 
 from ..format.errors import TraceError
 from . import native
-from .table import REC, SHAPES, Names, Table
+from .table import JSON, REC, SHAPES, Names, Table
 
 Id = Union[int, str]
 
@@ -206,8 +206,9 @@ class Events(msgspec.Struct, gc=False):
 _doc_decoder = msgspec.json.Decoder(_Doc)
 _list_decoder = msgspec.json.Decoder(list[Event])
 _routed_decoder = msgspec.json.Decoder(list[_Routed])
-# A routed op's or launch's JSON is checked as a whole (the scanner leaves some syntax to msgspec) but
-# read only for an op's shapes: its name comes from the scanner's array of names, the rest from its record.
+# A routed op's or launch's JSON, where the scanner wrote it (its shapes, or syntax the scanner leaves to
+# msgspec), is checked as a whole but read only for an op's shapes: its name comes from the scanner's array
+# of names, the rest from its record.
 _checked_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _op_args_decoder = msgspec.json.Decoder(_OpArgs)
 _names_decoder = msgspec.json.Decoder(list[str])
@@ -442,20 +443,23 @@ class _Kept:
         ops_j, gpu_j, launch_j, flow_j, rest_j, mem_recs, op_recs, gpu_recs, launch_recs, insane, names_j, \
             launch_names_j = kept
         dec = _routed_decoder.decode
-        ops, names, gpu = _checked_decoder.decode(ops_j), _names_decoder.decode(names_j), dec(gpu_j)
-        launches, launch_names, flows = _checked_decoder.decode(launch_j), _names_decoder.decode(launch_names_j), \
-            dec(flow_j)
+        names, gpu = _names_decoder.decode(names_j), dec(gpu_j)
+        launch_names, flows = _names_decoder.decode(launch_names_j), dec(flow_j)
         rest = len(_list_decoder.decode(rest_j)) if len(rest_j) > 2 else 0  # decoded for its checks, then dropped
         n_mem = len(mem_recs) // native.REC_SIZE
-        self.total += len(ops) + len(gpu) + len(launches) + len(flows) + rest + n_mem + insane + dropped
+        self.total += len(names) + len(gpu) + len(launch_names) + len(flows) + rest + n_mem + insane + dropped
         self.insane += insane
+        op_nulls = np.frombuffer(op_recs, REC)["nulls"]
+        ops = _written(ops_j, op_nulls, len(names))
+        _written(launch_j, np.frombuffer(launch_recs, REC)["nulls"], len(launch_names))
         # the ops whose JSON holds shapes, as the scanner saw them (most have none once slimmed), of
         # the names keep_shapes wants: their JSON is kept (its own copy), decoded if read (op_args)
         base, ids = len(self.op_table), self.op_names.add(names)
-        if op_recs:
-            shaped = np.flatnonzero(np.frombuffer(op_recs, REC)["nulls"] & SHAPES)
-            for i in shaped[self._wanted()[ids[shaped]]].tolist() if len(shaped) else ():
-                self.op_shapes[base + i] = ops[i].copy()
+        shaped = np.flatnonzero(op_nulls & SHAPES)
+        if len(shaped):
+            wanted = shaped[self._wanted()[ids[shaped]]]
+            for i, k in zip(wanted.tolist(), np.searchsorted(ops.at, wanted).tolist()):
+                self.op_shapes[base + i] = ops.json[k].copy()
         self.op_table.add_records(op_recs)
         share = self._shared.setdefault
         pid = tid = None  # the last ones shared: a list's events come in runs of one thread
@@ -533,6 +537,22 @@ class _Kept:
             truncated=truncated,
             gpu_table=self.gpu_table.finish(),
         )
+
+
+class _Written(NamedTuple):
+    at: np.ndarray  # the positions in the list whose JSON the scanner wrote (ascending)
+    json: list[msgspec.Raw]  # that JSON, checked by msgspec
+
+
+def _written(text: bytes, nulls: np.ndarray, n: int) -> _Written:
+    """The JSON the scanner wrote of a list of ops or launches, with the position of each: only those
+    with shapes, or with text outside the syntax the scanner checks itself (strict_value), which
+    msgspec checks here. A mismatch with the records (never seen) is treated as a damaged chunk."""
+    at = np.flatnonzero(nulls & JSON)
+    json = _checked_decoder.decode(text)
+    if len(json) != len(at) or len(nulls) != n:
+        raise msgspec.DecodeError("the scanner's JSON and records disagree")
+    return _Written(at, json)
 
 
 def _holds_shapes(a: Shapes) -> bool:

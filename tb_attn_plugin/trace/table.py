@@ -87,6 +87,7 @@ REC = np.dtype([("ts", "<f8"), ("dur", "<f8"), ("pid", "<i8"), ("tid", "<i8"), (
 NULL = {a: 1 << k for k, a in enumerate(INT_ARGS)}  # nulls: the bit of each arg absent or null
 NO_ARGS = 1 << len(INT_ARGS)  # nulls: the event has no args object
 SHAPES = NO_ARGS << 1  # a record's nulls: its args hold shape members (events._Kept's hint; no column keeps it)
+JSON = NO_ARGS << 2  # an op's or launch's nulls: the scanner wrote its JSON too (the rest were only records and names)
 
 
 class Table:
