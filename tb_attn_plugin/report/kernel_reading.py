@@ -12,6 +12,7 @@ import numpy as np
 from ..attention import fingerprint, occupancy, why_not_flash
 from ..attention import patterns as P
 from ..attention.fingerprint_rules import EXTENDED_LAUNCHES
+from ..trace import columns
 
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
 LOW_PCT = 25.0  # theoretical occupancy below a quarter of the SM's warps is called low
@@ -24,38 +25,20 @@ class _Launches:
     __slots__ = ("configs", "achieved_us", "achieved_sum", "zero", "measured", "zero_corr")
 
     def __init__(self) -> None:
-        self.configs: dict[tuple[int, int, int], float] = {}
+        self.configs: dict[tuple[int, int, int], float] = {}  # (registers, shared memory, threads) -> µs
         self.achieved_us = 0.0  # GPU time of the launches CUPTI estimated (> 0)
         self.achieved_sum = 0.0  # their estimate x time
         self.zero = 0  # launches CUPTI wrote 0 for
         self.measured = 0
         self.zero_corr: int | None = None
 
-    def add(self, ev) -> None:
-        a = ev.args
-        if a is None:
-            return
-        regs, smem, threads = _count(a.registers), _count(a.shared_memory), _threads(a.block)
-        if regs is not None and smem is not None and threads:
-            key = (regs, smem, threads)
-            self.configs[key] = self.configs.get(key, 0.0) + ev.dur
-        occ = a.achieved_occupancy
-        if isinstance(occ, (int, float)) and not isinstance(occ, bool) and 0 <= occ <= 100:
-            self.measured += 1
-            if occ > 0:
-                self.achieved_us += ev.dur
-                self.achieved_sum += occ * ev.dur
-            else:
-                self.zero += 1
-                if self.zero_corr is None and isinstance(a.correlation, int):
-                    self.zero_corr = a.correlation
-
 
 _LIMIT = 1 << 31
+_FAST_BLOCK = 1 << 20  # block sides below this multiply exactly in int64 (CUDA's are at most 1024)
 
 
 def _count(v: Any) -> int | None:
-    if type(v) is int:  # as the profiler writes them: the fast case, one per launch
+    if type(v) is int:  # as the profiler writes them
         return v if 0 <= v < _LIMIT else None
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < _LIMIT else None
 
@@ -70,6 +53,33 @@ def _threads(block: Any) -> int | None:
             return None
         n *= x
     return n
+
+
+def _counts(values: list) -> np.ndarray:
+    """_count of each value as int64, -1 for None; at numpy speed where all are ints (as CUPTI writes them)."""
+    if all(type(v) is int and 0 <= v < _LIMIT for v in values):
+        return np.array(values, np.int64).reshape(len(values))
+    return np.array([-1 if c is None else c for c in map(_count, values)], np.int64).reshape(len(values))
+
+
+def _thread_counts(blocks: list) -> np.ndarray:
+    """_threads of each block, 0 for None: int64 at numpy speed where all are three small ints, else
+    as Python ints (objects where a product passes int64: a trace's values are untrusted)."""
+    if all(type(b) is list and len(b) == 3 and all(type(x) is int and 0 < x < _FAST_BLOCK for x in b) for b in blocks):
+        return np.array(blocks, np.int64).reshape(len(blocks), 3).prod(axis=1)
+    got = [_threads(b) or 0 for b in blocks]
+    return np.array(got, np.int64 if max(got, default=0) < 1 << 63 else object).reshape(len(got))
+
+
+def _estimates(values: list) -> np.ndarray:
+    """CUPTI's est. achieved occupancy % of each launch as float64, NaN where not a number in [0, 100]."""
+    if all(type(v) is float or (type(v) is int and -_LIMIT < v < _LIMIT) for v in values):
+        got = np.array(values, np.float64).reshape(len(values))
+        with np.errstate(invalid="ignore"):
+            got[~((got >= 0) & (got <= 100))] = np.nan
+        return got
+    return np.array([float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 100 else np.nan
+                     for v in values], np.float64).reshape(len(values))
 
 
 def add(report: dict[str, Any], ev, L, calls, call_of: list[int], m) -> None:
@@ -122,24 +132,52 @@ def _occupancy_note(any_kernels: bool, recorded: bool, dev, amd: bool) -> str:
 
 
 def _launches(L, calls, call_of, m, rows) -> dict[tuple[str, str], _Launches]:
-    out: dict[tuple[str, str], _Launches] = {}
-    layer_of = [c.layer for c in calls]
-    kernel_call = m.kernel_call
-    for k in L.kernels:
-        op = k.op
-        c = call_of[op] if op >= 0 else -1
-        if c < 0:
-            c = kernel_call[k.i]
-            if c < 0:
-                continue
-        layer = layer_of[c]
-        if layer not in rows or k.ev.cat not in KERNEL_CATS:
-            continue  # memcpy/memset have no occupancy
-        key = (layer, k.ev.name)
-        acc = out.get(key)
-        if acc is None:
-            acc = out[key] = _Launches()
-        acc.add(k.ev)
+    """(layer, kernel name) -> its launches, over the kernels (not memcpy/memset: no occupancy) of the
+    calls whose layer has a row. A kernel is in its op's call, else in the call holding it. Columns
+    per launch (its configuration, CUPTI's estimate), then sums per group by bincount, in kernel
+    order: the sums of a loop over the kernels, to the bit."""
+    op = np.asarray(L.kernel_op, np.int64)
+    if not len(op):
+        return {}
+    call = np.append(np.fromiter(call_of, np.int64, len(call_of)), -1)[op]
+    call = np.where(call >= 0, call, np.asarray(m.kernel_call, np.int64))
+    in_rows = np.array([c.layer in rows for c in calls] + [False], bool)  # [-1]: no call
+    kernels = L.kernels
+    at = [i for i in np.flatnonzero(in_rows[call]).tolist() if kernels[i].ev.cat in KERNEL_CATS]
+    if not at:
+        return {}
+    layers = [c.layer for c in calls]
+    group, keys = columns.factorize(range(len(at)), ([layers[c] for c in call[at].tolist()],
+                                                     [kernels[i].ev.name for i in at]), "")
+    out = {tuple(k): _Launches() for k in keys}  # a group even where no launch has args
+    accs = list(out.values())
+    with_args = [k for k, i in enumerate(at) if kernels[i].ev.args is not None]
+    if not with_args:
+        return out
+    args = [kernels[at[k]].ev.args for k in with_args]
+    g = group[with_args]
+    dur = np.array([kernels[at[k]].ev.dur for k in with_args], np.float64)
+    regs, smem = _counts([a.registers for a in args]), _counts([a.shared_memory for a in args])
+    threads = _thread_counts([a.block for a in args])
+    # configurations: (group, registers, shared memory, threads) numbered in order of first launch
+    ok = np.flatnonzero((regs >= 0) & (smem >= 0) & (threads > 0))
+    if len(ok):
+        cid, cfgs = columns.factorize(range(len(ok)), (g[ok], regs[ok], smem[ok], threads[ok]))
+        for (gi, r, sm, th), us in zip(cfgs, np.bincount(cid, weights=dur[ok], minlength=len(cfgs)).tolist()):
+            accs[gi].configs[(r, sm, th)] = us
+    occ = _estimates([a.achieved_occupancy for a in args])
+    measured = ~np.isnan(occ)
+    positive, zero = measured & (occ > 0), measured & (occ == 0)
+    n = len(accs)
+    counts = [np.bincount(g[mask], minlength=n).tolist() for mask in (measured, zero)]
+    us = np.bincount(g[positive], weights=dur[positive], minlength=n).astype(np.float64).tolist()
+    sums = np.bincount(g[positive], weights=occ[positive] * dur[positive], minlength=n).astype(np.float64).tolist()
+    for acc, n_measured, n_zero, a_us, a_sum in zip(accs, *counts, us, sums):
+        acc.measured, acc.zero, acc.achieved_us, acc.achieved_sum = n_measured, n_zero, a_us, a_sum
+    for k in np.flatnonzero(zero).tolist():  # the first launch read 0 with a correlation id, per group
+        acc, corr = accs[g[k]], args[k].correlation
+        if acc.zero_corr is None and isinstance(corr, int):
+            acc.zero_corr = corr
     return out
 
 
