@@ -5,6 +5,7 @@ flash (attention/why_not_flash.py)."""
 from __future__ import annotations
 
 from bisect import bisect_left
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -57,27 +58,39 @@ def _threads(block: Any) -> int | None:
 
 def _counts(values: list) -> np.ndarray:
     """_count of each value as int64, -1 for None; at numpy speed where all are ints (as CUPTI writes them)."""
-    if all(type(v) is int and 0 <= v < _LIMIT for v in values):
-        return np.array(values, np.int64).reshape(len(values))
+    if set(map(type, values)) <= {int}:
+        try:
+            got = np.array(values, np.int64).reshape(len(values))
+        except OverflowError:  # past int64: the loop below says None
+            pass
+        else:
+            got[(got < 0) | (got >= _LIMIT)] = -1
+            return got
     return np.array([-1 if c is None else c for c in map(_count, values)], np.int64).reshape(len(values))
 
 
 def _thread_counts(blocks: list) -> np.ndarray:
     """_threads of each block, 0 for None: int64 at numpy speed where all are three small ints, else
     as Python ints (objects where a product passes int64: a trace's values are untrusted)."""
-    if all(type(b) is list and len(b) == 3 and all(type(x) is int and 0 < x < _FAST_BLOCK for x in b) for b in blocks):
-        return np.array(blocks, np.int64).reshape(len(blocks), 3).prod(axis=1)
+    if set(map(type, blocks)) <= {list} and set(map(len, blocks)) <= {3}:
+        flat = list(chain.from_iterable(blocks))
+        if set(map(type, flat)) <= {int} and 0 < min(flat, default=1) and max(flat, default=1) < _FAST_BLOCK:
+            return np.array(flat, np.int64).reshape(len(blocks), 3).prod(axis=1)
     got = [_threads(b) or 0 for b in blocks]
     return np.array(got, np.int64 if max(got, default=0) < 1 << 63 else object).reshape(len(got))
 
 
 def _estimates(values: list) -> np.ndarray:
     """CUPTI's est. achieved occupancy % of each launch as float64, NaN where not a number in [0, 100]."""
-    if all(type(v) is float or (type(v) is int and -_LIMIT < v < _LIMIT) for v in values):
-        got = np.array(values, np.float64).reshape(len(values))
-        with np.errstate(invalid="ignore"):
-            got[~((got >= 0) & (got <= 100))] = np.nan
-        return got
+    if set(map(type, values)) <= {int, float}:
+        try:
+            got = np.array(values, np.float64).reshape(len(values))
+        except OverflowError:  # an int past float: the loop below
+            pass
+        else:
+            with np.errstate(invalid="ignore"):
+                got[~((got >= 0) & (got <= 100))] = np.nan
+            return got
     return np.array([float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 100 else np.nan
                      for v in values], np.float64).reshape(len(values))
 
