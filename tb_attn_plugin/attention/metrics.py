@@ -53,13 +53,19 @@ class Measured:
     # helper kernels: detect.py, groups.py), else -1
     kernel_call: list[int] = field(default_factory=list)
     call_kernels: list[dict[tuple[str, str, str], list[float]]] = field(default_factory=list)  # per call
-    members: list[int] = field(default_factory=list)  # the ops in some call, in op order (detect.members)
-    cpu_members: list[int] = field(default_factory=list)  # those of them that are cpu ops
+    # those of the ops in some call (member_at) that are cpu ops, in op order (int64: a list of ints
+    # would be 28 bytes per op, a few MB of a big trace's peak)
+    cpu_members: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # Each op's (call, stage or "other", in backward) as an id into slot_keys, -1 outside calls
     # (columns.keyed): the key the cells, the memory spans and attribution group by.
     slot: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     slot_keys: list[tuple[int, str, bool]] = field(default_factory=list)
-    member_at: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # members as int64
+    member_at: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the ops in some call, in op order
+
+    @property
+    def members(self) -> list[int]:
+        """The ops in some call, in op order (detect.members), as a list."""
+        return self.member_at.tolist()
 
 
 def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
@@ -73,7 +79,6 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     node_of, fwd_of = L.node_of, L.fwd_of
     call_col = np.fromiter(call_of, np.int64, n)  # as a column: the groupings below gather it at C speed
     in_at = np.flatnonzero(call_col >= 0)  # the ops in some call (detect.members), in op order
-    in_calls = in_at.tolist()
     for i in in_at[L.bwd_column[in_at]].tolist():
         f = fwd_of.get(node_of[i])
         stage_of[i] = stage_of[f] if f is not None and stage_of[f] is not None else "other"
@@ -100,7 +105,7 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     self_cpu, step = L.self_cpu, L.step
     is_cpu = L.cpu
     total_cpu, step_cpu = columns.masked_sums(is_cpu, step, self_cpu)
-    cpu_members = in_at[np.frombuffer(bytes(is_cpu), np.uint8)[in_at] != 0].tolist() if n else []
+    cpu_members = in_at[np.frombuffer(bytes(is_cpu), np.uint8)[in_at] != 0] if n else np.zeros(0, np.int64)
     slot, slot_keys = columns.keyed(in_at, (call_col, stage_of, L.bwd_column), "other", n)
     for k, (n_ops, s) in columns.sums(cpu_members, (slot,), None, self_cpu).items():
         c, st, b = slot_keys[k]
@@ -119,7 +124,7 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
     for c in calls:
         _settle_implementation(L, c, fused_seen[c.id], attention_ops)
     return Measured(cells, kernel_rows, op_rows, stage_of, total_gpu, total_cpu, step_gpu, step_cpu, kernel_call,
-                    call_kernels, in_calls, cpu_members, slot, slot_keys, in_at)
+                    call_kernels, cpu_members, slot, slot_keys, in_at)
 
 
 def _kernel_sums(L: Linked, calls: list[Call], slot: np.ndarray, slot_keys: list[tuple[int, str, bool]],
