@@ -183,7 +183,11 @@ def _same_kept(fast, plain) -> None:
 
 
 def _as_kept(e) -> tuple:
-    return events.msgspec.structs.astuple(e)
+    """An event as the analysis reads it: a routed GPU activity's args are only its LaunchConfig (their
+    ints are in the records, compared as columns)."""
+    a = e.args
+    config = None if a is None else tuple(getattr(a, f) for f in events.LaunchConfig.__struct_fields__)
+    return (*events.msgspec.structs.astuple(e)[:-1], config)
 
 
 def _launch_names(kept) -> list[str]:

@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any, Callable
 
 import msgspec
+import numpy as np
 
 from ..attention import patterns as kernel_table
 from ..attention import child_shapes, safety, shapes
@@ -358,9 +359,13 @@ def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[d
               for c in calls if c.id in wanted]
     needed = {j for _, ranges in chosen for lo, hi, _ in ranges for j in range(lo, hi)}
     by_op_kernels: dict[int, list] = {}
-    for k in L.kernels:
-        if k.op in needed:
+    if needed and L.kernels:
+        mask = np.zeros(len(L.names) + 1, bool)  # [-1]: no op
+        mask[list(needed)] = True
+        for i in np.flatnonzero(mask[np.asarray(L.kernel_op, np.int64)]).tolist():
+            k = L.kernels[i]
             by_op_kernels.setdefault(k.op, []).append(k)
+    stream = _streams(L)
 
     for c, ranges in chosen:
         events: list[dict[str, Any]] = []
@@ -375,13 +380,13 @@ def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[d
                 times += (L.ts[j] - t0, L.dur[j])
                 for k in by_op_kernels.get(j, ()):
                     events.append({"name": k.ev.name, "kind": "kernel", "stage": kernel_stage(st, k.ev.name), "pass": ps,
-                                   "start_us": None, "dur_us": None, "depth": 0, "stream": _stream(k.ev)})
+                                   "start_us": None, "dur_us": None, "depth": 0, "stream": stream(k)})
                     times += (k.ev.ts - t0, k.ev.dur)
         for k in c.kernels:
             fam = kernel_table.helper_family(k.ev.name)
             events.append({"name": k.ev.name, "kind": "kernel", "stage": fam.stage if fam else "fused",
                            "pass": (fam.pass_ or "fwd") if fam else "fwd", "start_us": None, "dur_us": None,
-                           "depth": 0, "stream": _stream(k.ev)})
+                           "depth": 0, "stream": stream(k)})
             times += (k.ev.ts - t0, k.ev.dur)
         times = columns.rounded(times)  # round(x, 3) of each, at C speed
         for ev, a, b in zip(events, times[0::2], times[1::2]):
@@ -405,10 +410,14 @@ def _sample_ids(calls: list[Call], layers: dict[str, dict]) -> list[int]:
     return list(dict.fromkeys(ids))[:MAX_SAMPLES]
 
 
-def _stream(ev) -> str:
-    """The GPU stream a kernel ran on (kineto writes it as the event's tid and in args)."""
-    stream = ev.args.stream if ev.args is not None and ev.args.stream is not None else ev.tid
-    return str(stream)
+def _streams(L: Linked):
+    """The GPU stream a kernel ran on, as a function of the kernel: kineto writes it in args and as
+    the event's tid (read from the kernels' columns)."""
+    kt = L.kernel_table
+    if kt is None:  # a Linked made by hand: the events' own
+        return lambda k: str(k.ev.args.stream if getattr(k.ev.args, "stream", None) is not None else k.ev.tid)
+    has, stream, tid = kt.has("stream"), kt["stream"], kt["tid"]
+    return lambda k: str(stream[k.i] if has[k.i] else tid[k.i])
 def _safety_net(report: dict[str, Any], L: Linked, call_of: list[int], m) -> None:
     """Attention-looking kernels that nothing explains (attention/safety.py), and the table used."""
     outside = safety.outside_calls(L, call_of, m.kernel_call)

@@ -187,10 +187,12 @@ def _launches(L, calls, call_of, m, rows) -> dict[tuple[str, str], _Launches]:
     sums = np.bincount(g[positive], weights=occ[positive] * dur[positive], minlength=n).astype(np.float64).tolist()
     for acc, n_measured, n_zero, a_us, a_sum in zip(accs, *counts, us, sums):
         acc.measured, acc.zero, acc.achieved_us, acc.achieved_sum = n_measured, n_zero, a_us, a_sum
+    kt = L.kernel_table
+    has_corr, corr = kt.has("correlation"), kt["correlation"]
     for k in np.flatnonzero(zero).tolist():  # the first launch read 0 with a correlation id, per group
-        acc, corr = accs[g[k]], args[k].correlation
-        if acc.zero_corr is None and isinstance(corr, int):
-            acc.zero_corr = corr
+        acc, i = accs[g[k]], at[with_args[k]]
+        if acc.zero_corr is None and has_corr[i]:
+            acc.zero_corr = int(corr[i])
     return out
 
 

@@ -144,7 +144,7 @@ CATS = tuple(c for cats in _ROUTE_CATS for c in cats) + (PYTHON_CAT,)
 # The columns each list keeps (table.REC's names): the op tree's, the joins' and the memory timelines'.
 OP_FIELDS = ("ts", "dur", "pid", "tid", "cat", "external_id", "seq", "nulls")
 LAUNCH_FIELDS = ("ts", "dur", "pid", "tid", "correlation", "nulls")
-GPU_FIELDS = ("ts", "dur", "correlation", "nulls")
+GPU_FIELDS = ("ts", "dur", "tid", "correlation", "external_id", "stream", "nulls")
 MEMORY_FIELDS = ("ts", "pid", "tid", "device_type", "device_id", "addr", "nbytes", "total_allocated",
                  "total_reserved", "nulls")
 
@@ -155,6 +155,23 @@ class _Routed(Event, gc=False):
 
     ph: Literal["X", "s", "f"] = "X"
     cat: Literal[CATS] = "cpu_op"  # type: ignore[valid-type]
+
+
+class LaunchConfig(msgspec.Struct, gc=False):
+    """What a routed GPU activity's args add to its record: a kernel's launch as CUPTI writes it
+    (Args' members of the same names; report/kernel_reading.py reads them, checking their types)."""
+
+    registers: Any = msgspec.field(default=None, name="registers per thread")
+    shared_memory: Any = msgspec.field(default=None, name="shared memory")
+    block: Any = None
+    achieved_occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
+
+
+class _RoutedGpu(_Routed, gc=False):
+    """A routed kernel, memcpy or memset: its args' ints are in its record (link reads the columns),
+    so only its launch configuration is decoded."""
+
+    args: LaunchConfig | None = None
 
 
 class _OpArgs(msgspec.Struct, gc=False):
@@ -175,7 +192,7 @@ class Events(msgspec.Struct, gc=False):
     op_shapes: dict[int, Shapes | msgspec.Raw]
     launch_table: Table  # the launches' record columns (LAUNCH_FIELDS)
     launch_names: Names  # each launch's name (cudaLaunchKernel, cuLaunchKernel, hipGraphLaunch...), as an id
-    gpu: list[Event]  # kernels, memcpy, memset
+    gpu: list[Event]  # kernels, memcpy, memset (their args' ints in gpu_table, only their LaunchConfig read)
     flows: list[Event]  # fwdbwd flow starts and ends
     memory: Table | list[Event]  # [memory] instants: their columns (table.Table), or Events built in Python
     device_properties: list[dict[str, Any]]
@@ -206,6 +223,7 @@ class Events(msgspec.Struct, gc=False):
 _doc_decoder = msgspec.json.Decoder(_Doc)
 _list_decoder = msgspec.json.Decoder(list[Event])
 _routed_decoder = msgspec.json.Decoder(list[_Routed])
+_routed_gpu_decoder = msgspec.json.Decoder(list[_RoutedGpu])
 # A routed op's or launch's JSON, where the scanner wrote it (its shapes, or syntax the scanner leaves to
 # msgspec), is checked as a whole but read only for an op's shapes: its name comes from the scanner's array
 # of names, the rest from its record.
@@ -443,7 +461,7 @@ class _Kept:
         ops_j, gpu_j, launch_j, flow_j, rest_j, mem_recs, op_recs, gpu_recs, launch_recs, insane, names_j, \
             launch_names_j = kept
         dec = _routed_decoder.decode
-        names, gpu = _names_decoder.decode(names_j), dec(gpu_j)
+        names, gpu = _names_decoder.decode(names_j), _routed_gpu_decoder.decode(gpu_j)
         launch_names, flows = _names_decoder.decode(launch_names_j), dec(flow_j)
         rest = len(_list_decoder.decode(rest_j)) if len(rest_j) > 2 else 0  # decoded for its checks, then dropped
         n_mem = len(mem_recs) // native.REC_SIZE

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from itertools import repeat
 
 import numpy as np
 from msgspec import Raw
@@ -69,6 +70,8 @@ class Linked:
     unlinked_kernels: int = 0
     graph_kernels: int = 0
     unrecorded: window.Unrecorded | None = None  # kernel launches whose kernel the trace lacks (window.py)
+    # the kernels' record columns (events.GPU_FIELDS: their args' ints, stream and tid), in kernel order
+    kernel_table: Table | None = None
     warnings: list[str] = field(default_factory=list)
     _bwd: list[bool] | None = field(default=None, repr=False)
     _bwd_column: np.ndarray | None = field(default=None, repr=False)
@@ -383,6 +386,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         _kernel_dur=array("d", gt["dur"].astype(np.float64).tobytes()),
         _kernel_ts=gt["ts"].astype(np.float64, copy=False),
         unrecorded=lost,
+        kernel_table=gt,
     )
 
 
@@ -408,15 +412,13 @@ def _kernels(gpu: list[Event], gt: Table, n: int, launch_names: Names, by_corr: 
     if len(direct):
         op[direct] = np.asarray(launch_op, np.int64)[pos[direct]]
     unlinked = 0
-    by_ext: dict[int, int] | None = None
-    for i in np.flatnonzero(pos < 0).tolist():  # no launch in the window: the External id
-        a = gpu[i].args
-        if a is not None and a.external_id is not None:
-            if by_ext is None:
-                by_ext = external_op()
-            op[i] = by_ext.get(a.external_id, -1)
-        if op[i] < 0:
-            unlinked += 1
+    alone = np.flatnonzero(pos < 0)  # no launch in the window: the External id
+    if len(alone):
+        ext = alone[gt.has("external_id")[alone]]
+        if len(ext):
+            by_ext = external_op()
+            op[ext] = np.fromiter(map(by_ext.get, gt["external_id"][ext].tolist(), repeat(-1)), np.int64, len(ext))
+        unlinked = int((op[alone] < 0).sum())
     owned = np.flatnonzero(op >= 0)
     dur = gt["dur"][owned].astype(np.float64, copy=False)
     gpu_self = array("d", np.bincount(op[owned], weights=dur, minlength=n).astype(np.float64).tobytes())
