@@ -521,3 +521,29 @@ def test_record_times_are_the_decoders_floats():
     want = [e.ts for e in events._list_decoder.decode(b"[" + text + b"]")]
     assert want == [float(v) for v in vals]
     assert np.frombuffer(got[6], REC)["ts"].tolist() == want
+
+
+@needs_native
+@pytest.mark.parametrize("member, strict", [('"Ev Idx": 7', True), ('"Ev Idx": 1e3', False), ('"Ev Idx": "\\u00e9"', False),
+                                            ('"Ev Idx": [1,,2]', False), ('"Ev Idx": 01', False)])
+def test_an_op_or_launch_outside_the_strict_subset_keeps_its_json_for_msgspec(member, strict):
+    # An op or launch the scanner checked whole (strict_value) is only its record and name; any other
+    # keeps its JSON, which msgspec then checks: broken JSON in a member the scanner skips is refused
+    # by the routed decode as by the plain one.
+    evs = [f'{{"ph": "X", "cat": "{cat}", "name": "n", "ts": 1.0, "dur": 1.0, "args": {{"External id": 1, {member}}}}}'
+           for cat in ("cpu_op", "cuda_runtime")]
+    text = b"[" + ",".join(evs).encode() + b"]"
+    got, _, _, done = scan(text, 1, 1 << 40, *RULES, False, ROUTE)
+    assert isinstance(got, tuple) and done
+    for j, recs in ((0, got[6]), (2, got[8])):
+        flagged = (np.frombuffer(recs, REC)["nulls"] & JSON) != 0
+        assert flagged.tolist() == [not strict] and (got[j] == b"[]") == strict
+    kept = events._Kept(None)
+    try:
+        events._list_decoder.decode(text)  # the decoder's own verdict on the whole chunk
+    except events.msgspec.DecodeError:
+        with pytest.raises(events.msgspec.DecodeError):
+            kept.add_scanned(got, 0)
+    else:
+        kept.add_scanned(got, 0)
+        assert _launch_names(kept) == ["n"] and kept.op_names.values == ["n"]
