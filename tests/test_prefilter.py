@@ -174,8 +174,8 @@ def _same_kept(fast, plain) -> None:
     records the same columns as those read from the decoded events (table.Table)."""
     assert _ops_of(fast) == _ops_of(plain)
     assert _launch_names(fast) == _launch_names(plain)
-    for kind in ("gpu", "flows"):
-        assert [_as_kept(e) for e in getattr(fast, kind)] == [_as_kept(e) for e in getattr(plain, kind)], kind
+    assert _gpu_of(fast) == _gpu_of(plain)
+    assert [_as_kept(e) for e in fast.flows] == [_as_kept(e) for e in plain.flows]
     for kind in ("op_table", "launch_table", "gpu_table", "memory"):
         a, b = getattr(fast, kind), getattr(plain, kind)
         for f in a.fields:
@@ -183,11 +183,13 @@ def _same_kept(fast, plain) -> None:
 
 
 def _as_kept(e) -> tuple:
-    """An event as the analysis reads it: a routed GPU activity's args are only its LaunchConfig (their
-    ints are in the records, compared as columns)."""
-    a = e.args
-    config = None if a is None else tuple(getattr(a, f) for f in events.LaunchConfig.__struct_fields__)
-    return (*events.msgspec.structs.astuple(e)[:-1], config)
+    return events.msgspec.structs.astuple(e)
+
+
+def _gpu_of(kept) -> tuple:
+    """The GPU activities' names and launch configurations (the rest of them is their records)."""
+    return ([kept.gpu_names.values[i] for i in kept.gpu_names.ids.tolist()],
+            [None if c is None else events.msgspec.structs.astuple(c) for c in kept.gpu_config])
 
 
 def _launch_names(kept) -> list[str]:

@@ -64,7 +64,13 @@ def test_gpu_traces_records_are_the_events_columns(monkeypatch, name):
     monkeypatch.setattr(native, "available", False)
     plain = events.decode(str(path), gzip.decompress(path.read_bytes()))
     _same_columns(ev, plain)
-    assert len(ev.op_table) and len(ev.launch_table) and len(ev.gpu)
+    assert len(ev.op_table) and len(ev.launch_table) and len(ev.gpu_table)
+
+
+def _gpu_of(ev):
+    """The GPU activities' names and launch configurations, as the analysis reads them."""
+    config = [None if c is None else msgspec.structs.astuple(c) for c in ev.gpu_config]
+    return [ev.gpu_names.values[i] for i in ev.gpu_names.ids.tolist()], config
 
 
 def _op_names(ev):
@@ -73,10 +79,11 @@ def _op_names(ev):
 
 def _same_columns(ev, plain):
     """The streamed decode's records read as the columns of the Python decoder's events."""
-    gathered, read = ev.gpu_table, Table.of(plain.gpu, GPU_FIELDS, CATS)
-    assert len(gathered) == len(ev.gpu) == len(read)
+    # GPU activities are columns either way too: the records', their names and launch configurations
+    assert len(ev.gpu_table) == len(plain.gpu_table) == len(ev.gpu_names.ids) == len(ev.gpu_config)
     for f in GPU_FIELDS:
-        assert gathered[f].tolist() == read[f].tolist(), ("gpu", f)
+        assert ev.gpu_table[f].tolist() == plain.gpu_table[f].tolist(), ("gpu", f)
+    assert _gpu_of(ev) == _gpu_of(plain)
     # launches are columns either way: the records' against those read off the Python decoder's events,
     # and their names from the scanner's array against the decoded names
     assert len(ev.launch_table) == len(plain.launch_table) == len(ev.launch_names.ids)
@@ -106,7 +113,8 @@ def _linked_lists(L):
     cols = ("parent", "depth", "subtree_end", "self_cpu", "gpu_self", "launches_self", "step", "node_of", "ts", "dur",
             "thread")
     return (list(zip(L.names, L.ts)), {c: list(getattr(L, c)) for c in cols}, L.fwd_of, L.threads,
-            [(k.ev.name, k.ev.ts, k.op, k.graph) for k in L.kernels], L.steps, L.unlinked_kernels, bytes(L.cpu),
+            [(k.name, k.cat, k.pid, k.tid, k.ts, k.dur, k.op, k.graph) for k in L.kernels], L.steps, L.unlinked_kernels,
+            bytes(L.cpu),
             list(L.cats), bytes(L.has_args))
 
 
@@ -120,9 +128,8 @@ def test_link_of_the_records_is_the_link_of_the_python_decoders_events(monkeypat
         monkeypatch.setattr(native, "available", False)
         plain = events.decode(str(path), path.read_bytes())
         monkeypatch.setattr(native, "available", True)
-        # the Python decoder's events, linked from columns read off them (full Args: ints included)
-        bare = msgspec.structs.replace(plain, gpu_table=None)
-        assert _linked_lists(link.link(bare)) == _linked_lists(with_cols)
+        # the Python decoder's events, linked from the columns it read off them (full Args: ints included)
+        assert _linked_lists(link.link(plain)) == _linked_lists(with_cols)
     assert saw_backward  # the sequence numbers were read from the records for real
 
 

@@ -213,7 +213,7 @@ class Detector:
                 self._new_call(op, L.subtree_end[op], op, "kernel")
             else:
                 c = Call(id=len(self.calls), lo=0, hi=0, root=-1, layer="", layer_type="", source="kernel",
-                         step=self._step_at(k.ev.ts), start=k.ev.ts, end=k.ev.ts + k.ev.dur)
+                         step=self._step_at(k.ts), start=k.ts, end=k.ts + k.dur)
                 c.kernels.append(k)
                 self.calls.append(c)
         groups.attach_helpers(self)  # quantize, KV write, split-KV reduce kernels join their call
@@ -290,7 +290,7 @@ class Detector:
             return
         has_fused = set()
         for k in L.kernels:
-            if k.op >= 0 and self.call_of[k.op] >= 0 and P.fused_family(k.ev.name) is not None:
+            if k.op >= 0 and self.call_of[k.op] >= 0 and P.fused_family(k.name) is not None:
                 has_fused.add(self.call_of[k.op])
         waiting = [c for c in self.calls if c.source != "kernel" and c.id not in has_fused
                    and any(P.attention_op(L.names[j]) for j in range(c.lo, c.hi))]

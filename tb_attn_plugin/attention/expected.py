@@ -50,13 +50,13 @@ def _items_gpu(L: Linked, calls: list[Call], call_of: list[int]) -> list[list[tu
     for k in L.kernels:
         op = k.op
         if op >= 0 and call_of[op] >= 0 and node_of[op] < 0:
-            out[call_of[op]].append((op, k.ev.name, k.ev.dur))
+            out[call_of[op]].append((op, k.name, k.dur))
     for c in calls:
         for k in c.kernels:
             if k.op < 0 or call_of[k.op] != c.id:
-                fam = P.kernel_family(k.ev.name)
+                fam = P.kernel_family(k.name)
                 if fam is None or fam.pass_ != "bwd":
-                    out[c.id].append((-1, k.ev.name, k.ev.dur))
+                    out[c.id].append((-1, k.name, k.dur))
     return out
 
 

@@ -40,12 +40,12 @@ def attach_helpers(d: "Detector") -> int:
         return 0  # most traces: nothing to group, no sorting
     streams: defaultdict[tuple, list[Kernel]] = defaultdict(list)
     for k in L.kernels:
-        streams[(str(k.ev.pid), str(k.ev.tid))].append(k)
+        streams[(str(k.pid), str(k.tid))].append(k)
     attached = 0
     for ks in streams.values():
-        ks.sort(key=lambda k: k.ev.ts)
+        ks.sort(key=lambda k: k.ts)
         for i, k in enumerate(ks):
-            fam = P.helper_family(k.ev.name)
+            fam = P.helper_family(k.name)
             if fam is None or call_of(k) >= 0:
                 continue
             c = _neighbour_call(ks, i, -1 if fam.stage in AFTER_ATTENTION else 1, call_of)
@@ -54,8 +54,8 @@ def attach_helpers(d: "Detector") -> int:
             call = d.calls[c]
             call.kernels.append(k)
             kernel_call[id(k)] = c
-            call.start = min(call.start, k.ev.ts)
-            call.end = max(call.end, k.ev.ts + k.ev.dur)
+            call.start = min(call.start, k.ts)
+            call.end = max(call.end, k.ts + k.dur)
             attached += 1
     return attached
 
@@ -65,7 +65,7 @@ def _neighbour_call(ks: list[Kernel], i: int, step: int, call_of) -> int:
     gap = 0
     j = i + step
     while 0 <= j < len(ks):
-        name = ks[j].ev.name
+        name = ks[j].name
         if P.fused_family(name) is not None:
             return call_of(ks[j])
         if P.helper_family(name) is None:

@@ -146,7 +146,7 @@ def host_costs(L: Linked, calls: list[Call], ev, has_gpu: bool) -> list[HostCost
                     syncs += 1
         replay = bool(c.info.get("graph_replay"))
         if replay:
-            gpu += sum(k.ev.dur for k in c.kernels if k.op < 0)
+            gpu += sum(k.dur for k in c.kernels if k.op < 0)
         out.append(HostCost(name, host, gpu if has_gpu else None, self_us, max(0.0, all_self - self_us), launch_us,
                             launched, queries, syncs, replay))
     return out

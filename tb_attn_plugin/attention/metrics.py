@@ -241,7 +241,7 @@ def _settle_implementation(L: Linked, c: Call, fused: dict[str, float], attentio
     elif c.compiled and any(L.names[j].startswith("triton_") for j in range(c.lo, c.hi)):
         impl = "compiled"
     elif c.source == "kernel" and c.kernels:
-        fam = P.fused_family(c.kernels[0].ev.name)
+        fam = P.fused_family(c.kernels[0].name)
         impl = fam.implementation if fam else "fused"
     elif tag.get("impl") and tag.get("impl") not in ("sdpa", "eager", "user") and not str(tag.get("impl")).startswith("hf:"):
         impl = str(tag["impl"])

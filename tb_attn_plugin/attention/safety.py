@@ -165,7 +165,7 @@ def outside_calls(L: Linked, call_of: list[int], kernel_call: list[int]) -> Outs
     out = Outside()
     kind_of: dict[str, dict[str, list[float]] | None] = {}  # few names, many kernels
     for k in L.kernels:
-        name = k.ev.name
+        name = k.name
         if k.op >= 0 and call_of[k.op] >= 0 or kernel_call[k.i] >= 0:
             continue
         if name in kind_of:
@@ -180,13 +180,13 @@ def outside_calls(L: Linked, call_of: list[int], kernel_call: list[int]) -> Outs
                 acc = None
             kind_of[name] = acc
         if acc is None:
-            out.not_attention_us += k.ev.dur
+            out.not_attention_us += k.dur
             continue
         row = acc.get(name)
         if row is None:
             row = acc[name] = [0, 0.0]
         row[0] += 1
-        row[1] += k.ev.dur
+        row[1] += k.dur
     return out
 
 
@@ -201,7 +201,7 @@ def unknown_kernels(L: Linked, call_of: list[int], kernel_call: list[int], total
     out = []
     unknown = frozenset(acc)
     # Every other kernel name of the trace, those in calls too: a suggested row must leave them alone.
-    others = sorted({k.ev.name for k in L.kernels} - unknown) if acc else []
+    others = sorted({k.name for k in L.kernels} - unknown) if acc else []
     for name, (n, us) in sorted(acc.items(), key=lambda kv: -kv[1][1])[:MAX_ROWS]:
         stage, ps = _suggested_stage(name)
         pattern, why = suggest_pattern(name, others, unknown)

@@ -54,11 +54,11 @@ def kernel_place(L: Linked, k: Kernel, call_of: list[int], stage_of: list, kerne
     """(call, stage, pass) of a kernel, or None; the same rule as metrics.measure()."""
     op = k.op
     if op >= 0 and call_of[op] >= 0:
-        return call_of[op], kernel_stage(stage_of[op] or "other", k.ev.name), "bwd" if L.node_of[op] >= 0 else "fwd"
+        return call_of[op], kernel_stage(stage_of[op] or "other", k.name), "bwd" if L.node_of[op] >= 0 else "fwd"
     c = kernel_call[k.i]
     if c < 0:
         return None
-    fam = P.kernel_family(k.ev.name)
+    fam = P.kernel_family(k.name)
     stage = fam.stage if fam is not None and fam.stage in P.HELPER_STAGES else "fused"
     ps = fam.pass_ if fam is not None and fam.pass_ else ("bwd" if op >= 0 and L.node_of[op] >= 0 else "fwd")
     return c, stage, ps
@@ -125,7 +125,7 @@ def events(L: Linked, calls, call_of: list[int], m, pid: int, trace_events) -> I
         core = {"fwd": 0.0, "bwd": 0.0}
         for k, st, ps in kernels:
             if st in CORE:
-                core[ps] += k.ev.dur
+                core[ps] += k.dur
         label = c.layer or f"call {c.id}"
         # Host side: the forward ops of the call, and each backward node's ops.
         ranges = [(c.lo, c.hi, "fwd")] if c.hi > c.lo else []
@@ -142,12 +142,12 @@ def events(L: Linked, calls, call_of: list[int], m, pid: int, trace_events) -> I
         # Device side: per stream and pass, the call's kernels in time order.
         groups: dict[tuple, list[tuple[Kernel, str]]] = {}
         for k, st, ps in kernels:
-            groups.setdefault((str(k.ev.pid), str(k.ev.tid), ps), []).append((k, st))
+            groups.setdefault((str(k.pid), str(k.tid), ps), []).append((k, st))
         for (kpid, ktid, ps), ks in sorted(groups.items()):
-            ks.sort(key=lambda x: x[0].ev.ts)
+            ks.sort(key=lambda x: x[0].ts)
             runs: list[list] = []  # [stage, start ns, end ns, [kernels]]
             for k, st in ks:
-                a, b = _ns(k.ev.ts), _ns(k.ev.ts + k.ev.dur)
+                a, b = _ns(k.ts), _ns(k.ts + k.dur)
                 if runs and runs[-1][0] == st:
                     runs[-1][2] = max(runs[-1][2], b)
                     runs[-1][3].append(k)
@@ -164,11 +164,11 @@ def events(L: Linked, calls, call_of: list[int], m, pid: int, trace_events) -> I
                 yield _slice(pid, tid, st, CAT_STAGE, a, b, {"stage": st, "pass": ps, "kernels": len(kk), "call": c.id})
                 for k in kk:
                     flow_id += 1
-                    t = _ns(k.ev.ts)
+                    t = _ns(k.ts)
                     t_in = min(max(t, a), b)
                     yield {"ph": "s", "id": flow_id, "pid": pid, "tid": tid, "ts": _us(t_in), "name": "tb-attn stage",
                            "cat": CAT_FLOW}
-                    yield {"ph": "f", "bp": "e", "id": flow_id, "pid": k.ev.pid, "tid": k.ev.tid, "ts": _us(t),
+                    yield {"ph": "f", "bp": "e", "id": flow_id, "pid": k.pid, "tid": k.tid, "ts": _us(t),
                            "name": "tb-attn stage", "cat": CAT_FLOW}
 
     if trace_events.memory:
@@ -251,7 +251,7 @@ def _score_counter(pid: int, spans: list[tuple[int, int, int]], name: str) -> It
 
 
 def _free_pid(L: Linked) -> int:
-    used = {L.threads[t][0] for t in set(L.thread)} | {k.ev.pid for k in L.kernels}
+    used = {L.threads[t][0] for t in set(L.thread)} | {k.pid for k in L.kernels}
     pid = 0x7A_77  # "tb-attn" track; any pid the trace does not use
     while pid in used or str(pid) in used:
         pid += 1

@@ -379,15 +379,15 @@ def _samples(L: Linked, calls: list[Call], layers: dict[str, dict], m) -> list[d
                                "dur_us": None, "depth": L.depth[j] - bd, "thread": str(L.thread_of(j)[1])})
                 times += (L.ts[j] - t0, L.dur[j])
                 for k in by_op_kernels.get(j, ()):
-                    events.append({"name": k.ev.name, "kind": "kernel", "stage": kernel_stage(st, k.ev.name), "pass": ps,
+                    events.append({"name": k.name, "kind": "kernel", "stage": kernel_stage(st, k.name), "pass": ps,
                                    "start_us": None, "dur_us": None, "depth": 0, "stream": stream(k)})
-                    times += (k.ev.ts - t0, k.ev.dur)
+                    times += (k.ts - t0, k.dur)
         for k in c.kernels:
-            fam = kernel_table.helper_family(k.ev.name)
-            events.append({"name": k.ev.name, "kind": "kernel", "stage": fam.stage if fam else "fused",
+            fam = kernel_table.helper_family(k.name)
+            events.append({"name": k.name, "kind": "kernel", "stage": fam.stage if fam else "fused",
                            "pass": (fam.pass_ or "fwd") if fam else "fwd", "start_us": None, "dur_us": None,
                            "depth": 0, "stream": stream(k)})
-            times += (k.ev.ts - t0, k.ev.dur)
+            times += (k.ts - t0, k.dur)
         times = columns.rounded(times)  # round(x, 3) of each, at C speed
         for ev, a, b in zip(events, times[0::2], times[1::2]):
             ev["start_us"], ev["dur_us"] = a, b
@@ -414,10 +414,10 @@ def _streams(L: Linked):
     """The GPU stream a kernel ran on, as a function of the kernel: kineto writes it in args and as
     the event's tid (read from the kernels' columns)."""
     kt = L.kernel_table
-    if kt is None:  # a Linked made by hand: the events' own
-        return lambda k: str(k.ev.args.stream if getattr(k.ev.args, "stream", None) is not None else k.ev.tid)
-    has, stream, tid = kt.has("stream"), kt["stream"], kt["tid"]
-    return lambda k: str(stream[k.i] if has[k.i] else tid[k.i])
+    has, stream = kt.has("stream"), kt["stream"]
+    return lambda k: str(stream[k.i] if has[k.i] else k.tid)
+
+
 def _safety_net(report: dict[str, Any], L: Linked, call_of: list[int], m) -> None:
     """Attention-looking kernels that nothing explains (attention/safety.py), and the table used."""
     outside = safety.outside_calls(L, call_of, m.kernel_call)

@@ -156,20 +156,21 @@ def _launches(L, calls, call_of, m, rows) -> dict[tuple[str, str], _Launches]:
     call = np.where(call >= 0, call, np.asarray(m.kernel_call, np.int64))
     in_rows = np.array([c.layer in rows for c in calls] + [False], bool)  # [-1]: no call
     kernels = L.kernels
-    at = [i for i in np.flatnonzero(in_rows[call]).tolist() if kernels[i].ev.cat in KERNEL_CATS]
+    at = [i for i in np.flatnonzero(in_rows[call]).tolist() if kernels[i].cat in KERNEL_CATS]
     if not at:
         return {}
     layers = [c.layer for c in calls]
     group, keys = columns.factorize(range(len(at)), ([layers[c] for c in call[at].tolist()],
-                                                     [kernels[i].ev.name for i in at]), "")
+                                                     [kernels[i].name for i in at]), "")
     out = {tuple(k): _Launches() for k in keys}  # a group even where no launch has args
     accs = list(out.values())
-    with_args = [k for k, i in enumerate(at) if kernels[i].ev.args is not None]
+    config = L.kernel_config
+    with_args = [k for k, i in enumerate(at) if config[i] is not None]
     if not with_args:
         return out
-    args = [kernels[at[k]].ev.args for k in with_args]
+    args = [config[at[k]] for k in with_args]
     g = group[with_args]
-    dur = np.array([kernels[at[k]].ev.dur for k in with_args], np.float64)
+    dur = np.array([kernels[at[k]].dur for k in with_args], np.float64)
     regs, smem = _counts([a.registers for a in args]), _counts([a.shared_memory for a in args])
     threads = _thread_counts([a.block for a in args])
     # configurations: (group, registers, shared memory, threads) numbered in order of first launch

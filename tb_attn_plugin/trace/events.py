@@ -21,7 +21,6 @@ file cut short, the complete events before the cut (_salvage_truncated).
 from __future__ import annotations
 
 import re
-from itertools import chain
 from typing import Any, Callable, Literal, NamedTuple, Union
 
 import msgspec
@@ -144,7 +143,7 @@ CATS = tuple(c for cats in _ROUTE_CATS for c in cats) + (PYTHON_CAT,)
 # The columns each list keeps (table.REC's names): the op tree's, the joins' and the memory timelines'.
 OP_FIELDS = ("ts", "dur", "pid", "tid", "cat", "external_id", "seq", "nulls")
 LAUNCH_FIELDS = ("ts", "dur", "pid", "tid", "correlation", "nulls")
-GPU_FIELDS = ("ts", "dur", "tid", "correlation", "external_id", "stream", "nulls")
+GPU_FIELDS = ("ts", "dur", "pid", "tid", "cat", "correlation", "external_id", "stream", "nulls")
 MEMORY_FIELDS = ("ts", "pid", "tid", "device_type", "device_id", "addr", "nbytes", "total_allocated",
                  "total_reserved", "nulls")
 
@@ -167,11 +166,17 @@ class LaunchConfig(msgspec.Struct, gc=False):
     achieved_occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
 
 
-class _RoutedGpu(_Routed, gc=False):
-    """A routed kernel, memcpy or memset: its args' ints are in its record (link reads the columns),
-    so only its launch configuration is decoded."""
+class _RoutedGpu(msgspec.Struct, gc=False):
+    """What a routed kernel's, memcpy's or memset's JSON adds to its record: its name and its launch
+    configuration (the scanner checked the rest: times, thread, ph, category, id)."""
 
+    name: str = ""
     args: LaunchConfig | None = None
+
+
+def launch_config(a: Args | None) -> LaunchConfig | None:
+    """A GPU activity's launch configuration, from its args as the Python decoder reads them."""
+    return None if a is None else LaunchConfig(a.registers, a.shared_memory, a.block, a.achieved_occupancy)
 
 
 class _OpArgs(msgspec.Struct, gc=False):
@@ -183,8 +188,8 @@ class _OpArgs(msgspec.Struct, gc=False):
 
 class Events(msgspec.Struct, gc=False):
     """The kept events of one trace, split by kind (each list in file order). Ops (cpu ops, user
-    annotations, nn.Module scopes: the op tree's nodes) and launches (runtime and driver calls) are
-    columns only: no object per op or launch."""
+    annotations, nn.Module scopes: the op tree's nodes), launches (runtime and driver calls) and GPU
+    activities (kernels, memcpy, memset) are columns only: no event object per op, launch or kernel."""
 
     op_table: Table  # the ops' record columns (OP_FIELDS)
     op_names: Names  # each op's name, as an id into the distinct names
@@ -192,7 +197,9 @@ class Events(msgspec.Struct, gc=False):
     op_shapes: dict[int, Shapes | msgspec.Raw]
     launch_table: Table  # the launches' record columns (LAUNCH_FIELDS)
     launch_names: Names  # each launch's name (cudaLaunchKernel, cuLaunchKernel, hipGraphLaunch...), as an id
-    gpu: list[Event]  # kernels, memcpy, memset (their args' ints in gpu_table, only their LaunchConfig read)
+    gpu_table: Table  # the GPU activities' record columns (GPU_FIELDS)
+    gpu_names: Names  # each one's name (the kernel's), as an id
+    gpu_config: list[LaunchConfig | None]  # each one's launch configuration (None: its event has no args)
     flows: list[Event]  # fwdbwd flow starts and ends
     memory: Table | list[Event]  # [memory] instants: their columns (table.Table), or Events built in Python
     device_properties: list[dict[str, Any]]
@@ -201,8 +208,6 @@ class Events(msgspec.Struct, gc=False):
     total_events: int
     warnings: list[str]
     truncated: bool = False  # the JSON ended early: only the events before the cut were analysed
-    # the GPU activities' columns, gathered while decoding (table.Table); None: link reads them from the events
-    gpu_table: Table | None = None
 
     def launch_name(self, j: int) -> str:
         """Launch j's name (its position in file order)."""
@@ -223,7 +228,7 @@ class Events(msgspec.Struct, gc=False):
 _doc_decoder = msgspec.json.Decoder(_Doc)
 _list_decoder = msgspec.json.Decoder(list[Event])
 _routed_decoder = msgspec.json.Decoder(list[_Routed])
-_routed_gpu_decoder = msgspec.json.Decoder(list[_RoutedGpu])
+_gpu_decoder = msgspec.json.Decoder(list[_RoutedGpu])
 # A routed op's or launch's JSON, where the scanner wrote it (its shapes, or syntax the scanner leaves to
 # msgspec), is checked as a whole but read only for an op's shapes: its name comes from the scanner's array
 # of names, the rest from its record.
@@ -402,7 +407,7 @@ class _Kept:
         self.keep_shapes = keep_shapes
         self.op_names, self.op_shapes, self.launch_names = Names(), {}, Names()
         self._wanted_ids = np.zeros(0, bool)  # _wanted
-        self.gpu: list[Event] = []
+        self.gpu_names, self.gpu_config = Names(), []
         self.flows: list[Event] = []
         self.op_table, self.launch_table = Table(OP_FIELDS, CATS), Table(LAUNCH_FIELDS, CATS)
         self.gpu_table, self.memory = Table(GPU_FIELDS, CATS), Table(MEMORY_FIELDS, CATS)
@@ -439,7 +444,7 @@ class _Kept:
                           if e.ph == "X" and (e.cat in CPU_CATS or e.name.startswith(MODULE_PREFIX))])
         gpu = self._sane([e for e in groups["gpu"] if e.ph == "X"])
         launches = self._sane([e for e in groups["launches"] if e.ph == "X"])
-        self._keep(gpu, self._sane([e for e in groups["flows"] if e.ph == "s" or e.ph == "f"]))
+        self.flows += self._sane([e for e in groups["flows"] if e.ph == "s" or e.ph == "f"])
         base = len(self.op_table)
         self.op_table.add_events(ops)
         self.op_names.add([e.name for e in ops])
@@ -447,6 +452,8 @@ class _Kept:
             if e.args is not None and _holds_shapes(e.args):
                 self._add_shapes(base + k, e.name, e.args)
         self.gpu_table.add_events(gpu)
+        self.gpu_names.add([e.name for e in gpu])
+        self.gpu_config += map(launch_config, [e.args for e in gpu])
         self.launch_table.add_events(launches)
         self.launch_names.add([e.name for e in launches])
         self.memory.add_events(self._sane([e for e in groups["other"]
@@ -461,7 +468,7 @@ class _Kept:
         ops_j, gpu_j, launch_j, flow_j, rest_j, mem_recs, op_recs, gpu_recs, launch_recs, insane, names_j, \
             launch_names_j = kept
         dec = _routed_decoder.decode
-        names, gpu = _names_decoder.decode(names_j), _routed_gpu_decoder.decode(gpu_j)
+        names, gpu = _names_decoder.decode(names_j), _gpu_decoder.decode(gpu_j)
         launch_names, flows = _names_decoder.decode(launch_names_j), dec(flow_j)
         rest = len(_list_decoder.decode(rest_j)) if len(rest_j) > 2 else 0  # decoded for its checks, then dropped
         n_mem = len(mem_recs) // native.REC_SIZE
@@ -481,15 +488,19 @@ class _Kept:
         self.op_table.add_records(op_recs)
         share = self._shared.setdefault
         pid = tid = None  # the last ones shared: a list's events come in runs of one thread
-        for e in chain(gpu, flows):  # ph and cat are shared already (_Routed)
+        for e in flows:  # ph and cat are shared already (_Routed)
             v = e.name
             e.name = share(v, v)
             v = e.pid
             e.pid = pid = pid if v == pid else share(v, v)
             v = e.tid
             e.tid = tid = tid if v == tid else share(v, v)
-        self._keep(gpu, flows)
+        self.flows += flows
         self.gpu_table.add_records(gpu_recs)
+        if len(gpu) != len(gpu_recs) // native.REC_SIZE:
+            raise msgspec.DecodeError("the scanner's GPU JSON and records disagree")
+        self.gpu_names.add([g.name for g in gpu])
+        self.gpu_config += [g.args for g in gpu]
         self.launch_table.add_records(launch_recs)
         self.launch_names.add(launch_names)
         self.memory.add_records(mem_recs)
@@ -518,10 +529,6 @@ class _Kept:
             self.op_shapes[op] = Shapes(a.dims_raw.copy(), a.types_raw.copy(), a.concrete_raw.copy(),
                                         a.strides_raw.copy())
 
-    def _keep(self, gpu: list[Event], flows: list[Event]) -> None:
-        self.gpu += gpu
-        self.flows += flows
-
     def _sane(self, evs: list[Event]) -> list[Event]:
         """Only kept events are checked (dropped frames cannot poison a sum): NaN, infinities and
         absurd times are left out and counted. (The scanner checks the events it routes itself.)"""
@@ -544,7 +551,9 @@ class _Kept:
             op_shapes=self.op_shapes,
             launch_table=self.launch_table.finish(),
             launch_names=self.launch_names,
-            gpu=self.gpu,
+            gpu_table=self.gpu_table.finish(),
+            gpu_names=self.gpu_names,
+            gpu_config=self.gpu_config,
             flows=self.flows,
             memory=self.memory.finish(),
             device_properties=d.deviceProperties or [],
@@ -553,7 +562,6 @@ class _Kept:
             total_events=self.total,
             warnings=warnings,
             truncated=truncated,
-            gpu_table=self.gpu_table.finish(),
         )
 
 

@@ -19,12 +19,12 @@ import numpy as np
 from msgspec import Raw
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from . import columns, window
 from . import native
 from .table import NO_ARGS, Interned, Names, Table, intern, runs_of
-from .events import CATS, GPU_FIELDS, MODULE_PREFIX, PYTHON_CAT, Event, Events, Shapes, op_args
+from .events import CATS, MODULE_PREFIX, PYTHON_CAT, Event, Events, LaunchConfig, Shapes, op_args
 
 GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
 BWD_NODE = re.compile(r"Backward\d*$")
@@ -32,12 +32,19 @@ WRAPPER_PREFIX = "autograd::engine::evaluate_function: "
 STEP_PREFIX = "ProfilerStep#"
 
 
-@dataclass(slots=True)  # one per kernel: no per-instance dict
+@dataclass(slots=True)  # one per kernel, made from the GPU activities' columns: no per-instance dict
 class Kernel:
-    ev: Event
+    """A kernel (or memcpy, memset) as the analysis reads it: its event's fields and its links."""
+
     op: int  # the op's position in Linked's columns, -1 when no op is known
     graph: bool  # replayed from a CUDA/HIP graph
     i: int  # its position in Linked.kernels (and in the kernel_* columns)
+    name: str
+    cat: str
+    pid: Any
+    tid: Any
+    ts: float
+    dur: float
 
 
 @dataclass
@@ -72,6 +79,7 @@ class Linked:
     unrecorded: window.Unrecorded | None = None  # kernel launches whose kernel the trace lacks (window.py)
     # the kernels' record columns (events.GPU_FIELDS: their args' ints, stream and tid), in kernel order
     kernel_table: Table | None = None
+    kernel_config: list[LaunchConfig | None] = field(default_factory=list)  # each kernel's launch configuration
     warnings: list[str] = field(default_factory=list)
     _bwd: list[bool] | None = field(default=None, repr=False)
     _bwd_column: np.ndarray | None = field(default=None, repr=False)
@@ -104,7 +112,7 @@ class Linked:
     def kernel_ts(self) -> np.ndarray:
         """Each kernel's start (float64), as a column."""
         if self._kernel_ts is None:
-            self._kernel_ts = np.fromiter((k.ev.ts for k in self.kernels), np.float64, len(self.kernels))
+            self._kernel_ts = np.fromiter((k.ts for k in self.kernels), np.float64, len(self.kernels))
         return self._kernel_ts
 
     @property
@@ -185,7 +193,7 @@ def _sortable(key: tuple):
     return (str(key[0]), str(key[1]))
 
 
-_OP, _KERNEL_DUR, _KERNEL_NAME = attrgetter("op"), attrgetter("ev.dur"), attrgetter("ev.name")
+_OP, _KERNEL_DUR, _KERNEL_NAME = attrgetter("op"), attrgetter("dur"), attrgetter("name")
 CPU_OP = "cpu_op"  # Linked.cpu's category
 _CPU_OP_ID, _PYTHON_CAT_ID = CATS.index(CPU_OP), CATS.index(PYTHON_CAT)
 _NO_SHAPES = Shapes()  # the args of an op that kept no shapes
@@ -286,13 +294,6 @@ def _as_array(typecode: str) -> Callable[[np.ndarray], array]:
     return lambda col: array(typecode, col.tobytes())
 
 
-def table_of(gathered: Table | None, events: list[Event], fields: tuple[str, ...]) -> Table:
-    """The list's columns: as gathered while decoding (events._Kept), else read from the events now."""
-    if gathered is not None and len(gathered) == len(events):
-        return gathered
-    return Table.of(events, fields, CATS)
-
-
 def launches_by_correlation(ev: Events) -> dict[int, int]:
     """Correlation id -> the position of its launch in file order (a later launch wins). Needs no
     op tree, so a caller may find it while the tree is built (pipeline.together)."""
@@ -312,7 +313,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     # Kernels -> launch -> op.
     if by_corr is None:
         by_corr = launches_by_correlation(ev)
-    gt = table_of(ev.gpu_table, ev.gpu, GPU_FIELDS)
+    gt = ev.gpu_table
     correlated = gt.has("correlation")
     # the correlation ids of the GPU activities recorded (window.unrecorded); with any activity
     # lacking one, no launch can be said to lack its kernel
@@ -321,7 +322,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     # the cpu ops by External id (a kernel with no launch in the trace names its op by it); the first wins
     with_external = np.flatnonzero(has_external & (np.frombuffer(cpu, np.uint8) != 0))
     external_op = lambda: dict(zip(external[with_external].tolist()[::-1], with_external.tolist()[::-1]))
-    kernels, gpu_self, launches_self, unlinked, graph_kernels, kernel_op = _kernels(ev.gpu, gt, n, ev.launch_names,
+    kernels, gpu_self, launches_self, unlinked, graph_kernels, kernel_op = _kernels(ev.gpu_names, gt, n, ev.launch_names,
                                                                                    by_corr, launch_op, external_op)
 
     lost = window.unrecorded(ev, by_corr, recorded, launch_op, None) if not uncorrelated else None
@@ -385,12 +386,14 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         _kernel_op=kernel_op,
         _kernel_dur=array("d", gt["dur"].astype(np.float64).tobytes()),
         _kernel_ts=gt["ts"].astype(np.float64, copy=False),
+        _kernel_names=Interned(ev.gpu_names.ids, ev.gpu_names.values),
+        kernel_config=ev.gpu_config,
         unrecorded=lost,
         kernel_table=gt,
     )
 
 
-def _kernels(gpu: list[Event], gt: Table, n: int, launch_names: Names, by_corr: dict[int, int],
+def _kernels(gpu_names: Names, gt: Table, n: int, launch_names: Names, by_corr: dict[int, int],
              launch_op: Sequence[int], external_op: Callable[[], dict[int, int]]
              ) -> tuple[list[Kernel], array, array, int, int, array]:
     """(the kernels, each op's GPU self time and launch count, kernels linked to no op, kernels
@@ -398,7 +401,7 @@ def _kernels(gpu: list[Event], gt: Table, n: int, launch_names: Names, by_corr: 
     graph launch), else the cpu op of its External id (``external_op()``: External id -> op). ``gt``: the kernels' columns (correlation ids
     and durations read there, not from each event). The sums per op run at C speed, each op's in
     kernel order from 0.0, as a loop over the kernels adds them."""
-    m = len(gpu)
+    m = len(gt)
     pos = np.full(m, -1, np.int64)  # each kernel's launch; -1: no correlation id, or no launch of it
     has = np.flatnonzero(gt.has("correlation"))
     pos[has] = np.fromiter([by_corr.get(c, -1) for c in gt["correlation"][has].tolist()], np.int64, len(has))
@@ -423,7 +426,10 @@ def _kernels(gpu: list[Event], gt: Table, n: int, launch_names: Names, by_corr: 
     dur = gt["dur"][owned].astype(np.float64, copy=False)
     gpu_self = array("d", np.bincount(op[owned], weights=dur, minlength=n).astype(np.float64).tobytes())
     launches_self = array("q", np.bincount(op[owned], minlength=n).astype(np.int64).tobytes())
-    kernels = list(map(Kernel, gpu, op.tolist(), graph.tolist(), range(m)))
+    values = gpu_names.values
+    kernels = list(map(Kernel, op.tolist(), graph.tolist(), range(m), map(values.__getitem__, gpu_names.ids.tolist()),
+                       map(CATS.__getitem__, gt["cat"].tolist()), gt["pid"].tolist(), gt["tid"].tolist(),
+                       gt["ts"].tolist(), gt["dur"].tolist()))
     return kernels, gpu_self, launches_self, unlinked, int(graph.sum()), array("q", op.tobytes())
 
 
