@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tb_attn_plugin.report.kernel_reading import _launches
-from tb_attn_plugin.trace.events import CATS, GPU_FIELDS, Args, Event, launch_config
+from tb_attn_plugin.trace import launch_config
+from tb_attn_plugin.trace.events import CATS, GPU_FIELDS, Args, Event
 from tb_attn_plugin.trace.table import Table
 
 _LIMIT = 1 << 31
@@ -79,7 +80,8 @@ def test_launch_sums_from_columns_are_the_loops(launches):
     kernels = [(op, Event(ph="X", cat=cat, name=nm, dur=d, args=a)) for op, nm, cat, d, a, _ in launches]
     L = SimpleNamespace(kernel_op=array("q", [op for op, _ in kernels]),
                         kernels=[SimpleNamespace(op=op, name=ev.name, cat=ev.cat, dur=ev.dur) for op, ev in kernels],
-                        kernel_config=[launch_config(ev.args) for _, ev in kernels],
+                        kernel_dur=array("d", [ev.dur for _, ev in kernels]),
+                        kernel_config=launch_config.of([ev.args for _, ev in kernels]),
                         kernel_table=Table.of([ev for _, ev in kernels], GPU_FIELDS, CATS))  # correlation ids
     m = SimpleNamespace(kernel_call=[kc for *_, kc in launches])
     calls = [SimpleNamespace(layer=lay) for lay in layers]

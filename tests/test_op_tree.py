@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tb_attn_plugin.trace import link, native
+from tb_attn_plugin.trace import launch_config, link, native
 from tb_attn_plugin.trace.events import CATS, GPU_FIELDS, LAUNCH_FIELDS, OP_FIELDS, Args, Event, Events
 from tb_attn_plugin.trace.table import Names, Table
 
@@ -36,7 +36,7 @@ def _events(ops, launches) -> Events:
     launch_names.add([e.name for e in launches])
     return Events(op_table=Table.of(ops, OP_FIELDS, CATS), op_names=names, op_shapes={},
                   launch_table=Table.of(launches, LAUNCH_FIELDS, CATS), launch_names=launch_names,
-                  gpu_table=Table.of([], GPU_FIELDS, CATS), gpu_names=Names(), gpu_config=[],
+                  gpu_table=Table.of([], GPU_FIELDS, CATS), gpu_names=Names(), gpu_config=launch_config.of([]),
                   flows=[], memory=[], device_properties=[], distributed={}, tb_attn=None,
                   total_events=len(ops) + len(launches), warnings=[])
 

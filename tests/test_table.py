@@ -69,8 +69,7 @@ def test_gpu_traces_records_are_the_events_columns(monkeypatch, name):
 
 def _gpu_of(ev):
     """The GPU activities' names and launch configurations, as the analysis reads them."""
-    config = [None if c is None else msgspec.structs.astuple(c) for c in ev.gpu_config]
-    return [ev.gpu_names.values[i] for i in ev.gpu_names.ids.tolist()], config
+    return [ev.gpu_names.values[i] for i in ev.gpu_names.ids.tolist()], repr([c.tolist() for c in ev.gpu_config])
 
 
 def _op_names(ev):

@@ -5,7 +5,6 @@ flash (attention/why_not_flash.py)."""
 from __future__ import annotations
 
 from bisect import bisect_left
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -32,67 +31,6 @@ class _Launches:
         self.zero = 0  # launches CUPTI wrote 0 for
         self.measured = 0
         self.zero_corr: int | None = None
-
-
-_LIMIT = 1 << 31
-_FAST_BLOCK = 1 << 20  # block sides below this multiply exactly in int64 (CUDA's are at most 1024)
-
-
-def _count(v: Any) -> int | None:
-    if type(v) is int:  # as the profiler writes them
-        return v if 0 <= v < _LIMIT else None
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < _LIMIT else None
-
-
-def _threads(block: Any) -> int | None:
-    if not isinstance(block, list) or not block or len(block) > 3:
-        return None
-    n = 1
-    for x in block:
-        x = _count(x)
-        if not x:
-            return None
-        n *= x
-    return n
-
-
-def _counts(values: list) -> np.ndarray:
-    """_count of each value as int64, -1 for None; at numpy speed where all are ints (as CUPTI writes them)."""
-    if set(map(type, values)) <= {int}:
-        try:
-            got = np.array(values, np.int64).reshape(len(values))
-        except OverflowError:  # past int64: the loop below says None
-            pass
-        else:
-            got[(got < 0) | (got >= _LIMIT)] = -1
-            return got
-    return np.array([-1 if c is None else c for c in map(_count, values)], np.int64).reshape(len(values))
-
-
-def _thread_counts(blocks: list) -> np.ndarray:
-    """_threads of each block, 0 for None: int64 at numpy speed where all are three small ints, else
-    as Python ints (objects where a product passes int64: a trace's values are untrusted)."""
-    if set(map(type, blocks)) <= {list} and set(map(len, blocks)) <= {3}:
-        flat = list(chain.from_iterable(blocks))
-        if set(map(type, flat)) <= {int} and 0 < min(flat, default=1) and max(flat, default=1) < _FAST_BLOCK:
-            return np.array(flat, np.int64).reshape(len(blocks), 3).prod(axis=1)
-    got = [_threads(b) or 0 for b in blocks]
-    return np.array(got, np.int64 if max(got, default=0) < 1 << 63 else object).reshape(len(got))
-
-
-def _estimates(values: list) -> np.ndarray:
-    """CUPTI's est. achieved occupancy % of each launch as float64, NaN where not a number in [0, 100]."""
-    if set(map(type, values)) <= {int, float}:
-        try:
-            got = np.array(values, np.float64).reshape(len(values))
-        except OverflowError:  # an int past float: the loop below
-            pass
-        else:
-            with np.errstate(invalid="ignore"):
-                got[~((got >= 0) & (got <= 100))] = np.nan
-            return got
-    return np.array([float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 100 else np.nan
-                     for v in values], np.float64).reshape(len(values))
 
 
 def add(report: dict[str, Any], ev, L, calls, call_of: list[int], m) -> None:
@@ -164,22 +102,20 @@ def _launches(L, calls, call_of, m, rows) -> dict[tuple[str, str], _Launches]:
                                                      [kernels[i].name for i in at]), "")
     out = {tuple(k): _Launches() for k in keys}  # a group even where no launch has args
     accs = list(out.values())
-    config = L.kernel_config
-    with_args = [k for k, i in enumerate(at) if config[i] is not None]
-    if not with_args:
+    cfg = L.kernel_config
+    at = np.array(at, np.int64)
+    with_args = np.flatnonzero(cfg.has_args[at])
+    if not len(with_args):
         return out
-    args = [config[at[k]] for k in with_args]
-    g = group[with_args]
-    dur = np.array([kernels[at[k]].dur for k in with_args], np.float64)
-    regs, smem = _counts([a.registers for a in args]), _counts([a.shared_memory for a in args])
-    threads = _thread_counts([a.block for a in args])
+    at, g = at[with_args], group[with_args]  # the launches whose event has args
+    dur = np.asarray(L.kernel_dur, np.float64)[at]
+    regs, smem, threads, occ = cfg.registers[at], cfg.shared_memory[at], cfg.threads[at], cfg.occupancy[at]
     # configurations: (group, registers, shared memory, threads) numbered in order of first launch
     ok = np.flatnonzero((regs >= 0) & (smem >= 0) & (threads > 0))
     if len(ok):
         cid, cfgs = columns.factorize(range(len(ok)), (g[ok], regs[ok], smem[ok], threads[ok]))
         for (gi, r, sm, th), us in zip(cfgs, np.bincount(cid, weights=dur[ok], minlength=len(cfgs)).tolist()):
             accs[gi].configs[(r, sm, th)] = us
-    occ = _estimates([a.achieved_occupancy for a in args])
     measured = ~np.isnan(occ)
     positive, zero = measured & (occ > 0), measured & (occ == 0)
     n = len(accs)
@@ -191,7 +127,7 @@ def _launches(L, calls, call_of, m, rows) -> dict[tuple[str, str], _Launches]:
     kt = L.kernel_table
     has_corr, corr = kt.has("correlation"), kt["correlation"]
     for k in np.flatnonzero(zero).tolist():  # the first launch read 0 with a correlation id, per group
-        acc, i = accs[g[k]], at[with_args[k]]
+        acc, i = accs[g[k]], at[k]
         if acc.zero_corr is None and has_corr[i]:
             acc.zero_corr = int(corr[i])
     return out

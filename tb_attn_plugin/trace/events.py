@@ -27,7 +27,8 @@ import msgspec
 import numpy as np
 
 from ..format.errors import TraceError
-from . import native
+from . import launch_config, native
+from .launch_config import LaunchColumns
 from .table import JSON, REC, SHAPES, Names, Table
 
 Id = Union[int, str]
@@ -174,10 +175,6 @@ class _RoutedGpu(msgspec.Struct, gc=False):
     args: LaunchConfig | None = None
 
 
-def launch_config(a: Args | None) -> LaunchConfig | None:
-    """A GPU activity's launch configuration, from its args as the Python decoder reads them."""
-    return None if a is None else LaunchConfig(a.registers, a.shared_memory, a.block, a.achieved_occupancy)
-
 
 class _OpArgs(msgspec.Struct, gc=False):
     """What a routed op's JSON adds to its record and name: its shapes (decoded for the few ops whose
@@ -199,7 +196,7 @@ class Events(msgspec.Struct, gc=False):
     launch_names: Names  # each launch's name (cudaLaunchKernel, cuLaunchKernel, hipGraphLaunch...), as an id
     gpu_table: Table  # the GPU activities' record columns (GPU_FIELDS)
     gpu_names: Names  # each one's name (the kernel's), as an id
-    gpu_config: list[LaunchConfig | None]  # each one's launch configuration (None: its event has no args)
+    gpu_config: LaunchColumns  # each one's launch configuration (a kernel's registers, block, ...)
     flows: list[Event]  # fwdbwd flow starts and ends
     memory: Table | list[Event]  # [memory] instants: their columns (table.Table), or Events built in Python
     device_properties: list[dict[str, Any]]
@@ -407,7 +404,7 @@ class _Kept:
         self.keep_shapes = keep_shapes
         self.op_names, self.op_shapes, self.launch_names = Names(), {}, Names()
         self._wanted_ids = np.zeros(0, bool)  # _wanted
-        self.gpu_names, self.gpu_config = Names(), []
+        self.gpu_names, self._gpu_config = Names(), []
         self.flows: list[Event] = []
         self.op_table, self.launch_table = Table(OP_FIELDS, CATS), Table(LAUNCH_FIELDS, CATS)
         self.gpu_table, self.memory = Table(GPU_FIELDS, CATS), Table(MEMORY_FIELDS, CATS)
@@ -453,7 +450,7 @@ class _Kept:
                 self._add_shapes(base + k, e.name, e.args)
         self.gpu_table.add_events(gpu)
         self.gpu_names.add([e.name for e in gpu])
-        self.gpu_config += map(launch_config, [e.args for e in gpu])
+        self._gpu_config.append(launch_config.of([e.args for e in gpu]))
         self.launch_table.add_events(launches)
         self.launch_names.add([e.name for e in launches])
         self.memory.add_events(self._sane([e for e in groups["other"]
@@ -500,7 +497,7 @@ class _Kept:
         if len(gpu) != len(gpu_recs) // native.REC_SIZE:
             raise msgspec.DecodeError("the scanner's GPU JSON and records disagree")
         self.gpu_names.add([g.name for g in gpu])
-        self.gpu_config += [g.args for g in gpu]
+        self._gpu_config.append(launch_config.of([g.args for g in gpu]))
         self.launch_table.add_records(launch_recs)
         self.launch_names.add(launch_names)
         self.memory.add_records(mem_recs)
@@ -553,7 +550,7 @@ class _Kept:
             launch_names=self.launch_names,
             gpu_table=self.gpu_table.finish(),
             gpu_names=self.gpu_names,
-            gpu_config=self.gpu_config,
+            gpu_config=launch_config.joined(self._gpu_config),
             flows=self.flows,
             memory=self.memory.finish(),
             device_properties=d.deviceProperties or [],

@@ -24,7 +24,8 @@ from typing import Any, Callable, NamedTuple, Sequence
 from . import columns, window
 from . import native
 from .table import NO_ARGS, Interned, Names, Table, intern, runs_of
-from .events import CATS, MODULE_PREFIX, PYTHON_CAT, Event, Events, LaunchConfig, Shapes, op_args
+from .events import CATS, MODULE_PREFIX, PYTHON_CAT, Event, Events, Shapes, op_args
+from .launch_config import LaunchColumns
 
 GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
 BWD_NODE = re.compile(r"Backward\d*$")
@@ -79,7 +80,7 @@ class Linked:
     unrecorded: window.Unrecorded | None = None  # kernel launches whose kernel the trace lacks (window.py)
     # the kernels' record columns (events.GPU_FIELDS: their args' ints, stream and tid), in kernel order
     kernel_table: Table | None = None
-    kernel_config: list[LaunchConfig | None] = field(default_factory=list)  # each kernel's launch configuration
+    kernel_config: LaunchColumns | None = None  # each kernel's launch configuration, as columns
     warnings: list[str] = field(default_factory=list)
     _bwd: list[bool] | None = field(default=None, repr=False)
     _bwd_column: np.ndarray | None = field(default=None, repr=False)
