@@ -11,6 +11,7 @@ import os
 import threading
 
 import msgspec
+import numpy as np
 import pytest
 
 from tb_attn_plugin.attention.patterns import needs_shapes
@@ -47,6 +48,8 @@ def _enc(ev):
             return [o.fields] + [o[f].tolist() for f in o.fields]
         if isinstance(o, Names):
             return [o.values[i] for i in o.ids.tolist()]
+        if isinstance(o, np.ndarray):  # the kernels' launch configurations (trace/launch_config.py)
+            return o.tolist()
         return o
     # an op's shapes as their members, whether kept decoded or as the op's JSON (events.op_args)
     ev = msgspec.structs.replace(ev, op_shapes={k: events.op_args(v) for k, v in ev.op_shapes.items()})
