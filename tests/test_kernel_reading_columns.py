@@ -73,8 +73,9 @@ _args = st.one_of(st.none(), st.builds(lambda r, s, b, o, c: Args(registers=r, s
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.integers(-1, 3), st.sampled_from(["k1", "k2", ""]), st.sampled_from(["kernel", "gpu_memcpy"]),
-                          st.sampled_from([0.5, 1.25, 3.0, 1e-3]), _args, st.integers(-1, 2)), max_size=40))
+@given(st.lists(st.tuples(st.integers(-1, 3), st.sampled_from(["k1", "k2", ""]),
+                          st.sampled_from(["kernel", "gpu_memcpy"]), st.sampled_from([0.5, 1.25, 3.0, 1e-3]), _args,
+                          st.integers(-1, 2)), max_size=40))
 def test_launch_sums_from_columns_are_the_loops(launches):
     call_of, layers, rows = [0, 1, -1, 2], ["a", "b", "c"], {"a": {}, "c": {}}
     kernels = [(op, Event(ph="X", cat=cat, name=nm, dur=d, args=a)) for op, nm, cat, d, a, _ in launches]

@@ -526,8 +526,9 @@ def test_record_times_are_the_decoders_floats():
 
 
 @needs_native
-@pytest.mark.parametrize("member, strict", [('"Ev Idx": 7', True), ('"Ev Idx": 1e3', False), ('"Ev Idx": "\\u00e9"', False),
-                                            ('"Ev Idx": [1,,2]', False), ('"Ev Idx": 01', False)])
+@pytest.mark.parametrize("member, strict", [('"Ev Idx": 7', True), ('"Ev Idx": 1e3', False),
+                                            ('"Ev Idx": "\\u00e9"', False), ('"Ev Idx": [1,,2]', False),
+                                            ('"Ev Idx": 01', False)])
 def test_an_op_or_launch_outside_the_strict_subset_keeps_its_json_for_msgspec(member, strict):
     # An op or launch the scanner checked whole (strict_value) is only its record and name; any other
     # keeps its JSON, which msgspec then checks: broken JSON in a member the scanner skips is refused

@@ -7,11 +7,13 @@ the C scanner when it is built (native.py), else right after decoding; the same 
 The scanner also sorts the kept events into their lists before msgspec sees them, checks their
 times, and writes a fixed-width record of each (times, thread, category, Args' ints), which
 table.Table turns into the columns link reads; a ``[memory]`` instant is only its record: no Python
-object per allocation event. Ops and launches are columns only: their names come from arrays of
-names the scanner writes beside their JSON (table.Names makes them ids), and their JSON is only
-checked, and an op's read for its shapes where keep_shapes wants them. Streamed, the scanner slims the kept events
-too (_Kept.slim): their args keep only the members Args declares, and ops keep no shapes once
-keep_shapes has said no to their name.
+object per allocation event. Ops, launches and GPU activities are columns only. The names of ops
+and launches come from arrays the scanner writes beside their JSON (table.Names makes them ids), and
+their JSON only where it holds shapes or text outside the subset the scanner checks itself: msgspec
+checks it, and reads an op's shapes where keep_shapes wants them. Of a GPU activity's JSON only its
+name and launch configuration are read (launch_config.py makes the latter columns). Streamed, the
+scanner slims the kept events too (_Kept.slim): their args keep only the members Args declares, and
+ops keep no shapes once keep_shapes has said no to their name.
 
 Paths, fastest first: the scanner's (_decode_native); chunks of the array decoded in Python
 (_decode_chunked); the whole document at once; event by event, skipping mistyped ones; and for a
@@ -159,7 +161,7 @@ class _Routed(Event, gc=False):
 
 class LaunchConfig(msgspec.Struct, gc=False):
     """What a routed GPU activity's args add to its record: a kernel's launch as CUPTI writes it
-    (Args' members of the same names; report/kernel_reading.py reads them, checking their types)."""
+    (Args' members of the same names; launch_config.py reads them into columns, checking their types)."""
 
     registers: Any = msgspec.field(default=None, name="registers per thread")
     shared_memory: Any = msgspec.field(default=None, name="shared memory")
@@ -173,7 +175,6 @@ class _RoutedGpu(msgspec.Struct, gc=False):
 
     name: str = ""
     args: LaunchConfig | None = None
-
 
 
 class _OpArgs(msgspec.Struct, gc=False):
@@ -493,9 +494,9 @@ class _Kept:
             v = e.tid
             e.tid = tid = tid if v == tid else share(v, v)
         self.flows += flows
-        self.gpu_table.add_records(gpu_recs)
         if len(gpu) != len(gpu_recs) // native.REC_SIZE:
             raise msgspec.DecodeError("the scanner's GPU JSON and records disagree")
+        self.gpu_table.add_records(gpu_recs)
         self.gpu_names.add([g.name for g in gpu])
         self._gpu_config.append(launch_config.of([g.args for g in gpu]))
         self.launch_table.add_records(launch_recs)

@@ -323,8 +323,8 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     # the cpu ops by External id (a kernel with no launch in the trace names its op by it); the first wins
     with_external = np.flatnonzero(has_external & (np.frombuffer(cpu, np.uint8) != 0))
     external_op = lambda: dict(zip(external[with_external].tolist()[::-1], with_external.tolist()[::-1]))
-    kernels, gpu_self, launches_self, unlinked, graph_kernels, kernel_op = _kernels(ev.gpu_names, gt, n, ev.launch_names,
-                                                                                   by_corr, launch_op, external_op)
+    kernels, gpu_self, launches_self, unlinked, graph_kernels, kernel_op = _kernels(
+        ev.gpu_names, gt, n, ev.launch_names, by_corr, launch_op, external_op)
 
     lost = window.unrecorded(ev, by_corr, recorded, launch_op, None) if not uncorrelated else None
     if lost is not None:

@@ -170,7 +170,7 @@ def _event_columns(events: list, fields: tuple[str, ...], cats: tuple[str, ...])
     args = [e.args for e in events]
     nulls = np.zeros(n, np.int64)
     for k, a in enumerate(INT_ARGS):
-        vals = [None if x is None else getattr(x, a, None) for x in args]  # a LaunchConfig has none
+        vals = [None if x is None else getattr(x, a) for x in args]
         nulls |= np.fromiter((v is None for v in vals), bool, n).astype(np.int64) << k
         if a in fields:
             out[a] = _int_or_object([0 if v is None else v for v in vals])
