@@ -93,9 +93,8 @@ def _captures(ev) -> dict[tuple, list[tuple[float, float]]]:
     begins: dict[tuple, list[float]] = {}
     out: dict[tuple, list[tuple[float, float]]] = {}
     at = np.flatnonzero(np.isin(names.ids, ids))
-    for j, nm, pid, tid, ts, dur in zip(at.tolist(), names.ids[at].tolist(), lt["pid"][at].tolist(),
-                                        lt["tid"][at].tolist(), lt["ts"][at].tolist(), lt["dur"][at].tolist()):
-        nm = names.values[nm]
+    for nm, pid, tid, ts, dur in zip(map(names.values.__getitem__, names.ids[at].tolist()), lt["pid"][at].tolist(),
+                                     lt["tid"][at].tolist(), lt["ts"][at].tolist(), lt["dur"][at].tolist()):
         key = (str(pid), str(tid))
         if CAPTURE_BEGIN.match(nm):
             begins.setdefault(key, []).append(ts)
