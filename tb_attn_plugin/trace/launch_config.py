@@ -15,6 +15,10 @@ import numpy as np
 
 LIMIT = 1 << 31  # a count at or past this is not a real register, byte or thread count
 _FAST_BLOCK = 1 << 20  # block sides below this multiply exactly in int64 (CUDA's are at most 1024)
+# The types numpy converts whole (exactly these: a bool is an int subclass but its own type here).
+_INT_OR_NONE = {int, type(None)}
+_LIST_OR_NONE = {list, type(None)}
+_NUMBER_OR_NONE = {int, float, type(None)}
 
 
 class LaunchColumns(NamedTuple):
@@ -76,9 +80,9 @@ def threads(block: Any) -> int | None:
 
 def counts(values: list) -> np.ndarray:
     """count() of each value as int64, -1 for None."""
-    if set(map(type, values)) <= {int}:
+    if set(map(type, values)) <= _INT_OR_NONE:  # as CUPTI writes them; a memcpy's args have none
         try:
-            got = np.array(values, np.int64).reshape(len(values))
+            got = np.array([-1 if v is None else v for v in values], np.int64).reshape(len(values))
         except OverflowError:  # past int64: the loop below says None
             pass
         else:
@@ -89,19 +93,26 @@ def counts(values: list) -> np.ndarray:
 
 def thread_counts(blocks: list) -> np.ndarray:
     """threads() of each block, 0 for None: int64, or Python ints (objects) where a product passes int64."""
-    if set(map(type, blocks)) <= {list} and set(map(len, blocks)) <= {3}:
-        flat = list(chain.from_iterable(blocks))
-        if set(map(type, flat)) <= {int} and 0 < min(flat, default=1) and max(flat, default=1) < _FAST_BLOCK:
-            return np.array(flat, np.int64).reshape(len(blocks), 3).prod(axis=1)
+    if set(map(type, blocks)) <= _LIST_OR_NONE:
+        given = [b for b in blocks if b is not None]
+        flat = list(chain.from_iterable(given))
+        if (set(map(len, given)) <= {3} and set(map(type, flat)) <= {int} and 0 < min(flat, default=1)
+                and max(flat, default=1) < _FAST_BLOCK):
+            got = np.array(flat, np.int64).reshape(len(given), 3).prod(axis=1)
+            if len(given) == len(blocks):
+                return got
+            out = np.zeros(len(blocks), np.int64)
+            out[[b is not None for b in blocks]] = got
+            return out
     got = [threads(b) or 0 for b in blocks]
     return np.array(got, np.int64 if max(got, default=0) < 1 << 63 else object).reshape(len(got))
 
 
 def estimates(values: list) -> np.ndarray:
     """CUPTI's est. achieved occupancy % of each launch as float64, NaN where not a number in [0, 100]."""
-    if set(map(type, values)) <= {int, float}:
+    if set(map(type, values)) <= _NUMBER_OR_NONE:
         try:
-            got = np.array(values, np.float64).reshape(len(values))
+            got = np.array([np.nan if v is None else v for v in values], np.float64).reshape(len(values))
         except OverflowError:  # an int past float: the loop below
             pass
         else:
