@@ -432,7 +432,10 @@ def test_slimmed_chunks_keep_exactly_what_the_analysis_keeps(evs, sep, ascii_onl
     """Slimmed, every kept event decodes to the fields the routed chunk gives once _Kept has dropped
     the shapes keep_shapes refused; where decoding that chunk fails, so does decoding the slimmed one
     (a member left out that is not plainly valid JSON hands the chunk back)."""
-    text = _chunk([json.dumps(e, ensure_ascii=ascii_only).replace("\\\\u", "\\u") for e in evs], sep)
+    _check_slimmed(_chunk([json.dumps(e, ensure_ascii=ascii_only).replace("\\\\u", "\\u") for e in evs], sep))
+
+
+def _check_slimmed(text: bytes) -> None:
     try:
         # the plain scan's events kept the Python way (shapes dropped or copied by keep_shapes, op by op)
         out, dropped, _, _ = scan(b"[" + text + b"]", 1, 1 << 40, *RULES)
@@ -446,6 +449,28 @@ def test_slimmed_chunks_keep_exactly_what_the_analysis_keeps(evs, sep, ascii_onl
         got, fast = _slim_kept(text, slim)
         _same_kept(fast, plain)
         assert (fast.total, fast.insane) == (plain.total, plain.insane)
+
+
+# Bytes the scanner must stop at inside a string, and what JSON makes of each: an escaped quote, an
+# escaped backslash, a \u escape, UTF-8 (outside the strict subset), DEL, and invalid JSON: an unknown
+# escape, a raw tab.
+_STOPS = ('\\"', "\\\\", "\\u0061", "\u00e9".encode().decode("latin-1"), "\x7f", "\\q", "\t")
+
+
+@needs_native
+@pytest.mark.parametrize("stop", _STOPS)
+def test_long_strings_stop_at_every_offset(stop):
+    """The scanner reads strings many bytes at a time: a byte it must judge, at each offset of strings
+    up to 40 bytes long (past two 16-byte blocks), in an op's name, a member kept, a member left out
+    and an op checked for the strict subset, gives what the plain decode gives."""
+    for n in range(41):
+        for at in range(n + 1):
+            s = "k" * at + stop + "v" * (n - at)
+            for e in ('{"ph": "X", "cat": "cpu_op", "name": "aten::bmm%s", "ts": 1, "dur": 1}' % s,
+                      '{"ph": "X", "cat": "cpu_op", "name": "aten::bmm", "ts": 1, "dur": 1, "args": {"Input type": ["%s"]}}' % s,
+                      '{"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 1, "dur": 1, "args": {"Ev Idx": "%s"}}' % s,
+                      '{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel%s", "ts": 1, "dur": 1}' % s):
+                _check_slimmed(e.encode("latin-1"))
 
 
 @needs_native

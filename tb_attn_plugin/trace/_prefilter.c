@@ -17,6 +17,9 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define MAX_DEPTH 256 /* deeper nesting: give up, the careful path reports it */
 
@@ -78,7 +81,14 @@ static inline uint64_t byte_is(uint64_t x, unsigned char c) { return below_byte(
  * trace's bytes, and most are short keys and names: eight bytes at a time (SWAR) beats a memchr call
  * per quote and another per backslash. */
 static inline Py_ssize_t quote_or_escape(const char *s, Py_ssize_t p, Py_ssize_t stop) {
-#ifdef SWAR
+#if defined(__SSE2__)
+    const __m128i q = _mm_set1_epi8('"'), b = _mm_set1_epi8('\\');
+    for (; p + 16 <= stop; p += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(s + p));
+        int m = _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, q), _mm_cmpeq_epi8(x, b)));
+        if (m) return p + __builtin_ctz(m);
+    }
+#elif defined(SWAR)
     for (; p + 8 <= stop; p += 8) {
         uint64_t x;
         memcpy(&x, s + p, 8);
@@ -624,6 +634,15 @@ static Py_ssize_t strict_value(const char *s, Py_ssize_t p, Py_ssize_t q, int de
     if (p >= q) return -1;
     char c = s[p];
     if (c == '"') {
+#if defined(__SSE2__)
+        for (p++; p + 16 <= q; p += 16) { /* on to the first byte the loop below must judge */
+            __m128i x = _mm_loadu_si128((const __m128i *)(s + p)), odd = _mm_cmplt_epi8(x, _mm_set1_epi8(0x20));
+            odd = _mm_or_si128(odd, _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)), _mm_cmpeq_epi8(x, _mm_set1_epi8('"'))));
+            int m = _mm_movemask_epi8(_mm_or_si128(odd, _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))));
+            if (m) { p += __builtin_ctz(m); break; }
+        }
+        p--;
+#endif
         for (p++; p < q; p++) {
             unsigned char ch = (unsigned char)s[p];
             if (ch == '"') return p + 1;
