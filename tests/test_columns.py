@@ -137,6 +137,10 @@ def test_factorize_numbers_keys_by_first_appearance(rows, data):
     want_ids = [number.setdefault(_key((call, stage, bwd), i, "other"), len(number)) for i in picked]
     assert (ids.tolist(), keys) == (want_ids, list(number))
     assert [keys[k] for k in ids] == [(call[i], stage[i] or "other", bwd[i]) for i in picked]
+    # every row given as a range (link numbers the op names that way): the same as its list
+    every = range(len(rows))
+    assert repr(columns.factorize(every, (call, stage, bwd), "other")) == \
+        repr(columns.factorize(list(every), (call, stage, bwd), "other"))
 
 
 # A memory timeline's columns: sizes of every sign (and sizes whose sum passes int64), pairs, slots.
@@ -175,6 +179,9 @@ def test_masked_sums_are_the_loop(rows):
             per_key[k] = per_key.get(k, 0.0) + v
     got = columns.masked_sums(mask, keys, values)
     assert repr(got) == repr((total, per_key))  # the same floats to the bit (-0.0 included), keys in the same order
+    # keys as an int64 column (metrics' step of each kernel) give the same, the keys Python ints
+    got = columns.masked_sums(mask, np.array(keys, np.int64), values)
+    assert repr(got) == repr((total, per_key)) and all(type(k) is int for k in got[1])
 
 
 def test_masked_sums_refuse_mismatched_columns():

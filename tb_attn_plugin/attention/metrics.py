@@ -135,9 +135,10 @@ def _kernel_sums(L: Linked, calls: list[Call], slot: np.ndarray, slot_keys: list
     pass, kernel name), not per kernel."""
     kop, kdur, names = L.kernel_op, L.kernel_dur, L.kernel_names
     step = L.step
-    total_gpu, step_gpu = columns.masked_sums(b"\x01" * len(kop), [step[o] if o >= 0 else -1 for o in kop], kdur)
-    # Each kernel's slot: its op's (call, stage, pass), -1 where its op is in no call (or it has none).
     op = ints(kop)
+    # each kernel's step: its op's, -1 where it has none (op -1 reads the appended -1)
+    total_gpu, step_gpu = columns.masked_sums(b"\x01" * len(kop), np.append(ints(step), -1)[op], kdur)
+    # Each kernel's slot: its op's (call, stage, pass), -1 where its op is in no call (or it has none).
     at = np.append(slot, -1)[op].tolist() if len(op) else []
     slot_call = [c for c, _, _ in slot_keys]
     sp_of = stage_pass.ids.tolist()

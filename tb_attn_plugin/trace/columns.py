@@ -27,7 +27,10 @@ def _empty(v) -> bool:
 
 def _rows(rows: Sequence[int], n: int) -> np.ndarray:
     """Row indices as int64, each checked against a column of ``n`` rows (negative ones too)."""
-    r = np.asarray(rows, dtype=np.int64) if len(rows) else np.zeros(0, np.int64)
+    if isinstance(rows, range):  # np.asarray would take a range an item at a time
+        r = np.arange(rows.start, rows.stop, rows.step, dtype=np.int64)
+    else:
+        r = np.asarray(rows, dtype=np.int64) if len(rows) else np.zeros(0, np.int64)
     if r.size and (int(r.min()) < 0 or int(r.max()) >= n):
         raise IndexError("a row outside the columns")
     return r
@@ -243,7 +246,7 @@ def masked_sums(mask: Sequence[int], keys: Sequence[int], values: Sequence[float
     on = np.flatnonzero(np.frombuffer(bytes(mask), np.uint8) if len(mask) else np.zeros(0, np.uint8))
     v = floats(values)[on]
     total = float(np.bincount(np.zeros(len(on), np.int64), weights=v, minlength=1)[0])
-    if keys and type(keys[0]) is int and not isinstance(keys, np.ndarray):
+    if not isinstance(keys, np.ndarray) and keys and type(keys[0]) is int:
         as_ints = np.array(keys)  # a step per op: one conversion, not a gather of Python objects
         keys = as_ints if as_ints.dtype.kind in "iu" else keys
     _, gid, groups = _groups(on, (keys,), None) if len(on) else (None, on, [])
