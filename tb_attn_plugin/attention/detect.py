@@ -20,10 +20,11 @@ its op belong to it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import compress
 from typing import Any
+
+import msgspec
 
 from ..format import tags
 from ..trace import columns
@@ -37,8 +38,7 @@ INSTANCE_SUFFIX = re.compile(r"_\d+$")
 MOTIF_REACH = 8  # siblings searched on each side of a softmax for its matmuls
 
 
-@dataclass
-class Call:
+class Call(msgspec.Struct):
     id: int
     lo: int  # forward ops of the call: the contiguous range [lo, hi) of Linked's op columns
     hi: int
@@ -52,10 +52,10 @@ class Call:
     step: int = -1
     start: float = 0.0
     end: float = 0.0
-    info: dict[str, Any] = field(default_factory=dict)  # shape, dtype, causal, dropout, mask
-    kernels: list[Kernel] = field(default_factory=list)  # kernel-only calls
-    bwd_nodes: list[int] = field(default_factory=list)
-    bwd_fused: list[int] = field(default_factory=list)  # compiled backward attention ops paired by order
+    info: dict[str, Any] = msgspec.field(default_factory=dict)  # shape, dtype, causal, dropout, mask
+    kernels: list[Kernel] = msgspec.field(default_factory=list)  # kernel-only calls
+    bwd_nodes: list[int] = msgspec.field(default_factory=list)
+    bwd_fused: list[int] = msgspec.field(default_factory=list)  # compiled backward attention ops paired by order
 
 
 def _class_of(module_event_name: str) -> str:

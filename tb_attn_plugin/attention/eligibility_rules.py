@@ -12,15 +12,15 @@ is reported as unknown, never as passed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
+
 
 TORCH_SOURCE = "pytorch/pytorch main @001f694 (torch 2.13)"
 CUDA_FILE = "aten/src/ATen/native/transformers/cuda/sdp_utils.cpp"
 CPP_FILE = "aten/src/ATen/native/transformers/sdp_utils_cpp.h"
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(msgspec.Struct, frozen=True):
     backend: str  # flash | efficient | cudnn
     check: str  # PyTorch's function name (the predicate's key in why_not_flash.py)
     source: str

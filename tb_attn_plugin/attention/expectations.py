@@ -13,12 +13,12 @@ the expected steps is an extra, named by the first CAUSES row that explains it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cached_property
 
+import msgspec
 
-@dataclass(frozen=True)
-class Expectation:
+
+class Expectation(msgspec.Struct, frozen=True):
     implementation: str
     steps: tuple[str, ...]  # the steps expected per forward; "scale?", "mask?", "dropout?" only when the call has one
     transposes: int | None  # metadata-only aten::transpose inside the fused op per call (None: no claim)
@@ -69,8 +69,7 @@ def expectation(implementation: str) -> Expectation:
     return DEFAULT_FUSED
 
 
-@dataclass(frozen=True)
-class Cause:
+class Cause(msgspec.Struct, frozen=True, dict=True):  # dict: room for its cached_propertys
     """A cause of extra kernels; ``example`` is an op path ("outer > ... > the op that ran"), checked by the tests."""
 
     cause: str

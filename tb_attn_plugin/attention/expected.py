@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import itemgetter
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from ..trace.link import Linked
@@ -32,14 +32,13 @@ OUTSIDE_STAGES = frozenset({"qkv_proj", "out_proj"})
 MAX_NAMES = 5
 
 
-@dataclass
-class CallReading:
+class CallReading(msgspec.Struct):
     unit: str
     ran: int = 0
-    steps: Counter = field(default_factory=Counter)  # step -> items
-    extras: dict[tuple[str, str], list] = field(default_factory=dict)  # (cause, step or "") -> [count, us, Counter(names)]
-    flags: dict[str, list] = field(default_factory=dict)  # flag -> [count, us, Counter(names)]
-    outside: list = field(default_factory=lambda: [0, 0.0, Counter()])
+    steps: Counter = msgspec.field(default_factory=Counter)  # step -> items
+    extras: dict[tuple[str, str], list] = msgspec.field(default_factory=dict)  # (cause, step or "") -> [count, us, Counter(names)]
+    flags: dict[str, list] = msgspec.field(default_factory=dict)  # flag -> [count, us, Counter(names)]
+    outside: list = msgspec.field(default_factory=lambda: [0, 0.0, Counter()])
     transposes: int | None = None
 
 

@@ -11,11 +11,11 @@ and the libraries' own naming (FlashAttention csrc/flash_attn/src, CUTLASS, Tens
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(msgspec.Struct, frozen=True):
     field: str
     pattern: str
     value: str  # fixed text, or a template over the groups: "{1}x{2}"

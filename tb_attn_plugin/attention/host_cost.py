@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections import Counter
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from ..trace.link import Linked
@@ -25,8 +25,7 @@ from . import patterns as P
 from .detect import Call
 
 
-@dataclass(frozen=True)
-class HostApi:
+class HostApi(msgspec.Struct, frozen=True):
     kind: str  # launch | graph_launch | occupancy_query | sync
     pattern: str
     note: str
@@ -65,8 +64,7 @@ def api_of(name: str) -> HostApi | None:
     return None
 
 
-@dataclass
-class HostCost:
+class HostCost(msgspec.Struct):
     scope: str  # the op whose wall time is the host time ("" = the call's own ops)
     host_us: float
     gpu_us: float | None  # None: no GPU activity in the trace

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from dataclasses import dataclass, field
 from itertools import compress
 
+import msgspec
 import numpy as np
 
 from ..trace import columns
@@ -23,8 +23,7 @@ from .stages import Stager, kernel_stage
 PASSES = ("fwd", "bwd")
 
 
-@dataclass(slots=True)  # one per call, stage and pass: no per-instance dict
-class Cell:
+class Cell(msgspec.Struct):  # one per call, stage and pass: no per-instance dict
     gpu_us: float = 0.0
     cpu_us: float = 0.0
     kernels: int = 0
@@ -39,8 +38,7 @@ class Cell:
         self.ops += other.ops
 
 
-@dataclass
-class Measured:
+class Measured(msgspec.Struct):
     cells: list[dict[tuple[str, str], Cell]]  # per call: (stage, pass) -> Cell
     kernel_rows: dict[tuple[str, str, str, str], list[float]]  # (name, stage, pass, impl) -> [count, gpu_us]
     op_rows: dict[tuple[str, str, str], list[float]]  # (name, stage, pass) -> [count, cpu_us]
@@ -51,16 +49,16 @@ class Measured:
     step_cpu: dict[int, float]
     # each kernel's call (by its position in Linked.kernels) where a call holds it (kernel-only calls,
     # helper kernels: detect.py, groups.py), else -1
-    kernel_call: list[int] = field(default_factory=list)
-    call_kernels: list[dict[tuple[str, str, str], list[float]]] = field(default_factory=list)  # per call
+    kernel_call: list[int] = msgspec.field(default_factory=list)
+    call_kernels: list[dict[tuple[str, str, str], list[float]]] = msgspec.field(default_factory=list)  # per call
     # those of the ops in some call (member_at) that are cpu ops, in op order (int64: a list of ints
     # would be 28 bytes per op, a few MB of a big trace's peak)
-    cpu_members: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    cpu_members: np.ndarray = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))
     # Each op's (call, stage or "other", in backward) as an id into slot_keys, -1 outside calls
     # (columns.keyed): the key the cells, the memory spans and attribution group by.
-    slot: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    slot_keys: list[tuple[int, str, bool]] = field(default_factory=list)
-    member_at: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the ops in some call, in op order
+    slot: np.ndarray = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))
+    slot_keys: list[tuple[int, str, bool]] = msgspec.field(default_factory=list)
+    member_at: np.ndarray = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))  # the ops in some call, in op order
 
     @property
     def members(self) -> list[int]:

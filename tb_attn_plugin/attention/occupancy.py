@@ -12,16 +12,16 @@ Capability" table, and the CUDA Occupancy Calculator's allocation rules (cudaOcc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 REG_UNIT = 256  # registers are allocated per warp in units of 256
 SMEM_UNIT = 128  # bytes
 MAX_REGS_PER_THREAD = 255
 
 
-@dataclass(frozen=True)
-class ArchLimits:
+class ArchLimits(msgspec.Struct, frozen=True):
     max_blocks_per_sm: int
     reserved_smem_per_block: int  # bytes the runtime keeps per block
     example_device: str

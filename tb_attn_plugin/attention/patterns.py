@@ -14,12 +14,12 @@ add rows from TOML (user_table.py); theirs are searched first.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
+import msgspec
 
-@dataclass(frozen=True)
-class KernelFamily:
+
+class KernelFamily(msgspec.Struct, frozen=True):
     family: str
     pattern: str
     stage: str | None  # None: exclude (not attention, whatever the name suggests)
@@ -268,8 +268,7 @@ FUSED_OPS = frozenset({
 # A name matches the first row whose pattern matches it whole; role None excludes (an index builder
 # in an attention namespace). Each row keeps a real example and where it was seen; the order is
 # exclusions first. tests/test_patterns.py checks every row against its example.
-@dataclass(frozen=True)
-class AttentionOpRule:
+class AttentionOpRule(msgspec.Struct, frozen=True):
     rule: str
     pattern: str
     role: str | None  # "fused", "function", or None: not attention

@@ -13,8 +13,9 @@ the unknown set, so applying the row as offered never turns a GEMM into attentio
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from ..trace.link import Linked
 from . import patterns as P
@@ -150,13 +151,12 @@ def suggest_pattern(name: str, others: list[str], unknown: frozenset[str] | set[
     return None, "no pattern taken from this name leaves the trace's other kernels alone; write one by hand"
 
 
-@dataclass
-class Outside:
+class Outside(msgspec.Struct):
     """The kernels in no attention call, by what they are: named like attention but unknown, known
     attention sub-stages (HELPER_STAGES) that joined no call, and the rest (not attention)."""
 
-    unknown: dict[str, list[float]] = field(default_factory=dict)  # name -> [count, gpu µs]
-    unjoined: dict[str, list[float]] = field(default_factory=dict)  # name -> [count, gpu µs]
+    unknown: dict[str, list[float]] = msgspec.field(default_factory=dict)  # name -> [count, gpu µs]
+    unjoined: dict[str, list[float]] = msgspec.field(default_factory=dict)  # name -> [count, gpu µs]
     not_attention_us: float = 0.0
 
 

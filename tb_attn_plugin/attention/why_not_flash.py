@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
+
+import msgspec
 
 from .eligibility_rules import BACKENDS, CHECKS, TORCH_SOURCE, UNANSWERABLE
 from .shapes import DTYPES
@@ -13,8 +14,7 @@ SDPA_OP = "aten::scaled_dot_product_attention"  # (q, k, v, attn_mask, dropout_p
 ASSUMED_ARCH = (8, 0)  # a trace without a GPU is judged for an sm80 device, and says so
 
 
-@dataclass
-class Inputs:
+class Inputs(msgspec.Struct):
     dims: list[list[int] | None]  # q, k, v
     dtypes: list[str | None]
     mask_dims: list[int] | None  # None: no mask

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Sequence
 
 from ..format import tags
+import msgspec
 import numpy as np
 
 from ..trace import columns
@@ -28,8 +28,7 @@ class Slot(NamedTuple):  # immutable and hashable, and made at C speed (a trace 
     pass_: str  # fwd | bwd
 
 
-@dataclass
-class Attribution:
+class Attribution(msgspec.Struct):
     slot: array  # per timeline event: index into slots, -1 outside attention
     slots: list[Slot]
 
@@ -94,8 +93,7 @@ def _innermost(tl: Timeline, L, in_calls: Sequence[int], block_thread: array) ->
     return op_of_rank[best], ops[held].tolist()
 
 
-@dataclass
-class AnnotatedCall:
+class AnnotatedCall(msgspec.Struct):
     """A call known only from its snapshot annotation (no trace): its tag's fields."""
 
     id: int

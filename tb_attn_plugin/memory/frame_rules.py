@@ -16,8 +16,9 @@ The first row that matches a frame wins.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
+
+import msgspec
 
 # kind "not_attention": functions whose name says attention but that only build its inputs.
 # kind "attention": the frame is inside an attention call (value: its implementation word).
@@ -129,8 +130,7 @@ TORCH_FILES = re.compile(r"/torch/|/site-packages/torch|^<frozen |^\?\?|^$")
 PYTHON_FILE = re.compile(r"\.py$|^<(stdin|string|ipython-input)[^>]*>$|^/tmp/torchinductor")
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(msgspec.Struct, frozen=True):
     kind: str
     value: str
     name: re.Pattern | None

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 from array import array
-from dataclasses import dataclass
 from typing import Any, Sequence
+
+import msgspec
 
 from .frame_rules import KEPT, SHOWN, frame_bits
 from .timeline import ADDR_MASK
@@ -20,8 +21,7 @@ NOT_DICT = -2  # action code: the entry is not a dict at all (skipped)
 _I64 = 1 << 63
 
 
-@dataclass
-class EntryRows:
+class EntryRows(msgspec.Struct):
     """Entries in record order. Integers are 0 where the entry's value is not a plain int of 64
     bits (addr: masked as timeline.ADDR_MASK); time_us is NaN where it is not a plain number;
     time_kind is 1 where the entry had a number of any type there (bool included)."""

@@ -3,11 +3,11 @@ per call, layer and stage, score-matrix blocks, churn and a downsampled curve.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Callable
 
 from ..format.units import bytes_text
+import msgspec
 import numpy as np
 
 from ..trace import columns
@@ -25,14 +25,13 @@ _INT64_MAX = (1 << 63) - 1
 UNKNOWN = "attention: unknown (this snapshot has no annotations and no attention frames)"
 
 
-@dataclass
-class CallInfo:
+class CallInfo(msgspec.Struct):
     """What the section needs to know of one attention call."""
 
     layer: str
     step: int = -1
     score_bytes: int | None = None  # B·H·Lq·Lk·itemsize from its shapes
-    spans: list[tuple[str, str, float, float]] = field(default_factory=list)  # (stage, pass, start, end)
+    spans: list[tuple[str, str, float, float]] = msgspec.field(default_factory=list)  # (stage, pass, start, end)
 
 
 def is_score_block(size: int, score: int | None) -> bool:

@@ -8,8 +8,9 @@ ones add fields that are ignored here.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from ..format.errors import TraceError
 from . import fast_pickle
@@ -25,16 +26,14 @@ MAX_TIME_US = 1e17  # as for trace events: beyond ~3000 years of microseconds is
 LIVE_STATES = ("active_allocated", "active_pending_free", "active_awaiting_free")
 
 
-@dataclass
-class Annotation:
+class Annotation(msgspec.Struct):
     name: str
     start_us: float
     end_us: float
     device: int
 
 
-@dataclass
-class DeviceRecord:
+class DeviceRecord(msgspec.Struct):
     timeline: Timeline
     entry: array  # timeline event -> index into the device's entries (for frames)
     rows: EntryRows  # the entries, kept for the frames of the few blocks a report names
@@ -42,12 +41,11 @@ class DeviceRecord:
     time_basis: str  # "us" (time_us) or "index" (a release that records no time)
 
 
-@dataclass
-class Snapshot:
+class Snapshot(msgspec.Struct):
     path: str
     devices: dict[int, DeviceRecord]
-    annotations: list[Annotation] = field(default_factory=list)
-    settings: dict[str, Any] = field(default_factory=dict)
+    annotations: list[Annotation] = msgspec.field(default_factory=list)
+    settings: dict[str, Any] = msgspec.field(default_factory=dict)
     segments: int = 0
     entries: int = 0
 

@@ -18,7 +18,8 @@ was inside attention, and "unattributed" otherwise.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
+
+import msgspec
 
 from . import frame_rules as R
 from .attribute import Attribution, Slot
@@ -33,8 +34,7 @@ OP_STAGE = {"softmax": "softmax", "mask": "scale_mask", "scale": "scale_mask", "
 NODE_STAGE = {"softmax": "softmax", "mask": "scale_mask", "scale": "scale_mask", "dropout": "dropout"}
 
 
-@dataclass(frozen=True)
-class StackInfo:
+class StackInfo(msgspec.Struct, frozen=True):
     """What one distinct stack says."""
 
     site: str | None  # the attention site (layer row), None outside attention
@@ -50,8 +50,7 @@ class StackInfo:
     released: str | None = None  # a free's stack: the node releasing its saved tensors
 
 
-@dataclass
-class FrameCall:
+class FrameCall(msgspec.Struct):
     """One attention call found from frames: a run of allocations at one site."""
 
     id: int
@@ -60,14 +59,13 @@ class FrameCall:
     impl: str | None
     gqa: bool = False
     score_bytes: int | None = None
-    stages: list = field(default_factory=list)  # (stage, timeline index, innermost op class)
-    seen: set = field(default_factory=set)
-    nodes: set = field(default_factory=set)  # autograd nodes whose runs it holds
+    stages: list = msgspec.field(default_factory=list)  # (stage, timeline index, innermost op class)
+    seen: set = msgspec.field(default_factory=set)
+    nodes: set = msgspec.field(default_factory=set)  # autograd nodes whose runs it holds
     last: str | None = None
 
 
-@dataclass
-class FrameAttribution:
+class FrameAttribution(msgspec.Struct):
     attribution: Attribution
     calls: list[FrameCall]
     summary: dict

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from dataclasses import dataclass, field
 from itertools import accumulate, islice
 from operator import gt
 
+import msgspec
 import numpy as np
 
 from ..trace import columns
@@ -16,8 +16,7 @@ from ..trace.table import ints
 ADDR_MASK = (1 << 63) - 1  # addresses are stored signed; a pointer never uses the top bit
 
 
-@dataclass
-class Timeline:
+class Timeline(msgspec.Struct):
     """Allocations (+bytes) and frees (-bytes) of one device, in time order once ``finish()`` ran.
 
     ``live`` is what was allocated after each event: the profiler's own ``Total Allocated`` when
@@ -25,17 +24,17 @@ class Timeline:
     event, e.g. the blocks a snapshot's segments still hold)."""
 
     device: str
-    t: array = field(default_factory=lambda: array("d"))
-    delta: array = field(default_factory=lambda: array("q"))
-    addr: array = field(default_factory=lambda: array("q"))
-    stream: array = field(default_factory=lambda: array("q"))
-    thread: array = field(default_factory=lambda: array("q"))  # index into ``threads``; -1 unknown
+    t: array = msgspec.field(default_factory=lambda: array("d"))
+    delta: array = msgspec.field(default_factory=lambda: array("q"))
+    addr: array = msgspec.field(default_factory=lambda: array("q"))
+    stream: array = msgspec.field(default_factory=lambda: array("q"))
+    thread: array = msgspec.field(default_factory=lambda: array("q"))  # index into ``threads``; -1 unknown
     total: array | None = None  # Total Allocated after the event, where the source records it
     reserved: array | None = None  # Total Reserved after the event (profiler) or segments' sum (snapshot)
-    threads: list = field(default_factory=list)
+    threads: list = msgspec.field(default_factory=list)
     base: int = 0
-    live: array = field(default_factory=lambda: array("q"))
-    pair: array = field(default_factory=lambda: array("q"))  # alloc -> index of its free, free -> its alloc, -1 none
+    live: array = msgspec.field(default_factory=lambda: array("q"))
+    pair: array = msgspec.field(default_factory=lambda: array("q"))  # alloc -> index of its free, free -> its alloc, -1 none
 
     def __len__(self) -> int:
         return len(self.t)

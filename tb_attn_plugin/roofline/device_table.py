@@ -13,13 +13,13 @@ were halved. AMD MI250X/MI250 rows describe one GCD, the device PyTorch sees (tw
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
+
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
-@dataclass(frozen=True)
-class DeviceRow:
+class DeviceRow(msgspec.Struct, frozen=True):
     name: str
     pattern: str
     example: str
@@ -27,7 +27,7 @@ class DeviceRow:
     arch: str
     units: int
     memory_gb: float
-    tflops: dict[str, float | None] = field(default_factory=dict)
+    tflops: dict[str, float | None] = msgspec.field(default_factory=dict)
     bandwidth_tbs: float = 0.0
     source: str = ""
     by_facts: bool = True  # a candidate when the name is missing (False: a variant indistinguishable by its facts)

@@ -24,8 +24,9 @@ Stages outside the core (projections, copies, other) are not modelled.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ..attention.shapes import ITEMSIZE
 
@@ -34,8 +35,7 @@ ELEMENTWISE = {"scale_mask": (1.0, 1.0), "softmax": (5.0, 4.0), "dropout": (1.0,
 LSE_BYTES = 4  # the fp32 log-sum-exp per query row that fused kernels keep for the backward
 
 
-@dataclass(frozen=True)
-class Sizes:
+class Sizes(msgspec.Struct, frozen=True):
     """Element counts of one call and the element size."""
     q: float
     kv: float

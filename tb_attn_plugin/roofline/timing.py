@@ -11,8 +11,8 @@ dispatch cost is the median self time of the metadata-only ops (views) in attent
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 
 from ..attention.metrics import Measured
@@ -25,14 +25,13 @@ VIEW_OPS = frozenset({"aten::view", "aten::transpose", "aten::permute", "aten::e
                       "aten::_unsafe_view", "aten::expand_as", "aten::view_as"})
 
 
-@dataclass
-class Timing:
+class Timing(msgspec.Struct):
     idle_gpu_us: list[float]  # per call
     gaps_gpu: list[int]  # per call: how many gaps between its kernels
     wall_cpu_us: list[float]  # per call: its root ops' durations
     launch_gap_us: float | None
     dispatch_us: float | None
-    all_gaps: list[float] = field(default_factory=list)
+    all_gaps: list[float] = msgspec.field(default_factory=list)
 
 
 def measure_timing(L: Linked, calls, call_of: list[int], m: Measured) -> Timing:

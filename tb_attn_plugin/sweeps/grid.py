@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
+
+import msgspec
 
 BACKENDS = ("math", "flash", "efficient", "cudnn", "flex", "eager")
 DTYPES = ("bfloat16", "float16", "float32")
@@ -68,8 +69,7 @@ def parse_names(text: str | list[str], what: str, allowed: tuple[str, ...]) -> l
     return out
 
 
-@dataclass(frozen=True)
-class Cell:
+class Cell(msgspec.Struct, frozen=True):
     """One measurement: everything that decides the number, so that a rerun can recognise it."""
 
     backend: str
@@ -87,11 +87,11 @@ class Cell:
     @classmethod
     def from_key(cls, key: dict[str, Any]) -> "Cell":
         """The cell of a record (or of key()): its identifying fields, ``pass`` as ``pass_``."""
-        names = [f for f in cls.__dataclass_fields__]
+        names = [f for f in cls.__struct_fields__]
         return cls(**{f: key.get("pass" if f == "pass_" else f) for f in names})
 
     def key(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = msgspec.structs.asdict(self)
         d["pass"] = d.pop("pass_")
         return d
 
@@ -111,8 +111,7 @@ def cell_key(record: dict[str, Any]) -> tuple:
                                          "causal", "pass", "device", "module"))
 
 
-@dataclass
-class Grid:
+class Grid(msgspec.Struct):
     backends: list[str]
     seq_lens: list[int]
     batches: list[int]
@@ -123,7 +122,7 @@ class Grid:
     causal: bool = False
     pass_: str = "fwd"
     device: str = "cpu"
-    modules: list[str] = field(default_factory=list)
+    modules: list[str] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.heads < 1 or self.head_dim < 1:

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 TRACE_FILE = re.compile(r"^(?P<worker>.+?)\.(?P<span>\d+)\.pt\.trace\.json(\.gz)?$")
 PT_TRACE = re.compile(r"^(?P<stem>.+?)\.pt\.trace\.json(\.gz)?$")
 ANY_TRACE = re.compile(r"\.(pt\.trace\.)?json(\.gz)?$")
 
 
-@dataclass(frozen=True)
-class TraceFile:
+class TraceFile(msgspec.Struct, frozen=True):
     path: str
     run: str  # directory relative to the root ("." for the root itself)
     worker: str

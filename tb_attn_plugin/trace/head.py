@@ -21,7 +21,8 @@ import json
 import math
 import re
 import zlib
-from dataclasses import dataclass
+
+import msgspec
 
 from . import limits
 
@@ -40,8 +41,7 @@ _EVENTS = re.compile(r'"traceEvents"\s*:\s*\[')
 _STEP = re.compile(r"^ProfilerStep#(\d{1,9})$")
 
 
-@dataclass(frozen=True)
-class Head:
+class Head(msgspec.Struct, frozen=True):
     rank: int | None = None
     world_size: int | None = None
     host: str | None = None

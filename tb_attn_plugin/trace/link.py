@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 from array import array
 from itertools import repeat
-
-import numpy as np
-from msgspec import Raw
-from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Callable, NamedTuple, Sequence
+
+import msgspec
+import numpy as np
+from msgspec import Raw
 
 from . import columns, window
 from . import native
@@ -33,8 +33,7 @@ WRAPPER_PREFIX = "autograd::engine::evaluate_function: "
 STEP_PREFIX = "ProfilerStep#"
 
 
-@dataclass(slots=True)  # one per kernel, made from the GPU activities' columns: no per-instance dict
-class Kernel:
+class Kernel(msgspec.Struct):  # one per kernel, made from the GPU activities' columns: no per-instance dict
     """A kernel (or memcpy, memset) as the analysis reads it: its event's fields and its links."""
 
     op: int  # the op's position in Linked's columns, -1 when no op is known
@@ -48,8 +47,7 @@ class Kernel:
     dur: float
 
 
-@dataclass
-class Linked:
+class Linked(msgspec.Struct):
     """The linked trace. Ops are columns in tree order (an op is its position), with no object per op:
     their names, categories (ids into events.CATS), times, threads, and the shapes of the few that
     keep them."""
@@ -81,19 +79,19 @@ class Linked:
     # the kernels' record columns (events.GPU_FIELDS: their args' ints, stream and tid), in kernel order
     kernel_table: Table | None = None
     kernel_config: LaunchColumns | None = None  # each kernel's launch configuration, as columns
-    warnings: list[str] = field(default_factory=list)
-    _bwd: list[bool] | None = field(default=None, repr=False)
-    _bwd_column: np.ndarray | None = field(default=None, repr=False)
-    _cpu: bytes | None = field(default=None, repr=False)
+    warnings: list[str] = msgspec.field(default_factory=list)
+    _bwd: list[bool] | None = None
+    _bwd_column: np.ndarray | None = None
+    _cpu: bytes | None = None
     # The op names' distinct values (each op's name as an id into these) and each one's ops (where_name)
-    _name_values: list[str] | None = field(default=None, repr=False)
-    _name_ids: Sequence[int] | None = field(default=None, repr=False)
-    _positions: list | None = field(default=None, repr=False)
+    _name_values: list[str] | None = None
+    _name_ids: Sequence[int] | None = None
+    _positions: list | None = None
     # Each kernel's op, duration and name (as an id into the distinct names) as columns (kernel_*)
-    _kernel_op: Sequence[int] | None = field(default=None, repr=False)
-    _kernel_dur: Sequence[float] | None = field(default=None, repr=False)
-    _kernel_ts: np.ndarray | None = field(default=None, repr=False)
-    _kernel_names: Interned | None = field(default=None, repr=False)
+    _kernel_op: Sequence[int] | None = None
+    _kernel_dur: Sequence[float] | None = None
+    _kernel_ts: np.ndarray | None = None
+    _kernel_names: Interned | None = None
 
     @property
     def kernel_op(self) -> Sequence[int]:

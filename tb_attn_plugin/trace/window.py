@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 
 # APIs after which the GPU runs one activity of the same correlation id: (regex, example, source).
@@ -41,12 +41,11 @@ def is_kernel_launch(api_name: str) -> bool:
     return _LAUNCH.fullmatch(api_name) is not None
 
 
-@dataclass
-class Unrecorded:
+class Unrecorded(msgspec.Struct):
     """Kernel launches of the window whose GPU activity the trace lacks."""
 
-    launches: list[int] = field(default_factory=list)  # launches (positions in file order), by launch time
-    ops: list[int] = field(default_factory=list)  # each one's op (a position in Linked's columns), -1 when none
+    launches: list[int] = msgspec.field(default_factory=list)  # launches (positions in file order), by launch time
+    ops: list[int] = msgspec.field(default_factory=list)  # each one's op (a position in Linked's columns), -1 when none
     tail: int = 0  # how many came after the last launch whose kernel was recorded: the window was cut
     first_ts: float = 0.0  # µs, trace clock: the first such launch
     gpu_end: float | None = None  # µs: the end of the last recorded GPU activity, None without any
