@@ -68,7 +68,7 @@ def run(args) -> int:
 
 
 def _fingerprint(args) -> int:
-    from dataclasses import asdict
+    from msgspec.structs import asdict
 
     from .attention import fingerprint as F
     from .attention.fingerprint_rules import RULES

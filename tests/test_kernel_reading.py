@@ -313,3 +313,9 @@ def test_cli_fingerprint_decodes_names_and_lists_the_rules():
     assert any("built for sm80, ran on sm90" in f for f in row["flags"])
     proc = subprocess.run([sys.executable, "-m", "tb_attn_plugin", "fingerprint"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and f"{len(RULES)} rules" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "tb_attn_plugin", "fingerprint", "--json"], capture_output=True, text=True,
+                          timeout=120)
+    rules = json.loads(proc.stdout)["rules"]
+    assert proc.returncode == 0 and len(rules) == len(RULES)
+    assert rules[0] == {"field": RULES[0].field, "value": RULES[0].value, "pattern": RULES[0].pattern,
+                        "example": RULES[0].example, "source": RULES[0].source}
