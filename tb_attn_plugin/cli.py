@@ -74,12 +74,19 @@ def _collector_paused():
             gc.enable()
 
 
+def _import_engine() -> None:
+    """The engine's modules, imported with the collector paused (whichever command needs them first)."""
+    with _collector_paused():
+        from .memory import cli_paths, fast_pickle  # noqa: F401
+        from .report import build  # noqa: F401
+
+
 def _analyze(path: str, quiet: bool, dask=None):
     """[(TraceFile, report or TraceError)] for a file, run directory or logdir; TraceError when the
     path itself is unusable. ``dask``: a connected Dask client to analyse on."""
-    with _collector_paused():
-        from .memory.cli_paths import snapshot_items
-        from .report.build import analyze_path
+    _import_engine()
+    from .memory.cli_paths import snapshot_items
+    from .report.build import analyze_path
 
     snapshots = snapshot_items(path)  # a snapshot pickle, or a directory of snapshots without traces
     if snapshots is not None:
@@ -126,6 +133,7 @@ def fail_json_message(message: str, path: str | None = None) -> None:
 
 def native_status() -> tuple[bool, str]:
     """(whether the native event scanner is built, a line saying which native parts are)."""
+    _import_engine()
     from .memory import fast_pickle
     from .trace import native
 

@@ -42,11 +42,11 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
 
 def install_patterns(args) -> bool:
     """Load --patterns files into the table; False (after one line on stderr) when one is bad."""
-    from .attention.user_table import PatternError, install
-
     files = getattr(args, "patterns", None) or []
     if not files:
         return True
+    from .attention.user_table import PatternError, install
+
     try:
         install(files)
     except PatternError as exc:
