@@ -56,7 +56,7 @@ setup(
         ],
     },
     entry_points={
-        "console_scripts": ["tb-attn=tb_attn_plugin.cli:main"],
+        "console_scripts": ["tb-attn=tb_attn_plugin.cli:run"],
         "tensorboard_plugins": ["tb_attn=tb_attn_plugin.plugin.loader:AttentionPluginLoader"],
     },
     classifiers=[
