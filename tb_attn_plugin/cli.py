@@ -377,9 +377,24 @@ def run() -> None:
     object is frozen out of the collector's reach: the interpreter's shutdown runs a last full
     collection over all that is still alive (numpy's modules, the engine's tables), about 20 ms of
     the CPU time of a 30 MB trace's report, to free memory the process is about to hand back."""
+    _one_malloc_arena()
     code = main()
     gc.freeze()
     sys.exit(code)
+
+
+def _one_malloc_arena() -> None:
+    """glibc's malloc gives each thread that allocates an arena of its own, and keeps what is freed in
+    an arena for that arena's later use: the scanning thread's windows and buffers (a few MB each,
+    freed chunk after chunk) then stay resident beside the caller's memory, which cannot use them
+    (OWLv2 x4: 126 MiB peak, 120 MiB with one arena, the CPU time the same). One arena for every
+    thread, set before any starts; elsewhere than glibc (no mallopt) nothing changes."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(-8, 1)  # M_ARENA_MAX (glibc's malloc.h), 1
+    except (OSError, AttributeError, TypeError):  # no C library by that name, no mallopt
+        pass
 
 
 if __name__ == "__main__":
