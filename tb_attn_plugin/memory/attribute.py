@@ -12,12 +12,12 @@ import bisect
 from array import array
 from typing import Any, NamedTuple, Sequence
 
-from ..format import tags
 import msgspec
 import numpy as np
 
+from ..format import tags
 from ..trace import columns
-from ..trace.table import floats, ints
+from ..trace.table import as_array, floats, ints
 from .snapshot import Annotation
 from .timeline import Timeline
 
@@ -47,7 +47,7 @@ def from_trace(tl: Timeline, L, slots: tuple, in_calls: Sequence[int]) -> Attrib
     slots = [Slot(c, st, "bwd" if b else "fwd") for c, st, b in map(slot_keys.__getitem__, keys)]
     op_slot = np.full(len(L.names) + 1, -1, np.int64)  # the last one: no op's (-1) events
     op_slot[touched] = ids
-    return Attribution(array("q", op_slot[winner].tobytes()), slots)
+    return Attribution(as_array("q", op_slot[winner]), slots)
 
 
 PAIRS_PER_BATCH = 1 << 22  # (op, event) pairs held at once: bounds the memory of a wide window

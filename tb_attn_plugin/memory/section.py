@@ -6,10 +6,10 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any, Callable
 
-from ..format.units import bytes_text
 import msgspec
 import numpy as np
 
+from ..format.units import bytes_text
 from ..trace import columns
 from ..trace.table import intern, ints
 from .attribute import Attribution

@@ -11,7 +11,7 @@ import msgspec
 import numpy as np
 
 from ..trace import columns
-from ..trace.table import ints
+from ..trace.table import as_array, ints
 
 ADDR_MASK = (1 << 63) - 1  # addresses are stored signed; a pointer never uses the top bit
 
@@ -55,7 +55,7 @@ class Timeline(msgspec.Struct):
     def _pair(self) -> None:
         """An alloc pairs with the next free of the same address on the same stream (trace/columns.py,
         numpy sorts: a big trace has millions of events)."""
-        self.pair = array("q", columns.pairs(self.delta, self.addr, self.stream).tobytes())
+        self.pair = as_array("q", columns.pairs(self.delta, self.addr, self.stream))
 
     def _live(self) -> None:
         total = self.total

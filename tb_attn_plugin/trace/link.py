@@ -23,7 +23,7 @@ from msgspec import Raw
 
 from . import columns, window
 from . import native
-from .table import NO_ARGS, Interned, Names, Table, intern, runs_of
+from .table import NO_ARGS, Interned, Names, Table, as_array, intern, runs_of
 from .events import CATS, MODULE_PREFIX, PYTHON_CAT, Event, Events, Shapes, op_args
 from .launch_config import LaunchColumns
 
@@ -290,7 +290,7 @@ def _tree_order(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray | None) -> n
 def _as_array(typecode: str) -> Callable[[np.ndarray], array]:
     """numpy columns handed on as arrays: the passes in Python that index them get Python floats
     and ints (a numpy scalar per item is slower and prints otherwise)."""
-    return lambda col: array(typecode, col.tobytes())
+    return lambda col: as_array(typecode, col)
 
 
 def launches_by_correlation(ev: Events) -> dict[int, int]:
@@ -356,7 +356,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
 
     return Linked(
         names=names,
-        cats=array("q", cats.tobytes()),
+        cats=as_array("q", cats),
         shapes=shapes,
         has_args=has_args,
         ts=ts,
@@ -369,7 +369,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         self_cpu=self_cpu,
         gpu_self=gpu_self,
         launches_self=launches_self,
-        step=array("q", step.tobytes()),
+        step=as_array("q", step),
         node_of=node_of,
         fwd_of=fwd_of,
         kernels=kernels,
@@ -383,7 +383,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
         _bwd_column=None if any_backward else np.zeros(n, bool),
         _cpu=cpu,
         _kernel_op=kernel_op,
-        _kernel_dur=array("d", gt["dur"].astype(np.float64).tobytes()),
+        _kernel_dur=as_array("d", gt["dur"].astype(np.float64, copy=False)),
         _kernel_ts=gt["ts"].astype(np.float64, copy=False),
         _kernel_names=Interned(ev.gpu_names.ids, ev.gpu_names.values),
         kernel_config=ev.gpu_config,
@@ -423,13 +423,13 @@ def _kernels(gpu_names: Names, gt: Table, n: int, launch_names: Names, by_corr: 
         unlinked = int((op[alone] < 0).sum())
     owned = np.flatnonzero(op >= 0)
     dur = gt["dur"][owned].astype(np.float64, copy=False)
-    gpu_self = array("d", np.bincount(op[owned], weights=dur, minlength=n).astype(np.float64).tobytes())
-    launches_self = array("q", np.bincount(op[owned], minlength=n).astype(np.int64).tobytes())
+    gpu_self = as_array("d", np.bincount(op[owned], weights=dur, minlength=n).astype(np.float64, copy=False))
+    launches_self = as_array("q", np.bincount(op[owned], minlength=n).astype(np.int64, copy=False))
     values = gpu_names.values
     kernels = list(map(Kernel, op.tolist(), graph.tolist(), range(m), map(values.__getitem__, gpu_names.ids.tolist()),
                        map(CATS.__getitem__, gt["cat"].tolist()), gt["pid"].tolist(), gt["tid"].tolist(),
                        gt["ts"].tolist(), gt["dur"].tolist()))
-    return kernels, gpu_self, launches_self, unlinked, int(graph.sum()), array("q", op.tobytes())
+    return kernels, gpu_self, launches_self, unlinked, int(graph.sum()), as_array("q", op)
 
 
 def _link_backward(names: list[str], ts: Sequence[float], thread: Sequence[int], threads: list[tuple],

@@ -58,6 +58,14 @@ class Names:
         return self._parts[0]
 
 
+def as_array(typecode: str, col: np.ndarray) -> array:
+    """A numpy column (of the typecode's item type) as an array.array, for passes in Python that
+    index it (Python ints and floats per item, not numpy scalars): one copy, not tobytes' two."""
+    out = array(typecode)
+    out.frombytes(np.ascontiguousarray(col).data.cast("B"))
+    return out
+
+
 def floats(column: Sequence[float]) -> np.ndarray:
     """A float column as float64: an array("d") is viewed without a copy, anything else converted
     (an int as Python's float() rounds it)."""
