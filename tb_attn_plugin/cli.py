@@ -307,7 +307,8 @@ class _Version(argparse._VersionAction):
         super().__call__(parser, namespace, values, option_string)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, own_process: bool = False) -> int:
+    """``own_process``: the process is this command's alone (run()), so it may tune its allocator."""
     from . import cli_kernels
 
     # Raw: the --version line is printed as written, not wrapped at the terminal's width.
@@ -339,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
         # on import, which then spin a while on the cores that reading a trace uses. With one, numpy
         # imports in about half the time and the results are the same. Not when the user chose a number.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        if own_process:  # not for a sweep: torch's threads allocate as they time the backends
+            _one_malloc_arena()
     # A mistake in a subcommand's arguments gets that subcommand's usage, not the top-level one.
     if unknown:
         return _usage_error(sub.choices[args.command], f"unrecognized arguments: {' '.join(unknown)}")
@@ -373,12 +376,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The program (``tb-attn``, ``python -m tb_attn_plugin``): main(), then the exit. Before it, every
+    """The program (``tb-attn``, ``python -m tb_attn_plugin``): main() in a process of its own (one
+    malloc arena for a command that reads traces), then the exit. Before it, every
     object is frozen out of the collector's reach: the interpreter's shutdown runs a last full
     collection over all that is still alive (numpy's modules, the engine's tables), about 20 ms of
     the CPU time of a 30 MB trace's report, to free memory the process is about to hand back."""
-    _one_malloc_arena()
-    code = main()
+    code = main(own_process=True)
     gc.freeze()
     sys.exit(code)
 
