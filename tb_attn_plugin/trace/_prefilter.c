@@ -634,16 +634,16 @@ static Py_ssize_t strict_value(const char *s, Py_ssize_t p, Py_ssize_t q, int de
     if (p >= q) return -1;
     char c = s[p];
     if (c == '"') {
+        p++;
 #if defined(__SSE2__)
-        for (p++; p + 16 <= q; p += 16) { /* on to the first byte the loop below must judge */
+        for (; p + 16 <= q; p += 16) { /* on to the first byte the loop below must judge */
             __m128i x = _mm_loadu_si128((const __m128i *)(s + p)), odd = _mm_cmplt_epi8(x, _mm_set1_epi8(0x20));
             odd = _mm_or_si128(odd, _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)), _mm_cmpeq_epi8(x, _mm_set1_epi8('"'))));
             int m = _mm_movemask_epi8(_mm_or_si128(odd, _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))));
             if (m) { p += __builtin_ctz(m); break; }
         }
-        p--;
 #endif
-        for (p++; p < q; p++) {
+        for (; p < q; p++) {
             unsigned char ch = (unsigned char)s[p];
             if (ch == '"') return p + 1;
             if (ch < 0x20 || ch >= 0x7f || ch == '\\') return -1;
