@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tb_attn_plugin.trace import launch_config
+from tb_attn_plugin.trace.events import LaunchConfig
 
 _plain = st.one_of(st.none(), st.sampled_from([0, 1, 32, 255, 1024, 49152, 2**31 - 1]))
 _odd = st.sampled_from([-1, 2**31, 2**63, 2**70, True, False, 12.5, 1e300, "32", [32]])
@@ -55,16 +56,11 @@ def test_a_memcpy_beside_kernels_keeps_the_kernels_configuration():
     # A real H100 launch, as CUPTI wrote it in ../shared/traces/tl_h100_bert_small_sdpa_flash.json.gz
     # (pytorch_flash::flash_fwd_kernel: 255 registers, 49152 B shared, block [128, 1, 1], est. 1 %),
     # beside a "Memcpy DtoH (Device -> Pinned)" from the same trace, whose args have none of them.
-    cols = launch_config.of([launch_config_args(255, 49152, [128, 1, 1], 1), launch_config_args(None, None, None, None),
-                             None])
+    cols = launch_config.of([LaunchConfig(registers=255, shared_memory=49152, block=[128, 1, 1], achieved_occupancy=1),
+                             LaunchConfig(), None])
     assert cols.has_args.tolist() == [True, True, False]
     assert cols.registers.tolist() == [255, -1, -1]
     assert cols.shared_memory.tolist() == [49152, -1, -1]
     assert cols.threads.tolist() == [128, 0, 0]
     assert cols.occupancy[0] == 1.0 and np.isnan(cols.occupancy[1:]).all()
 
-
-def launch_config_args(registers, shared_memory, block, occupancy):
-    from tb_attn_plugin.trace.events import LaunchConfig
-
-    return LaunchConfig(registers=registers, shared_memory=shared_memory, block=block, achieved_occupancy=occupancy)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from array import array
-
 import numpy as np
 
 from ..trace.events import CATS, MEMORY_FIELDS, Event
-from ..trace.table import NO_ARGS, NULL, Table, intern, runs_of
+from ..trace.table import NO_ARGS, NULL, Table, as_array, intern, runs_of
 from .timeline import ADDR_MASK, Timeline
 
 MAX_BYTES = 1 << 56  # 64 PiB: beyond it a count is not a real one (and would overflow the columns)
@@ -48,14 +46,14 @@ def timelines(memory: Table | list[Event]) -> dict[str, Timeline]:
     out: dict[str, Timeline] = {}
     for d, dev in enumerate(names.values):
         at = np.flatnonzero(device == d)
-        tl = out[dev] = Timeline(dev, total=array("q"), reserved=array("q"))
-        for name, c in cols.items():
-            getattr(tl, name).frombytes(c[at].astype(np.float64 if name == "t" else np.int64).tobytes())
+        tl = out[dev] = Timeline(dev, **{name: as_array("d" if name == "t" else "q",
+                                                        c[at].astype(np.float64 if name == "t" else np.int64))
+                                         for name, c in cols.items()})
         tl.stream.frombytes(bytes(8 * len(at)))  # the profiler records no stream
         # Threads by name, first seen first: pid 5 and "5" are one thread, as str() says.
         th = runs_of(pid[at], tid[at])
         keys = intern([(str(p), str(q)) for p, q in th.values])
-        tl.thread.frombytes(keys.ids[th.ids].astype(np.int64).tobytes())
+        tl.thread = as_array("q", keys.ids[th.ids].astype(np.int64))
         tl.threads.extend(keys.values)
         if not total_ok[at].all():
             tl.total = None  # a running sum is the only consistent curve then

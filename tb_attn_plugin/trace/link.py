@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from functools import partial
 from itertools import repeat
 from operator import attrgetter
 from typing import Any, Callable, NamedTuple, Sequence
@@ -262,7 +263,7 @@ def op_tree(ev: Events) -> OpTree:
     at[order] = np.arange(n)
     shaped = list(ev.op_shapes)
     shapes = dict(zip(at[shaped].tolist(), ev.op_shapes.values())) if shaped else {}
-    q, d = _as_array("q"), _as_array("d")
+    q, d = partial(as_array, "q"), partial(as_array, "d")  # columns handed on as arrays (table.as_array)
     has_args = ((ot["nulls"][order] & NO_ARGS) == 0).astype(np.uint8).tobytes()
     # the names numbered again in tree order, as interning them in that order would
     name_ids, first_ids = columns.factorize(range(n), (ev.op_names.ids[order],))
@@ -285,12 +286,6 @@ def _tree_order(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray | None) -> n
             p[tied] = p[tied][np.lexsort((-dur[p[tied]], run))]
     key = thread[p]
     return p[np.argsort(key.astype(np.uint16) if len(key) and key.max() < 65536 else key, kind="stable")]
-
-
-def _as_array(typecode: str) -> Callable[[np.ndarray], array]:
-    """numpy columns handed on as arrays: the passes in Python that index them get Python floats
-    and ints (a numpy scalar per item is slower and prints otherwise)."""
-    return lambda col: as_array(typecode, col)
 
 
 def launches_by_correlation(ev: Events) -> dict[int, int]:
