@@ -69,7 +69,10 @@ await run(async (browser) => {
   // ---- the tab appears; the first view shows loading or the summary --------------------------------
   const { tab, frame } = await openTab(page, "#tb_attn");
   ok(await tab.isVisible(), "TensorBoard shows an Attention tab");
-  ok(await frame.locator('[data-testid="run-select"] option').count() === runNames.length, "run picker lists every run");
+  // The app's frame is up before its first /runs answer draws the pickers: wait for the picker, not a moment.
+  await frame.locator('[data-testid="run-select"] option').first().waitFor({ state: "attached", timeout: 60000 });
+  const picked = await frame.locator('[data-testid="run-select"] option').count();
+  ok(picked === runNames.length, `run picker lists every run: ${picked} of ${runNames.length}`);
 
   // Wait for every analysis, so the rest compares finished reports.
   const reports = {};
