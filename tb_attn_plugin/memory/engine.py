@@ -12,7 +12,6 @@ from typing import Any, Sequence
 from ..attention import shapes
 from ..format.errors import TraceError
 from ..trace import columns
-from ..trace.read import is_url
 from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
 from . import attribute, profiler_events, section, stack_attribution
 from . import snapshot as snap

@@ -51,7 +51,7 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
     event's matched frames (C++ ones included) for the peak's live rows; ``attention_known`` False:
     nothing could tell attention's blocks (the peak's share is null, never 0)."""
     n = len(tl)
-    delta, live, slot, slots = tl.delta, tl.live, att.slot, att.slots
+    delta, live, slot = tl.delta, tl.live, att.slot
 
     # Per call / per (stage, pass) sums over the allocations inside attention calls; the counts over
     # every event in one pass (trace/columns.py: at C speed, a big trace has millions).

@@ -16,7 +16,7 @@ from ..format.errors import TraceError
 from . import fast_pickle
 from .rows import NOT_DICT, NOT_STR, EntryRows, from_dicts
 from .safe_pickle import load_plain
-from .timeline import ADDR_MASK, Timeline
+from .timeline import Timeline
 
 ALLOC = "alloc"
 FREES = ("free_completed", "free_requested", "free")  # the first one a trace records is the free

@@ -34,7 +34,7 @@ from ..trace import columns, discover, stream
 from ..trace.events import Args, decode
 from ..trace.link import Linked, launches_by_correlation, link, op_tree
 from ..trace.pipeline import together
-from ..trace.read import file_size, read_trace_text
+from ..trace.read import file_size, is_url, read_trace_text
 from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
 from . import finite
 from . import gpu_window
@@ -116,7 +116,7 @@ def _add_memory(report, ev, L, calls, call_of, m, path: str, snapshots: list[str
                                          timelines)
     if snapshots is not None:
         memory.join(report, path, snapshots)
-    elif not memory.is_url(path):
+    elif not is_url(path):
         memory.join(report, path)
     sec = report["memory"]
     if sec is not None:
