@@ -1,6 +1,8 @@
 """The two C extensions under AddressSanitizer and UBSan, short runs on every CI submission: the event
-scanner on a real trace and 400 mutated pieces of it (scripts/asan_prefilter.sh), the snapshot decoder on
-a real-format snapshot in every window size and 400 mutated pickles (scripts/asan_snapshot_decoder.sh).
+scanner on a real trace and 400 mutated pieces of it (scripts/asan_prefilter.sh), the op tree's stack
+pass of the same extension on a real trace's ops and 400 random column sets (scripts/asan_op_tree.sh),
+the snapshot decoder on a real-format snapshot in every window size and 400 mutated pickles
+(scripts/asan_snapshot_decoder.sh).
 An out-of-bounds access aborts the script with the sanitizer's report, and the test shows it. The long
 runs (20,000 cases each) stay by hand: docs/robustness.md."""
 
@@ -43,6 +45,13 @@ def test_event_scanner_under_asan_and_ubsan():
     trace = shared if shared.exists() else recorded_trace("eager")
     out = _run("asan_prefilter.sh", TRACE=str(trace))
     assert f"{SHORT} mutated pieces: no memory error" in out and "whole trace routed" in out
+
+
+def test_op_tree_pass_under_asan_and_ubsan():
+    shared = SHARED_TRACES / "tl_h100_owlv2_eager_bmm_softmax.json.gz"
+    trace = shared if shared.exists() else recorded_trace("eager")
+    out = _run("asan_op_tree.sh", TRACE=str(trace))
+    assert "real trace:" in out and f"{SHORT} random cases: no memory error" in out
 
 
 def test_snapshot_decoder_under_asan_and_ubsan():

@@ -2,25 +2,27 @@
 # The op tree's stack pass (nest_sorted in tb_attn_plugin/trace/_prefilter.c) under AddressSanitizer
 # and UBSan: an instrumented copy built in a temporary directory gets the op columns of a real
 # trace, then random columns, offsets and thread tables, in range and out of it (those must raise,
-# not read out of bounds). Not part of CI (it needs a debug
-# build); run by hand after changing them:
-#   bash scripts/asan_columns.sh [N=3000]   (the real trace from TB_ATTN_SHARED_TRACES, default ../shared/traces)
+# not read out of bounds). CI runs it short (tests/test_sanitizers.py, 400 cases); the long run is
+# by hand after changing the pass:
+#   bash scripts/asan_op_tree.sh [N=3000]   (TRACE=a trace file; default the OWLv2 trace in
+#                                            TB_ATTN_SHARED_TRACES, else ../shared/traces)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-3000}
 source scripts/asan_build.sh
 asan_build tb_attn_plugin/trace/_prefilter.c _prefilter
-asan_python - "$TMP" "$N" "${TB_ATTN_SHARED_TRACES:-../shared/traces}" <<'PYEOF'
+TRACE=${TRACE:-${TB_ATTN_SHARED_TRACES:-../shared/traces}/tl_h100_owlv2_eager_bmm_softmax.json.gz}
+asan_python - "$TMP" "$N" "$TRACE" <<'PYEOF'
 import random, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 import _prefilter
 from tb_attn_plugin.trace import link, native, stream
 native.nest_sorted = _prefilter.nest_sorted  # the instrumented pass builds the tree below
-ev, _ = stream.decode_file(sys.argv[3] + "/tl_h100_owlv2_eager_bmm_softmax.json.gz")
+ev, _ = stream.decode_file(sys.argv[3])
 tree = link.op_tree(ev)
-assert sorted(tree.order) == list(range(len(ev.ops)))
-print(f"real trace: {len(ev.ops)} ops on {len(tree.threads)} threads, {int(tree.seq.sum())} with a seq")
+assert sorted(tree.order) == list(range(len(ev.op_table)))
+print(f"real trace: {len(ev.op_table)} ops on {len(tree.threads)} threads, {int(tree.seq.sum())} with a seq")
 rnd, raised = random.Random(5), 0
 for i in range(int(sys.argv[2])):
     n, m, nth = rnd.randint(0, 40 if i % 7 else 300), rnd.randint(0, 20), rnd.randint(0, 4)
