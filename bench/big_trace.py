@@ -11,6 +11,8 @@ VmHWM, the whole process included; CPU seconds are user + system over all its th
                         (finds each event, reads cat and name, copies the kept ones): the byte
                         scan the analysis itself makes, without the routing it does besides
                         (sorting kept events into lists, [memory] instants into records)
+  read + decode         the engine's reading stage alone (stream.decode_file, as analyze_file calls
+                        it): the routed scan, the kept events' columns, names and shapes; no analysis
   tb-attn               report.build.analyze_file, streamed (the whole text is never held)
   tb-attn, whole text   with --whole: the same analysis with streaming off (reads the whole text)
 
@@ -49,6 +51,7 @@ import os, sys
 sys.path.insert(0, {repo!r})
 from tb_attn_plugin.trace import stream, native, events
 from tb_attn_plugin.report.build import analyze_file
+from tb_attn_plugin.attention.patterns import needs_shapes
 """
 _SETUP = _SETUP_OF.format(repo=REPO)
 
@@ -70,6 +73,16 @@ n = 0
 for kept, dropped in sc.chunks():
     n += dropped
 c1 = os.times()
+extra = {"cpu_s": c1.user - c0.user + c1.system - c0.system}
+"""
+
+DECODE = """
+import gc
+gc.disable()  # as analyze_file has it while it reads
+c0 = os.times()
+ev, size = stream.decode_file(PATH, needs_shapes)
+c1 = os.times()
+n = size
 extra = {"cpu_s": c1.user - c0.user + c1.system - c0.system}
 """
 
@@ -137,7 +150,7 @@ def main() -> int:
             row = {"file": os.path.basename(path), "copies": copies, "json_bytes": size, "on_disk": os.path.getsize(path),
                    "cores": os.cpu_count()}
             arms = [("floor", child_code(_SETUP, FLOOR), ()), ("scan", child_code(_SETUP, SCAN), ()),
-                    ("tb_attn", child_code(_SETUP, ANALYZE), ())]
+                    ("decode", child_code(_SETUP, DECODE), ()), ("tb_attn", child_code(_SETUP, ANALYZE), ())]
             if args.whole:
                 arms.append(("whole", child_code(_SETUP, ANALYZE), ("whole",)))
             if args.engine:
@@ -166,10 +179,10 @@ def main() -> int:
                     os.remove(p)
     print()
     print("| file | on disk | JSON | floor: read + count | read + C scan | tb-attn | tb-attn / floor "
-          "| tb-attn / read + C scan | tb-attn CPU s | peak RSS | peak RSS / JSON size |"
+          "| read + decode | tb-attn / read + C scan | tb-attn CPU s | peak RSS | peak RSS / JSON size |"
           + (" whole text: s, peak RSS |" if args.whole else "") + (" engine of --engine: s, / read + C scan |"
                                                                     if args.engine else ""))
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if args.whole else "")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if args.whole else "")
           + ("---:|" if args.engine else ""))
     for row in results:
         f, s, a = row.get("floor", {}), row.get("scan", {}), row.get("tb_attn", {})
@@ -178,7 +191,8 @@ def main() -> int:
         scan_s = s.get("seconds", float("nan"))
         line = (f"| {row['file']} | {row['on_disk'] / 2**20:,.0f} MiB | {row['json_bytes'] / 2**30:.2f} GiB "
                 f"| {f['seconds']:.1f} s | {scan_s:.1f} s | {a['seconds']:.1f} s{_others(a)} "
-                f"| {a['seconds'] / f['seconds']:.1f}x | **{a['seconds'] / scan_s:.1f}x** | {a['cpu_s']:.1f} "
+                f"| {a['seconds'] / f['seconds']:.1f}x | {row.get('decode', {}).get('seconds', float('nan')):.1f} s "
+                f"| **{a['seconds'] / scan_s:.1f}x** | {a['cpu_s']:.1f} "
                 f"| {a['peak_rss_mb']:,} MB | **{a['peak_rss_mb'] * 2**20 / row['json_bytes']:.2f}** |")
         if args.whole and "seconds" in row.get("whole", {}):
             w = row["whole"]
