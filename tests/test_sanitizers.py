@@ -4,7 +4,7 @@ pass of the same extension on a real trace's ops and 400 random column sets (scr
 the snapshot decoder on a real-format snapshot in every window size and 400 mutated pickles
 (scripts/asan_snapshot_decoder.sh).
 An out-of-bounds access aborts the script with the sanitizer's report, and the test shows it. The long
-runs (20,000 cases each) stay by hand: docs/robustness.md."""
+runs (thousands of cases each) stay by hand: docs/robustness.md."""
 
 from __future__ import annotations
 
@@ -39,18 +39,19 @@ def _run(script: str, **env: str) -> str:
     return proc.stdout
 
 
-def test_event_scanner_under_asan_and_ubsan():
-    # The real H100 trace when ../shared is there, else a CPU trace the suite records: the same code paths.
+def _real_trace() -> str:
+    """The real H100 trace when ../shared is there, else a CPU trace the suite records: the same code paths."""
     shared = SHARED_TRACES / "tl_h100_owlv2_eager_bmm_softmax.json.gz"
-    trace = shared if shared.exists() else recorded_trace("eager")
-    out = _run("asan_prefilter.sh", TRACE=str(trace))
+    return str(shared if shared.exists() else recorded_trace("eager"))
+
+
+def test_event_scanner_under_asan_and_ubsan():
+    out = _run("asan_prefilter.sh", TRACE=_real_trace())
     assert f"{SHORT} mutated pieces: no memory error" in out and "whole trace routed" in out
 
 
 def test_op_tree_pass_under_asan_and_ubsan():
-    shared = SHARED_TRACES / "tl_h100_owlv2_eager_bmm_softmax.json.gz"
-    trace = shared if shared.exists() else recorded_trace("eager")
-    out = _run("asan_op_tree.sh", TRACE=str(trace))
+    out = _run("asan_op_tree.sh", TRACE=_real_trace())
     assert "real trace:" in out and f"{SHORT} random cases: no memory error" in out
 
 
