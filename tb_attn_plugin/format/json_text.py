@@ -9,8 +9,8 @@ import re
 import msgspec
 
 # The tokens come from msgspec's encoder, which is C throughout: json.dumps's compact encoder is C
-# too but about 8x slower on a report (27 against 3 ms on OWLv2 x4's 2.2 MB of JSON, where writing
-# the report was 8% of the CLI's instructions). msgspec's tokens are json.dumps's but for three
+# too but about 8x slower on a report (27 against 3 ms on OWLv2 x4's 2.2 MB of JSON: about 3% of that
+# report's CLI instructions). msgspec's tokens are json.dumps's but for three
 # things: it writes DEL and non-ASCII characters as they are (escaped here as json.dumps does:
 # \uXXXX, a surrogate pair past the BMP); it writes floats outside Python's fixed-notation range its
 # own way (1e16 and 0.00001 where repr gives 1e+16 and 1e-05); and it refuses what json.dumps may take
@@ -79,10 +79,9 @@ def _float_unlike_repr(raw: bytes) -> bool:
 def _escape(err: UnicodeDecodeError) -> tuple[str, int]:
     """The decoding error handler: the UTF-8 character that starts at the byte ASCII refused (the text
     is msgspec's, valid UTF-8), escaped as json.dumps escapes it."""
-    at = err.start
-    lead = err.object[at]
-    c = ord(bytes(err.object[at:at + (2 if lead < 0xE0 else 3 if lead < 0xF0 else 4)]).decode())
-    end = at + len(chr(c).encode())
+    at, lead = err.start, err.object[err.start]
+    end = at + (2 if lead < 0xE0 else 3 if lead < 0xF0 else 4)  # the UTF-8 sequence's length
+    c = ord(bytes(err.object[at:end]).decode())
     if c < 0x10000:
         return f"\\u{c:04x}", end
     c -= 0x10000
