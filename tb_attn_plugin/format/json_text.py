@@ -69,8 +69,12 @@ def _float_unlike_repr(raw: bytes) -> bool:
             j = i
             while j > 0 and zeros[j - 1] in b"0.-":
                 j -= 1
-            if (j == 0 or raw[j - 1] in b':,["') and (zeros[i + 2:i + 3] in (b"-", b"0") if pattern == b"0e" else
-                                                       raw[j:i] in (b"", b"-")):
+            starts_token = j == 0 or raw[j - 1] in b':,["'
+            if pattern == b"0e":  # a digit, 'e', then a digit or '-'
+                unlike = zeros[i + 2:i + 3] in (b"0", b"-")
+            else:  # the whole number is 0.0000... or -0.0000...
+                unlike = raw[j:i] in (b"", b"-")
+            if starts_token and unlike:
                 return True
             i = text.find(pattern, i + 1)
     return False
@@ -81,7 +85,7 @@ def _escape(err: UnicodeDecodeError) -> tuple[str, int]:
     is msgspec's, valid UTF-8), escaped as json.dumps escapes it."""
     at, lead = err.start, err.object[err.start]
     end = at + (2 if lead < 0xE0 else 3 if lead < 0xF0 else 4)  # the UTF-8 sequence's length
-    c = ord(bytes(err.object[at:end]).decode())
+    c = ord(err.object[at:end].decode())  # err.object: the bytes being decoded
     if c < 0x10000:
         return f"\\u{c:04x}", end
     c -= 0x10000
