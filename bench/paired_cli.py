@@ -35,16 +35,21 @@ import tempfile
 import time
 
 
-def run(checkout: str, trace: str, python: str, cache: str) -> dict:
+def _arm(checkout: str, trace: str, python: str, cache: str) -> tuple[list[str], dict]:
+    """The command and environment of one run of an arm, timed (run) or counted (instructions)."""
     # Each arm's compiled bytecode in a cache of its own (``cache``), written by the warm-up run: with
     # PYTHONDONTWRITEBYTECODE set, or a checkout whose __pycache__ is older than its sources, an arm
     # would otherwise compile its modules again in every run (67-74 ms here), which is no engine's cost.
     env = {**os.environ, "PYTHONPATH": os.path.abspath(checkout), "PYTHONPYCACHEPREFIX": cache}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return [python, "-m", "tb_attn_plugin.cli", "report", "--json", "-q", os.path.abspath(trace)], env
+
+
+def run(checkout: str, trace: str, python: str, cache: str) -> dict:
+    argv, env = _arm(checkout, trace, python, cache)
     with tempfile.TemporaryFile() as out:  # the report lands in a file, as `report --json > r.json` puts it
         t0 = time.perf_counter()
-        proc = subprocess.Popen([python, "-m", "tb_attn_plugin.cli", "report", "--json", "-q", os.path.abspath(trace)],
-                                stdout=out, stderr=subprocess.PIPE, env=env, cwd="/")
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, env=env, cwd="/")
         _, status, ru = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
     err = proc.stderr.read().decode(errors="replace").strip()
@@ -56,11 +61,9 @@ def run(checkout: str, trace: str, python: str, cache: str) -> dict:
 
 def instructions(checkout: str, trace: str, python: str, cache: str) -> int:
     """The instructions of one run of the arm (after the timed runs have filled its bytecode cache)."""
-    env = {**os.environ, "PYTHONPATH": os.path.abspath(checkout), "PYTHONPYCACHEPREFIX": cache}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    argv, env = _arm(checkout, trace, python, cache)
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", python, "-m",
-                               "tb_attn_plugin.cli", "report", "--json", "-q", os.path.abspath(trace)],
+        proc = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", *argv],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd="/", text=True)
     found = re.search(r"Collected\s*:\s*([\d,]+)", proc.stderr)
     if proc.returncode != 0 or found is None:
