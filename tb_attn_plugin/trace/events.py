@@ -416,16 +416,17 @@ class _Kept:
         # third of the kept events' memory.
         self._shared: dict[Any, Any] = {}
         self._keeps: dict[str, bool] = {}  # op name -> keep_shapes(name), asked once per name
+        # The names keep_shapes said no to, encoded as the scanner matches them, appended as they are
+        # asked: slim() hands them over without a pass over every name so far (a trace names each
+        # ProfilerStep#N anew, so that pass per chunk was quadratic in the steps of a long trace).
+        self._drop: list[bytes] = []
         self._slim: tuple | None = None
-        self._slim_at = -1  # len(_keeps) when _slim was made
 
     def slim(self) -> tuple:
         """The scanner's slim rules (see _prefilter.scan_events): what is left out of the chunks
         scanned from now on is what add_scanned would drop from them anyway."""
-        if self._slim_at != len(self._keeps):
-            self._slim_at = len(self._keeps)
-            drop = tuple(nm.encode("utf-8", "surrogatepass") for nm, k in self._keeps.items() if not k)
-            self._slim = (_ARG_KEYS, _SHAPE_KEYS, drop)
+        if self._slim is None or len(self._slim[2]) != len(self._drop):
+            self._slim = (_ARG_KEYS, _SHAPE_KEYS, tuple(self._drop))
         return self._slim
 
     def add(self, events: list[Event], dropped: int = 0) -> None:
@@ -518,6 +519,8 @@ class _Kept:
         k = self._keeps.get(name)
         if k is None:
             k = self._keeps[name] = bool(self.keep_shapes(name))
+            if not k:
+                self._drop.append(name.encode("utf-8", "surrogatepass"))
         return k
 
     def _add_shapes(self, op: int, name: str, a: Shapes) -> None:
