@@ -473,10 +473,28 @@ static int int_field(const char *s, Py_ssize_t p, Py_ssize_t q, int64_t *v) {
     return json_int(s, p, q, v) ? 1 : -1;
 }
 
-/* The args object at s[p] == '{' of a kept event; returns the index after it, or -1 when in doubt.
- * Every int member Args declares is checked for its type, as msgspec would. */
+/* One member "key": s[v0..v1) of a kept event's args into r: every int member Args declares is
+ * checked for its type, as msgspec would (seen: the ones met so far). 0, or -1 when in doubt. */
 static Py_ssize_t INT_LENS[N_INTS];
 
+static int arg_member(const char *s, Py_ssize_t k0, Py_ssize_t k1, Py_ssize_t v0, Py_ssize_t v1, Rec *r, int *seen) {
+    for (int k = 0; k < N_INTS; k++) {
+        if (k1 - k0 != INT_LENS[k] || !same(s + k0, INT_KEYS[k], INT_LENS[k])) continue;
+        if (*seen & (1 << k)) return -1; /* a repeated key */
+        *seen |= 1 << k;
+        int got = int_field(s, v0, v1, &r->arg[k]);
+        if (got < 0) return -1;
+        if (got) r->nulls &= ~((int64_t)1 << k);
+        break;
+    }
+    Py_ssize_t n = k1 - k0;
+    if ((n == 10 && (memcmp(s + k0, "Input Dims", 10) == 0 || memcmp(s + k0, "Input type", 10) == 0))
+        || (n == 15 && memcmp(s + k0, "Concrete Inputs", 15) == 0) || (n == 13 && memcmp(s + k0, "Input Strides", 13) == 0))
+        r->nulls |= HAS_SHAPES;
+    return 0;
+}
+
+/* The args object at s[p] == '{' of a kept event into r; returns the index after it, or -1 when in doubt. */
 static Py_ssize_t event_args(const char *s, Py_ssize_t p, Py_ssize_t stop, Rec *r) {
     int seen = 0;
     p = skip_ws(s, p + 1, stop);
@@ -488,20 +506,7 @@ static Py_ssize_t event_args(const char *s, Py_ssize_t p, Py_ssize_t stop, Rec *
         if (p < 0 || kesc) return -1;
         Py_ssize_t v0 = p;
         p = skip_value(s, p, stop);
-        if (p < 0) return -1;
-        for (int k = 0; k < N_INTS; k++) {
-            if (k1 - k0 != INT_LENS[k] || !same(s + k0, INT_KEYS[k], INT_LENS[k])) continue;
-            if (seen & (1 << k)) return -1; /* a repeated key */
-            seen |= 1 << k;
-            int got = int_field(s, v0, p, &r->arg[k]);
-            if (got < 0) return -1;
-            if (got) r->nulls &= ~((int64_t)1 << k);
-            break;
-        }
-        Py_ssize_t n = k1 - k0;
-        if ((n == 10 && (memcmp(s + k0, "Input Dims", 10) == 0 || memcmp(s + k0, "Input type", 10) == 0))
-            || (n == 15 && memcmp(s + k0, "Concrete Inputs", 15) == 0) || (n == 13 && memcmp(s + k0, "Input Strides", 13) == 0))
-            r->nulls |= HAS_SHAPES;
+        if (p < 0 || arg_member(s, k0, k1, v0, p, r, &seen) < 0) return -1;
         p = member_next(s, p, stop, &end);
         if (p == OBJECT_ENDS) return end;
         if (p < 0) return -1;
@@ -510,9 +515,8 @@ static Py_ssize_t event_args(const char *s, Py_ssize_t p, Py_ssize_t stop, Rec *
 
 /* A kept event's Rec, from its spans (scan_event; its ph, cat and name are strings there): 1 kept,
  * 0 insane times (left out and counted), -1 in doubt. Absent fields read as the decoder's defaults.
- * slim (or NULL): the args as slimmed while scanned, read instead of the text (smaller, and what the
- * decoder is given). */
-static int event_record(const char *s, const Spans *sp, const Route *rt, Rec *r, const Out *slim) {
+ * args (or NULL): the args' members as read while they were slimmed (slim_args), instead of read again. */
+static int event_record(const char *s, const Spans *sp, const Route *rt, Rec *r, const Rec *args) {
     memset(r, 0, sizeof(*r));
     r->nulls = (N_ARGS << 1) - 1;
     if (sp->repeated) return -1; /* the decoder's call */
@@ -530,8 +534,8 @@ static int event_record(const char *s, const Spans *sp, const Route *rt, Rec *r,
     v = sp->v[S_ARGS];
     if (v[0] >= 0 && s[v[0]] == '{') {
         r->nulls &= ~(int64_t)N_ARGS;
-        if (slim != NULL ? event_args(slim->buf, 0, slim->len, r) != slim->len : event_args(s, v[0], v[1], r) != v[1])
-            return -1;
+        if (args != NULL) memcpy(r->arg, args->arg, sizeof(r->arg)), r->nulls = args->nulls;
+        else if (event_args(s, v[0], v[1], r) != v[1]) return -1;
     } else if (v[0] >= 0 && !is_null(s, v[0], v[1])) {
         return -1;
     }
@@ -698,10 +702,10 @@ static int key_in(const char *s, Py_ssize_t k0, Py_ssize_t k1, const char **keys
     return 0;
 }
 
-/* The args object at s[p] == '{' of a kept event, slimmed into o. Returns the index after it, -1
- * in doubt, -2 out of memory. */
-static Py_ssize_t slim_args(const char *s, Py_ssize_t p, Py_ssize_t e1, const Slim *sl, int no_shapes, Out *o) {
-    int first = 1;
+/* The args object at s[p] == '{' of a kept event, slimmed into o, the members kept read into r too
+ * (or NULL) as event_args reads them. Returns the index after it, -1 in doubt, -2 out of memory. */
+static Py_ssize_t slim_args(const char *s, Py_ssize_t p, Py_ssize_t e1, const Slim *sl, int no_shapes, Out *o, Rec *r) {
+    int first = 1, seen = 0;
     if (out_put(o, "{", 1) < 0) return -2;
     p = skip_ws(s, p + 1, e1);
     if (p < e1 && s[p] == '}') return out_put(o, "}", 1) < 0 ? -2 : p + 1;
@@ -714,7 +718,7 @@ static Py_ssize_t slim_args(const char *s, Py_ssize_t p, Py_ssize_t e1, const Sl
                    && !(no_shapes && key_in(s, k0, k1, sl->shapes, sl->shape_lens, sl->n_shapes));
         /* a member left out is read once, by the strict check, which also finds its end */
         Py_ssize_t v1 = keep ? skip_value(s, v0, e1) : strict_value(s, v0, e1, 0);
-        if (v1 < 0) return -1;
+        if (v1 < 0 || (keep && r != NULL && arg_member(s, k0, k1, v0, v1, r, &seen) < 0)) return -1;
         if (keep) {
             /* from the key's opening quote to the value's end, as written */
             if ((!first && out_put(o, ",", 1) < 0) || out_put(o, s + k0 - 1, v1 - (k0 - 1)) < 0) return -2;
@@ -741,7 +745,7 @@ static int put_slim(const char *s, Py_ssize_t e0, Py_ssize_t e1, const Slim *sl,
             if (key_is(s, k0, k1, "args") && s[v0] == '{') {
                 if (seen_args++) return SCAN_DOUBT; /* a repeated key: the decoder decides */
                 if (out_put(o, s + copied, v0 - copied) < 0) return SCAN_NO_MEMORY;
-                v1 = slim_args(s, v0, e1, sl, no_shapes, o);
+                v1 = slim_args(s, v0, e1, sl, no_shapes, o, NULL);
                 if (v1 == -2) return SCAN_NO_MEMORY;
                 if (v1 < 0) return SCAN_DOUBT;
                 copied = v1;
@@ -787,6 +791,7 @@ typedef struct {
     const Rules *r;
     const Route *rt;
     Out out; /* the slimmed args of the event being scanned */
+    Rec args; /* and their members, read as they were slimmed (event_record's args) */
     Py_ssize_t a0, a1; /* where its args value lies in the text */
     int slimmed, args_seen;
     int grouped, group; /* the event's event_group, when this hook worked it out (its cat and name are final then) */
@@ -800,7 +805,8 @@ static Py_ssize_t slim_hook(void *ctx, const char *s, Py_ssize_t p, Py_ssize_t s
     h->grouped = 1;
     if (g != G_OPS && g != G_GPU && g != G_LAUNCH) return -1;
     h->out.len = 0;
-    Py_ssize_t end = slim_args(s, p, stop, &h->rt->slim, no_shapes(h->rt, g, name), &h->out);
+    memset(h->args.arg, 0, sizeof(h->args.arg)), h->args.nulls = N_ARGS - 1; /* an args object, nothing read yet */
+    Py_ssize_t end = slim_args(s, p, stop, &h->rt->slim, no_shapes(h->rt, g, name), &h->out, &h->args);
     if (end < 0) return -1;
     h->slimmed = 1;
     h->a0 = p;
@@ -850,7 +856,7 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
         Rec rec;
         int sane = 1;
         if (g >= 0 && ph_ok(g, &ph)) {
-            sane = event_record(s, &sp, rt, &rec, hook->slimmed ? &hook->out : NULL);
+            sane = event_record(s, &sp, rt, &rec, hook->slimmed ? &hook->args : NULL);
             if (sane < 0) return SCAN_DOUBT;
             rec.cat = cid;
             *insane += !sane;
@@ -1029,7 +1035,7 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
     Rules r = {0};
     Route rt = {0};
     Out out = {0}, outs[N_OUTS] = {{0}};
-    SlimHook hook = {&r, &rt, {0}, 0, 0, 0, 0, 0, 0, 0};
+    SlimHook hook = {.r = &r, .rt = &rt};
     (void)self;
     if (!PyArg_ParseTuple(args, "y*nnO!SSS|pOO", &text, &pos, &budget, &PyTuple_Type, &cats, &frame_cat,
                           &frame_prefix, &other_name, &partial, &route, &slim))
