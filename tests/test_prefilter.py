@@ -451,6 +451,33 @@ def _check_slimmed(text: bytes) -> None:
         assert (fast.total, fast.insane) == (plain.total, plain.insane)
 
 
+@needs_native
+def test_only_names_seen_with_shapes_are_asked_and_dropped():
+    """keep_shapes is asked only about names whose ops hold shapes, so the slim rules' drop list holds
+    the refused names of those and nothing else: a long trace names each ProfilerStep#N anew (kineto's
+    user_annotation around every step), and that list used to grow by a name per step, handed to the
+    scanner and hashed again with every window."""
+    asked = []
+
+    def keep_shapes(name: str) -> bool:
+        asked.append(name)
+        return name == "aten::bmm"
+
+    kept = events._Kept(None, keep_shapes)
+    dims = '"args": {"Input Dims": [[2, 3]], "Input type": ["float"]}'
+    for step in range(3):
+        text = _chunk([f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{step}", "ts": {step}, "dur": 1}}',
+                       f'{{"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": {step}, "dur": 1, {dims}}}',
+                       f'{{"ph": "X", "cat": "cpu_op", "name": "aten::bmm", "ts": {step}, "dur": 1, {dims}}}',
+                       f'{{"ph": "X", "cat": "cpu_op", "name": "aten::view", "ts": {step}, "dur": 1, "args": {{}}}}'])
+        got, dropped, _, _ = scan(b"[" + text + b"]", 1, 1 << 40, *RULES, False, ROUTE, kept.slim())
+        kept.add_scanned(got, dropped)
+    assert sorted(asked) == ["aten::add", "aten::bmm"]  # once each, and never a step or aten::view
+    assert kept.slim()[2] == (b"aten::add",)
+    names = kept.op_names.values
+    assert sorted(names[i] for i in kept.op_names.ids[sorted(kept.op_shapes)]) == ["aten::bmm"] * 3
+
+
 # Bytes the scanner must stop at inside a string, and what JSON makes of each: an escaped quote, an
 # escaped backslash, a \u escape, UTF-8 (outside the strict subset), DEL, and invalid JSON: an unknown
 # escape, a raw tab.

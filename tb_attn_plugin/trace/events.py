@@ -404,7 +404,7 @@ class _Kept:
         self.doc = doc
         self.keep_shapes = keep_shapes
         self.op_names, self.op_shapes, self.launch_names = Names(), {}, Names()
-        self._wanted_ids = np.zeros(0, bool)  # _wanted
+        self._wanted_ids = np.zeros(0, np.int8)  # _wanted
         self.gpu_names, self._gpu_config = Names(), []
         self.flows: list[Event] = []
         self.op_table, self.launch_table = Table(OP_FIELDS, CATS), Table(LAUNCH_FIELDS, CATS)
@@ -481,7 +481,7 @@ class _Kept:
         base, ids = len(self.op_table), self.op_names.add(names)
         shaped = np.flatnonzero(op_nulls & SHAPES)
         if len(shaped):
-            wanted = shaped[self._wanted()[ids[shaped]]]
+            wanted = shaped[self._wanted(ids[shaped])]
             for i, k in zip(wanted.tolist(), np.searchsorted(ops.at, wanted).tolist()):
                 self.op_shapes[base + i] = ops.json[k].copy()
         self.op_table.add_records(op_recs)
@@ -504,13 +504,20 @@ class _Kept:
         self.launch_names.add(launch_names)
         self.memory.add_records(mem_recs)
 
-    def _wanted(self) -> np.ndarray:
-        """For each op name id so far, whether keep_shapes wants its shapes."""
-        values = self.op_names.values
-        if len(self._wanted_ids) < len(values):
-            new = np.fromiter(map(self._wants_shapes, values[len(self._wanted_ids):]), bool)
-            self._wanted_ids = np.concatenate((self._wanted_ids, new))
-        return self._wanted_ids
+    def _wanted(self, ids: np.ndarray) -> np.ndarray:
+        """Whether keep_shapes wants the shapes of ops with these name ids. Only names seen holding
+        shapes are asked (and can join the slim rules' drop list): a long trace's ProfilerStep#N
+        names, never with shapes, would otherwise grow that list by each step."""
+        n = len(self.op_names.values)
+        if len(self._wanted_ids) < n:  # -1: not asked yet
+            self._wanted_ids = np.concatenate((self._wanted_ids, np.full(n - len(self._wanted_ids), -1, np.int8)))
+        got = self._wanted_ids[ids]
+        new = np.unique(ids[got < 0])
+        if len(new):
+            values = self.op_names.values
+            self._wanted_ids[new] = [self._wants_shapes(values[i]) for i in new.tolist()]
+            got = self._wanted_ids[ids]
+        return got == 1
 
     def _wants_shapes(self, name: str) -> bool:
         """keep_shapes(name), asked once per name (None: every op keeps its shapes)."""
