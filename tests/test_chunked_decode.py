@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tb_attn_plugin.report.build import analyze_file
-from tb_attn_plugin.trace import events
+from tb_attn_plugin.trace import events, rules
 from tests.conftest import recorded_trace, shared_trace
 
 
@@ -23,7 +23,7 @@ def _strip(r):
 def test_small_chunks_change_nothing(monkeypatch, name):
     path = str(shared_trace(name))
     whole = _strip(analyze_file(path))
-    monkeypatch.setattr(events, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(rules, "CHUNK_BYTES", 4096)
     calls = []
 
     class Counting:
@@ -49,7 +49,7 @@ def test_boundary_inside_a_string_falls_back(tmp_path, monkeypatch):
             break
     p = tmp_path / "w.1.pt.trace.json"
     p.write_text(json.dumps(doc, indent=1))
-    monkeypatch.setattr(events, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(rules, "CHUNK_BYTES", 64)
     r = analyze_file(str(p))
     assert r["calls"] == 2 and not r["warnings"]
     assert sum(k["count"] for k in r["ops"] if k["name"] == "aten::_scaled_dot_product_flash_attention_for_cpu") == 2

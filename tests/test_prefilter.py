@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tb_attn_plugin.report.build import analyze_file
-from tb_attn_plugin.trace import events, launch_config, native
+from tb_attn_plugin.trace import events, launch_config, native, rules
 from tb_attn_plugin.trace.table import JSON, REC
 from tests.conftest import shared_trace
 
@@ -74,7 +74,7 @@ def test_small_chunks_scanned_on_a_second_thread_change_nothing(monkeypatch, nam
     plain = _strip(_without_scanner(monkeypatch, lambda: analyze_file(path)))
     monkeypatch.setattr(native, "streaming", False)  # this is about the whole-text path (tests/test_stream.py: the other)
     monkeypatch.setattr(native, "PIPELINE_MIN_BYTES", 0)
-    monkeypatch.setattr(events, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setattr(rules, "CHUNK_BYTES", 64 << 10)
     chunks = []
     real = native._scan_events
     monkeypatch.setattr(native, "_scan_events", lambda *a: chunks.append(a[1]) or real(*a))
@@ -530,8 +530,9 @@ def test_a_member_left_out_must_be_plainly_valid_json(member):
 
 @needs_native
 def test_a_streamed_trace_is_slimmed_once_names_are_judged(monkeypatch, tmp_path):
-    """The decoding thread tells the scanning thread which names' shapes nobody reads; the later
-    windows leave them out, and the events are those of the whole-text path."""
+    """The first window is slimmed to Args' members, no name dropped yet; the decoding thread then
+    tells the scanning thread which names' shapes nobody reads, the later windows leave them out,
+    and the events are those of the whole-text path."""
     from tb_attn_plugin.attention.patterns import needs_shapes
     from tb_attn_plugin.trace import stream
 
@@ -544,9 +545,9 @@ def test_a_streamed_trace_is_slimmed_once_names_are_judged(monkeypatch, tmp_path
     real = native.scan_window
     monkeypatch.setattr(native, "scan_window", lambda *a: seen.append(a[6]) or real(*a))
     monkeypatch.setattr(stream, "READ_BYTES", 64 << 10)  # windows of 64 KB
-    monkeypatch.setattr(events, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setattr(rules, "CHUNK_BYTES", 64 << 10)
     ev, _ = stream.decode_file(str(path), needs_shapes)
-    assert len(seen) > 10 and seen[0] is None and b"aten::add" in seen[-1][2] and b"aten::bmm" not in seen[-1][2]
+    assert len(seen) > 10 and seen[0] == (rules.ARG_KEYS, rules.SHAPE_KEYS, ()) and b"aten::add" in seen[-1][2] and b"aten::bmm" not in seen[-1][2]
     whole = events.decode(str(path), path.read_bytes(), keep_shapes=needs_shapes)
     assert ev.op_events() == whole.op_events() and 1 not in ev.op_shapes and events.op_args(ev.op_shapes[0]).dims is not None
 

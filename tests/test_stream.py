@@ -8,7 +8,10 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
+import sys
 import threading
+import time
 
 import msgspec
 import numpy as np
@@ -16,14 +19,14 @@ import pytest
 
 from tb_attn_plugin.attention.patterns import needs_shapes
 from tb_attn_plugin.report.build import analyze_file
-from tb_attn_plugin.trace import events, native, stream
+from tb_attn_plugin.trace import events, native, rules, stream
 from tb_attn_plugin.trace.read import read_trace_text
 from tb_attn_plugin.trace.table import Names, Table
 from tests.conftest import shared_trace
 
 pytestmark = pytest.mark.skipif(not stream.available() and not os.environ.get("TB_ATTN_REQUIRE_NATIVE"),
                                 reason="the C scanner is not built (no compiler at install time)")
-SIZES = [(4 << 20, 4 << 20), (997, 331), (64 << 10, 7777)]  # (window = events.CHUNK_BYTES, read size)
+SIZES = [(4 << 20, 4 << 20), (997, 331), (64 << 10, 7777)]  # (window = rules.CHUNK_BYTES, read size)
 
 
 def _strip(r):
@@ -67,7 +70,7 @@ def test_the_scanner_streams_where_required():
 
 @pytest.mark.parametrize("window,read", SIZES)
 def test_cpu_traces_stream_to_the_same_events(monkeypatch, cpu_traces, window, read):
-    monkeypatch.setattr(events, "CHUNK_BYTES", window)
+    monkeypatch.setattr(rules, "CHUNK_BYTES", window)
     monkeypatch.setattr(stream, "READ_BYTES", read)
     for path in cpu_traces.values():
         want, size = _whole_events(str(path))
@@ -85,7 +88,7 @@ def test_gzip_one_member_and_several_stream_to_the_same_report(monkeypatch, cpu_
     many = tmp_path / "many.pt.trace.json.gz"
     third = len(text) // 3
     many.write_bytes(b"".join(gzip.compress(text[i:j]) for i, j in ((0, third), (third, 2 * third), (2 * third, None))))
-    monkeypatch.setattr(events, "CHUNK_BYTES", 8192)
+    monkeypatch.setattr(rules, "CHUNK_BYTES", 8192)
     monkeypatch.setattr(stream, "READ_BYTES", 1000)
     want = _whole_report(monkeypatch, str(src))
     for p in (one, many):
@@ -108,7 +111,7 @@ def test_only_a_bounded_window_is_held(monkeypatch, cpu_traces):
     path = str(cpu_traces["tagged"])
     size = os.path.getsize(path)
     window, read = 16 << 10, 4096
-    monkeypatch.setattr(events, "CHUNK_BYTES", window)
+    monkeypatch.setattr(rules, "CHUNK_BYTES", window)
     monkeypatch.setattr(stream, "READ_BYTES", read)
     seen = []
     real = native.scan_window
@@ -121,7 +124,7 @@ def test_only_a_bounded_window_is_held(monkeypatch, cpu_traces):
                                   "hta_a100_negative_log_softmax_fwdbwd", "tl_mi300x_torch_compile_small"])
 def test_shared_gpu_traces_stream_to_the_same_report(monkeypatch, name):
     path = str(shared_trace(name))  # skips where ../shared is absent: these are the real GPU layouts
-    monkeypatch.setattr(events, "CHUNK_BYTES", 256 << 10)
+    monkeypatch.setattr(rules, "CHUNK_BYTES", 256 << 10)
     assert stream.decode_file(path, needs_shapes) is not None
     assert _strip(analyze_file(path)) == _whole_report(monkeypatch, path)
 
@@ -130,9 +133,10 @@ def _doc(cpu_traces):
     return json.loads(cpu_traces["sdpa"].read_bytes())
 
 
+@pytest.mark.parametrize("early", [False, True], ids=["", "begun_early"])
 @pytest.mark.parametrize("case", ["gzip_cut", "bare_array", "after_array", "broken_mid_way", "mistyped_event",
                                   "in_a_string", "not_json", "empty"])
-def test_what_is_not_plain_goes_to_the_whole_text_path(monkeypatch, cpu_traces, tmp_path, case):
+def test_what_is_not_plain_goes_to_the_whole_text_path(monkeypatch, cpu_traces, tmp_path, case, early):
     doc = _doc(cpu_traces)
     text = json.dumps(doc).encode()
     name = "t.pt.trace.json"
@@ -157,9 +161,11 @@ def test_what_is_not_plain_goes_to_the_whole_text_path(monkeypatch, cpu_traces, 
         data = b""
     p = tmp_path / name
     p.write_bytes(data)
-    monkeypatch.setattr(events, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(rules, "CHUNK_BYTES", 4096)
+    if early:  # as the command line begins it (stream.start): what the scan met waits for decode_file
+        stream.start(str(p))
     got = stream.decode_file(str(p), needs_shapes)
-    assert _no_stream_threads()
+    assert _no_stream_threads() and not stream._begun
     if case in ("bare_array", "in_a_string"):
         # Plain after all: a bare array and a look-alike key in the head stream too, to the same events.
         assert got is not None and _enc(got[0]) == _enc(_whole_events(str(p))[0])
@@ -175,3 +181,50 @@ def test_what_is_not_plain_goes_to_the_whole_text_path(monkeypatch, cpu_traces, 
     except Exception as exc:
         have = ("error", str(exc))
     assert have == want
+
+
+@pytest.mark.parametrize("name", ["sdpa", "tagged"])
+def test_a_reading_begun_early_is_taken_over_with_the_same_events(monkeypatch, cpu_traces, name):
+    """stream.start (the command line calls it before numpy is imported) reads and scans ahead on
+    threads of its own; decode_file takes over the chunks scanned meanwhile and gives the events of
+    a reading it began itself."""
+    monkeypatch.setattr(rules, "CHUNK_BYTES", 8192)
+    monkeypatch.setattr(stream, "READ_BYTES", 4096)
+    path = str(cpu_traces[name])
+    want = stream.decode_file(path, needs_shapes)
+    assert stream.start(path) and stream.start(path)  # one reading per path
+    reading = stream._begun[path]
+    deadline = time.monotonic() + 10
+    while reading.chunks._q.qsize() < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert reading.chunks._q.qsize() >= 2  # scanned ahead, not taken yet
+    got = stream.decode_file(path, needs_shapes)
+    assert not stream._begun and _no_stream_threads() and reading.fh.closed
+    assert got is not None and got[1] == want[1] and _enc(got[0]) == _enc(want[0])
+
+
+def test_a_reading_begun_and_never_taken_is_stopped(cpu_traces):
+    path = str(cpu_traces["sdpa"])
+    assert stream.start(path)
+    reading = stream._begun[path]
+    stream.stop_begun()
+    assert not stream._begun and _no_stream_threads() and reading.fh.closed
+
+
+def test_the_command_line_reads_the_first_trace_ahead_and_leaves_no_thread(monkeypatch, cpu_traces, capsys):
+    from tb_attn_plugin import cli
+
+    begun = []
+    real = stream.start
+    monkeypatch.setattr(stream, "start", lambda p: begun.append(p) or real(p))
+    path = str(cpu_traces["sdpa"])
+    assert cli.main(["report", "--json", "-q", path, str(cpu_traces["tagged"])]) == 0
+    assert begun == [path] and not stream._begun and _no_stream_threads()
+    assert [r["source"]["path"] for r in json.loads(capsys.readouterr().out)["reports"]] == [path, str(cpu_traces["tagged"])]
+
+
+def test_reading_and_scanning_import_no_numpy():
+    """What the command line begins before the engine imports (stream.start) needs no numpy."""
+    code = ("import sys, tb_attn_plugin.trace.stream as s; "
+            "assert 'numpy' not in sys.modules, [m for m in sys.modules if m.startswith('numpy')][:3]")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=os.path.dirname(os.path.dirname(__file__)))

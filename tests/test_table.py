@@ -13,14 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tb_attn_plugin.attention.patterns import needs_shapes
-from tb_attn_plugin.trace import events, link, native, stream
+from tb_attn_plugin.trace import events, link, native, rules, stream
 from tb_attn_plugin.trace.events import CATS, GPU_FIELDS, LAUNCH_FIELDS, MEMORY_FIELDS, OP_FIELDS, Args, Event
 from tb_attn_plugin.trace.table import INT_ARGS, REC, Table, runs_of
 from tests.conftest import shared_trace
 
 
 def _streamed(monkeypatch, path, window):
-    monkeypatch.setattr(events, "CHUNK_BYTES", window)
+    monkeypatch.setattr(rules, "CHUNK_BYTES", window)
     monkeypatch.setattr(stream, "READ_BYTES", window)  # pieces this small: many chunks per trace
     got = stream.decode_file(str(path), needs_shapes)
     if got is None:

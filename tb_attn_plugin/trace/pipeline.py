@@ -12,48 +12,62 @@ A = TypeVar("A")
 B = TypeVar("B")
 
 
-def pipe(source: Iterator, depth: int = 2, name: str = "tb-attn-stream") -> Iterator:
-    """Run the ``source`` generator on a thread of its own, handing its items over a bounded queue.
-    Closing this generator (or the consumer failing) stops the thread and closes ``source``."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    end = object()
+class Ahead:
+    """The ``source`` generator run on a thread of its own from now on, its items handed over a
+    bounded queue of ``depth``: iterate this to take them. close() stops the thread and closes
+    ``source``, whether or not anything was taken (a reading begun before its caller was ready)."""
 
-    def put(item) -> bool:
-        while not stop.is_set():
+    def __init__(self, source: Iterator, depth: int = 2, name: str = "tb-attn-stream"):
+        self._q: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._end = object()
+        self._thread = threading.Thread(target=self._run, args=(source,), name=name, daemon=True)
+        self._thread.start()
+
+    def _put(self, item) -> bool:
+        while not self._stop.is_set():
             try:
-                q.put(item, timeout=0.05)
+                self._q.put(item, timeout=0.05)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def run() -> None:
+    def _run(self, source: Iterator) -> None:
         try:
             for item in source:
-                if not put(item):
+                if not self._put(item):
                     return
-            put(end)
+            self._put(self._end)
         except BaseException as exc:  # handed to the consumer's thread
-            put(exc)
+            self._put(exc)
         finally:
             close = getattr(source, "close", None)
             if close is not None:
                 close()  # a generator holding a pipe of its own stops that one too
 
-    t = threading.Thread(target=run, name=name, daemon=True)
-    t.start()
-    try:
+    def __iter__(self) -> Iterator:
         while True:
-            item = q.get()
-            if item is end:
+            item = self._q.get()
+            if item is self._end:
                 return
             if isinstance(item, BaseException):
                 raise item
             yield item
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def pipe(source: Iterator, depth: int = 2, name: str = "tb-attn-stream") -> Iterator:
+    """Ahead as a generator: the thread starts with the first item asked for, and closing this
+    generator (or the consumer failing) stops it and closes ``source``."""
+    ahead = Ahead(source, depth, name)
+    try:
+        yield from ahead
     finally:
-        stop.set()
-        t.join()
+        ahead.close()
 
 
 def together(beside: Callable[[], A], here: Callable[[], B], name: str = "tb-attn-beside") -> tuple[A, B]:

@@ -1,5 +1,5 @@
 """Decoding a trace while it is read: the file streams through the C scanner in windows of about a
-MB (events.CHUNK_BYTES), so the whole text is never held (peak memory is the kept events plus a few
+MB (rules.CHUNK_BYTES), so the whole text is never held (peak memory is the kept events plus a few
 windows, not the text plus the events).
 
 Three stages run at once, joined by queues of at most two items: a thread reads the file (and
@@ -9,32 +9,39 @@ does not understand plainly (not a kineto layout, a gzip stream cut short, a mis
 event larger than MAX_EVENT) it drops what it kept and returns None, and the caller decodes the
 whole text the careful way (events.decode), which judges and words every problem.
 Results are the same as events.decode's: the same rules keep the same events in file order.
+
+The reading and scanning threads need no numpy (rules.py holds what the scanner is given), so the
+command line starts them (start) before the engine imports, and decode_file takes over the chunks
+scanned meanwhile: numpy's import, about a tenth of a second, then overlaps the scan.
 """
 
 from __future__ import annotations
 
 import zlib
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import msgspec
 
-from . import events as ev_mod
-from . import limits, native
-from .pipeline import pipe
+from . import limits, native, rules
+from .pipeline import Ahead, pipe
 from .read import is_url
+
+if TYPE_CHECKING:
+    from .events import Events
 
 try:  # optional (the [fast] extra): ISA-L inflates in about 60% of zlib's time
     from isal import isal_zlib as _inflate_mod
 except ImportError:
     _inflate_mod = zlib
 
-READ_BYTES = 1 << 20  # compressed (or plain) bytes per read: about one window (events.CHUNK_BYTES)
-# Text handed to the scanner at a time: events.CHUNK_BYTES, the chunk the whole-text path decodes.
+READ_BYTES = 1 << 20  # compressed (or plain) bytes per read: about one window (rules.CHUNK_BYTES)
+# Text handed to the scanner at a time: rules.CHUNK_BYTES, the chunk the whole-text path decodes.
 MAX_HEAD = 64 << 20  # text before "traceEvents": [ (kineto's is a few KB of device properties)
 MAX_EVENT = 64 << 20  # one event larger than this: not a plain trace, leave it to the careful path
 MAX_TAIL = 256 << 20  # text after the event array (kineto's: trace name, time unit, a few log lines)
 _SCAN_ALL = 1 << 62  # budget: a window is scanned to its end in one call
 _NOTHING_ROUTED = (b"[]", b"[]", b"[]", b"[]", b"[]", b"", b"", b"", b"", 0)
+AHEAD = 32  # chunks a reading begun early (start) may scan before the caller takes them (~0.3 MB each on OWLv2)
 
 
 class _NotPlain(Exception):
@@ -46,10 +53,46 @@ def available() -> bool:
 
 
 def decode_file(path: str, keep_shapes: Callable[[str], bool] | None = None,
-                progress: Callable[[float], None] | None = None) -> tuple[ev_mod.Events, int] | None:
+                progress: Callable[[float], None] | None = None) -> tuple[Events, int] | None:
     """(Events, decompressed JSON bytes) of the trace at ``path``, streamed; None when the file is
     not plainly laid out, cannot be opened, or the scanner is not built (then use events.decode,
-    which gives the same Events or the right error). ``progress(fraction of the file read)``."""
+    which gives the same Events or the right error). ``progress(fraction of the file read)``.
+    A reading of ``path`` begun by start() is taken over."""
+    reading = _begun.pop(path, None) or _begin(path, 2)
+    if reading is None:
+        return None
+    try:
+        return _decode(reading, keep_shapes, progress)
+    except (_NotPlain, msgspec.DecodeError, OSError, EOFError, RecursionError):
+        return None
+    finally:
+        reading.close()
+
+
+_begun: dict[str, "_Reading"] = {}  # path -> its reading begun by start(), until decode_file takes it
+
+
+def start(path: str) -> bool:
+    """Begin reading and scanning the trace at ``path`` now, on threads of their own, up to AHEAD
+    chunks ahead of decode_file(path), which takes them over (the command line calls this before
+    the engine, numpy with it, is imported). False where nothing was begun."""
+    if path not in _begun:
+        try:
+            reading = _begin(path, AHEAD)
+        except Exception:  # a bad TB_ATTN_MAX_TRACE_BYTES: analysing the path says so, in one line
+            return False
+        if reading is not None:
+            _begun[path] = reading
+    return path in _begun
+
+
+def stop_begun() -> None:
+    """Stop the readings start() began that decode_file never took (their paths were not analysed)."""
+    while _begun:
+        _begun.popitem()[1].close()
+
+
+def _begin(path: str, ahead: int) -> "_Reading | None":
     if not available():
         return None
     limit = limits.max_trace_bytes(path)
@@ -57,12 +100,24 @@ def decode_file(path: str, keep_shapes: Callable[[str], bool] | None = None,
         fh = _open(path, limit)
     except Exception:
         return None  # the whole-text path opens it again and says what is wrong
-    try:
-        return _decode(fh, keep_shapes, progress, lambda: limits.too_big(path, limit, "inflates to"), limit)
-    except (_NotPlain, msgspec.DecodeError, OSError, EOFError, RecursionError):
-        return None
-    finally:
-        fh.close()
+    return _Reading(fh, lambda: limits.too_big(path, limit, "inflates to"), limit, ahead)
+
+
+class _Reading:
+    """The first two stages at work on an open file: its text read (and inflated) on one thread, its
+    windows scanned on another, up to ``ahead`` scanned chunks waiting for the decoding thread."""
+
+    def __init__(self, fh, too_big, limit: int, ahead: int):
+        self.fh = fh
+        self.reader = _Reader(fh)
+        self.scan = _Scan(pipe(_bounded(self.reader.pieces(), limit, too_big)))
+        # Slimmed from the first window; the names _Kept.slim learns join the windows after.
+        self.scan.slim = (rules.ARG_KEYS, rules.SHAPE_KEYS, ())
+        self.chunks = Ahead(self.scan.chunks(), ahead)
+
+    def close(self) -> None:
+        self.chunks.close()  # stops both threads before the file is closed
+        self.fh.close()
 
 
 def open_pieces(path: str, limit: int) -> Iterator[bytes]:
@@ -130,14 +185,14 @@ class _Reader:
     @staticmethod
     def _inflate(first: bytes, raw: Iterator[bytes]) -> Iterator[bytes]:
         """Gzip members one after the other (as gzip.decompress reads them), each output piece at
-        most events.CHUNK_BYTES: a highly compressed read never inflates into one huge block. Anything
+        most rules.CHUNK_BYTES: a highly compressed read never inflates into one huge block. Anything
         unusual (bytes after the last member, a stream cut short) goes to the careful path."""
         d = _inflate_mod.decompressobj(16 + zlib.MAX_WBITS)
         data = first
         while True:
             while data:
                 try:
-                    out = d.decompress(data, ev_mod.CHUNK_BYTES)
+                    out = d.decompress(data, rules.CHUNK_BYTES)
                 except Exception as exc:  # zlib.error, or ISA-L's own types: the careful path words it
                     raise _NotPlain(f"broken gzip stream: {exc}") from None
                 if out:
@@ -173,7 +228,7 @@ class _Scan:
         self.tail = b""
         self.array = False  # the document is a bare array of events
         self.size = 0
-        self.route = ev_mod._ROUTE  # kept events sorted into their lists by the scanner
+        self.route = rules.ROUTE  # kept events sorted into their lists by the scanner
         self.slim: tuple | None = None  # and slimmed (_Kept.slim; set by the decoding thread as it learns)
 
     def _more(self) -> bytes | None:
@@ -193,17 +248,17 @@ class _Scan:
     def _chunks(self) -> Iterator[tuple[bytes | tuple, int]]:
         window = self._find_array()  # starts at the array's '['
         pos, final, stuck = 1, False, False
-        rules = ev_mod._PREFILTER_RULES
+        prefilter = rules.PREFILTER_RULES
         while True:
             # Fill the window; at least one more piece when the last call could not finish an event.
-            while not final and (stuck or len(window) - pos < ev_mod.CHUNK_BYTES):
+            while not final and (stuck or len(window) - pos < rules.CHUNK_BYTES):
                 b = self._more()
                 if b is None:
                     final = True
                 else:
                     window = (window[pos:] + b) if pos else (window + b)
                     pos, stuck = 0, False
-            kept, dropped, nxt, done = native.scan_window(window, pos, _SCAN_ALL, rules, not final, self.route,
+            kept, dropped, nxt, done = native.scan_window(window, pos, _SCAN_ALL, prefilter, not final, self.route,
                                                           self.slim if self.route is not None else None)
             if kept is None:
                 raise _NotPlain("not a plain event array")
@@ -237,7 +292,7 @@ class _Scan:
                 self.array = True
                 start = len(buf) - len(body)
             elif body[:1] == b"{":
-                m = ev_mod._EVENTS_KEY.search(buf)
+                m = rules.EVENTS_KEY.search(buf)
                 if m is None:
                     if len(buf) > MAX_HEAD:
                         raise _NotPlain("no traceEvents array near the start")
@@ -259,19 +314,16 @@ def _bounded(pieces: Iterator[bytes], limit: int, too_big) -> Iterator[bytes]:
         yield piece
 
 
-def _decode(fh, keep_shapes, progress, too_big, limit) -> tuple[ev_mod.Events, int]:
-    reader = _Reader(fh)
-    scan = _Scan(pipe(_bounded(reader.pieces(), limit, too_big)))
+def _decode(reading: _Reading, keep_shapes, progress) -> tuple[Events, int]:
+    from . import events as ev_mod  # numpy: the scanning threads ran without it (start)
+
+    reader, scan = reading.reader, reading.scan
     kept = ev_mod._Kept(None, keep_shapes)
-    chunks = pipe(scan.chunks())
-    try:
-        for chunk, dropped in chunks:
-            kept.add_scanned(chunk, dropped)
-            scan.slim = kept.slim()  # read by the scanning thread for the windows after this
-            if progress and reader.size:
-                progress(min(1.0, reader.raw_read / reader.size))
-    finally:
-        chunks.close()  # on an error: stops both threads before the file is closed
+    for chunk, dropped in reading.chunks:
+        kept.add_scanned(chunk, dropped)
+        scan.slim = kept.slim()  # read by the scanning thread for the windows after this
+        if progress and reader.size:
+            progress(min(1.0, reader.raw_read / reader.size))
     if scan.array:
         if scan.tail.strip():
             raise _NotPlain("something after the array")
