@@ -155,9 +155,10 @@ def _read_ahead(path: str) -> None:
     engine's import (numpy's, a tenth of a second or more) overlaps it: analysing the trace then
     takes over what was scanned meanwhile (trace/stream.py's start). Plain local trace files only."""
     if path.endswith((".json", ".json.gz")) and os.path.isfile(path):
+        from .attention.patterns import needs_shapes  # what analyze_file reads shapes by (numpy-free)
         from .trace import stream
 
-        stream.start(path)
+        stream.start(path, needs_shapes)
 
 
 def _report(args) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -529,10 +530,12 @@ def test_a_member_left_out_must_be_plainly_valid_json(member):
 
 
 @needs_native
-def test_a_streamed_trace_is_slimmed_once_names_are_judged(monkeypatch, tmp_path):
+@pytest.mark.parametrize("early", [False, True], ids=["", "begun_early"])
+def test_a_streamed_trace_is_slimmed_once_names_are_judged(monkeypatch, tmp_path, early):
     """The first window is slimmed to Args' members, no name dropped yet; the decoding thread then
     tells the scanning thread which names' shapes nobody reads, the later windows leave them out,
-    and the events are those of the whole-text path."""
+    and the events are those of the whole-text path. Begun early (stream.start, before the decoding
+    thread exists), the scanning thread asks keep_shapes itself, and the same holds."""
     from tb_attn_plugin.attention.patterns import needs_shapes
     from tb_attn_plugin.trace import stream
 
@@ -546,6 +549,13 @@ def test_a_streamed_trace_is_slimmed_once_names_are_judged(monkeypatch, tmp_path
     monkeypatch.setattr(native, "scan_window", lambda *a: seen.append(a[6]) or real(*a))
     monkeypatch.setattr(stream, "READ_BYTES", 64 << 10)  # windows of 64 KB
     monkeypatch.setattr(rules, "CHUNK_BYTES", 64 << 10)
+    if early:
+        assert stream.start(str(path), needs_shapes)
+        queued = stream._begun[str(path)].chunks._q
+        deadline = time.monotonic() + 10
+        while queued.qsize() < 8 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert queued.qsize() >= 8 and b"aten::add" in seen[-1][2]  # slimmed by the scanning thread alone
     ev, _ = stream.decode_file(str(path), needs_shapes)
     assert len(seen) > 10 and seen[0] == (rules.ARG_KEYS, rules.SHAPE_KEYS, ()) and b"aten::add" in seen[-1][2] and b"aten::bmm" not in seen[-1][2]
     whole = events.decode(str(path), path.read_bytes(), keep_shapes=needs_shapes)

@@ -216,7 +216,7 @@ def test_the_command_line_reads_the_first_trace_ahead_and_leaves_no_thread(monke
 
     begun = []
     real = stream.start
-    monkeypatch.setattr(stream, "start", lambda p: begun.append(p) or real(p))
+    monkeypatch.setattr(stream, "start", lambda p, k=None: begun.append(p) or real(p, k))
     path = str(cpu_traces["sdpa"])
     assert cli.main(["report", "--json", "-q", path, str(cpu_traces["tagged"])]) == 0
     assert begun == [path] and not stream._begun and _no_stream_threads()
@@ -228,3 +228,19 @@ def test_reading_and_scanning_import_no_numpy():
     code = ("import sys, tb_attn_plugin.trace.stream as s; "
             "assert 'numpy' not in sys.modules, [m for m in sys.modules if m.startswith('numpy')][:3]")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+
+
+def test_a_reading_begun_with_other_shape_rules_is_not_taken_as_it_is(monkeypatch, cpu_traces):
+    """A reading begun with other keep_shapes slimmed its windows by them: decode_file begins again
+    (begun with none, no shapes were dropped, and it is taken with the caller's rules)."""
+    monkeypatch.setattr(rules, "CHUNK_BYTES", 8192)
+    path = str(cpu_traces["sdpa"])
+    want = stream.decode_file(path, needs_shapes)
+    assert want[0].op_shapes  # the attention ops' shapes are read
+    for begun_with in (lambda name: False, None):
+        assert stream.start(path, begun_with)
+        deadline = time.monotonic() + 10
+        while stream._begun[path].chunks._q.qsize() < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)  # a few windows scanned (and slimmed) by the begun rules
+        got = stream.decode_file(path, needs_shapes)
+        assert _enc(got[0]) == _enc(want[0]) and not stream._begun and _no_stream_threads()

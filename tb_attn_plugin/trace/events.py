@@ -34,7 +34,7 @@ from .rules import (CATS, CPU_CATS, GPU_CATS, LAUNCH_CATS, MAX_DUR, MAX_TS, MEMO
                     PYTHON_CAT, Args, Shapes)
 from .rules import ARG_KEYS as _ARG_KEYS
 from .rules import EVENTS_KEY as _EVENTS_KEY
-from .rules import NULL as _NULL
+from .rules import RAW_NULL as _NULL
 from .rules import PREFILTER_RULES as _PREFILTER_RULES
 from .rules import ROUTE as _ROUTE
 from .rules import SHAPE_KEYS as _SHAPE_KEYS
@@ -322,9 +322,10 @@ _head_decoder = msgspec.json.Decoder(_Head)
 class _Kept:
     """Accumulates the events the analysis uses, chunk by chunk, and drops the rest at once."""
 
-    def __init__(self, doc, keep_shapes: Callable[[str], bool] | None = None):
+    def __init__(self, doc, keep_shapes: Callable[[str], bool] | None = None, shapes: rules.ShapesWanted | None = None):
         self.doc = doc
-        self.keep_shapes = keep_shapes
+        # which ops keep their shapes: learned here, or taken over from a reading begun early (stream.start)
+        self.shapes = shapes if shapes is not None else rules.ShapesWanted(keep_shapes)
         self.op_names, self.op_shapes, self.launch_names = Names(), {}, Names()
         self._wanted_ids = np.zeros(0, np.int8)  # _wanted
         self.gpu_names, self._gpu_config = Names(), []
@@ -337,19 +338,11 @@ class _Kept:
         # and op names, pids and tids in every step, and as separate objects they were about a
         # third of the kept events' memory.
         self._shared: dict[Any, Any] = {}
-        self._keeps: dict[str, bool] = {}  # op name -> keep_shapes(name), asked once per name
-        # The names keep_shapes said no to, encoded as the scanner matches them, appended as they are
-        # asked: slim() hands them over without a pass over every name so far (a trace names each
-        # ProfilerStep#N anew, so that pass per chunk was quadratic in the steps of a long trace).
-        self._drop: list[bytes] = []
-        self._slim: tuple | None = None
 
     def slim(self) -> tuple:
         """The scanner's slim rules (see _prefilter.scan_events): what is left out of the chunks
         scanned from now on is what add_scanned would drop from them anyway."""
-        if self._slim is None or len(self._slim[2]) != len(self._drop):
-            self._slim = (_ARG_KEYS, _SHAPE_KEYS, tuple(self._drop))
-        return self._slim
+        return self.shapes.slim()
 
     def add(self, events: list[Event], dropped: int = 0) -> None:
         """Keep what the analysis uses of ``events``; ``dropped`` more were left out before decoding
@@ -437,25 +430,14 @@ class _Kept:
         new = np.unique(ids[got < 0])
         if len(new):
             values = self.op_names.values
-            self._wanted_ids[new] = [self._wants_shapes(values[i]) for i in new.tolist()]
+            self._wanted_ids[new] = [self.shapes.wants(values[i]) for i in new.tolist()]
             got = self._wanted_ids[ids]
         return got == 1
-
-    def _wants_shapes(self, name: str) -> bool:
-        """keep_shapes(name), asked once per name (None: every op keeps its shapes)."""
-        if self.keep_shapes is None:
-            return True
-        k = self._keeps.get(name)
-        if k is None:
-            k = self._keeps[name] = bool(self.keep_shapes(name))
-            if not k:
-                self._drop.append(name.encode("utf-8", "surrogatepass"))
-        return k
 
     def _add_shapes(self, op: int, name: str, a: Shapes) -> None:
         """Keep op's shapes when its name wants them, as copies: the decoded ones are views into the
         chunk's text and would keep all of it alive."""
-        if self._wants_shapes(name):
+        if self.shapes.wants(name):
             self.op_shapes[op] = Shapes(a.dims_raw.copy(), a.types_raw.copy(), a.concrete_raw.copy(),
                                         a.strides_raw.copy())
 

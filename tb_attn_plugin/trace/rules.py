@@ -7,16 +7,16 @@ the engine, numpy with it, is still importing. events.py decodes by these rules.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
-NULL = msgspec.Raw(b"null")
+RAW_NULL = msgspec.Raw(b"null")
 _any_decoder = msgspec.json.Decoder()
 
 
 def _lazy(raw: msgspec.Raw) -> Any:
-    if raw is NULL:
+    if raw is RAW_NULL:
         return None
     try:
         v = _any_decoder.decode(raw)
@@ -30,10 +30,10 @@ class Shapes(msgspec.Struct, gc=False, omit_defaults=True):
     types, concrete values and strides. Stay undecoded views into the text until an op needs them:
     as nested lists they were most of the memory of a trace, and only attention's ops look at them."""
 
-    dims_raw: msgspec.Raw = msgspec.field(default=NULL, name="Input Dims")
-    types_raw: msgspec.Raw = msgspec.field(default=NULL, name="Input type")
-    concrete_raw: msgspec.Raw = msgspec.field(default=NULL, name="Concrete Inputs")
-    strides_raw: msgspec.Raw = msgspec.field(default=NULL, name="Input Strides")  # why_not_flash reads SDPA's
+    dims_raw: msgspec.Raw = msgspec.field(default=RAW_NULL, name="Input Dims")
+    types_raw: msgspec.Raw = msgspec.field(default=RAW_NULL, name="Input type")
+    concrete_raw: msgspec.Raw = msgspec.field(default=RAW_NULL, name="Concrete Inputs")
+    strides_raw: msgspec.Raw = msgspec.field(default=RAW_NULL, name="Input Strides")  # why_not_flash reads SDPA's
 
     @property
     def dims(self) -> list[Any] | None:
@@ -119,3 +119,61 @@ SHAPE_KEYS = tuple(f.encode_name.encode() for f in msgspec.structs.fields(Args)
                     if f.name in ("dims_raw", "types_raw", "concrete_raw", "strides_raw"))
 
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+
+
+# The scanner's record (table.REC, Rec in _prefilter.c): times, thread, category, then Args' int members
+# in this order (the scanner's INT_KEYS, by their Args names), then a word of bits (nulls).
+INT_ARGS = ("external_id", "correlation", "seq", "fwd_tid", "device", "stream", "nbytes", "total_allocated",
+            "device_type", "addr", "total_reserved", "device_id")
+NULLS_WORD = 5 + len(INT_ARGS)  # the record's nulls, as its int64 word at this index
+NULL = {a: 1 << k for k, a in enumerate(INT_ARGS)}  # nulls: the bit of each arg absent or null
+NO_ARGS = 1 << len(INT_ARGS)  # nulls: the event has no args object
+SHAPES = NO_ARGS << 1  # a record's nulls: its args hold shape members (ShapesWanted's hint; no column keeps it)
+JSON = NO_ARGS << 2  # an op's or launch's nulls: the scanner wrote its JSON too (the rest were only records and names)
+
+
+class ShapesWanted:
+    """Which ops keep their shapes: keep_shapes(name), asked once per name and only about names of
+    ops seen holding shapes (a long trace's ProfilerStep#N names never are), and the scanner's slim
+    rules that follow (Args' members; no shapes for the names refused). The scanning thread of a
+    reading begun early (stream.start) learns with it until the decoding thread (events._Kept) takes
+    it over, so that the windows scanned meanwhile are slimmed too. keep_shapes None: every op."""
+
+    def __init__(self, keep_shapes: Callable[[str], bool] | None):
+        self.keep_shapes = keep_shapes
+        self._keeps: dict[str, bool] = {}
+        # The names refused, encoded as the scanner matches them, appended as they are asked.
+        self._drop: list[bytes] = []
+        self._slim = (ARG_KEYS, SHAPE_KEYS, ())
+
+    def wants(self, name: str) -> bool:
+        if self.keep_shapes is None:
+            return True
+        k = self._keeps.get(name)
+        if k is None:
+            k = self._keeps[name] = bool(self.keep_shapes(name))
+            if not k:
+                self._drop.append(name.encode("utf-8", "surrogatepass"))
+        return k
+
+    def slim(self) -> tuple:
+        """scan_events' slim: what it leaves out of the windows from now on is what the decoding
+        thread would drop from them anyway."""
+        if len(self._slim[2]) != len(self._drop):
+            self._slim = (ARG_KEYS, SHAPE_KEYS, tuple(self._drop))
+        return self._slim
+
+    def learn(self, names_json: bytes, op_recs: bytes) -> None:
+        """Ask about the ops of one routed chunk that hold shapes (its names array and records),
+        without numpy: the scanning thread's part, before the decoding thread has begun."""
+        if self.keep_shapes is None or not op_recs:
+            return
+        nulls = memoryview(op_recs).cast("q")[NULLS_WORD::NULLS_WORD + 1]
+        shaped = [i for i, n in enumerate(nulls) if n & SHAPES]
+        if shaped:
+            names = _names.decode(names_json)
+            for i in shaped:
+                self.wants(names[i])
+
+
+_names = msgspec.json.Decoder(list[str])

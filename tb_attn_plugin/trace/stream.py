@@ -57,12 +57,19 @@ def decode_file(path: str, keep_shapes: Callable[[str], bool] | None = None,
     """(Events, decompressed JSON bytes) of the trace at ``path``, streamed; None when the file is
     not plainly laid out, cannot be opened, or the scanner is not built (then use events.decode,
     which gives the same Events or the right error). ``progress(fraction of the file read)``.
-    A reading of ``path`` begun by start() is taken over."""
-    reading = _begun.pop(path, None) or _begin(path, 2)
+    A reading of ``path`` begun by start() with the same keep_shapes (or none) is taken over."""
+    reading = _begun.pop(path, None)
+    if reading is not None and reading.shapes.keep_shapes is not keep_shapes:
+        if reading.shapes.keep_shapes is None:  # its windows dropped no op's shapes: any rules may follow
+            reading.shapes = rules.ShapesWanted(keep_shapes)
+        else:  # slimmed by other rules: begin again
+            reading.close()
+            reading = None
+    reading = reading or _begin(path, 2, keep_shapes)
     if reading is None:
         return None
     try:
-        return _decode(reading, keep_shapes, progress)
+        return _decode(reading, progress)
     except (_NotPlain, msgspec.DecodeError, OSError, EOFError, RecursionError):
         return None
     finally:
@@ -72,13 +79,15 @@ def decode_file(path: str, keep_shapes: Callable[[str], bool] | None = None,
 _begun: dict[str, "_Reading"] = {}  # path -> its reading begun by start(), until decode_file takes it
 
 
-def start(path: str) -> bool:
+def start(path: str, keep_shapes: Callable[[str], bool] | None = None) -> bool:
     """Begin reading and scanning the trace at ``path`` now, on threads of their own, up to AHEAD
-    chunks ahead of decode_file(path), which takes them over (the command line calls this before
-    the engine, numpy with it, is imported). False where nothing was begun."""
+    chunks ahead of decode_file(path, keep_shapes), which takes them over (the command line calls
+    this before the engine, numpy with it, is imported). Meanwhile the scanning thread asks
+    keep_shapes itself, so those windows are slimmed as the decoding thread would have them.
+    False where nothing was begun."""
     if path not in _begun:
         try:
-            reading = _begin(path, AHEAD)
+            reading = _begin(path, AHEAD, keep_shapes, learn=True)
         except Exception:  # a bad TB_ATTN_MAX_TRACE_BYTES: analysing the path says so, in one line
             return False
         if reading is not None:
@@ -92,7 +101,7 @@ def stop_begun() -> None:
         _begun.popitem()[1].close()
 
 
-def _begin(path: str, ahead: int) -> "_Reading | None":
+def _begin(path: str, ahead: int, keep_shapes, learn: bool = False) -> "_Reading | None":
     if not available():
         return None
     limit = limits.max_trace_bytes(path)
@@ -100,19 +109,23 @@ def _begin(path: str, ahead: int) -> "_Reading | None":
         fh = _open(path, limit)
     except Exception:
         return None  # the whole-text path opens it again and says what is wrong
-    return _Reading(fh, lambda: limits.too_big(path, limit, "inflates to"), limit, ahead)
+    return _Reading(fh, lambda: limits.too_big(path, limit, "inflates to"), limit, ahead,
+                    rules.ShapesWanted(keep_shapes), learn)
 
 
 class _Reading:
     """The first two stages at work on an open file: its text read (and inflated) on one thread, its
     windows scanned on another, up to ``ahead`` scanned chunks waiting for the decoding thread."""
 
-    def __init__(self, fh, too_big, limit: int, ahead: int):
+    def __init__(self, fh, too_big, limit: int, ahead: int, shapes: rules.ShapesWanted, learn: bool):
         self.fh = fh
         self.reader = _Reader(fh)
+        self.shapes = shapes
         self.scan = _Scan(pipe(_bounded(self.reader.pieces(), limit, too_big)))
-        # Slimmed from the first window; the names _Kept.slim learns join the windows after.
-        self.scan.slim = (rules.ARG_KEYS, rules.SHAPE_KEYS, ())
+        # Slimmed from the first window; the names refused join the windows after, learned by the
+        # scanning thread itself until the decoding thread takes over (learn), then by that thread.
+        self.scan.slim = shapes.slim()
+        self.scan.learn = shapes if learn else None
         self.chunks = Ahead(self.scan.chunks(), ahead)
 
     def close(self) -> None:
@@ -230,6 +243,7 @@ class _Scan:
         self.size = 0
         self.route = rules.ROUTE  # kept events sorted into their lists by the scanner
         self.slim: tuple | None = None  # and slimmed (_Kept.slim; set by the decoding thread as it learns)
+        self.learn: rules.ShapesWanted | None = None  # or learned here, until the decoding thread begins
 
     def _more(self) -> bytes | None:
         b = next(self.pieces, None)
@@ -263,6 +277,10 @@ class _Scan:
             if kept is None:
                 raise _NotPlain("not a plain event array")
             if (kept != b"[]" and kept != _NOTHING_ROUTED) or dropped:
+                learn = self.learn
+                if learn is not None and isinstance(kept, tuple):
+                    learn.learn(kept[10], kept[6])  # the op names and records
+                    self.slim = learn.slim()
                 yield kept, dropped
             if done:
                 self.tail = window[nxt + 1:]
@@ -314,11 +332,12 @@ def _bounded(pieces: Iterator[bytes], limit: int, too_big) -> Iterator[bytes]:
         yield piece
 
 
-def _decode(reading: _Reading, keep_shapes, progress) -> tuple[Events, int]:
+def _decode(reading: _Reading, progress) -> tuple[Events, int]:
     from . import events as ev_mod  # numpy: the scanning threads ran without it (start)
 
     reader, scan = reading.reader, reading.scan
-    kept = ev_mod._Kept(None, keep_shapes)
+    scan.learn = None  # this thread learns from here on (add_scanned)
+    kept = ev_mod._Kept(None, shapes=reading.shapes)
     for chunk, dropped in reading.chunks:
         kept.add_scanned(chunk, dropped)
         scan.slim = kept.slim()  # read by the scanning thread for the windows after this

@@ -14,6 +14,8 @@ from typing import Hashable, NamedTuple, Sequence
 
 import numpy as np
 
+from .rules import INT_ARGS, JSON, NO_ARGS, NULL, NULLS_WORD, SHAPES  # noqa: F401 (the record's layout, numpy-free there)
+
 
 class Interned(NamedTuple):
     """A column as ids (int64, one per row) into ``values``: its distinct values, first appearance first."""
@@ -87,15 +89,9 @@ def ints(column: Sequence[int]) -> np.ndarray:
 
 # ---- The scanner's records (``Rec`` in _prefilter.c) and the columns of one list of kept events ----
 
-# Args' int members, in its order: the record's arg columns (the scanner's INT_KEYS, by their Args names).
-INT_ARGS = ("external_id", "correlation", "seq", "fwd_tid", "device", "stream", "nbytes", "total_allocated",
-            "device_type", "addr", "total_reserved", "device_id")
 REC = np.dtype([("ts", "<f8"), ("dur", "<f8"), ("pid", "<i8"), ("tid", "<i8"), ("cat", "<i8")]
                + [(a, "<i8") for a in INT_ARGS] + [("nulls", "<i8")])
-NULL = {a: 1 << k for k, a in enumerate(INT_ARGS)}  # nulls: the bit of each arg absent or null
-NO_ARGS = 1 << len(INT_ARGS)  # nulls: the event has no args object
-SHAPES = NO_ARGS << 1  # a record's nulls: its args hold shape members (events._Kept's hint; no column keeps it)
-JSON = NO_ARGS << 2  # an op's or launch's nulls: the scanner wrote its JSON too (the rest were only records and names)
+assert REC.names.index("nulls") == NULLS_WORD and REC.itemsize == 8 * (NULLS_WORD + 1)
 
 
 class Table:
