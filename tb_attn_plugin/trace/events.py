@@ -427,10 +427,10 @@ class _Kept:
         if len(self._wanted_ids) < n:  # -1: not asked yet
             self._wanted_ids = np.concatenate((self._wanted_ids, np.full(n - len(self._wanted_ids), -1, np.int8)))
         got = self._wanted_ids[ids]
-        new = np.unique(ids[got < 0])
-        if len(new):
+        new = list(dict.fromkeys(ids[got < 0].tolist()))  # not np.unique: it imports numpy.ma (~15 ms) on first use
+        if new:
             values = self.op_names.values
-            self._wanted_ids[new] = [self.shapes.wants(values[i]) for i in new.tolist()]
+            self._wanted_ids[new] = [self.shapes.wants(values[i]) for i in new]
             got = self._wanted_ids[ids]
         return got == 1
 
