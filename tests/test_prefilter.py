@@ -444,9 +444,9 @@ def _check_slimmed(text: bytes) -> None:
         plain.add(events._list_decoder.decode(out), dropped)
     except events.msgspec.DecodeError:  # mistyped, or malformed (an args string such as "\u")
         with pytest.raises(events.msgspec.DecodeError):
-            _slim_kept(text, (events._ARG_KEYS, events._SHAPE_KEYS, _DROP))
+            _slim_kept(text, (rules.ARG_KEYS, rules.SHAPE_KEYS, _DROP))
         return
-    for slim in (None, (events._ARG_KEYS, events._SHAPE_KEYS, ()), (events._ARG_KEYS, events._SHAPE_KEYS, _DROP)):
+    for slim in (None, (rules.ARG_KEYS, rules.SHAPE_KEYS, ()), (rules.ARG_KEYS, rules.SHAPE_KEYS, _DROP)):
         got, fast = _slim_kept(text, slim)
         _same_kept(fast, plain)
         assert (fast.total, fast.insane) == (plain.total, plain.insane)
@@ -505,7 +505,7 @@ def test_long_strings_stop_at_every_offset(stop):
 def test_slimming_leaves_out_unread_members_and_refused_shapes():
     args = {"External id": 3, "Input Dims": [[1, 2]], "Input Strides": [[2, 1]], "Ev Idx": 7, "Concrete Inputs": ["", "1.5"]}
     evs = [{"ph": "X", "cat": "cpu_op", "name": n, "ts": 1.0, "dur": 1.0, "args": args} for n in ("aten::bmm", "aten::add")]
-    got, _ = _slim_kept(_chunk([json.dumps(e) for e in evs]), (events._ARG_KEYS, events._SHAPE_KEYS, _DROP))
+    got, _ = _slim_kept(_chunk([json.dumps(e) for e in evs]), (rules.ARG_KEYS, rules.SHAPE_KEYS, _DROP))
     assert isinstance(got, tuple)
     # Input Strides is a shape member (why_not_flash reads SDPA's): kept or dropped with them. The op left
     # with no shapes is plain JSON once slimmed: it is only its record and name, its JSON not written
@@ -525,7 +525,7 @@ def test_a_member_left_out_must_be_plainly_valid_json(member):
     text = ('{"ph": "X", "cat": "cpu_op", "name": "aten::bmm", "ts": 1.0, "dur": 1.0, "args": {"External id": 1, '
             + member + '}}').encode()
     got, dropped, nxt, done = scan(b"[" + text + b"]", 1, 1 << 40, *RULES, False, ROUTE,
-                                   (events._ARG_KEYS, events._SHAPE_KEYS, _DROP))
+                                   (rules.ARG_KEYS, rules.SHAPE_KEYS, _DROP))
     assert isinstance(got, bytes) and got == b"[" + text + b"]"
 
 

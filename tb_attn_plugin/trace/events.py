@@ -32,12 +32,11 @@ from . import launch_config, native, rules
 from .launch_config import LaunchColumns
 from .rules import (CATS, CPU_CATS, GPU_CATS, LAUNCH_CATS, MAX_DUR, MAX_TS, MEMORY_NAME, MODULE_PREFIX,
                     PYTHON_CAT, Args, Shapes)
-from .rules import ARG_KEYS as _ARG_KEYS
 from .rules import EVENTS_KEY as _EVENTS_KEY
+from .rules import NAMES_DECODER as _names_decoder
 from .rules import RAW_NULL as _NULL
 from .rules import PREFILTER_RULES as _PREFILTER_RULES
 from .rules import ROUTE as _ROUTE
-from .rules import SHAPE_KEYS as _SHAPE_KEYS
 from .rules import TARGET as _TARGET
 from .table import JSON, REC, SHAPES, Names, Table
 
@@ -159,7 +158,6 @@ _gpu_decoder = msgspec.json.Decoder(list[_RoutedGpu])
 # of names, the rest from its record.
 _checked_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _op_args_decoder = msgspec.json.Decoder(_OpArgs)
-_names_decoder = msgspec.json.Decoder(list[str])
 _event_decoder = msgspec.json.Decoder(Event)
 
 

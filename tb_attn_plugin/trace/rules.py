@@ -171,9 +171,9 @@ class ShapesWanted:
         nulls = memoryview(op_recs).cast("q")[NULLS_WORD::NULLS_WORD + 1]
         shaped = [i for i, n in enumerate(nulls) if n & SHAPES]
         if shaped:
-            names = _names.decode(names_json)
+            names = NAMES_DECODER.decode(names_json)
             for i in shaped:
                 self.wants(names[i])
 
 
-_names = msgspec.json.Decoder(list[str])
+NAMES_DECODER = msgspec.json.Decoder(list[str])  # the scanner's arrays of op and launch names

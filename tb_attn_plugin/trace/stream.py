@@ -242,7 +242,7 @@ class _Scan:
         self.array = False  # the document is a bare array of events
         self.size = 0
         self.route = rules.ROUTE  # kept events sorted into their lists by the scanner
-        self.slim: tuple | None = None  # and slimmed (_Kept.slim; set by the decoding thread as it learns)
+        self.slim: tuple | None = None  # and slimmed (ShapesWanted.slim: set as the names are judged)
         self.learn: rules.ShapesWanted | None = None  # or learned here, until the decoding thread begins
 
     def _more(self) -> bytes | None:
