@@ -62,7 +62,7 @@ while True:  # again with the route: kept events sorted into their lists with th
 print(f"whole trace routed: {records} [memory] records, {ops} op records")
 # Slimmed as the streamed reader slims: args members Args declares, no shapes for most op names.
 names = {m.group(1) for m in __import__("re").finditer(rb'"name": "(aten::[a-z_]+)"', text)}
-slim = (events._ARG_KEYS, events._SHAPE_KEYS, tuple(sorted(names - {b"aten::bmm", b"aten::linear"})))
+slim = (events.rules.ARG_KEYS, events.rules.SHAPE_KEYS, tuple(sorted(names - {b"aten::bmm", b"aten::linear"})))
 pos, slimmed = start + 1, 0
 while True:
     out, d, pos, done = _prefilter.scan_events(text, pos, 4 << 20, *rules, False, route, slim)
