@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tb_attn_plugin.report.build import analyze_file
-from tb_attn_plugin.trace import events, launch_config, native, rules
+from tb_attn_plugin.trace import events, native, rules
 from tb_attn_plugin.trace.table import JSON, REC
 from tests.conftest import shared_trace
 
@@ -190,7 +190,7 @@ def _as_kept(e) -> tuple:
 def _gpu_of(kept) -> tuple:
     """The GPU activities' names and launch configurations (the rest of them is their records)."""
     return ([kept.gpu_names.values[i] for i in kept.gpu_names.ids.tolist()],
-            repr([c.tolist() for c in launch_config.joined(kept._gpu_config)]))
+            repr([c.tolist() for c in kept.launch_configs()]))
 
 
 def _launch_names(kept) -> list[str]:

@@ -70,6 +70,7 @@ class _RawDoc(msgspec.Struct, gc=False):
 
 
 # The columns each list keeps (table.REC's names): the op tree's, the joins' and the memory timelines'.
+CONFIGS_AT_ONCE = 1 << 14  # GPU activities whose launch configurations become columns in one go (_add_configs)
 OP_FIELDS = ("ts", "dur", "pid", "tid", "cat", "external_id", "seq", "nulls")
 LAUNCH_FIELDS = ("ts", "dur", "pid", "tid", "correlation", "nulls")
 GPU_FIELDS = ("ts", "dur", "pid", "tid", "cat", "correlation", "external_id", "stream", "nulls")
@@ -326,7 +327,7 @@ class _Kept:
         self.shapes = shapes if shapes is not None else rules.ShapesWanted(keep_shapes)
         self.op_names, self.op_shapes, self.launch_names = Names(), {}, Names()
         self._wanted_ids = np.zeros(0, np.int8)  # _wanted
-        self.gpu_names, self._gpu_config = Names(), []
+        self.gpu_names, self._gpu_config, self._configs = Names(), [], []  # _configs: not yet columns
         self.flows: list[Event] = []
         self.op_table, self.launch_table = Table(OP_FIELDS, CATS), Table(LAUNCH_FIELDS, CATS)
         self.gpu_table, self.memory = Table(GPU_FIELDS, CATS), Table(MEMORY_FIELDS, CATS)
@@ -365,7 +366,7 @@ class _Kept:
                 self._add_shapes(base + k, e.name, e.args)
         self.gpu_table.add_events(gpu)
         self.gpu_names.add([e.name for e in gpu])
-        self._gpu_config.append(launch_config.of([e.args for e in gpu]))
+        self._add_configs([e.args for e in gpu])
         self.launch_table.add_events(launches)
         self.launch_names.add([e.name for e in launches])
         self.memory.add_events(self._sane([e for e in groups["other"]
@@ -412,10 +413,19 @@ class _Kept:
             raise msgspec.DecodeError("the scanner's GPU JSON and records disagree")
         self.gpu_table.add_records(gpu_recs)
         self.gpu_names.add([g.name for g in gpu])
-        self._gpu_config.append(launch_config.of([g.args for g in gpu]))
+        self._add_configs([g.args for g in gpu])
         self.launch_table.add_records(launch_recs)
         self.launch_names.add(launch_names)
         self.memory.add_records(mem_recs)
+
+    def _add_configs(self, configs: list, last: bool = False) -> None:
+        """The GPU activities' launch configurations made columns a few thousand at a time: a 1 MB
+        chunk holds ~170 kernels, and per chunk numpy's fixed cost per call was most of the work
+        (OWLv2 x4: 16 ms for 123 chunks)."""
+        self._configs += configs
+        if len(self._configs) >= CONFIGS_AT_ONCE or (last and self._configs):
+            self._gpu_config.append(launch_config.of(self._configs))
+            self._configs = []
 
     def _wanted(self, ids: np.ndarray) -> np.ndarray:
         """Whether keep_shapes wants the shapes of ops with these name ids. Only names seen holding
@@ -450,6 +460,11 @@ class _Kept:
                 share(e.pid, e.pid), share(e.tid, e.tid)
         return ok
 
+    def launch_configs(self) -> launch_config.LaunchColumns:
+        """The GPU activities' launch configurations so far, as columns."""
+        self._add_configs([], last=True)
+        return launch_config.joined(self._gpu_config)
+
     def result(self, warnings: list[str], truncated: bool = False) -> Events:
         d = self.doc
         if self.insane:
@@ -463,7 +478,7 @@ class _Kept:
             launch_names=self.launch_names,
             gpu_table=self.gpu_table.finish(),
             gpu_names=self.gpu_names,
-            gpu_config=launch_config.joined(self._gpu_config),
+            gpu_config=self.launch_configs(),
             flows=self.flows,
             memory=self.memory.finish(),
             device_properties=d.deviceProperties or [],
