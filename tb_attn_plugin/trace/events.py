@@ -70,12 +70,12 @@ class _RawDoc(msgspec.Struct, gc=False):
 
 
 # The columns each list keeps (table.REC's names): the op tree's, the joins' and the memory timelines'.
-CONFIGS_AT_ONCE = 1 << 14  # GPU activities whose launch configurations become columns in one go (_add_configs)
 OP_FIELDS = ("ts", "dur", "pid", "tid", "cat", "external_id", "seq", "nulls")
 LAUNCH_FIELDS = ("ts", "dur", "pid", "tid", "correlation", "nulls")
 GPU_FIELDS = ("ts", "dur", "pid", "tid", "cat", "correlation", "external_id", "stream", "nulls")
 MEMORY_FIELDS = ("ts", "pid", "tid", "device_type", "device_id", "addr", "nbytes", "total_allocated",
                  "total_reserved", "nulls")
+CONFIGS_AT_ONCE = 1 << 14  # GPU activities whose launch configurations become columns in one go (_add_configs)
 
 
 class _Routed(Event, gc=False):
@@ -418,12 +418,16 @@ class _Kept:
         self.launch_names.add(launch_names)
         self.memory.add_records(mem_recs)
 
-    def _add_configs(self, configs: list, last: bool = False) -> None:
+    def _add_configs(self, configs: list) -> None:
         """The GPU activities' launch configurations made columns a few thousand at a time: a 1 MB
         chunk holds ~170 kernels, and per chunk numpy's fixed cost per call was most of the work
         (OWLv2 x4: 16 ms for 123 chunks)."""
         self._configs += configs
-        if len(self._configs) >= CONFIGS_AT_ONCE or (last and self._configs):
+        if len(self._configs) >= CONFIGS_AT_ONCE:
+            self._configs_to_columns()
+
+    def _configs_to_columns(self) -> None:
+        if self._configs:
             self._gpu_config.append(launch_config.of(self._configs))
             self._configs = []
 
@@ -462,7 +466,7 @@ class _Kept:
 
     def launch_configs(self) -> launch_config.LaunchColumns:
         """The GPU activities' launch configurations so far, as columns."""
-        self._add_configs([], last=True)
+        self._configs_to_columns()
         return launch_config.joined(self._gpu_config)
 
     def result(self, warnings: list[str], truncated: bool = False) -> Events:
