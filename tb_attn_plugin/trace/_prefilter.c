@@ -345,7 +345,7 @@ static const char *INT_KEYS[] = {"External id", "correlation", "Sequence number"
 #define N_INTS 12
 #define N_ARGS ((int64_t)1 << N_INTS) /* in nulls: no args object */
 #define HAS_SHAPES (N_ARGS << 1) /* in nulls: the args hold shape members (a hint for _Kept's shape copying) */
-#define HAS_JSON (N_ARGS << 2) /* in an op's or launch's nulls: its JSON is in its list's array (see route_chunk) */
+#define HAS_JSON (N_ARGS << 2) /* in an op's or launch's nulls: its JSON is in its list's array (see scan_chunk) */
 
 /* One kept event as the analysis reads it. cat: the category's index in the route (Python frames:
  * one past them; [memory] instants: -1); arg[k]: INT_KEYS[k], 0 with bit k of nulls when absent or null. */
@@ -369,6 +369,13 @@ static int out_put(Out *o, const char *src, Py_ssize_t n) {
     }
     memcpy(o->buf + o->len, src, (size_t)n);
     o->len += n;
+    return 0;
+}
+
+/* One more item of the JSON array o: a ',' unless it is the *first, then src[0..n). */
+static int put_item(Out *o, int *first, const char *src, Py_ssize_t n) {
+    if ((!*first && out_put(o, ",", 1) < 0) || out_put(o, src, n) < 0) return -1;
+    *first = 0;
     return 0;
 }
 
@@ -562,74 +569,6 @@ static int ph_ok(int g, const Str *ph) {
 
 enum { SCAN_OK = 0, SCAN_NOT_PLAIN = -1, SCAN_NO_MEMORY = -2, SCAN_DOUBT = -3 };
 
-/* Reads the event array from s[pos] (just after its '[' or after a ',') until at least `budget`
- * bytes are consumed or the array's ']' is reached, and writes the kept events to out as one
- * JSON array. *next is where the following call starts (or the index of ']'), *done says the
- * array ended. */
-static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t budget, const Rules *r, Out *out,
-                      Py_ssize_t *dropped, Py_ssize_t *next, int *done, int partial) {
-    Py_ssize_t p = skip_ws(s, pos, stop);
-    int first = 1;
-    if (out_put(out, "[", 1) < 0) return SCAN_NO_MEMORY;
-    if (p < stop && s[p] == ']' && pos > 0 && s[skip_back(s, pos)] == '[') {
-        *done = 1; /* an empty array */
-        *next = p;
-        return out_put(out, "]", 1) < 0 ? SCAN_NO_MEMORY : SCAN_OK;
-    }
-    while (p < stop) {
-        Py_ssize_t e0 = p, e1, mark = out->len, dropped0 = *dropped;
-        int keep = 1, was_first = first;
-        if (s[p] == '{') {
-            Str cat = {0}, name = {0}, ph = {0};
-            int doubt = 0, ph_doubt = 0;
-            e1 = scan_event(s, p, stop, &cat, &name, &ph, &doubt, &ph_doubt, NULL, NULL, NULL);
-            if (e1 < 0 && partial) goto more; /* the window may end inside this event */
-            if (e1 < 0) return SCAN_NOT_PLAIN;
-            keep = doubt || keep_event(r, &cat, &name);
-        } else {
-            e1 = skip_value(s, p, stop);
-            if (e1 < 0 && partial) goto more;
-            if (e1 < 0) return SCAN_NOT_PLAIN;
-        }
-        if (keep) {
-            if ((!first && out_put(out, ",", 1) < 0) || out_put(out, s + e0, e1 - e0) < 0) return SCAN_NO_MEMORY;
-            first = 0;
-        } else {
-            (*dropped)++;
-        }
-        p = skip_ws(s, e1, stop);
-        if (p >= stop && partial) goto more; /* the separator after it is in the next window */
-        if (p >= stop) return SCAN_NOT_PLAIN; /* cut short: no closing bracket */
-        if (s[p] == ']') {
-            *done = 1;
-            *next = p;
-            break;
-        }
-        if (s[p] != ',') return SCAN_NOT_PLAIN;
-        p = skip_ws(s, p + 1, stop);
-        if (p < stop && s[p] == ']') return SCAN_NOT_PLAIN; /* a trailing comma */
-        if (p - pos >= budget) {
-            *next = p;
-            break;
-        }
-        continue;
-    more:
-        /* Streaming (partial): this event is not complete in the window. Undo it, and go on from
-         * its start once the caller has appended the next piece of the file. */
-        out->len = mark;
-        first = was_first;
-        *dropped = dropped0;
-        *next = e0;
-        return out_put(out, "]", 1) < 0 ? SCAN_NO_MEMORY : SCAN_OK;
-    }
-    if (p >= stop && partial) {
-        *next = p; /* the window ended just after a ',': the next event starts in the next one */
-        return out_put(out, "]", 1) < 0 ? SCAN_NO_MEMORY : SCAN_OK;
-    }
-    if (p >= stop) return SCAN_NOT_PLAIN;
-    return out_put(out, "]", 1) < 0 ? SCAN_NO_MEMORY : SCAN_OK;
-}
-
 /* The JSON value at s[p] in a strict subset of the grammar: strings of printable ASCII without
  * escapes, numbers as json_number reads them, true, false, null, and arrays and objects of those
  * up to 64 deep. Returns the index after it, or -1 for anything else (valid JSON outside the
@@ -814,18 +753,21 @@ static Py_ssize_t slim_hook(void *ctx, const char *s, Py_ssize_t p, Py_ssize_t s
     return end;
 }
 
-/* scan_chunk with a Route: the same walk and the same windows, with each kept event written to its
+/* Reads the event array from s[pos] (just after its '[' or after a ',') until at least `budget`
+ * bytes are consumed or the array's ']' is reached; *next is where the following call starts (or the
+ * index of ']'), *done says the array ended. Without a Route (rt NULL) the events worth keeping
+ * (keep_event) go to outs[G_REST] as one JSON array. With one, each kept event is written to its
  * list's array (outs[G_OPS..G_REST]; an op's or a launch's name to outs[G_NAMES] or outs[G_NAMES + 1]
  * too), its Rec to outs[G_RECS + list] and each [memory] instant to outs[G_JSON] as a Rec.
  * SCAN_DOUBT: an event the rules cannot be applied to from its text; the caller scans the chunk
  * again without the Route. */
-static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t budget, const Rules *r,
+static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t budget, const Rules *r,
                        const Route *rt, Out *outs, Py_ssize_t *dropped, Py_ssize_t *insane, Py_ssize_t *next,
                        int *done, int partial, SlimHook *hook) {
     Py_ssize_t p = skip_ws(s, pos, stop);
     int first[G_JSON] = {1, 1, 1, 1, 1, 1, 1};
     for (int g = 0; g < G_JSON; g++)
-        if (out_put(&outs[g], "[", 1) < 0) return SCAN_NO_MEMORY;
+        if ((rt != NULL || g == G_REST) && out_put(&outs[g], "[", 1) < 0) return SCAN_NO_MEMORY;
     if (p < stop && s[p] == ']' && pos > 0 && s[skip_back(s, pos)] == '[') {
         *done = 1;
         *next = p;
@@ -836,19 +778,22 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
         int first0[G_JSON];
         for (int g = 0; g < N_OUTS; g++) mark[g] = outs[g].len;
         memcpy(first0, first, sizeof(first));
-        if (s[p] != '{') {
-            e1 = skip_value(s, p, stop);
-            if (e1 < 0 && partial) goto more;
-            if (e1 < 0) return SCAN_NOT_PLAIN;
-            return SCAN_DOUBT; /* not an event object: the decoder words it */
-        }
         Str cat = {0}, name = {0}, ph = {0};
         int doubt = 0, ph_doubt = 0;
         hook->slimmed = hook->args_seen = hook->grouped = 0;
         Spans sp;
-        e1 = scan_event(s, p, stop, &cat, &name, &ph, &doubt, &ph_doubt, rt->slim.on ? slim_hook : NULL, hook, &sp);
+        e1 = s[p] != '{' ? skip_value(s, p, stop)
+             : scan_event(s, p, stop, &cat, &name, &ph, &doubt, &ph_doubt, rt != NULL && rt->slim.on ? slim_hook : NULL,
+                          hook, rt != NULL ? &sp : NULL);
         if (e1 < 0 && partial) goto more;
         if (e1 < 0) return SCAN_NOT_PLAIN;
+        if (rt == NULL) { /* the plain way: kept unless keep_event drops it (not an object: for the decoder to word) */
+            int keep = s[p] != '{' || doubt || keep_event(r, &cat, &name);
+            *dropped += !keep;
+            if (keep && put_item(&outs[G_REST], &first[G_REST], s + e0, e1 - e0) < 0) return SCAN_NO_MEMORY;
+            goto separator;
+        }
+        if (s[p] != '{') return SCAN_DOUBT; /* not an event object: the decoder words it */
         if (doubt || ph_doubt || cat.escaped || (ph.seen && ph.escaped) || hook->args_seen > 1) return SCAN_DOUBT;
         int64_t cid = hook->cid;
         int g = hook->grouped ? hook->group : event_group(r, rt, &cat, &name, &cid);
@@ -865,9 +810,7 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
             (*dropped)++;
         } else if (g < 0 || !ph_ok(g, &ph)) {
             /* Fails a rule, but the plain scan would have kept it (no "cat"): decoded, then dropped. */
-            if ((!first[G_REST] && out_put(&outs[G_REST], ",", 1) < 0) || out_put(&outs[G_REST], s + e0, e1 - e0) < 0)
-                return SCAN_NO_MEMORY;
-            first[G_REST] = 0;
+            if (put_item(&outs[G_REST], &first[G_REST], s + e0, e1 - e0) < 0) return SCAN_NO_MEMORY;
         } else if (g == G_JSON) {
             if (sane && out_put(&outs[G_JSON], (const char *)&rec, sizeof(rec)) < 0) return SCAN_NO_MEMORY;
         } else if (sane) {
@@ -899,6 +842,7 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
                 outs[g].len = at;
             if (g != G_FLOW && out_put(&outs[G_RECS + g], (const char *)&rec, sizeof(rec)) < 0) return SCAN_NO_MEMORY;
         }
+    separator:
         p = skip_ws(s, e1, stop);
         if (p >= stop && partial) goto more;
         if (p >= stop) return SCAN_NOT_PLAIN;
@@ -916,7 +860,8 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
         }
         continue;
     more:
-        /* As in scan_chunk: undo this event, and go on from its start in the next window. */
+        /* Streaming (partial): this event is not complete in the window. Undo it, and go on from
+         * its start once the caller has appended the next piece of the file. */
         for (int g = 0; g < N_OUTS; g++) outs[g].len = mark[g];
         memcpy(first, first0, sizeof(first));
         *dropped = dropped0;
@@ -925,13 +870,13 @@ static int route_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
         goto close;
     }
     if (p >= stop && partial) {
-        *next = p;
+        *next = p; /* the window ended just after a ',': the next event starts in the next one */
         goto close;
     }
-    return SCAN_NOT_PLAIN;
+    return SCAN_NOT_PLAIN; /* cut short: no closing bracket */
 close:
     for (int g = 0; g < G_JSON; g++)
-        if (out_put(&outs[g], "]", 1) < 0) return SCAN_NO_MEMORY;
+        if ((rt != NULL || g == G_REST) && out_put(&outs[g], "]", 1) < 0) return SCAN_NO_MEMORY;
     return SCAN_OK;
 }
 
@@ -1034,7 +979,7 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
     PyObject *cats, *frame_cat, *frame_prefix, *other_name, *route = Py_None, *slim = Py_None, *result = NULL;
     Rules r = {0};
     Route rt = {0};
-    Out out = {0}, outs[N_OUTS] = {{0}};
+    Out outs[N_OUTS] = {{0}};
     SlimHook hook = {.r = &r, .rt = &rt};
     (void)self;
     if (!PyArg_ParseTuple(args, "y*nnO!SSS|pOO", &text, &pos, &budget, &PyTuple_Type, &cats, &frame_cat,
@@ -1065,24 +1010,13 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
     /* The scan touches only the caller's immutable bytes and raw memory of its own, so other
      * threads run meanwhile: the next chunk is scanned while Python decodes this one. */
     Py_BEGIN_ALLOW_THREADS
-    /* Room for half of what this chunk reads (a trace keeps about that); grown when needed. */
-    Py_ssize_t room = ((budget > 0 && budget < text.len - pos) ? budget : text.len - pos) / 2 + 4096;
-    rc = SCAN_DOUBT;
-    if (routed) {
-        rc = route_chunk((const char *)text.buf, pos, text.len, budget, &r, &rt, outs, &dropped, &insane, &next,
-                         &done, partial, &hook);
-        if (rc == SCAN_DOUBT) {
-            dropped = insane = next = 0;
-            done = 0;
-        }
-    }
-    if (rc == SCAN_DOUBT) {
-        routed = 0;
-        out.cap = room;
-        out.buf = PyMem_RawMalloc((size_t)out.cap);
-        rc = out.buf == NULL ? SCAN_NO_MEMORY
-                             : scan_chunk((const char *)text.buf, pos, text.len, budget, &r, &out, &dropped, &next,
-                                          &done, partial);
+    rc = scan_chunk((const char *)text.buf, pos, text.len, budget, &r, routed ? &rt : NULL, outs, &dropped, &insane,
+                    &next, &done, partial, &hook);
+    if (rc == SCAN_DOUBT) { /* again, the plain way */
+        for (int g = 0; g < N_OUTS; g++) outs[g].len = 0;
+        dropped = insane = next = done = routed = 0;
+        rc = scan_chunk((const char *)text.buf, pos, text.len, budget, &r, NULL, outs, &dropped, &insane, &next, &done,
+                        partial, &hook);
     }
     Py_END_ALLOW_THREADS
     if (rc == SCAN_NO_MEMORY) {
@@ -1100,9 +1034,8 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
                                OUT_BYTES(G_RECS + G_LAUNCH), insane, OUT_BYTES(G_NAMES), OUT_BYTES(G_NAMES + 1), dropped, next,
                                done ? Py_True : Py_False);
     else
-        result = Py_BuildValue("(y#nnO)", out.buf, out.len, dropped, next, done ? Py_True : Py_False);
+        result = Py_BuildValue("(y#nnO)", OUT_BYTES(G_REST), dropped, next, done ? Py_True : Py_False);
 done:
-    PyMem_RawFree(out.buf);
     PyMem_RawFree(hook.out.buf);
     for (int g = 0; g < N_OUTS; g++) PyMem_RawFree(outs[g].buf);
     for (int g = 0; g < 4; g++) {
