@@ -613,3 +613,40 @@ def test_an_op_or_launch_outside_the_strict_subset_keeps_its_json_for_msgspec(me
     else:
         kept.add_scanned(got, 0)
         assert _launch_names(kept) == ["n"] and kept.op_names.values == ["n"]
+
+
+_PLAIN_OP = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 1.5, "dur": 2,
+             "args": {"External id": 1, "Ev Idx": 3}}
+
+
+@needs_native
+@pytest.mark.parametrize("change, strict", [
+    ({}, True),  # all the walk read and checked itself: known plain without a second look
+    ({"s": "t"}, True),  # a member the walk skipped: strict_value looks again, and finds it plain
+    ({"args": {"External id": 1, "block": [1, 1, 1]}}, True),  # an args member kept that is not an int: the same
+    ({"s": 1e300}, False),  # ... and here finds an exponent
+    ({"args": {"External id": 1, "block": 1e300}}, False),
+    ({"ts": "%e"}, False),  # an exponent in a time event_record read: strict_value says no
+    ({"dur": "%s"}, False),  # a number longer than the subset's 32 characters
+    ({"name": "aten::mm\u00e9"}, False),  # UTF-8: outside the printable ASCII the walk vouches for
+    ({"name": "aten::mm\x7f"}, False),
+    ({"name": "%t"}, True),  # a tab between tokens: not vouched for, but plain for strict_value
+])
+def test_the_walk_vouches_only_for_what_it_checked(change, strict):
+    """An op or launch whose slimmed text the scanner's walk has checked in full (printable ASCII, only
+    members event_record and slim_args read as ints and times, no exponent) is only its record and
+    name; anything else is checked again by strict_value, and keeps its JSON for msgspec when outside
+    the strict subset. Either way the routed events are the plain decode's."""
+    evs = []
+    for cat in ("cpu_op", "cuda_runtime"):
+        e = {**_PLAIN_OP, "cat": cat, **change}
+        text = json.dumps(e, ensure_ascii=False, separators=(",", ":"))
+        text = text.replace('"%s"', "0." + "0" * 38 + "5").replace('"%e"', "1.5e3").replace('"name":"%t"', '"name":\t"aten::mm"')
+        evs.append(text)
+    raw = ",".join(evs).encode()
+    got, _ = _slim_kept(raw, (rules.ARG_KEYS, rules.SHAPE_KEYS, ()))
+    assert isinstance(got, tuple)
+    for j, recs in ((0, got[6]), (2, got[8])):
+        assert ((np.frombuffer(recs, REC)["nulls"] & JSON) != 0).tolist() == [not strict]
+        assert (got[j] == b"[]") == strict
+    _check_slimmed(raw)

@@ -42,12 +42,19 @@ typedef struct {
     Py_ssize_t other_name_len;
 } Rules;
 
-static inline int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+/* A compact trace has no blanks between tokens: one compare settles most calls. */
+static inline int is_ws(char c) { return (unsigned char)c <= ' ' && (c == ' ' || c == '\n' || c == '\r' || c == '\t'); }
 
-/* memcmp(a, b, n) == 0 for the short keys and names compared per event, without a call into libc. */
+/* memcmp(a, b, n) == 0 for the short keys and names compared per event, without a call into libc:
+ * eight bytes at a time, the last eight overlapping the ones before. */
 static inline int same(const char *a, const char *b, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++)
+    uint64_t x, y;
+    for (Py_ssize_t i = 0; n < 8 && i < n; i++)
         if (a[i] != b[i]) return 0;
+    for (Py_ssize_t i = 0; n >= 8; i = i + 8 < n - 8 ? i + 8 : n - 8) {
+        memcpy(&x, a + i, 8), memcpy(&y, b + i, 8);
+        if (x != y || i == n - 8) return x == y;
+    }
     return 1;
 }
 
@@ -121,7 +128,7 @@ static inline Py_ssize_t value_end(const char *s, Py_ssize_t q, Py_ssize_t stop)
 
 /* s[p] is '"'; returns the index after the closing quote, or -1. *escaped is set when the string
  * holds a backslash (the character after one is stepped over). */
-static Py_ssize_t scan_string(const char *s, Py_ssize_t p, Py_ssize_t stop, int *escaped) {
+static inline Py_ssize_t scan_string(const char *s, Py_ssize_t p, Py_ssize_t stop, int *escaped) {
     for (p++;;) {
         p = quote_or_escape(s, p, stop);
         if (p >= stop) return -1;
@@ -131,17 +138,12 @@ static Py_ssize_t scan_string(const char *s, Py_ssize_t p, Py_ssize_t stop, int 
     }
 }
 
-/* Any JSON value starting at s[p]; returns the index after it, or -1. Brackets must match;
- * the rest of the syntax is left to msgspec (only kept events are ever decoded). */
-static Py_ssize_t skip_value(const char *s, Py_ssize_t p, Py_ssize_t stop) {
+/* Any JSON value starting at s[p] (skip_value; skip_container: an object or array); returns the index
+ * after it, or -1. Brackets must match; the rest of the syntax is left to msgspec (only kept events are
+ * ever decoded). */
+static Py_ssize_t skip_container(const char *s, Py_ssize_t p, Py_ssize_t stop) {
     char stack[MAX_DEPTH];
     int depth = 0, esc = 0;
-    if (p >= stop) return -1;
-    if (s[p] == '"') return scan_string(s, p, stop, &esc);
-    if (s[p] != '{' && s[p] != '[') {
-        Py_ssize_t q = value_end(s, p, stop);
-        return q > p ? q : -1;
-    }
     while (p < stop) {
         char c = s[p];
         if (c == '"') {
@@ -161,6 +163,15 @@ static Py_ssize_t skip_value(const char *s, Py_ssize_t p, Py_ssize_t stop) {
     return -1;
 }
 
+static inline Py_ssize_t skip_value(const char *s, Py_ssize_t p, Py_ssize_t stop) {
+    int esc = 0;
+    if (p >= stop) return -1;
+    if (s[p] == '"') return scan_string(s, p, stop, &esc);
+    if (s[p] == '{' || s[p] == '[') return skip_container(s, p, stop);
+    Py_ssize_t q = value_end(s, p, stop);
+    return q > p ? q : -1;
+}
+
 static inline int str_is(const Str *v, const char *lit, Py_ssize_t n) {
     return v->n == n && same(v->p, lit, n);
 }
@@ -168,7 +179,7 @@ static inline int str_is(const Str *v, const char *lit, Py_ssize_t n) {
 /* The walk over an object's members, shared by every reader below. member_key: the member whose
  * key starts at s[p] (a '"'): the key's contents are s[*k0..*k1), *kesc says it holds an escape,
  * and the index of its value is returned (whitespace skipped); -1 when it is not `"key": value`. */
-static Py_ssize_t member_key(const char *s, Py_ssize_t p, Py_ssize_t stop, Py_ssize_t *k0, Py_ssize_t *k1, int *kesc) {
+static inline Py_ssize_t member_key(const char *s, Py_ssize_t p, Py_ssize_t stop, Py_ssize_t *k0, Py_ssize_t *k1, int *kesc) {
     if (p >= stop || s[p] != '"') return -1;
     *k0 = p + 1;
     p = scan_string(s, p, stop, kesc);
@@ -184,7 +195,7 @@ enum { OBJECT_ENDS = -2 };
 
 /* member_next: after a member's value (s[p] just past it), the index of the next member's key, or
  * OBJECT_ENDS with *end just past the object's '}', or -1 when neither follows. */
-static Py_ssize_t member_next(const char *s, Py_ssize_t p, Py_ssize_t stop, Py_ssize_t *end) {
+static inline Py_ssize_t member_next(const char *s, Py_ssize_t p, Py_ssize_t stop, Py_ssize_t *end) {
     p = skip_ws(s, p, stop);
     if (p >= stop) return -1;
     if (s[p] == '}') {
@@ -207,7 +218,7 @@ static const char *SPAN_KEYS[N_SPANS] = {"ts", "dur", "pid", "tid", "id", "args"
 static Py_ssize_t SPAN_LENS[N_SPANS]; /* strlen of each, set when the module loads (as INT_LENS) */
 typedef struct {
     Py_ssize_t v[N_SPANS][2];
-    int repeated;
+    int repeated, others; /* others: members neither spans nor cat, name and ph */
 } Spans;
 
 /* One event object at s[p] == '{': reads its top-level "cat" and "name" strings. Returns the
@@ -216,7 +227,7 @@ typedef struct {
 static Py_ssize_t scan_event(const char *s, Py_ssize_t p, Py_ssize_t stop, Str *cat, Str *name, Str *ph, int *doubt,
                              int *ph_doubt, ArgsFn on_args, void *ctx, Spans *sp) {
     if (sp != NULL) {
-        sp->repeated = 0;
+        sp->repeated = sp->others = 0;
         for (int k = 0; k < N_SPANS; k++) sp->v[k][0] = -1;
     }
     p = skip_ws(s, p + 1, stop);
@@ -256,7 +267,8 @@ static Py_ssize_t scan_event(const char *s, Py_ssize_t p, Py_ssize_t stop, Str *
                                 ? on_args(ctx, s, p, stop, cat, name) : -1;
             p = v1 >= 0 ? v1 : skip_value(s, p, stop);
             if (p < 0) return -1;
-            for (int k = 0; sp != NULL && k1 - k0 <= 4 && k < N_SPANS; k++) {
+            int k = 0;
+            for (; sp != NULL && k1 - k0 <= 4 && k < N_SPANS; k++) {
                 if (k1 - k0 != SPAN_LENS[k] || !same(s + k0, SPAN_KEYS[k], k1 - k0))
                     continue;
                 sp->repeated |= sp->v[k][0] >= 0;
@@ -264,6 +276,7 @@ static Py_ssize_t scan_event(const char *s, Py_ssize_t p, Py_ssize_t stop, Str *
                 sp->v[k][1] = p;
                 break;
             }
+            if (sp != NULL) sp->others += k1 - k0 > 4 || k == N_SPANS;
         }
         p = member_next(s, p, stop, &end);
         if (p == OBJECT_ENDS) return end;
@@ -367,7 +380,8 @@ static int out_put(Out *o, const char *src, Py_ssize_t n) {
         o->buf = b;
         o->cap = cap;
     }
-    memcpy(o->buf + o->len, src, (size_t)n);
+    if (n == 1) o->buf[o->len] = *src; /* the separators and quotes: no call into libc */
+    else memcpy(o->buf + o->len, src, (size_t)n);
     o->len += n;
     return 0;
 }
@@ -481,7 +495,8 @@ static int int_field(const char *s, Py_ssize_t p, Py_ssize_t q, int64_t *v) {
 }
 
 /* One member "key": s[v0..v1) of a kept event's args into r: every int member Args declares is
- * checked for its type, as msgspec would (seen: the ones met so far). 0, or -1 when in doubt. */
+ * checked for its type, as msgspec would (seen: the ones met so far). 1 for one of those, 0 for
+ * any other member, -1 when in doubt. */
 static Py_ssize_t INT_LENS[N_INTS];
 
 static int arg_member(const char *s, Py_ssize_t k0, Py_ssize_t k1, Py_ssize_t v0, Py_ssize_t v1, Rec *r, int *seen) {
@@ -492,7 +507,7 @@ static int arg_member(const char *s, Py_ssize_t k0, Py_ssize_t k1, Py_ssize_t v0
         int got = int_field(s, v0, v1, &r->arg[k]);
         if (got < 0) return -1;
         if (got) r->nulls &= ~((int64_t)1 << k);
-        break;
+        return 1;
     }
     Py_ssize_t n = k1 - k0;
     if ((n == 10 && (memcmp(s + k0, "Input Dims", 10) == 0 || memcmp(s + k0, "Input type", 10) == 0))
@@ -549,13 +564,19 @@ static int event_record(const char *s, const Spans *sp, const Route *rt, Rec *r,
     return -rt->max_ts < r->ts && r->ts < rt->max_ts && 0.0 <= r->dur && r->dur < rt->max_dur;
 }
 
-/* The list of a routed category, and its index among all the route's categories (*id). */
-static int cat_group(const Route *rt, const Str *cat, int64_t *id) {
-    *id = 0;
-    for (int g = 0; g < 4; g++)
+/* The list of a routed category (-1: none), and its index among all the route's categories (*id).
+ * The last category looked up is remembered (m): a trace's events come in runs of one category. */
+typedef struct { const char *p; Py_ssize_t n; int g; int64_t id; } CatMemo;
+static int cat_group(const Route *rt, CatMemo *m, const Str *cat, int64_t *id) {
+    if (m->p != NULL && str_is(cat, m->p, m->n)) return *id = m->id, m->g;
+    int g = 0;
+    for (*id = 0; g < 4; g++)
         for (Py_ssize_t i = 0; i < rt->n[g]; i++, ++*id)
-            if (str_is(cat, rt->cats[g][i], rt->lens[g][i])) return g;
-    return -1;
+            if (str_is(cat, rt->cats[g][i], rt->lens[g][i])) goto found;
+    g = -1;
+found:
+    *m = (CatMemo){cat->p, cat->n, g, *id};
+    return g;
 }
 
 /* The ph rule of each list (events._Kept.add). */
@@ -635,6 +656,20 @@ static Py_ssize_t strict_value(const char *s, Py_ssize_t p, Py_ssize_t q, int de
     return i - p <= 32 ? i : -1;
 }
 
+/* Whether s[p..q) is printable ASCII without a backslash (every string in it then within strict_value's). */
+static int printable(const char *s, Py_ssize_t p, Py_ssize_t q) {
+#if defined(__SSE2__)
+    for (; p + 16 <= q; p += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(s + p)), odd = _mm_cmplt_epi8(x, _mm_set1_epi8(0x20));
+        odd = _mm_or_si128(odd, _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))));
+        if (_mm_movemask_epi8(odd)) return 0;
+    }
+#endif
+    for (; p < q; p++)
+        if ((unsigned char)s[p] < 0x20 || (unsigned char)s[p] >= 0x7f || s[p] == '\\') return 0;
+    return 1;
+}
+
 static int key_in(const char *s, Py_ssize_t k0, Py_ssize_t k1, const char **keys, const Py_ssize_t *lens, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++)
         if (lens[i] == k1 - k0 && same(s + k0, keys[i], lens[i])) return 1;
@@ -642,8 +677,10 @@ static int key_in(const char *s, Py_ssize_t k0, Py_ssize_t k1, const char **keys
 }
 
 /* The args object at s[p] == '{' of a kept event, slimmed into o, the members kept read into r too
- * (or NULL) as event_args reads them. Returns the index after it, -1 in doubt, -2 out of memory. */
-static Py_ssize_t slim_args(const char *s, Py_ssize_t p, Py_ssize_t e1, const Slim *sl, int no_shapes, Out *o, Rec *r) {
+ * (or NULL) as event_args reads them, *others counting those that are not Args' ints. Returns the
+ * index after it, -1 in doubt, -2 out of memory. */
+static Py_ssize_t slim_args(const char *s, Py_ssize_t p, Py_ssize_t e1, const Slim *sl, int no_shapes, Out *o, Rec *r,
+                            int *others) {
     int first = 1, seen = 0;
     if (out_put(o, "{", 1) < 0) return -2;
     p = skip_ws(s, p + 1, e1);
@@ -657,8 +694,10 @@ static Py_ssize_t slim_args(const char *s, Py_ssize_t p, Py_ssize_t e1, const Sl
                    && !(no_shapes && key_in(s, k0, k1, sl->shapes, sl->shape_lens, sl->n_shapes));
         /* a member left out is read once, by the strict check, which also finds its end */
         Py_ssize_t v1 = keep ? skip_value(s, v0, e1) : strict_value(s, v0, e1, 0);
-        if (v1 < 0 || (keep && r != NULL && arg_member(s, k0, k1, v0, v1, r, &seen) < 0)) return -1;
+        int got = keep && r != NULL && v1 >= 0 ? arg_member(s, k0, k1, v0, v1, r, &seen) : 0;
+        if (v1 < 0 || got < 0) return -1;
         if (keep) {
+            *others += !got;
             /* from the key's opening quote to the value's end, as written */
             if ((!first && out_put(o, ",", 1) < 0) || out_put(o, s + k0 - 1, v1 - (k0 - 1)) < 0) return -2;
             first = 0;
@@ -673,7 +712,7 @@ static Py_ssize_t slim_args(const char *s, Py_ssize_t p, Py_ssize_t e1, const Sl
  * SCAN_OK, SCAN_DOUBT or SCAN_NO_MEMORY. */
 static int put_slim(const char *s, Py_ssize_t e0, Py_ssize_t e1, const Slim *sl, int no_shapes, Out *o) {
     Py_ssize_t p = skip_ws(s, e0 + 1, e1), copied = e0;
-    int seen_args = 0;
+    int seen_args = 0, others = 0;
     if (p < e1 && s[p] != '}') {
         for (;;) {
             int kesc = 0;
@@ -684,7 +723,7 @@ static int put_slim(const char *s, Py_ssize_t e0, Py_ssize_t e1, const Slim *sl,
             if (key_is(s, k0, k1, "args") && s[v0] == '{') {
                 if (seen_args++) return SCAN_DOUBT; /* a repeated key: the decoder decides */
                 if (out_put(o, s + copied, v0 - copied) < 0) return SCAN_NO_MEMORY;
-                v1 = slim_args(s, v0, e1, sl, no_shapes, o, NULL);
+                v1 = slim_args(s, v0, e1, sl, no_shapes, o, NULL, &others);
                 if (v1 == -2) return SCAN_NO_MEMORY;
                 if (v1 < 0) return SCAN_DOUBT;
                 copied = v1;
@@ -703,8 +742,8 @@ static int put_slim(const char *s, Py_ssize_t e0, Py_ssize_t e1, const Slim *sl,
 
 /* The list an event joins, from its cat and name: a G_* value, -1 for none (dropped, or decoded and
  * dropped when it has no "cat"), or SCAN_DOUBT. *cid: the category's id (Rec.cat). */
-static int event_group(const Rules *r, const Route *rt, const Str *cat, const Str *name, int64_t *cid) {
-    int g = cat->seen ? cat_group(rt, cat, cid) : -1; /* no "cat": the decoder's default, "" */
+static int event_group(const Rules *r, const Route *rt, CatMemo *m, const Str *cat, const Str *name, int64_t *cid) {
+    int g = cat->seen ? cat_group(rt, m, cat, cid) : -1; /* no "cat": the decoder's default, "" */
     if (g >= 0) return g;
     *cid = -1;
     /* Python frames (ops when nn.Module scopes) and any other category ([memory] instants). */
@@ -732,20 +771,21 @@ typedef struct {
     Out out; /* the slimmed args of the event being scanned */
     Rec args; /* and their members, read as they were slimmed (event_record's args) */
     Py_ssize_t a0, a1; /* where its args value lies in the text */
-    int slimmed, args_seen;
+    int slimmed, args_seen, others; /* others: args members kept that are not Args' ints (slim_args) */
     int grouped, group; /* the event's event_group, when this hook worked it out (its cat and name are final then) */
     int64_t cid;
+    CatMemo memo; /* event_group's */
 } SlimHook;
 
 static Py_ssize_t slim_hook(void *ctx, const char *s, Py_ssize_t p, Py_ssize_t stop, const Str *cat, const Str *name) {
     SlimHook *h = ctx;
     if (h->args_seen++ || s[p] != '{' || !cat->seen || cat->escaped || !name->seen || name->escaped) return -1;
-    int g = h->group = event_group(h->r, h->rt, cat, name, &h->cid);
+    int g = h->group = event_group(h->r, h->rt, &h->memo, cat, name, &h->cid);
     h->grouped = 1;
     if (g != G_OPS && g != G_GPU && g != G_LAUNCH) return -1;
-    h->out.len = 0;
+    h->out.len = h->others = 0;
     memset(h->args.arg, 0, sizeof(h->args.arg)), h->args.nulls = N_ARGS - 1; /* an args object, nothing read yet */
-    Py_ssize_t end = slim_args(s, p, stop, &h->rt->slim, no_shapes(h->rt, g, name), &h->out, &h->args);
+    Py_ssize_t end = slim_args(s, p, stop, &h->rt->slim, no_shapes(h->rt, g, name), &h->out, &h->args, &h->others);
     if (end < 0) return -1;
     h->slimmed = 1;
     h->a0 = p;
@@ -796,7 +836,7 @@ static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t
         if (s[p] != '{') return SCAN_DOUBT; /* not an event object: the decoder words it */
         if (doubt || ph_doubt || cat.escaped || (ph.seen && ph.escaped) || hook->args_seen > 1) return SCAN_DOUBT;
         int64_t cid = hook->cid;
-        int g = hook->grouped ? hook->group : event_group(r, rt, &cat, &name, &cid);
+        int g = hook->grouped ? hook->group : event_group(r, rt, &hook->memo, &cat, &name, &cid);
         if (g == SCAN_DOUBT) return SCAN_DOUBT;
         Rec rec;
         int sane = 1;
@@ -835,8 +875,15 @@ static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t
                 return SCAN_NO_MEMORY;
             }
             /* An op or launch written in the strict subset, without shapes, is only its record and name:
-             * Python reads nothing more of it, and there is nothing left for msgspec to check. */
-            if (!named || (rec.nulls & HAS_SHAPES) || strict_value(outs[g].buf, at + !first[g], outs[g].len, 0) != outs[g].len)
+             * Python reads nothing more of it, and there is nothing left for msgspec to check. Most are
+             * known to be from the walk: printable, and only members event_record and slim_args checked. */
+            const Py_ssize_t *ts = sp.v[S_TS], *dur = sp.v[S_DUR];
+            int known = hook->slimmed && !hook->others && !sp.others && sp.v[S_ID][0] < 0
+                        && (ts[0] < 0 || strict_value(s, ts[0], ts[1], 0) == ts[1])
+                        && (dur[0] < 0 || strict_value(s, dur[0], dur[1], 0) == dur[1])
+                        && printable(outs[g].buf, at + !first[g], outs[g].len);
+            if (!named || (rec.nulls & HAS_SHAPES)
+                || (!known && strict_value(outs[g].buf, at + !first[g], outs[g].len, 0) != outs[g].len))
                 first[g] = 0, rec.nulls |= named ? HAS_JSON : 0;
             else
                 outs[g].len = at;
