@@ -764,14 +764,15 @@ static int no_shapes(const Route *rt, int g, const Str *name) {
 
 /* Slimming in the same walk as the scan: when an event's cat and name come before its args (as
  * kineto writes them) and put it in a slimmed list, its args are slimmed as they are read, instead
- * of read twice. Anything else (and any failure, a window's end included) is left to put_slim. */
+ * of read twice (a [memory] instant's are read for its record, not skipped first). Anything else (and
+ * any failure, a window's end included) is left to put_slim and event_record. */
 typedef struct {
     const Rules *r;
     const Route *rt;
-    Out out; /* the slimmed args of the event being scanned */
-    Rec args; /* and their members, read as they were slimmed (event_record's args) */
+    Out out; /* the slimmed args of the event being scanned (slimmed) */
+    Rec args; /* their members, or a [memory] instant's, read here (read): event_record's args */
     Py_ssize_t a0, a1; /* where its args value lies in the text */
-    int slimmed, args_seen, others; /* others: args members kept that are not Args' ints (slim_args) */
+    int read, slimmed, args_seen, others; /* others: args members kept that are not Args' ints (slim_args) */
     int grouped, group; /* the event's event_group, when this hook worked it out (its cat and name are final then) */
     int64_t cid;
     CatMemo memo; /* event_group's */
@@ -782,12 +783,15 @@ static Py_ssize_t slim_hook(void *ctx, const char *s, Py_ssize_t p, Py_ssize_t s
     if (h->args_seen++ || s[p] != '{' || !cat->seen || cat->escaped || !name->seen || name->escaped) return -1;
     int g = h->group = event_group(h->r, h->rt, &h->memo, cat, name, &h->cid);
     h->grouped = 1;
-    if (g != G_OPS && g != G_GPU && g != G_LAUNCH) return -1;
+    if (g != G_OPS && g != G_GPU && g != G_LAUNCH && g != G_JSON) return -1;
     h->out.len = h->others = 0;
     memset(h->args.arg, 0, sizeof(h->args.arg)), h->args.nulls = N_ARGS - 1; /* an args object, nothing read yet */
-    Py_ssize_t end = slim_args(s, p, stop, &h->rt->slim, no_shapes(h->rt, g, name), &h->out, &h->args, &h->others);
+    /* a [memory] instant's args only read (it becomes its record), the others' slimmed as they are read */
+    Py_ssize_t end = g == G_JSON ? event_args(s, p, stop, &h->args)
+                                 : slim_args(s, p, stop, &h->rt->slim, no_shapes(h->rt, g, name), &h->out, &h->args, &h->others);
     if (end < 0) return -1;
-    h->slimmed = 1;
+    h->read = 1;
+    h->slimmed = g != G_JSON;
     h->a0 = p;
     h->a1 = end;
     return end;
@@ -820,7 +824,7 @@ static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t
         memcpy(first0, first, sizeof(first));
         Str cat = {0}, name = {0}, ph = {0};
         int doubt = 0, ph_doubt = 0;
-        hook->slimmed = hook->args_seen = hook->grouped = 0;
+        hook->read = hook->slimmed = hook->args_seen = hook->grouped = 0;
         Spans sp;
         e1 = s[p] != '{' ? skip_value(s, p, stop)
              : scan_event(s, p, stop, &cat, &name, &ph, &doubt, &ph_doubt, rt != NULL && rt->slim.on ? slim_hook : NULL,
@@ -841,7 +845,7 @@ static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t
         Rec rec;
         int sane = 1;
         if (g >= 0 && ph_ok(g, &ph)) {
-            sane = event_record(s, &sp, rt, &rec, hook->slimmed ? &hook->args : NULL);
+            sane = event_record(s, &sp, rt, &rec, hook->read ? &hook->args : NULL);
             if (sane < 0) return SCAN_DOUBT;
             rec.cat = cid;
             *insane += !sane;
