@@ -590,6 +590,16 @@ static int ph_ok(int g, const Str *ph) {
 
 enum { SCAN_OK = 0, SCAN_NOT_PLAIN = -1, SCAN_NO_MEMORY = -2, SCAN_DOUBT = -3 };
 
+/* A byte no string of the strict subset holds (strict_value, printable): a control character, DEL, a
+ * backslash or a byte past ASCII; not_plain16 flags those of 16 (signed, those past ASCII are below 0x20). */
+static inline int not_plain(unsigned char ch) { return ch < 0x20 || ch >= 0x7f || ch == '\\'; }
+#if defined(__SSE2__)
+static inline __m128i not_plain16(__m128i x) {
+    __m128i odd = _mm_or_si128(_mm_cmplt_epi8(x, _mm_set1_epi8(0x20)), _mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)));
+    return _mm_or_si128(odd, _mm_cmpeq_epi8(x, _mm_set1_epi8('\\')));
+}
+#endif
+
 /* The JSON value at s[p] in a strict subset of the grammar: strings of printable ASCII without
  * escapes, numbers as json_number reads them, true, false, null, and arrays and objects of those
  * up to 64 deep. Returns the index after it, or -1 for anything else (valid JSON outside the
@@ -601,16 +611,14 @@ static Py_ssize_t strict_value(const char *s, Py_ssize_t p, Py_ssize_t q, int de
         p++;
 #if defined(__SSE2__)
         for (; p + 16 <= q; p += 16) { /* on to the first byte the loop below must judge */
-            __m128i x = _mm_loadu_si128((const __m128i *)(s + p)), odd = _mm_cmplt_epi8(x, _mm_set1_epi8(0x20));
-            odd = _mm_or_si128(odd, _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)), _mm_cmpeq_epi8(x, _mm_set1_epi8('"'))));
-            int m = _mm_movemask_epi8(_mm_or_si128(odd, _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))));
+            __m128i x = _mm_loadu_si128((const __m128i *)(s + p));
+            int m = _mm_movemask_epi8(_mm_or_si128(not_plain16(x), _mm_cmpeq_epi8(x, _mm_set1_epi8('"'))));
             if (m) { p += __builtin_ctz(m); break; }
         }
 #endif
         for (; p < q; p++) {
-            unsigned char ch = (unsigned char)s[p];
-            if (ch == '"') return p + 1;
-            if (ch < 0x20 || ch >= 0x7f || ch == '\\') return -1;
+            if (s[p] == '"') return p + 1;
+            if (not_plain((unsigned char)s[p])) return -1;
         }
         return -1;
     }
@@ -659,14 +667,11 @@ static Py_ssize_t strict_value(const char *s, Py_ssize_t p, Py_ssize_t q, int de
 /* Whether s[p..q) is printable ASCII without a backslash (every string in it then within strict_value's). */
 static int printable(const char *s, Py_ssize_t p, Py_ssize_t q) {
 #if defined(__SSE2__)
-    for (; p + 16 <= q; p += 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(s + p)), odd = _mm_cmplt_epi8(x, _mm_set1_epi8(0x20));
-        odd = _mm_or_si128(odd, _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))));
-        if (_mm_movemask_epi8(odd)) return 0;
-    }
+    for (; p + 16 <= q; p += 16)
+        if (_mm_movemask_epi8(not_plain16(_mm_loadu_si128((const __m128i *)(s + p))))) return 0;
 #endif
     for (; p < q; p++)
-        if ((unsigned char)s[p] < 0x20 || (unsigned char)s[p] >= 0x7f || s[p] == '\\') return 0;
+        if (not_plain((unsigned char)s[p])) return 0;
     return 1;
 }
 
@@ -699,8 +704,7 @@ static Py_ssize_t slim_args(const char *s, Py_ssize_t p, Py_ssize_t e1, const Sl
         if (keep) {
             *others += !got;
             /* from the key's opening quote to the value's end, as written */
-            if ((!first && out_put(o, ",", 1) < 0) || out_put(o, s + k0 - 1, v1 - (k0 - 1)) < 0) return -2;
-            first = 0;
+            if (put_item(o, &first, s + k0 - 1, v1 - (k0 - 1)) < 0) return -2;
         }
         p = member_next(s, v1, e1, &end);
         if (p == OBJECT_ENDS) return out_put(o, "}", 1) < 0 ? -2 : end;
