@@ -2,8 +2,9 @@
 (plain and .gz), next to the floor of reading the file once and scanning its bytes.
 
 The trace is a real one replicated as N profiler steps (bench/make_trace.py) up to the size asked
-for. Every measurement runs in a fresh process (bench/_measure.py): peak RSS is that process's
-VmHWM, the whole process included; CPU seconds are user + system over all its threads.
+for. Every measurement runs in a fresh process (bench/_measure.py), in the environment tb-attn's
+command line gives itself (CHILD_ENV): peak RSS is that process's VmHWM, the whole process
+included; CPU seconds are user + system over all its threads.
 
   floor (read + count)  read the file in 16 MB blocks (inflating .gz with the engine's library,
                         ISA-L when installed), and count one byte value in each block (memchr speed)
@@ -43,6 +44,13 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from _measure import child_code, run_once  # noqa: E402
 from make_trace import replicate  # noqa: E402
+
+sys.path.insert(0, REPO)
+from tb_attn_plugin.cli import COMMAND_ENV  # noqa: E402
+
+# Every arm runs in the process environment tb-attn's command line gives itself (cli.py: COMMAND_ENV,
+# and one malloc arena), so tb-attn's rows are what ``tb-attn report`` costs; a variable the user set wins.
+CHILD_ENV = {**COMMAND_ENV, "MALLOC_ARENA_MAX": "1", **os.environ}
 
 DEFAULT_SOURCE = os.path.join(REPO, "..", "shared", "traces", "tl_h100_bert_small_sdpa_flash.json.gz")
 
@@ -158,7 +166,7 @@ def main() -> int:
                 arms.append(("engine", child_code(_SETUP_OF.format(repo=os.path.abspath(args.engine)), ANALYZE), ()))
             for turn in range(max(1, args.repeat)):
                 for name, code, extra_args in arms:
-                    r = run_once(python, code, path, *extra_args, timeout=3600)
+                    r = run_once(python, code, path, *extra_args, timeout=3600, env=CHILD_ENV)
                     if "error" in r:
                         print(f"{row['file']} {name}: {r['error']}", flush=True)
                         row.setdefault(name, r)

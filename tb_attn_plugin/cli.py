@@ -31,6 +31,17 @@ from .format.errors import TraceError
 from .report.words import cut
 
 
+# What every command but a sweep sets in its process's environment before numpy is imported, where the
+# user has not set it. OPENBLAS_NUM_THREADS: only a sweep's torch multiplies matrices, and numpy's
+# OpenBLAS starts a thread per core on import, which then spin a while on the cores that reading a
+# trace uses; with one, numpy imports in about half the time, the results the same.
+# NUMPY_MADVISE_HUGEPAGE: numpy asks the kernel for huge pages for each array of 4 MB or more; where
+# transparent huge pages are "madvise" (Debian's and Ubuntu's default), a report's big columns, each
+# alive for a few ms, then cost more system time than they save: 1.2 against 1.8-2.2 s of it on the
+# 2 GB trace, the same on OWLv2 x4 (bench/README.md).
+COMMAND_ENV = {"OPENBLAS_NUM_THREADS": "1", "NUMPY_MADVISE_HUGEPAGE": "0"}
+
+
 class ProgressBar:
     """A one-line bar on stderr, shown only once an analysis has run for more than a second."""
 
@@ -351,10 +362,8 @@ def main(argv: list[str] | None = None, own_process: bool = False) -> int:
     sweep_cli.add_parser(sub, [common])  # --patterns reaches the reports of --profile cells
     args, unknown = parser.parse_known_args(argv)
     if args.command != "sweep":
-        # Nothing but a sweep's torch multiplies matrices, and numpy's OpenBLAS starts a thread per core
-        # on import, which then spin a while on the cores that reading a trace uses. With one, numpy
-        # imports in about half the time and the results are the same. Not when the user chose a number.
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        for key, value in COMMAND_ENV.items():  # before numpy's import (the engine's, in the command)
+            os.environ.setdefault(key, value)
         if own_process:  # not for a sweep: torch's threads allocate as they time the backends
             _one_malloc_arena()
     # A mistake in a subcommand's arguments gets that subcommand's usage, not the top-level one.

@@ -58,3 +58,20 @@ def test_the_readmes_first_command_installs_what_the_demo_runs():
     # demo/models.py builds its tiny Llama variants (in the default set) with transformers
     assert "transformers" in installed, (first, extras)
     assert "hf-eager" in (REPO / "demo" / "__main__.py").read_text()
+
+
+_MADVISE = ("import sys, os; from tb_attn_plugin import cli; cli.main(['patterns']); import numpy; "
+            "print(os.environ['NUMPY_MADVISE_HUGEPAGE'], numpy._core.multiarray._get_madvise_hugepage(), file=sys.stderr)")
+
+
+@pytest.mark.parametrize("chosen,expected", [(None, "0 False"), ("1", "1 True")])
+def test_numpy_asks_for_no_huge_pages_unless_the_user_chose(chosen, expected):
+    """A command that reads traces turns numpy's huge-page request off before numpy is imported (the
+    2 GB trace's system time, bench/README.md), and keeps the user's own NUMPY_MADVISE_HUGEPAGE."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    if chosen is not None:
+        env["NUMPY_MADVISE_HUGEPAGE"] = chosen
+    proc = subprocess.run([sys.executable, "-c", _MADVISE], capture_output=True, text=True, timeout=120, cwd=REPO,
+                          env=dict(env, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == expected
