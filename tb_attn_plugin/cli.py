@@ -37,8 +37,9 @@ from .report.words import cut
 # trace uses; with one, numpy imports in about half the time, the results the same.
 # NUMPY_MADVISE_HUGEPAGE: numpy asks the kernel for huge pages for each array of 4 MB or more; where
 # transparent huge pages are "madvise" (Debian's and Ubuntu's default), a report's big columns, each
-# alive for a few ms, then cost more system time than they save: 1.2 against 1.8-2.2 s of it on the
-# 2 GB trace, the same on OWLv2 x4 (bench/README.md).
+# alive for a few ms, then cost more system time than they save: tb-attn report on the 2 GB .gz trace
+# took 1.12 against 1.64 s of it and 6.46 against 6.74 s of wall time (medians of 5 pairs), the same
+# on OWLv2 x4 (bench/README.md).
 COMMAND_ENV = {"OPENBLAS_NUM_THREADS": "1", "NUMPY_MADVISE_HUGEPAGE": "0"}
 
 
