@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from itertools import compress
 
 import msgspec
 import numpy as np
 
 from ..trace import columns
 from ..trace.link import Linked
-from ..trace.table import Interned, intern, ints
+from ..trace.table import Interned, floats, intern, ints
 from . import patterns as P
 from .detect import Call
 from .stages import Stager, kernel_stage
@@ -130,60 +129,65 @@ def _kernel_sums(L: Linked, calls: list[Call], slot: np.ndarray, slot_keys: list
     """GPU time in kernel order, from the kernel columns: (kernel rows, total, per step, per call the
     fused kernels' time by implementation, per call its kernel rows); each call's cells get their
     kernels. A kernel's place (stage, pass, implementation) is decided once per distinct (op stage,
-    pass, kernel name), not per kernel."""
+    pass, kernel name), not per kernel; every sum is a grouped one (trace/columns.py: each group's
+    values added in kernel order from 0.0, groups in order of their first kernel, as a loop over the
+    kernels adds and inserts them)."""
     kop, kdur, names = L.kernel_op, L.kernel_dur, L.kernel_names
-    step = L.step
     op = ints(kop)
     # each kernel's step: its op's, -1 where it has none (op -1 reads the appended -1)
-    total_gpu, step_gpu = columns.masked_sums(b"\x01" * len(kop), np.append(ints(step), -1)[op], kdur)
-    # Each kernel's slot: its op's (call, stage, pass), -1 where its op is in no call (or it has none).
-    at = np.append(slot, -1)[op].tolist() if len(op) else []
-    slot_call = [c for c, _, _ in slot_keys]
-    sp_of = stage_pass.ids.tolist()
-    name_id, node_of = names.ids.tolist(), L.node_of
+    total_gpu, step_gpu = columns.masked_sums(b"\x01" * len(kop), np.append(ints(L.step), -1)[op], kdur)
     kernel_rows: dict[tuple[str, str, str, str], list[float]] = {}
     fused_seen: list[dict[str, float]] = [dict() for _ in calls]
     call_kernels: list[dict[tuple[str, str, str], list[float]]] = [dict() for _ in calls]
-    place: dict[tuple, tuple] = {}  # (stage-pass id, name id) or (None, name id, in backward) -> _kernel_place
-    held = max(kernel_call, default=-1) >= 0  # some call holds kernels of its own
-    for i in range(len(at)) if held else compress(range(len(at)), map((-1).__lt__, at)):
-        s = at[i]
-        if s >= 0:
-            c, launched = slot_call[s], True
-            key = (sp_of[s], name_id[i])
-        else:  # kernel-only calls, and helper kernels whose own op is in no call (groups.py)
-            c = kernel_call[i]
-            if c < 0:
-                continue
-            o = kop[i]
-            launched = o >= 0
-            key = (None, name_id[i], launched and node_of[o] >= 0)
-        got = place.get(key)
-        if got is None:
-            got = place[key] = (_kernel_place(slot_keys[s][1], names.values[key[1]], slot_keys[s][2]) if s >= 0
-                                else _kernel_place(None, names.values[key[1]], key[2]))
-        cell_key, rk, rk3, fused = got
-        d = kdur[i]
-        cell = cells[c].get(cell_key)
+    if not len(op):
+        return kernel_rows, total_gpu, step_gpu, fused_seen, call_kernels
+    # Each kernel's slot: its op's (call, stage, pass), -1 where its op is in no call (or it has none);
+    # its call: the slot's, else the call holding it (kernel-only calls, helper kernels whose own op
+    # is in no call: groups.py), else none.
+    s = np.append(slot, -1)[op]
+    slot_call = np.array([c for c, _, _ in slot_keys] + [-1], np.int64)
+    call = np.where(s >= 0, slot_call[s], np.asarray(kernel_call, np.int64))
+    rows = np.flatnonzero(call >= 0)
+    s, o, call = s[rows], op[rows], call[rows]
+    launched = (s >= 0) | (o >= 0)
+    # A place's key: (the slot's stage-pass id, name id), or past the stage-pass ids (no op of the
+    # call launched it) whether its op runs in backward, and the name id.
+    n_sp = len(stage_pass.values)
+    bwd = np.append(L.bwd_column, False)[o]
+    sp = np.where(s >= 0, np.append(stage_pass.ids, -1)[s], n_sp + bwd)
+    place_of, place_keys = columns.factorize(range(len(rows)), (sp, names.ids[rows]))
+    places = [_kernel_place(stage_pass.values[p][0], names.values[nm], stage_pass.values[p][1]) if p < n_sp
+              else _kernel_place(None, names.values[nm], p > n_sp) for p, nm in place_keys]
+    d = floats(kdur)[rows]
+
+    def grouped(key_of_place: list, with_call: bool):
+        """(groups' keys in order of their first kernel, counts, sums of d) by the places' key (and call)."""
+        ids = intern(key_of_place)
+        cols = (call, ids.ids[place_of]) if with_call else (ids.ids[place_of],)
+        gid, keys = columns.factorize(range(len(rows)), cols)
+        return keys, ids.values, np.bincount(gid, minlength=len(keys)), np.bincount(gid, weights=d, minlength=len(keys)), gid
+
+    keys, values, n, us, gid = grouped([p[0] for p in places], True)
+    fired = np.bincount(gid, weights=launched, minlength=len(keys))
+    for (c, k), count, total, fires in zip(keys, n.tolist(), us.tolist(), fired.tolist()):
+        cell = cells[c].get(values[k])
         if cell is None:
-            cell = cells[c][cell_key] = Cell()
-        cell.gpu_us += d
-        cell.kernels += 1
-        if launched:
-            cell.launches += 1
-        if fused:
-            fused_seen[c][rk[3]] = fused_seen[c].get(rk[3], 0.0) + d
-        row = kernel_rows.get(rk)
-        if row is None:
-            row = kernel_rows[rk] = [0, 0.0]
-        row[0] += 1
-        row[1] += d
-        ck = call_kernels[c]
-        row = ck.get(rk3)
-        if row is None:
-            row = ck[rk3] = [0, 0.0]
-        row[0] += 1
-        row[1] += d
+            cell = cells[c][values[k]] = Cell()
+        cell.gpu_us += total
+        cell.kernels += int(count)
+        cell.launches += int(fires)
+    keys, values, n, us, _ = grouped([p[1] for p in places], False)
+    for k, count, total in zip(keys, n.tolist(), us.tolist()):
+        kernel_rows[values[k]] = [int(count), total]
+    keys, values, n, us, _ = grouped([p[2] for p in places], True)
+    for (c, k), count, total in zip(keys, n.tolist(), us.tolist()):
+        call_kernels[c][values[k]] = [int(count), total]
+    fused = np.array([p[3] for p in places], bool)[place_of]
+    if fused.any():
+        impl = intern([p[1][3] for p in places])
+        gid, keys = columns.factorize(np.flatnonzero(fused).tolist(), (call, impl.ids[place_of]))
+        for (c, k), total in zip(keys, np.bincount(gid, weights=d[fused], minlength=len(keys)).tolist()):
+            fused_seen[c][impl.values[k]] = total
     return kernel_rows, total_gpu, step_gpu, fused_seen, call_kernels
 
 
