@@ -74,11 +74,24 @@ def point(flops: float, nbytes: float, time_us: float, units: int, roof: dict[st
     return out
 
 
+def bound(flops: float, nbytes: float, time_us: float, units: int, roof: dict[str, Any] | None,
+          precision: str) -> str | None:
+    """point(...)["bound"] alone: a mean under LAUNCH_US (most short stages) settles it without the
+    rest of the point."""
+    if _too_short(time_us / units if units > 0 else None):
+        return "launch"
+    return point(flops, nbytes, time_us, units, roof, precision)["bound"]
+
+
+def _too_short(mean: float | None) -> bool:
+    return mean is not None and mean < LAUNCH_US
+
+
 def _bound(p: dict[str, Any], peak: float | None, bw: float | None, mean: float | None,
            unit: str = "kernels") -> tuple[str | None, str]:
     # A kernel too short leaves the GPU idle around it; a CPU op too short is mostly dispatch.
     why = "too short to fill the device" if unit == "kernels" else "too short to outweigh the dispatch overhead"
-    if mean is not None and mean < LAUNCH_US:
+    if _too_short(mean):
         return "launch", f"{unit} average {mean:.1f} µs (< {LAUNCH_US:.0f} µs): {why}"
     if mean is not None and mean < SHORT_US and p["fraction"] is not None and p["fraction"] < LOW_FRACTION:
         return "launch", (f"{unit} average {mean:.1f} µs and reach {p['fraction']:.1%} of the attainable rate: {why}")

@@ -49,57 +49,67 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
                "bytes": 0.0, "flops": 0.0, "units": 0} for b in ("gpu", "cpu")}
     gpu_run, cpu_run = run["gpu"], run["cpu"]
     gpu_roof, cpu_roof = (the_roof, None) if has_gpu else (None, the_roof)
-    bounds: dict[tuple, str | None] = {}  # roof.point's bound per distinct input: calls of a layer repeat them
+    bounds: dict[tuple, str | None] = {}  # roof.bound per distinct input: calls of a layer repeat them
+    costs: dict[tuple, tuple[float, float] | None] = {}  # model.stage_cost per distinct input, likewise
+    busy = [0.0, 0.0]  # (gpu, cpu): every cell's time, summed in the loop's order
+    units = [0, 0]
     for c in calls:
-        z = model.sizes(c.info.get("shape"), c.info.get("dtype"))
-        prec = precision_of(c.info.get("dtype"))
-        key = (c.layer_type, c.implementation, _length_class(c.info.get("shape")) if z is not None else None)
+        info = c.info
+        z = model.sizes(info.get("shape"), info.get("dtype"))
+        prec = precision_of(info.get("dtype"))
+        key = (c.layer_type, c.implementation, _length_class(info.get("shape")) if z is not None else None)
         g = groups.get(key)
         if g is None:
             g = groups[key] = {"layer_type": c.layer_type, "implementation": c.implementation, "calls": 0,
-                               "dtype": c.info.get("dtype"), "shape": c.info.get("shape"), "score_bytes": None,
+                               "dtype": info.get("dtype"), "shape": info.get("shape"), "score_bytes": None,
                                "stages": {}, "modelled_calls": 0, "implausible": set(), "lengths": None}
         g["calls"] += 1
+        cells = m.cells[c.id]
         if z is not None:
             g["modelled_calls"] += 1
-            sh = c.info["shape"]
+            sh = info["shape"]
             lens = g["lengths"]
             if lens is None:
                 g["lengths"] = {"q_len": [sh["q_len"], sh["q_len"]], "k_len": [sh["k_len"], sh["k_len"]]}
             else:
                 for k in ("q_len", "k_len"):
                     lens[k] = [min(lens[k][0], sh[k]), max(lens[k][1], sh[k])]
-            if "fused" not in {st for st, _ in m.cells[c.id]}:
+            if not any(st == "fused" for st, _ in cells):
                 g["score_bytes"] = max(g["score_bytes"] or 0, int(z.e * z.itemsize))
-        causal = bool(c.info.get("causal"))
-        for (stage, ps), cell in m.cells[c.id].items():
+        causal = bool(info.get("causal"))
+        stages = g["stages"]
+        for (stage, ps), cell in cells.items():
             gpu_us, cpu_us, kernels, ops = cell.gpu_us, cell.cpu_us, cell.kernels, cell.ops
-            gpu_run["busy"] += gpu_us
-            gpu_run["units"] += kernels
-            cpu_run["busy"] += cpu_us
-            cpu_run["units"] += ops
-            cost = _cost(z, stage, ps, cell, ops, has_gpu, causal, bw)
+            busy[0] += gpu_us
+            units[0] += kernels
+            busy[1] += cpu_us
+            units[1] += ops
+            cost = _cost(costs, z, stage, ps, cell, has_gpu, causal, bw) if z is not None else None
             if cost is None:
                 if z is not None and stage in model.ELEMENTWISE and (kernels if has_gpu else ops):
                     g["implausible"].add(stage)
                 continue
-            for r, tm, units, basis_roof in ((gpu_run, gpu_us, kernels, gpu_roof), (cpu_run, cpu_us, ops, cpu_roof)):
+            for r, tm, n, basis_roof in ((gpu_run, gpu_us, kernels, gpu_roof), (cpu_run, cpu_us, ops, cpu_roof)):
                 r["modelled"] += tm
                 r["flops"] += cost[0]
                 r["bytes"] += cost[1]
                 # Each call's stage counts in the part of its own bound (the roof of the device
                 # whose time this basis is: none for the CPU time of a GPU run).
-                bound = _bound(bounds, cost, tm, units, basis_roof, prec) if tm > 0 else None
+                bound = _bound(bounds, cost, tm, n, basis_roof, prec) if tm > 0 else None
                 if bound == "memory":
                     r["memory_bound"] += tm
                 elif bound == "launch":
                     r["launch_bound"] += tm
-                    r["launch_units"] += units
-            acc = g["stages"].setdefault((stage, ps), [0.0, 0.0, 0.0, 0])
+                    r["launch_units"] += n
+            acc = stages.get((stage, ps))
+            if acc is None:
+                acc = stages[(stage, ps)] = [0.0, 0.0, 0.0, 0]
             acc[0] += cost[0]
             acc[1] += cost[1]
             acc[2] += gpu_us if has_gpu else cpu_us
             acc[3] += kernels if has_gpu else ops
+    gpu_run["busy"], cpu_run["busy"] = busy
+    gpu_run["units"], cpu_run["units"] = units
     classes: dict[tuple[str, str], int] = {}
     for lt, impl, _ in groups:
         classes[(lt, impl)] = classes.get((lt, impl), 0) + 1
@@ -119,25 +129,29 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
 
 
 def _bound(memo: dict, cost: tuple[float, float], tm: float, units: int, the_roof, prec: str) -> str | None:
-    """roof.point's bound of one stage of one call, computed once per distinct input (``the_roof`` is
-    the build's roof or None, so whether it is None tells the two apart)."""
+    """roof.bound of one stage of one call, computed once per distinct input (``the_roof`` is the
+    build's roof or None, so whether it is None tells the two apart)."""
     key = (cost[0], cost[1], tm, units, the_roof is None, prec)
     got = memo.get(key, memo)
     if got is memo:
-        got = memo[key] = roof.point(cost[0], cost[1], tm, units, the_roof, prec)["bound"]
+        got = memo[key] = roof.bound(cost[0], cost[1], tm, units, the_roof, prec)
     return got
 
 
-def _cost(z, stage: str, ps: str, cell, ops: int, has_gpu: bool, causal: bool, bw: float | None):
+def _cost(memo: dict, z, stage: str, ps: str, cell, has_gpu: bool, causal: bool, bw: float | None):
     """(FLOP, bytes) of one stage of one call, or None: no model, no kernel ran (GPU) or no op (CPU),
     or an elementwise stage far faster than moving the score matrix at the device's bandwidth
-    (under PLAUSIBLE of that time: its kernels worked on Q or K, e.g. the scale applied before QKᵀ)."""
-    if z is None or stage not in model.MODELLED_STAGES:
+    (under PLAUSIBLE of that time: its kernels worked on Q or K, e.g. the scale applied before QKᵀ).
+    The model's answer is computed once per distinct input (``memo``)."""
+    if stage not in model.MODELLED_STAGES:
         return None
-    passes = cell.kernels if has_gpu else (1 if ops else 0)
+    passes = cell.kernels if has_gpu else (1 if cell.ops else 0)
     if passes == 0:
         return None
-    cost = model.stage_cost(z, stage, ps, passes=passes, causal=causal)
+    key = (z, stage, ps, passes, causal)
+    cost = memo.get(key, memo)
+    if cost is memo:
+        cost = memo[key] = model.stage_cost(z, stage, ps, passes=passes, causal=causal)
     if cost is not None and stage in model.ELEMENTWISE and bw:
         spent = cell.gpu_us if has_gpu else cell.cpu_us
         if spent < PLAUSIBLE * cost[1] / (bw * 1e12) * 1e6:
