@@ -30,6 +30,22 @@ def intern(column: Sequence[Hashable]) -> Interned:
     return Interned(names.add(column), names.values)
 
 
+class _Ids(dict):
+    """value -> its id: a value not seen yet takes the next id and joins ``values`` (first appearance
+    first), so a column is interned in one pass of dict lookups at C speed."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: list):
+        super().__init__()
+        self.values = values
+
+    def __missing__(self, value) -> int:
+        i = self[value] = len(self.values)
+        self.values.append(value)
+        return i
+
+
 class Names:
     """A column interned chunk by chunk (op names as a trace is decoded): each chunk's ids into the
     distinct values of all chunks so far (``values``, first appearance first), each value hashed once
@@ -39,17 +55,12 @@ class Names:
 
     def __init__(self) -> None:
         self.values: list = []
-        self._index: dict = {}
+        self._index = _Ids(self.values)
         self._parts: list[np.ndarray] = []
 
     def add(self, column: Sequence[Hashable]) -> np.ndarray:
         """Appends the column's values; returns their ids (int64)."""
-        index, values = self._index, self.values
-        # dict.fromkeys keeps each value's first appearance, in order, at C speed
-        new = [v for v in dict.fromkeys(column) if v not in index] if index else list(dict.fromkeys(column))
-        index.update(zip(new, range(len(values), len(values) + len(new))))
-        values += new
-        ids = np.fromiter(map(index.__getitem__, column), np.int64, len(column))
+        ids = np.fromiter(map(self._index.__getitem__, column), np.int64, len(column))
         self._parts.append(ids)
         return ids
 
