@@ -91,6 +91,7 @@ class _Runtime:
         self.durs: list[float] = lt["dur"][order].tolist()
         self.name_ids: list[int] = names.ids[order].tolist()
         self.names: list[str] = names.values
+        self.apis: list[HostApi | None] = [api_of(nm) for nm in names.values]  # per distinct name, once
 
     def within(self, key: tuple, t0: float, t1: float) -> range:
         """The positions of the thread's calls starting in [t0, t1) (times are finite: events.py)."""
@@ -99,14 +100,15 @@ class _Runtime:
         return range(i, bisect_left(self.starts, t1, i, hi))
 
 
-def _scope(L: Linked, c: Call, att_ops: list[int]) -> tuple[str, list[int]]:
-    """(name, the roots of the scope's op ranges); ``att_ops``: the attention ops' positions, ascending."""
+def _scope(L: Linked, c: Call, att_ops: list[int], parent: np.ndarray) -> tuple[str, list[int]]:
+    """(name, the roots of the scope's op ranges); ``att_ops``: the attention ops' positions, ascending;
+    ``parent``: the ops' parents as a column."""
     for k in range(bisect_left(att_ops, c.lo), bisect_left(att_ops, c.hi)):
         i = att_ops[k]
         if L.node_of[i] < 0:
             return L.names[i], [i]
-    roots = [i for i in range(c.lo, c.hi) if L.parent[i] < c.lo and L.node_of[i] < 0]
-    return "", roots
+    lo, hi = c.lo, c.hi  # the forward ops whose parent is outside the call
+    return "", (lo + np.flatnonzero((parent[lo:hi] < lo) & ~L.bwd_column[lo:hi])).tolist()
 
 
 def host_costs(L: Linked, calls: list[Call], ev, has_gpu: bool) -> list[HostCost | None]:
@@ -114,12 +116,13 @@ def host_costs(L: Linked, calls: list[Call], ev, has_gpu: bool) -> list[HostCost
     ``ev``: the trace's events (trace/events.py), whose launches' columns hold the runtime calls."""
     rt = _Runtime(ev)
     att_ops = L.where_name(_is_attention_op)
+    parent = np.asarray(L.parent, np.int64)
     out: list[HostCost | None] = []
     for c in calls:
         if c.hi <= c.lo:
             out.append(None)
             continue
-        name, roots = _scope(L, c, att_ops)
+        name, roots = _scope(L, c, att_ops, parent)
         host = gpu = self_us = launch_us = all_self = 0.0
         launched: Counter = Counter()
         queries = syncs = 0
@@ -131,12 +134,11 @@ def host_costs(L: Linked, calls: list[Call], ev, has_gpu: bool) -> list[HostCost
             all_self += sum(L.self_cpu[r:end])
             self_us += sum(L.self_cpu[att_ops[k]] for k in range(bisect_left(att_ops, r), bisect_left(att_ops, end)))
             for j in rt.within(L.thread_of(r), t0, t0 + d):
-                nm = rt.names[rt.name_ids[j]]
-                a = api_of(nm)
+                a = rt.apis[rt.name_ids[j]]
                 if a is None:
                     continue
                 if a.kind in ("launch", "graph_launch"):
-                    launched[nm] += 1
+                    launched[rt.names[rt.name_ids[j]]] += 1
                     launch_us += rt.durs[j]
                 elif a.kind == "occupancy_query":
                     queries += 1
