@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from itertools import accumulate, islice
-from operator import gt
+from itertools import accumulate
 
 import msgspec
 import numpy as np
 
 from ..trace import columns
-from ..trace.table import as_array, ints
+from ..trace.table import as_array, floats, ints
 
 ADDR_MASK = (1 << 63) - 1  # addresses are stored signed; a pointer never uses the top bit
 
@@ -42,7 +41,8 @@ class Timeline(msgspec.Struct):
     def finish(self) -> "Timeline":
         """Sort by time (stably: events at one time stamp keep their order), pair, compute live."""
         n = len(self.t)
-        if any(map(gt, self.t, islice(self.t, 1, None))):  # out of order anywhere (at C speed)
+        t = floats(self.t)  # a view of the array, not a copy
+        if n > 1 and bool((t[1:] < t[:-1]).any()):  # out of order anywhere
             order = sorted(range(n), key=self.t.__getitem__)
             for name in ("t", "delta", "addr", "stream", "thread", "total", "reserved"):
                 col = getattr(self, name)

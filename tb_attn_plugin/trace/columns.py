@@ -203,8 +203,9 @@ def pairs(delta: Sequence[int], addr: Sequence[int], stream: Sequence[int]) -> n
     a, s = _sortable(addr, moved), _sortable(stream, moved)
     perm = np.lexsort((s, a))  # by address and stream, in time order within each (stable)
     order = moved[perm]
+    a, s = a[perm], s[perm]
     same = np.zeros(len(order), bool)
-    same[1:] = (a[perm][1:] == a[perm][:-1]) & (s[perm][1:] == s[perm][:-1])
+    same[1:] = (a[1:] == a[:-1]) & (s[1:] == s[:-1])
     # A free closes the allocation just before it on its address and stream, if that one is still
     # open: the event just before it is that allocation (a free in between would have closed it).
     closes = np.flatnonzero(same[1:] & (d[order[1:]] < 0) & (d[order[:-1]] > 0)) + 1
