@@ -261,6 +261,9 @@ def test_downsampling_keeps_every_peak_and_bounds_points():
     assert idx == sorted(idx) and times[0] == 0 and times[-1] == t[-1]
     small = downsample([0, 1, 2], [5, 6, 7], 600)
     assert small[1] == [5, 6, 7]
+    # two buckets, [0, 6) and [6, 12): each keeps its first point and the first of its equal lows and highs
+    ties = downsample(list(range(12)), [3, 1, 1, 5, 5, 2, 2, 2, 9, 0, 9, 0], 6)
+    assert ties[2] == [0, 1, 3, 6, 8, 9, 11] and ties[1] == [3, 1, 5, 2, 9, 0, 0]
 
 
 def test_memory_sections_validate(cpu_traces, tmp_path):

@@ -99,14 +99,16 @@ def downsample(t, values, max_points: int, keep: tuple[int, ...] = ()) -> tuple[
         width = (t1 - t0) / buckets
         chosen: set[int] = {i for i in keep if 0 <= i < n}
         chosen.add(n - 1)
-        # Bucket edges by binary search, then min and max of each slice at C speed.
+        # Bucket edges by binary search, then the first lowest and highest of each slice (numpy's
+        # argmin and argmax: the first of equal ones, as list.index(min(...)) finds).
         edges = [0] + [bisect.bisect_left(t, t0 + width * b) for b in range(1, buckets)] + [n] if width > 0 else [0, n]
+        v = ints(values)
         for a, b in zip(edges, edges[1:]):
             if b <= a:
                 continue
-            seg = values[a:b]
+            seg = v[a:b]
             chosen.add(a)
-            chosen.add(a + seg.index(min(seg)))
-            chosen.add(a + seg.index(max(seg)))
+            chosen.add(a + int(seg.argmin()))
+            chosen.add(a + int(seg.argmax()))
         idx = sorted(chosen)
     return columns.rounded([float(t[i]) for i in idx]), [int(values[i]) for i in idx], idx
