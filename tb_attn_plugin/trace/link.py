@@ -24,7 +24,7 @@ from msgspec import Raw
 
 from . import columns, window
 from . import native
-from .table import NO_ARGS, Interned, Names, Table, as_array, intern, runs_of
+from .table import NO_ARGS, Interned, Names, Table, as_array, intern, runs_of, values_at
 from .events import CATS, MODULE_PREFIX, PYTHON_CAT, Event, Events, Shapes, op_args
 from .launch_config import LaunchColumns
 
@@ -328,7 +328,7 @@ def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None 
     # one, later in the order, overwrites its own range).
     step = np.full(n, -1, np.int64)
     steps: dict[int, tuple[float, float]] = {}
-    names = list(map(interned.values.__getitem__, interned.ids.tolist()))
+    names = values_at(interned.values, interned.ids)
     positions = columns.positions(interned.ids, len(interned.values))  # kept in Linked for where_name
     for i in columns.where(interned.values, positions, lambda nm: nm.startswith(STEP_PREFIX)):
         digits = names[i][len(STEP_PREFIX):]
@@ -421,8 +421,8 @@ def _kernels(gpu_names: Names, gt: Table, n: int, launch_names: Names, by_corr: 
     gpu_self = as_array("d", np.bincount(op[owned], weights=dur, minlength=n).astype(np.float64, copy=False))
     launches_self = as_array("q", np.bincount(op[owned], minlength=n).astype(np.int64, copy=False))
     values = gpu_names.values
-    kernels = list(map(Kernel, op.tolist(), graph.tolist(), range(m), map(values.__getitem__, gpu_names.ids.tolist()),
-                       map(CATS.__getitem__, gt["cat"].tolist()), gt["pid"].tolist(), gt["tid"].tolist(),
+    kernels = list(map(Kernel, op.tolist(), graph.tolist(), range(m), values_at(values, gpu_names.ids),
+                       values_at(list(CATS), gt["cat"]), gt["pid"].tolist(), gt["tid"].tolist(),
                        gt["ts"].tolist(), gt["dur"].tolist()))
     return kernels, gpu_self, launches_self, unlinked, int(graph.sum()), as_array("q", op)
 
