@@ -74,9 +74,12 @@ def _groups(rows: Sequence[int], cols: tuple, none_as: Any) -> tuple[np.ndarray,
     items = [col[r] if _int_array(col) else _at(col, r, listed) for col in cols]
     codes, numbers, keyed = zip(*((it, True, None) if isinstance(it, np.ndarray) else _codes(it, none_as)
                                   for it in items))
-    key, size = np.zeros(len(r), np.int64), 1
+    key, size = None, 1
     for c in codes:  # one int64 key per row: the columns' dense codes in mixed radix
         d, k = _dense(c)
+        if key is None:
+            key, size = d, k
+            continue
         if size * k >= 1 << 62:
             key, size = _dense(key, force=True)
         key, size = key * k + d, size * k
@@ -108,7 +111,7 @@ def _dense(codes: np.ndarray, force: bool = False) -> tuple[np.ndarray, int]:
         return codes.astype(np.int64), 1
     lo, hi = int(codes.min()), int(codes.max())
     if not force and hi - lo < 4 * len(codes) + 64:
-        return codes.astype(np.int64) - lo, hi - lo + 1
+        return codes.astype(np.int64, copy=False) - lo, hi - lo + 1
     _, inv = np.unique(codes, return_inverse=True)
     return inv.reshape(-1).astype(np.int64), int(inv.max()) + 1
 
