@@ -134,11 +134,12 @@ def host_costs(L: Linked, calls: list[Call], ev, has_gpu: bool) -> list[HostCost
             all_self += sum(L.self_cpu[r:end])
             self_us += sum(L.self_cpu[att_ops[k]] for k in range(bisect_left(att_ops, r), bisect_left(att_ops, end)))
             for j in rt.within(L.thread_of(r), t0, t0 + d):
-                a = rt.apis[rt.name_ids[j]]
+                name_id = rt.name_ids[j]
+                a = rt.apis[name_id]
                 if a is None:
                     continue
                 if a.kind in ("launch", "graph_launch"):
-                    launched[rt.names[rt.name_ids[j]]] += 1
+                    launched[rt.names[name_id]] += 1
                     launch_us += rt.durs[j]
                 elif a.kind == "occupancy_query":
                     queries += 1

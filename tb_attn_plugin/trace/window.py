@@ -16,6 +16,8 @@ from bisect import bisect_right
 import msgspec
 import numpy as np
 
+from .table import values_at
+
 # APIs after which the GPU runs one activity of the same correlation id: (regex, example, source).
 KERNEL_LAUNCH_APIS: tuple[tuple[str, str, str], ...] = (
     (r"cudaLaunchKernel(ExC)?(_v\d+)?", "cudaLaunchKernel",
@@ -92,7 +94,7 @@ def _captures(ev) -> dict[tuple, list[tuple[float, float]]]:
     begins: dict[tuple, list[float]] = {}
     out: dict[tuple, list[tuple[float, float]]] = {}
     at = np.flatnonzero(np.isin(names.ids, ids))
-    for nm, pid, tid, ts, dur in zip(map(names.values.__getitem__, names.ids[at].tolist()), lt["pid"][at].tolist(),
+    for nm, pid, tid, ts, dur in zip(values_at(names.values, names.ids[at]), lt["pid"][at].tolist(),
                                      lt["tid"][at].tolist(), lt["ts"][at].tolist(), lt["dur"][at].tolist()):
         key = (str(pid), str(tid))
         if CAPTURE_BEGIN.match(nm):
