@@ -40,31 +40,13 @@ def slots_of(L, call_of: list[int], stage_of: list[str | None], in_calls: list[i
     return columns.keyed(in_calls, (call_of, stage_of, L.bwd_column), "other", len(L.names))
 
 
-class Timelines:
-    """The profiler's [memory] events as one Timeline per device, made once: they need no other part
-    of the trace, so analyze_file makes them while the op tree is built on another thread."""
-
-    def __init__(self, ev):
-        try:
-            self._tls, self._overflow = profiler_events.timelines(ev.memory), False
-        except OverflowError:
-            self._tls, self._overflow = None, True
-
-    def get(self) -> dict:
-        """Every device's Timeline; raises OverflowError as timelines did, for byte counts beyond any real memory."""
-        if self._overflow:
-            raise OverflowError("memory byte counts beyond any real memory")
-        return self._tls
-
-
 def from_trace(ev, L, calls, slots: Slots, warnings: list[str] | None,
-               in_calls: Sequence[int], timelines: Timelines | None = None) -> dict[str, Any] | None:
+               in_calls: Sequence[int]) -> dict[str, Any] | None:
     """The memory section from the profiler's [memory] events (None when the trace has none).
     Call layers must already be named. ``slots``: (Measured.slot, Measured.slot_keys);
-    ``in_calls``: the ops in some call (Measured.member_at, or members); ``timelines``: Timelines(ev) when the
-    caller made them already."""
+    ``in_calls``: the ops in some call (Measured.member_at, or members)."""
     try:
-        got = _attributed(ev, L, slots, in_calls, timelines)
+        got = _attributed(ev, L, slots, in_calls)
     except OverflowError:
         if warnings is not None:
             warnings.append("memory events left out: their byte counts add up beyond any real memory")
@@ -84,10 +66,10 @@ def from_trace(ev, L, calls, slots: Slots, warnings: list[str] | None,
     return section.build(tl, att, infos, source="profiler", devices=devices)
 
 
-def _attributed(ev, L, slots: Slots, in_calls: Sequence[int], timelines: Timelines | None = None):
+def _attributed(ev, L, slots: Slots, in_calls: Sequence[int]):
     """(every device's timeline, the main device's, its events' calls and stages) from the profiler's
     [memory] events; None without any. Raises OverflowError for byte counts beyond any real memory."""
-    tls = (timelines or Timelines(ev)).get()
+    tls = profiler_events.timelines(ev.memory)
     dev = profiler_events.main_device(tls)
     if dev is None:
         return None

@@ -32,8 +32,7 @@ from ..memory import engine as memory
 from ..roofline.section import build as build_roofline
 from ..trace import columns, discover, stream
 from ..trace.events import Args, decode
-from ..trace.link import Linked, launches_by_correlation, link, op_tree
-from ..trace.pipeline import together
+from ..trace.link import Linked, link
 from ..trace.read import file_size, is_url, read_trace_text
 from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
 from . import finite
@@ -79,12 +78,7 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
             ev = decode(path, text, warnings, keep_shapes=needs_shapes)
             del text
         say("linking", 0.6)
-        # The op tree's nesting runs in C without the GIL; the memory timelines and the launches by
-        # correlation id need nothing of the tree, so they are made meanwhile, on this thread.
-        tree, (timelines, by_corr) = together(lambda: op_tree(ev),
-                                              lambda: (memory.Timelines(ev), launches_by_correlation(ev)))
-        L = link(ev, tree, by_corr)
-        del tree, by_corr
+        L = link(ev)
         ev.op_table = ev.gpu_table = None  # read by link alone (kernel_reading reads the launches' correlation ids)
         say("finding attention", 0.75)
         calls, call_of = detect(L)
@@ -92,7 +86,7 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
         m = measure(L, calls, call_of)
         report = _assemble(path, size, ev, L, calls, m, {}, call_of)
         say("memory", 0.95)
-        _add_memory(report, ev, L, calls, call_of, m, path, snapshots, timelines)
+        _add_memory(report, ev, L, calls, call_of, m, path, snapshots)
         _safety_net(report, L, call_of, m)
         gpu_window.add(report, L, calls, call_of, m)
         kernel_reading.add(report, ev, L, calls, call_of, m)  # fingerprints, occupancy, why not flash
@@ -108,12 +102,10 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
             gc.enable()
 
 
-def _add_memory(report, ev, L, calls, call_of, m, path: str, snapshots: list[str] | None,
-                timelines: memory.Timelines | None = None) -> None:
+def _add_memory(report, ev, L, calls, call_of, m, path: str, snapshots: list[str] | None) -> None:
     """The memory section (profiler events, and a snapshot beside the trace); each layer's
     memory_bytes is its largest peak growth there."""
-    report["memory"] = memory.from_trace(ev, L, calls, (m.slot, m.slot_keys), report["warnings"], m.member_at,
-                                         timelines)
+    report["memory"] = memory.from_trace(ev, L, calls, (m.slot, m.slot_keys), report["warnings"], m.member_at)
     if snapshots is not None:
         memory.join(report, path, snapshots)
     elif not is_url(path):

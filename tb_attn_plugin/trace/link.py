@@ -231,8 +231,7 @@ class OpTree(NamedTuple):
 def op_tree(ev: Events) -> OpTree:
     """The op tree, what link starts from: per thread, ops sorted by (start, -duration), stably
     (numpy), then nested by time in one pass (native.nest_sorted: the ops a stack holds are
-    inherently sequential, and exact on ops that overlap without nesting). Mostly code that
-    releases the GIL, so a caller may build it on another thread (pipeline.together)."""
+    inherently sequential, and exact on ops that overlap without nesting)."""
     ot, lt = ev.op_table, ev.launch_table
     (oth, okeys), (lth, lkeys) = runs_of(ot["pid"], ot["tid"]), runs_of(lt["pid"], lt["tid"])
     ots, odur, lts = ot["ts"], ot["dur"], lt["ts"]
@@ -289,24 +288,20 @@ def _tree_order(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray | None) -> n
 
 
 def launches_by_correlation(ev: Events) -> dict[int, int]:
-    """Correlation id -> the position of its launch in file order (a later launch wins). Needs no
-    op tree, so a caller may find it while the tree is built (pipeline.together)."""
+    """Correlation id -> the position of its launch in file order (a later launch wins)."""
     lt = ev.launch_table
     idx = np.flatnonzero(lt.has("correlation"))
     return dict(zip(lt["correlation"][idx].tolist(), idx.tolist()))
 
 
-def link(ev: Events, tree: OpTree | None = None, by_corr: dict[int, int] | None = None) -> Linked:
-    """The linked trace; ``tree``: op_tree(ev), ``by_corr``: launches_by_correlation(ev), when the
-    caller found them already."""
-    tree = tree or op_tree(ev)
+def link(ev: Events) -> Linked:
+    """The linked trace."""
     interned, cats, shapes, has_args, parent, subtree_end, depth, self_cpu, ts, dur, thread, threads, launch_op, \
-        order, cpu, has_seq, seq, has_external, external = tree
+        order, cpu, has_seq, seq, has_external, external = op_tree(ev)
     n = len(ts)
 
     # Kernels -> launch -> op.
-    if by_corr is None:
-        by_corr = launches_by_correlation(ev)
+    by_corr = launches_by_correlation(ev)
     gt = ev.gpu_table
     correlated = gt.has("correlation")
     # the correlation ids of the GPU activities recorded (window.unrecorded); with any activity

@@ -1,15 +1,11 @@
 """Work on two threads at once: a generator run ahead behind a bounded queue (how reading, scanning
-and decoding a trace overlap: zlib, ISA-L and the C scanner release the GIL), and one call run
-beside the caller's own work (the op tree's C nesting, which releases it too)."""
+and decoding a trace overlap: zlib, ISA-L and the C scanner release the GIL)."""
 
 from __future__ import annotations
 
 import queue
 import threading
-from typing import Callable, Iterator, TypeVar
-
-A = TypeVar("A")
-B = TypeVar("B")
+from typing import Iterator
 
 
 class Ahead:
@@ -68,27 +64,3 @@ def pipe(source: Iterator, depth: int = 2, name: str = "tb-attn-stream") -> Iter
         yield from ahead
     finally:
         ahead.close()
-
-
-def together(beside: Callable[[], A], here: Callable[[], B], name: str = "tb-attn-beside") -> tuple[A, B]:
-    """(beside(), here()): ``beside`` on a thread of its own while the caller runs ``here``. Both
-    always finish before this returns; an error of either is raised (``here``'s first). Only a
-    gain where one of them spends its time in C that releases the GIL."""
-    got: list = []
-
-    def run() -> None:
-        try:
-            got.append((True, beside()))
-        except BaseException as exc:  # handed to the caller's thread
-            got.append((False, exc))
-
-    t = threading.Thread(target=run, name=name, daemon=True)
-    t.start()
-    try:
-        mine = here()
-    finally:
-        t.join()
-    ok, value = got[0]
-    if not ok:
-        raise value
-    return value, mine
