@@ -95,7 +95,7 @@ def _loop_tree(ev: Events):
 
 def _tree(ev: Events):
     t = link.op_tree(ev)
-    return (list(t.order), list(t.parent), list(t.subtree_end), list(t.depth), list(t.self_cpu),
+    return (t.order.tolist(), list(t.parent), list(t.subtree_end), list(t.depth), list(t.self_cpu),
             list(t.ts), list(t.dur), t.threads, list(t.launch_op))
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from array import array
-from functools import partial
 from itertools import repeat
 from operator import attrgetter
 from typing import Any, Callable, NamedTuple, Sequence
@@ -24,7 +23,7 @@ from msgspec import Raw
 
 from . import columns, window
 from . import native
-from .table import NO_ARGS, Interned, Names, Table, as_array, intern, runs_of, values_at
+from .table import NO_ARGS, Interned, Names, Table, as_array, intern, new_array, runs_of, values_at
 from .events import CATS, MODULE_PREFIX, PYTHON_CAT, Event, Events, Shapes, op_args
 from .launch_config import LaunchColumns
 
@@ -220,7 +219,7 @@ class OpTree(NamedTuple):
     thread: Sequence[int]
     threads: list[tuple]
     launch_op: Sequence[int]
-    order: Sequence[int] | None = None
+    order: np.ndarray | None = None
     cpu: bytes | None = None
     has_seq: np.ndarray | None = None  # bool per op in tree order: its args hold a Sequence number
     seq: np.ndarray | None = None  # int64 per op in tree order (0 where it holds none)
@@ -241,18 +240,22 @@ def op_tree(ev: Events) -> OpTree:
     lrank = np.array([rank[k] for k in lkeys], np.int64)[lth]
     order = _tree_order(orank, ots, odur)
     lorder = _tree_order(lrank, lts, None)
-    ts, dur, thread = ots[order], odur[order], orank[order]
     n, m = len(order), len(lorder)
+    # The columns Linked hands to passes in Python are array.arrays, numpy writing into them (new_array).
+    (ts_col, ts), (dur_col, dur), (thread_col, thread) = new_array("d", n), new_array("d", n), new_array("q", n)
+    for col, out in ((ots, ts), (odur, dur), (orank, thread)):
+        np.take(col, order, out=out, mode="clip")  # clip: indices are in range; "raise" would buffer the out
     bounds = np.arange(len(threads) + 1)
-    parent, subtree_end, depth, lop = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), \
-        np.empty(m, np.int64)
+    (parent_col, parent), (subtree_col, subtree_end), (depth_col, depth) = (new_array("q", n) for _ in range(3))
+    lop = np.empty(m, np.int64)
     native.nest_sorted(ts, dur, np.searchsorted(thread, bounds), lts[lorder], np.searchsorted(lrank[lorder], bounds),
                        parent, subtree_end, depth, lop)
-    launch_op = np.empty(m, np.int64)
+    launch_col, launch_op = new_array("q", m)
     launch_op[lorder] = lop
     # Self time: each op's duration less its children's, subtracted one by one in tree order
     # (ufunc.at applies them in index order), what a loop over the children would give.
-    self_cpu = dur.copy()
+    self_col, self_cpu = new_array("d", n)
+    self_cpu[:] = dur
     child = np.flatnonzero(parent >= 0)
     np.subtract.at(self_cpu, parent[child], dur[child])
     self_cpu[~(self_cpu > 0)] = 0.0
@@ -262,13 +265,12 @@ def op_tree(ev: Events) -> OpTree:
     at[order] = np.arange(n)
     shaped = list(ev.op_shapes)
     shapes = dict(zip(at[shaped].tolist(), ev.op_shapes.values())) if shaped else {}
-    q, d = partial(as_array, "q"), partial(as_array, "d")  # columns handed on as arrays (table.as_array)
     has_args = ((ot["nulls"][order] & NO_ARGS) == 0).astype(np.uint8).tobytes()
     # the names numbered again in tree order, as interning them in that order would
     name_ids, first_ids = columns.factorize(range(n), (ev.op_names.ids[order],))
     names = Interned(name_ids, list(map(ev.op_names.values.__getitem__, first_ids)))
-    return OpTree(names, cats, shapes, has_args, q(parent), q(subtree_end), q(depth), d(self_cpu), d(ts), d(dur),
-                  q(thread), threads, q(launch_op), q(order), cpu, ot.has("seq")[order], ot["seq"][order],
+    return OpTree(names, cats, shapes, has_args, parent_col, subtree_col, depth_col, self_col, ts_col, dur_col,
+                  thread_col, threads, launch_col, order, cpu, ot.has("seq")[order], ot["seq"][order],
                   ot.has("external_id")[order], ot["external_id"][order])
 
 
@@ -321,7 +323,8 @@ def link(ev: Events) -> Linked:
 
     # Steps: the nearest enclosing ProfilerStep annotation, filled over each one's subtree (an inner
     # one, later in the order, overwrites its own range).
-    step = np.full(n, -1, np.int64)
+    step_col, step = new_array("q", n)
+    step[:] = -1
     steps: dict[int, tuple[float, float]] = {}
     names = values_at(interned.values, interned.ids)
     positions = columns.positions(interned.ids, len(interned.values))  # kept in Linked for where_name
@@ -359,7 +362,7 @@ def link(ev: Events) -> Linked:
         self_cpu=self_cpu,
         gpu_self=gpu_self,
         launches_self=launches_self,
-        step=as_array("q", step),
+        step=step_col,
         node_of=node_of,
         fwd_of=fwd_of,
         kernels=kernels,

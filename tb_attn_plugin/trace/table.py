@@ -85,6 +85,14 @@ def as_array(typecode: str, col: np.ndarray) -> array:
     return out
 
 
+def new_array(typecode: str, n: int) -> tuple[array, np.ndarray]:
+    """An array.array of n items (typecode "q" or "d") and a writable numpy view of it, for a column
+    numpy fills in place that passes in Python then index: as_array's copy, and the fresh memory the
+    numpy result took (page faults: most of a 2 GB trace's op tree), are not needed."""
+    out = array(typecode, bytes(8)) * n
+    return out, np.frombuffer(out, np.int64 if typecode == "q" else np.float64)
+
+
 def floats(column: Sequence[float]) -> np.ndarray:
     """A float column as float64: an array("d") is viewed without a copy, anything else converted
     (an int as Python's float() rounds it)."""
