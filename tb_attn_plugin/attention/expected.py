@@ -14,7 +14,7 @@ from bisect import bisect_left
 from collections import Counter
 from functools import lru_cache
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -149,42 +149,78 @@ def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of:
               where: tuple[list[int], list[int]], alike: _Alike | None = None) -> CallReading:
     """``where``: the positions of the attention ops and of the transposes (_transposes); ``alike``:
     what the items of calls alike were found to be, shared by the calls of one trace."""
-    r = CallReading(unit=unit)
-    for (kind, key), (_, name, us) in zip(_judged(L, c, items, stage_of, kernel_unit, alike), items):
-        if kind == OUTSIDE:
-            _add_outside(r, key, us)
-            continue
-        r.ran += 1
-        if kind == EXTRA:
-            _add(r.extras, key, name, us)
-            continue
-        if kind == FP32_STEP:
-            _add(r.flags, "fp32_gemm", name, us)  # an attention GEMM on CUDA cores
-        r.steps[key] += 1
-        if r.steps[key] > 1 and key not in P.HELPER_STAGES:
-            _add(r.extras, ("repeated_step", key), name, us)
+    plan = _planned(L, c, items, stage_of, kernel_unit, alike)
+    us = [it[2] for it in items]
+    at = us.__getitem__
+    # each bucket's µs summed in item order from 0.0, as adding them one by one would
+    r = CallReading(unit=unit, ran=plan.ran, steps=Counter(plan.steps),
+                    extras={key: [n, sum(map(at, idx), 0.0), names] for key, n, names, idx in plan.extras},
+                    flags={key: [n, sum(map(at, idx), 0.0), names] for key, n, names, idx in plan.flags},
+                    outside=[plan.outside[0], sum(map(at, plan.outside[2]), 0.0), plan.outside[1]])
     if c.hi > c.lo:
         r.transposes = _transposes(L, c, *where)
     return r
 
 
+class _Plan(NamedTuple):
+    """What a call's items come to, their times aside: the items that ran, the steps, and each bucket
+    (an extra, a flag, the outside) as its count, its names (a Counter that readings share: read
+    only) and the positions of the items whose µs it sums."""
+
+    ran: int
+    steps: Counter
+    extras: tuple[tuple[Any, int, Counter, tuple[int, ...]], ...]
+    flags: tuple[tuple[str, int, Counter, tuple[int, ...]], ...]
+    outside: tuple[int, Counter, tuple[int, ...]]
+
+
+def _plan(judged: list[tuple[int, Any]], items: list[tuple[int, str, float]]) -> _Plan:
+    ran = 0
+    steps: Counter = Counter()
+    extras: dict[Any, list] = {}
+    flags: dict[str, list] = {}
+    outside: list = [0, Counter(), []]
+    for i, ((kind, key), (_, name, _)) in enumerate(zip(judged, items)):
+        if kind == OUTSIDE:
+            _add(outside, key, i)
+            continue
+        ran += 1
+        if kind == EXTRA:
+            _add(extras.setdefault(key, [0, Counter(), []]), name, i)
+            continue
+        if kind == FP32_STEP:  # an attention GEMM on CUDA cores
+            _add(flags.setdefault("fp32_gemm", [0, Counter(), []]), name, i)
+        steps[key] += 1
+        if steps[key] > 1 and key not in P.HELPER_STAGES:
+            _add(extras.setdefault(("repeated_step", key), [0, Counter(), []]), name, i)
+    return _Plan(ran, steps, tuple((k, n, names, tuple(idx)) for k, (n, names, idx) in extras.items()),
+                 tuple((k, n, names, tuple(idx)) for k, (n, names, idx) in flags.items()),
+                 (outside[0], outside[1], tuple(outside[2])))
+
+
+def _add(bucket: list, name: str, i: int) -> None:
+    bucket[0] += 1
+    bucket[1][name] += 1
+    bucket[2].append(i)
+
+
 class _Alike:
-    """What the items of each kind of call were found to be (_judge), for the calls of one trace."""
+    """What the items of each kind of call come to (_Plan), for the calls of one trace."""
 
     def __init__(self, L: Linked):
         self.parent = ints(L.parent)  # once: a list column (no C helper) converts here, not per call
-        self.memo: dict[tuple, list[tuple[int, Any]]] = {}
+        self.memo: dict[tuple, _Plan] = {}
 
 
-def _judged(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: list, kernel_unit: bool,
-            alike: _Alike | None) -> list[tuple[int, Any]]:
-    """_judge's answer, found once per kind of call: a layer's calls in every step run the same ops
-    (names, stages, nesting, relative to the call's first op) and the same kernels, and what each item
-    is depends on nothing else (its time only adds up). A call with an item outside its op range is
-    judged on its own."""
+def _planned(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: list, kernel_unit: bool,
+             alike: _Alike | None) -> _Plan:
+    """The plan of _judge's answer, found once per kind of call: a layer's calls in every step run the
+    same ops (names, stages, nesting, relative to the call's first op) and the same kernels, and what
+    each item is depends on nothing else (its time only adds up). A call with an item outside its op
+    range is judged on its own."""
     lo, hi = c.lo, c.hi
     if alike is None or lo < 0:
-        return _judge(L, c, items, stage_of, kernel_unit)
+        return _plan(_judge(L, c, items, stage_of, kernel_unit), items)
     at = []  # each item's op relative to the call's first op
     for op, _, _ in items:
         if op < 0:
@@ -192,12 +228,12 @@ def _judged(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: l
         elif lo <= op < hi:
             at.append(op - lo)
         else:
-            return _judge(L, c, items, stage_of, kernel_unit)
+            return _plan(_judge(L, c, items, stage_of, kernel_unit), items)
     key = (kernel_unit, str(c.info.get("dtype") or ""), tuple(at), tuple(map(_NAME, items)),
            tuple(L.names[lo:hi]), tuple(stage_of[lo:hi]), np.maximum(alike.parent[lo:hi] - lo, -1).tobytes())
     got = alike.memo.get(key)
     if got is None:
-        got = alike.memo[key] = _judge(L, c, items, stage_of, kernel_unit)
+        got = alike.memo[key] = _plan(_judge(L, c, items, stage_of, kernel_unit), items)
     return got
 
 
@@ -263,21 +299,6 @@ def _transposes(L: Linked, c: Call, att: list[int], tr: list[int]) -> int | None
 
 def _is_attention_op(name: str) -> bool:
     return P.attention_op(name) is not None
-
-
-def _add(acc: dict, key, name: str, us: float) -> None:
-    row = acc.get(key)
-    if row is None:
-        row = acc[key] = [0, 0.0, Counter()]
-    row[0] += 1
-    row[1] += us
-    row[2][name] += 1
-
-
-def _add_outside(r: CallReading, name: str, us: float) -> None:
-    r.outside[0] += 1
-    r.outside[1] += us
-    r.outside[2][name] += 1
 
 
 def read_calls(L: Linked, calls: list[Call], call_of: list[int], stage_of: list, has_gpu: bool) -> list[CallReading]:
