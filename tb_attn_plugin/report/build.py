@@ -244,16 +244,9 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
         if call_flops and c.id not in lost_calls:
             lay["flops"] += call_flops
             lay["has_flops"] = True
-        lay_cells = lay["cells"]
-        for key, x in cells.items():  # a Cell made only for a key not seen yet (setdefault makes one per call)
-            cell = lay_cells.get(key)
-            if cell is None:
-                cell = lay_cells[key] = Cell()
-            cell.add(x)
-            cell = run_cells.get(key)
-            if cell is None:
-                cell = run_cells[key] = Cell()
-            cell.add(x)
+        for key, x in cells.items():
+            lay["cells"].setdefault(key, Cell()).add(x)
+            run_cells.setdefault(key, Cell()).add(x)
         acc = lay["kernel_acc"]
         for key, (n, us) in m.call_kernels[c.id].items():
             row = acc.get(key)
