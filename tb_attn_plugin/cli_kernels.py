@@ -1,5 +1,5 @@
 """The CLI's kernel-table parts: ``--patterns FILE`` on every command, ``tb-attn patterns``, ``tb-attn annotate``,
-``tb-attn fingerprint`` (kernel names decoded by attention/fingerprint_rules.py)."""
+``tb-attn fingerprint`` (kernel names decoded by reading/fingerprint_rules.py)."""
 
 from __future__ import annotations
 
@@ -70,8 +70,8 @@ def run(args) -> int:
 def _fingerprint(args) -> int:
     from msgspec.structs import asdict
 
-    from .attention import fingerprint as F
-    from .attention.fingerprint_rules import RULES
+    from .reading import fingerprint as F
+    from .reading.fingerprint_rules import RULES
 
     if not args.names:
         if args.json:

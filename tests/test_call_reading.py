@@ -1,4 +1,4 @@
-"""The Reading of one call (report/call_reading.py, GET /call's ``reading``): the report's own pieces for
+"""The Reading of one call (reading/call.py, GET /call's ``reading``): the report's own pieces for
 the call's layer type × implementation, and every piece it cannot give said with its reason."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from tb_attn_plugin.report import call_reading
+from tb_attn_plugin.reading import call as call_reading
 from tb_attn_plugin.report.build import analyze_file
-from tb_attn_plugin.report.kernel_reading import NO_SHAPES, NOT_SDPA
+from tb_attn_plugin.reading.section import NO_SHAPES, NOT_SDPA
 from tb_attn_plugin.report.text import render
 from tests.conftest import recorded_trace, shared_trace
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tb_attn_plugin.attention import fingerprint, occupancy
-from tb_attn_plugin.attention.eligibility_rules import CHECKS
-from tb_attn_plugin.attention.fingerprint_rules import FIELDS, RULES
-from tb_attn_plugin.attention.why_not_flash import PREDICATES
+from tb_attn_plugin.reading import fingerprint, occupancy
+from tb_attn_plugin.reading.eligibility_rules import CHECKS
+from tb_attn_plugin.reading.fingerprint_rules import FIELDS, RULES
+from tb_attn_plugin.reading.why_not_flash import PREDICATES
 from tb_attn_plugin.report.build import analyze_file
 from tests.conftest import shared_trace
 from tests.test_report_schema import SCHEMA, jsonschema
@@ -143,7 +143,7 @@ def test_amd_traces_say_once_why_occupancy_is_unknown():
 # -- why not flash ------------------------------------------------------------------------------------------
 
 def test_every_check_has_a_predicate_or_is_declared_unanswerable():
-    from tb_attn_plugin.attention.eligibility_rules import UNANSWERABLE
+    from tb_attn_plugin.reading.eligibility_rules import UNANSWERABLE
 
     for row in CHECKS:
         assert (row.backend, row.check) in PREDICATES or ("*", row.check) in PREDICATES or row.check in UNANSWERABLE

@@ -1,4 +1,4 @@
-"""Occupancy's launch sums (report/kernel_reading.py) from columns equal the per-launch loop they
+"""Occupancy's launch sums (reading/section.py) from columns equal the per-launch loop they
 replaced: per (layer, kernel name), the launch configurations by GPU time in order of first launch,
 CUPTI's estimate weighted by time, the launches read 0 and the first of those with a correlation id,
 over launch args as a trace may hold them (ints, floats, bools, strings, lists, huge numbers)."""
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tb_attn_plugin.report.kernel_reading import _launches
+from tb_attn_plugin.reading.section import _launches
 from tb_attn_plugin.trace import launch_config
 from tb_attn_plugin.trace.events import CATS, GPU_FIELDS, Args, Event
 from tb_attn_plugin.trace.table import Table

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tb_attn_plugin.attention import expectations as X
-from tb_attn_plugin.attention import host_cost
-from tb_attn_plugin.attention.expected import _cause
+from tb_attn_plugin.reading import expectations as X
+from tb_attn_plugin.reading import host_cost
+from tb_attn_plugin.reading.expected import _cause
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.trace.discover import find_traces
 from tests.conftest import REPO, shared_trace
@@ -233,7 +233,7 @@ def test_fp32_gemm_names_against_tensor_core_names():
 def test_no_count_is_claimed_where_the_table_has_none():
     from collections import Counter
 
-    from tb_attn_plugin.attention.expected import expected_steps
+    from tb_attn_plugin.reading.expected import expected_steps
 
     for impl in ("compiled", "mha_fastpath"):
         assert expected_steps(impl, Counter({"qk_matmul": 1}), {}) is None
@@ -250,7 +250,7 @@ def test_no_count_is_claimed_where_the_table_has_none():
 def test_calls_alike_are_judged_once_with_the_same_readings(name):
     """read_calls judges the items of each kind of call once (expected._Alike): each call's reading
     is the one it gets judged on its own."""
-    from tb_attn_plugin.attention import expected
+    from tb_attn_plugin.reading import expected
 
     keep: dict = {}
     analyze_file(str(shared_trace(name)), keep=keep)

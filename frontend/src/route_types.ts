@@ -80,7 +80,7 @@ export interface MemoryDoc {
 }
 
 // ---- /call: one call's sample and the Reading panel of its layer type × implementation ------------------
-// Built by tb_attn_plugin/report/call_reading.py from pieces of the report (issue 25 item 7).
+// Built by tb_attn_plugin/reading/call.py from pieces of the report (issue 25 item 7).
 
 /** One kernel of the call: launches and µs in this call, its fingerprint and occupancy, or why not. */
 export interface CallReadingKernel {

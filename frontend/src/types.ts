@@ -187,7 +187,7 @@ export interface LayerKernel {
   gpu_us: number;
 }
 
-/** Theoretical occupancy (attention/occupancy.py, CUDA rules) beside CUPTI's est. achieved occupancy. */
+/** Theoretical occupancy (reading/occupancy.py, CUDA rules) beside CUPTI's est. achieved occupancy. */
 export interface KernelOccupancy {
   name: string;
   registers_per_thread: number | null;
@@ -206,7 +206,7 @@ export interface KernelOccupancy {
   reading: string;
 }
 
-/** PyTorch's SDPA backend checks (attention/eligibility_rules.py) replayed on the layer's first aten::scaled_dot_product_attention call. */
+/** PyTorch's SDPA backend checks (reading/eligibility_rules.py) replayed on the layer's first aten::scaled_dot_product_attention call. */
 export interface WhyNotFlash {
   device: string;
   rules: string;
@@ -463,7 +463,7 @@ export interface ReadingRow {
   host: HostCost | null;
 }
 
-/** Expected against actual kernels per forward (attention/expected.py, expectations.py). */
+/** Expected against actual kernels per forward (reading/expected.py, expectations.py). */
 export interface Expected {
   /** GPU kernels, or on a CPU trace the ops that do work */
   unit: "kernels" | "ops";
@@ -517,7 +517,7 @@ export interface Outside {
   names: string[];
 }
 
-/** The cost on the host per call (attention/host_cost.py). */
+/** The cost on the host per call (reading/host_cost.py). */
 export interface HostCost {
   scope: string | null;
   host_us_per_call: number;
@@ -624,7 +624,7 @@ export interface GpuWindowCall {
   recorded: "none" | "partly";
 }
 
-/** report/kernel_reading.py: each distinct kernel name of attention, decoded once; what occupancy could be read. */
+/** reading/section.py: each distinct kernel name of attention, decoded once; what occupancy could be read. */
 export interface KernelReading {
   device_arch: string | null;
   occupancy: string;
@@ -632,7 +632,7 @@ export interface KernelReading {
   fingerprints: Record<string, Fingerprint>;
 }
 
-/** A kernel name decoded by attention/fingerprint_rules.py; null fields: no rule matched (unknown). */
+/** A kernel name decoded by reading/fingerprint_rules.py; null fields: no rule matched (unknown). */
 export interface Fingerprint {
   summary: string;
   flags: string[];

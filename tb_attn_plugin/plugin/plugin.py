@@ -22,7 +22,7 @@ from werkzeug import wrappers
 from werkzeug.security import safe_join
 
 from ..format.tags import STAGES
-from ..report import call_reading
+from ..reading import call as call_reading
 from ..report.compare import compare_reports
 from . import cache as cache_mod
 from . import memory_route
@@ -54,7 +54,7 @@ class _KernelsView(msgspec.Struct):
 
 class _CallsView(msgspec.Struct):
     call_samples: Any = None
-    # what the Reading panel of a call looks up (report/call_reading.py)
+    # what the Reading panel of a call looks up (reading/call.py)
     layers: Any = None
     reading: Any = None
     kernel_reading: Any = None

@@ -29,6 +29,7 @@ from ..attention.metrics import PASSES, Cell, layer_type_of_path, measure
 from ..attention.stages import kernel_stage
 from ..format import tags, units
 from ..memory import engine as memory
+from ..reading import section as reading
 from ..roofline.section import build as build_roofline
 from ..trace import columns, discover, stream
 from ..trace.events import Args, decode
@@ -37,8 +38,6 @@ from ..trace.read import file_size, is_url, read_trace_text
 from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
 from . import finite
 from . import gpu_window
-from . import reading
-from . import kernel_reading
 from .verdicts import verdicts
 
 Progress = Callable[[str, float], None]
@@ -89,7 +88,7 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
         _add_memory(report, ev, L, calls, call_of, m, path, snapshots)
         _safety_net(report, L, call_of, m)
         gpu_window.add(report, L, calls, call_of, m)
-        kernel_reading.add(report, ev, L, calls, call_of, m)  # fingerprints, occupancy, why not flash
+        reading.add(report, ev, L, calls, call_of, m)  # fingerprints, occupancy, why not flash
         if keep is not None:
             keep.update(L=L, calls=calls, call_of=call_of, measured=m, events=ev)
         report["trace"]["truncated"] = gzip_cut or ev.truncated

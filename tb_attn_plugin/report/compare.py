@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ..format.tags import STAGES
-from ..memory import compare as memory_compare
 from ..roofline.decompose import decompose
-from . import kernel_changes
+from . import kernel_changes, memory_compare
 from .layer_match import natural_key, layer_types, match_layers
 from .words import duration
 

@@ -1,4 +1,4 @@
-"""Kernels matched across runs by fingerprint (attention/fingerprint.py): a kernel whose name changed but whose
+"""Kernels matched across runs by fingerprint (reading/fingerprint.py): a kernel whose name changed but whose
 library, pass, math-unit family and stage did not is the same work done another way, and the fields that
 changed (tile, dtype, arch, knob, split, ...) say how."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..attention import fingerprint
+from ..reading import fingerprint
 
 CHANGEABLE = ("dtype", "math_unit", "tile", "layout", "arch", "knob", "split")
 MAX_CHANGES = 50

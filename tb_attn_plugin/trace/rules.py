@@ -69,7 +69,7 @@ class Args(Shapes, gc=False, omit_defaults=True):
     addr: int | None = msgspec.field(default=None, name="Addr")
     total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
     device_id: int | None = msgspec.field(default=None, name="Device Id")
-    # A kernel's launch as CUPTI writes it (attention/occupancy.py reads them). Any: a mistyped value in
+    # A kernel's launch as CUPTI writes it (reading/occupancy.py reads them). Any: a mistyped value in
     # one of them never costs the kernel; the reader checks the types.
     registers: Any = msgspec.field(default=None, name="registers per thread")
     shared_memory: Any = msgspec.field(default=None, name="shared memory")

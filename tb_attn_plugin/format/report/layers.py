@@ -32,7 +32,7 @@ class LayerKernel(Row, kw_only=True):
 
 
 class KernelOccupancy(Row, kw_only=True):
-    """Theoretical occupancy (attention/occupancy.py, CUDA rules) beside CUPTI's est. achieved occupancy."""
+    """Theoretical occupancy (reading/occupancy.py, CUDA rules) beside CUPTI's est. achieved occupancy."""
     name: str
     registers_per_thread: int | None
     shared_memory_bytes: Annotated[int | None, doc("per block")]
@@ -71,7 +71,7 @@ class BackendCheck(Row, kw_only=True):
 
 
 class WhyNotFlash(Row, kw_only=True):
-    """PyTorch's SDPA backend checks (attention/eligibility_rules.py) replayed on the layer's first
+    """PyTorch's SDPA backend checks (reading/eligibility_rules.py) replayed on the layer's first
     aten::scaled_dot_product_attention call."""
     device: str
     rules: str

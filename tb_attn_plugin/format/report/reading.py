@@ -42,7 +42,7 @@ class Outside(Row, kw_only=True):
 
 
 class Expected(Row, kw_only=True):
-    """Expected against actual kernels per forward (attention/expected.py, expectations.py)."""
+    """Expected against actual kernels per forward (reading/expected.py, expectations.py)."""
     unit: Annotated[Literal["kernels", "ops"], doc("GPU kernels, or on a CPU trace the ops that do work")]
     expected: Annotated[Count | None, doc("units per forward the implementation needs; null: unknown (reason_unknown)")]
     expected_steps: list[str] | None
@@ -69,7 +69,7 @@ class LaunchApi(Row, kw_only=True):
 
 
 class HostCost(Row, kw_only=True):
-    """The cost on the host per call (attention/host_cost.py)."""
+    """The cost on the host per call (reading/host_cost.py)."""
     scope: str | None
     host_us_per_call: NonNeg
     gpu_us_per_call: NonNeg | None
@@ -96,7 +96,7 @@ class ReadingRow(Row, kw_only=True):
 
 
 class Fingerprint(Row, kw_only=True):
-    """A kernel name decoded by attention/fingerprint_rules.py; null fields: no rule matched (unknown)."""
+    """A kernel name decoded by reading/fingerprint_rules.py; null fields: no rule matched (unknown)."""
     summary: str
     flags: list[str]
     library: str | None
@@ -111,7 +111,7 @@ class Fingerprint(Row, kw_only=True):
 
 
 class KernelReading(Row, kw_only=True):
-    """report/kernel_reading.py: each distinct kernel name of attention, decoded once; what occupancy could be read."""
+    """reading/section.py: each distinct kernel name of attention, decoded once; what occupancy could be read."""
     device_arch: str | None
     occupancy: str
     fingerprints: Annotated[dict[str, Fingerprint], doc("by kernel name")]

@@ -1,22 +1,40 @@
-"""Attention's kernels read closely: fingerprints (attention/fingerprint.py, once per name), each layer's
-occupancy as it really is (attention/occupancy.py, beside CUPTI's estimate) and, for SDPA calls, why not
-flash (attention/why_not_flash.py)."""
+"""The report's reading sections: ``reading`` (each layer type × implementation read the way the post reads
+one attention call: expected against actual kernels, the cost on the host; docs/api.md) and ``kernel_reading``
+(attention's kernels read closely: fingerprints, once per name; each layer's occupancy as it really is, beside
+CUPTI's estimate; for SDPA calls, why not flash)."""
 
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import Counter
 from typing import Any
 
 import numpy as np
 
-from ..attention import fingerprint, occupancy, why_not_flash
 from ..attention import patterns as P
-from ..attention.fingerprint_rules import EXTENDED_LAUNCHES
+from ..attention.detect import Call
 from ..trace import columns
+from ..trace.link import Linked
+from . import expected, fingerprint, host_cost, occupancy, why_not_flash
+from .fingerprint_rules import EXTENDED_LAUNCHES
 
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
 LOW_PCT = 25.0  # theoretical occupancy below a quarter of the SM's warps is called low
 LOW_BY_DESIGN = "low by design: registers/shared memory keep the tiles on chip"
+MAX_GROUPS = 200  # layer type × implementation pairs; a trace without module scopes can name many
+
+
+def build(L: Linked, calls: list[Call], call_of: list[int], stage_of: list, ev, has_gpu: bool) -> list[dict[str, Any]]:
+    """One row per (layer type, implementation), most calls first; ``ev``: the trace's events (its
+    launches' columns)."""
+    exp = expected.group(calls, expected.read_calls(L, calls, call_of, stage_of, has_gpu))
+    host = host_cost.group(calls, host_cost.host_costs(L, calls, ev, has_gpu))
+    counts = Counter((c.layer_type, c.implementation) for c in calls)
+    rows = []
+    for (lt, im), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        rows.append({"layer_type": lt, "implementation": im, "calls": n,
+                     "expected": exp.get((lt, im)), "host": host.get((lt, im))})
+    return rows[:MAX_GROUPS]
 
 
 class _Launches:

@@ -19,10 +19,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from ..attention import patterns as P
+from ..attention.detect import Call
 from ..trace.link import Linked
 from ..trace.table import runs_of
-from . import patterns as P
-from .detect import Call
 
 
 class HostApi(msgspec.Struct, frozen=True):

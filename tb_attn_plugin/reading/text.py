@@ -1,11 +1,11 @@
-"""The kernel reading (report/kernel_reading.py) as terminal lines: per layer type x implementation, its
+"""The kernel reading (reading/section.py) as terminal lines: per layer type x implementation, its
 slowest layer's kernels with their fingerprints and occupancy, then why not flash."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .words import cut
+from ..report.words import cut
 
 GROUPS = 4  # layer type x implementation groups shown
 KERNELS = 4  # kernels per group

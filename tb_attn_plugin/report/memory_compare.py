@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..report.layer_match import match_layers
-from .section import gib
+from ..memory.section import gib
+from .layer_match import match_layers
 
 
 def compare(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any] | None:

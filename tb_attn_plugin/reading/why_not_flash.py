@@ -7,8 +7,8 @@ from typing import Any, Callable
 
 import msgspec
 
+from ..attention.shapes import DTYPES
 from .eligibility_rules import BACKENDS, CHECKS, TORCH_SOURCE, UNANSWERABLE
-from .shapes import DTYPES
 
 SDPA_OP = "aten::scaled_dot_product_attention"  # (q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
 ASSUMED_ARCH = (8, 0)  # a trace without a GPU is judged for an sm80 device, and says so

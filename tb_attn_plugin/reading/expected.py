@@ -19,11 +19,11 @@ from typing import Any, NamedTuple
 import msgspec
 import numpy as np
 
+from ..attention import patterns as P
+from ..attention.detect import Call
 from ..trace.link import Linked
 from ..trace.table import ints
 from . import expectations as X
-from . import patterns as P
-from .detect import Call
 
 STEP_OF_STAGE = {"qk_matmul": "qk_matmul", "av_matmul": "av_matmul", "softmax": "softmax", "dropout": "dropout",
                  "fused": "fused"}
