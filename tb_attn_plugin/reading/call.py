@@ -6,7 +6,7 @@ from typing import Any
 
 MAX_KERNELS = 16  # distinct kernel names listed per call; the rest are counted
 BACKWARD = ("not read: expected against actual counts the forward only, as the post does "
-            "(attention/expectations.py has no backward rows)")
+            "(reading/expectations.py has no backward rows)")
 NO_HOST = "no host side recorded: these calls' kernels joined no CPU op (kernel-only calls, or a graph replay)"
 NO_FINGERPRINT = "no fingerprint: the report decoded no kernel of this name (it is not in an attention layer's kernels)"
 NO_OCCUPANCY = ("no launch configuration recorded: memcpy and memset have none, or the trace omits registers, "
@@ -69,7 +69,7 @@ def panel(report: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
                       and g.get("implementation") == implementation), None)
         if group is None:
             unknown["layer"] = (f"{layer_type} × {implementation} is not among the report's reading rows (it keeps those "
-                                "with most calls: report/reading.py MAX_GROUPS)")
+                                "with most calls: reading/section.py MAX_GROUPS)")
     expected = _get(group, "expected") if isinstance(_get(group, "expected"), dict) else None
     host = _get(group, "host") if isinstance(_get(group, "host"), dict) else None
     if group is not None:

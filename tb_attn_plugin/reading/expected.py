@@ -342,7 +342,7 @@ def _cause_row(cause: str, step: str, implementation: str) -> tuple[str, str, st
         return f"{step} step repeated: {what}", fix, src
     if cause == "unexplained":
         return ("ran inside the attention op, no expectation explains it", "",
-                "tb-attn: no row of attention/expectations.py CAUSES matches")
+                "tb-attn: no row of reading/expectations.py CAUSES matches")
     for rule in X.CAUSES:
         if rule.cause == cause:
             return rule.what, rule.fix, rule.source

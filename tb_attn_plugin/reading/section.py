@@ -96,7 +96,7 @@ def _occupancy_note(any_kernels: bool, recorded: bool, dev, amd: bool) -> str:
                    "wavefront, which the CUDA rules do not model)" if amd else ""))
     if dev is None:
         return "CUPTI's estimate only: the trace's deviceProperties lack registers or shared memory per SM"
-    return ("theoretical by the CUDA occupancy rules (attention/occupancy.py) beside CUPTI's est. achieved "
+    return ("theoretical by the CUDA occupancy rules (reading/occupancy.py) beside CUPTI's est. achieved "
             "occupancy %, per layer")
 
 
