@@ -53,6 +53,9 @@ setup(
             "moto[server]>=5", "s3fs>=2023.1",
             # the coexistence test loads the deprecated PyTorch Profiler tab next to ours
             "torch-tb-profiler>=0.4",
+            # the lint (ruff.toml) and the type check of format/ and report/ in scripts/test.sh, pinned so
+            # a new release's new rules do not turn a clean clone red
+            "ruff==0.17.6", "mypy==2.4.1",
         ],
     },
     entry_points={

@@ -34,5 +34,7 @@ if [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 (cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run --silent typecheck && npm test --silent && bash check-bundle.sh)
+# The lint (ruff.toml: pyflakes and syntax errors) over the Python of the repository.
+"$VENV/bin/ruff" check --quiet .
 if [ -x /usr/bin/chromium ]; then export TB_ATTN_REQUIRE_BROWSER=1; fi  # a missing piece fails the browser test
 exec "$VENV/bin/python" -m pytest -q "$@"

@@ -127,7 +127,7 @@ EXTRA_KINDS = ["nest", "digits", "tiny", "nan_text", "tag", "step", "memory"]
 
 def trace_text(rnd: random.Random) -> str:
     """One mutated trace as JSON text: test_fuzz_structure's mutations and the extra kinds, mixed."""
-    from tests.test_fuzz_structure import FIELDS, MUTATION_KINDS, WEIRD_VALUES, apply_mutations
+    from tests.test_fuzz_structure import MUTATION_KINDS, WEIRD_VALUES, apply_mutations
 
     doc = json.loads(_doc_cached(rnd.choice(sources())))
     muts = []

@@ -221,8 +221,8 @@ def llama_training_step(layers=2, b=2, hq=8, hkv=2, lq=64, lk=64, d=64, itemsize
         if releases:  # the node drops the softmax output it saved: links its run to this call
             h.free(soft, release("SoftmaxBackward0"))
         gm = h.alloc(score, node("MaskedFillBackward0", "where_self"))
-        gq = h.alloc(qkv, node("BmmBackward0", "bmm"))
-        gk = h.alloc(qkv, node("BmmBackward0", "bmm"))
+        h.alloc(qkv, node("BmmBackward0", "bmm"))  # dQ and dK: kept to the end of the step
+        h.alloc(qkv, node("BmmBackward0", "bmm"))
         bwd_att += 2 * score + 3 * qkv + score + 2 * score
         bwd_scores += 3  # dropout, softmax and mask backward (the AV backward's grad is not counted)
         for blk in (masked, cast, drop, out, *mlp, *g, av_p, av_v, gd, gs, gm) + (() if releases else (soft,)):

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tb_attn_plugin.format.errors import TraceError
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.format.version import SCHEMA_VERSION
-from tests.conftest import recorded_trace, shared_trace
+from tests.conftest import recorded_trace
 
 
 @functools.lru_cache(maxsize=1)

@@ -285,8 +285,7 @@ def test_memory_sections_validate(cpu_traces, tmp_path):
 
 # --- hostile structure: anything plain that a pickle can hold ----------------------------------
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck  # noqa: E402
 
 _scalar = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True), st.just(float("inf")),
                     st.text(max_size=8), st.sampled_from(["alloc", "free_requested", "free_completed", "segment_alloc",

@@ -58,7 +58,7 @@ def test_progress_bar_only_after_the_delay():
 def test_cli_on_a_logdir_prints_every_run(tmp_path):
     for run, name in [("eager", "eager"), ("flash", "sdpa")]:
         (tmp_path / run).mkdir()
-        shutil.copy(recorded_trace(name), tmp_path / run / f"w.1.pt.trace.json.gz")
+        shutil.copy(recorded_trace(name), tmp_path / run / "w.1.pt.trace.json.gz")
     proc = subprocess.run([sys.executable, "-m", "tb_attn_plugin", "report", str(tmp_path), "-q"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -8,7 +8,6 @@ import gzip
 import json
 import os
 import time
-from pathlib import Path
 
 import pytest
 
@@ -29,9 +28,13 @@ def test_a_recorded_trace_is_named_by_its_host_pid_and_start_time():
     assert h.host == doc["host_name"] and h.rank is None
     cpu = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
     assert h.pid == cpu[0]["pid"]
-    first = min(e["ts"] for e in doc["traceEvents"] if isinstance(e.get("ts"), (int, float)))
-    # The earliest event of the head, not of the whole file: within a millisecond of it here.
-    assert abs(h.start_ns - (doc["baseTimeNanoseconds"] + round(first * 1000))) < 1_000_000
+    stamps = sorted({doc["baseTimeNanoseconds"] + round(e["ts"] * 1000)
+                     for e in doc["traceEvents"] if isinstance(e.get("ts"), (int, float))})
+    # The earliest event of the head, not of the whole file: one of the file's own event times (to the
+    # rounding of a µs float), never before the file's earliest. (How far it is from the earliest
+    # depends on the machine's load while recording, so the test does not bound that.)
+    assert stamps[0] <= h.start_ns <= stamps[-1]
+    assert min(abs(h.start_ns - t) for t in stamps) <= 1
     # A wall-clock time: within the last ten years of this machine's clock.
     assert time.time() - 10 * 365 * 86400 < h.start_ns / 1e9 <= time.time() + 60
     worker, span, note = head.name_from_head(h, "bert")

@@ -95,12 +95,13 @@ def _flex(cell: Cell) -> Callable[..., torch.Tensor]:
         # One compiled function per process; each shape compiles on first use (the warm-up). Dynamo
         # gives up recompiling a function after a few shapes (then FlexAttention would run unfused,
         # and slowly): a sweep's grid needs one compilation per shape.
-        import torch._dynamo
-
+        # imported by name: `import torch._dynamo` would make `torch` a local of this function, unbound
+        # in the ImportError message above (ruff F823)
+        dynamo_config = importlib.import_module("torch._dynamo").config
         for limit in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
                       "accumulated_cache_size_limit"):
-            if hasattr(torch._dynamo.config, limit):
-                setattr(torch._dynamo.config, limit, max(getattr(torch._dynamo.config, limit), 1024))
+            if hasattr(dynamo_config, limit):
+                setattr(dynamo_config, limit, max(getattr(dynamo_config, limit), 1024))
         _FLEX["compiled"] = torch.compile(flex_attention, dynamic=False)
     compiled = _FLEX["compiled"]
     block_mask = None
