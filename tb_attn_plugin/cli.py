@@ -24,11 +24,10 @@ import gc
 import glob
 import os
 import sys
-import time
 
 from .format import json_text
+from .cli_common import ProgressBar, fail_json_message
 from .format.errors import TraceError
-from .report.words import cut
 
 
 # What every command but a sweep sets in its process's environment before numpy is imported, where the
@@ -41,34 +40,6 @@ from .report.words import cut
 # took 1.12 against 1.64 s of it and 6.46 against 6.74 s of wall time (medians of 5 pairs), the same
 # on OWLv2 x4 (bench/README.md).
 COMMAND_ENV = {"OPENBLAS_NUM_THREADS": "1", "NUMPY_MADVISE_HUGEPAGE": "0"}
-
-
-class ProgressBar:
-    """A one-line bar on stderr, shown only once an analysis has run for more than a second."""
-
-    def __init__(self, label: str, stream=sys.stderr, delay: float = 1.0):
-        self.label, self.stream, self.delay = label, stream, delay
-        self.t0 = time.monotonic()
-        self.shown = False
-
-    def __call__(self, phase: str, frac: float) -> None:
-        if not self.shown and time.monotonic() - self.t0 < self.delay:
-            return
-        if not self.shown and not self.stream.isatty() and frac < 1.0:
-            # not a terminal: one line per phase instead of redrawing
-            if phase == getattr(self, "_last_phase", None):
-                return
-            self._last_phase = phase
-            self.stream.write(f"{self.label}: {phase}…\n")
-            self.stream.flush()
-            return
-        self.shown = True
-        width = 30
-        done = int(frac * width)
-        self.stream.write(f"\r{cut(self.label, 40, keep_end=True)} [{'#' * done}{'.' * (width - done)}] {phase:<18}")
-        if frac >= 1.0:
-            self.stream.write("\n")
-        self.stream.flush()
 
 
 @contextlib.contextmanager
@@ -135,12 +106,6 @@ def _fail_json(errors: list[TraceError], **extra) -> None:
         doc["error"] = str(errors[0])
     doc["errors"] = [{"path": e.path, "error": str(e)} for e in errors]
     sys.stdout.write(json_text.dumps(doc) + "\n")
-
-
-def fail_json_message(message: str, path: str | None = None) -> None:
-    """A failure that is no trace's own (out of memory, a bad --patterns file, no Dask scheduler) as
-    --json's error object: {"error": message, "errors": [{"path": the file or null, "error": message}]}."""
-    sys.stdout.write(json_text.dumps({"error": message, "errors": [{"path": path, "error": message}]}) + "\n")
 
 
 def native_status() -> tuple[bool, str]:

@@ -52,7 +52,7 @@ def install_patterns(args) -> bool:
     except PatternError as exc:
         print(f"tb-attn: error: {exc}", file=sys.stderr)
         if getattr(args, "json", False):  # --json: the failure is a JSON object on stdout too
-            from .cli import fail_json_message
+            from .cli_common import fail_json_message
 
             fail_json_message(str(exc), exc.path)
         return False
@@ -147,7 +147,7 @@ def _terminate_as_exception():
 
 
 def _annotate(args) -> int:
-    from .cli import ProgressBar
+    from .cli_common import ProgressBar
     from .format.errors import TraceError
     from .report.annotate import annotate
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tb_attn_plugin.cli import ProgressBar
+from tb_attn_plugin.cli_common import ProgressBar
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.trace.discover import find_traces, parse_name
 from tests.conftest import recorded_trace
