@@ -10,11 +10,8 @@ export { implColor, STAGE_COLOR, stageColor }; // colors.ts is the one colour ma
 import type {
   Basis, CompareDoc, Kernel, Layer, Pass, Report, RunsDoc, SpanInfo, StageRow,
 } from "./types";
+import { STAGES } from "./types"; // the tag format's stages in order, generated from format/tags.py
 
-export const STAGES = [
-  "qkv_proj", "qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "out_proj", "fused",
-  "quantize", "kv_cache_write", "preprocess", "split_kv_reduce", "postprocess", "other",
-] as const;
 
 export const STAGE_LABEL: Record<string, string> = {
   qkv_proj: "QKV projection",

@@ -7,6 +7,8 @@ export type { SpanInfo, RunInfo, RunsDoc, CompareDoc, CallAnswer, CallReading, C
 export type Pass = "fwd" | "bwd";
 export type Basis = "gpu" | "cpu";
 export type Stage = "qkv_proj" | "qk_matmul" | "scale_mask" | "softmax" | "dropout" | "av_matmul" | "out_proj" | "fused" | "quantize" | "kv_cache_write" | "preprocess" | "split_kv_reduce" | "postprocess" | "other";
+export type CoreStage = "qk_matmul" | "scale_mask" | "softmax" | "dropout" | "av_matmul" | "fused";
+export const STAGES = ["qkv_proj", "qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "out_proj", "fused", "quantize", "kv_cache_write", "preprocess", "split_kv_reduce", "postprocess", "other"] as const;
 
 /** One trace file analysed by tb_attn_plugin.report.build.analyze_file. Times in microseconds. */
 export interface Report {
@@ -401,7 +403,7 @@ export interface RooflineStage {
   mean_unit_us?: number | null;
   bound: null | "compute" | "launch" | "memory";
   bound_reason: string;
-  stage: "av_matmul" | "dropout" | "fused" | "qk_matmul" | "scale_mask" | "softmax";
+  stage: CoreStage;
   pass: Pass;
 }
 

@@ -193,6 +193,8 @@ def typescript() -> dict[str, str]:
         if f["path"] == ALIAS_FILE:
             for name, t in report.TS_ALIASES.items():
                 body.append(f"export type {name} = {' | '.join(_lit(v) for v in typing.get_args(t))};")
+            for name, t in report.TS_CONSTANTS.items():
+                body.append(f"export const {name} = [{', '.join(_lit(v) for v in typing.get_args(t))}] as const;")
             body.append("")
         for n in [n for n in order if owner[n] == f["path"]]:
             body += _interface(n, defs[n], used) + [""]

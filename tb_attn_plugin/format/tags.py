@@ -39,6 +39,9 @@ MODULE_PREFIX = "tb_attn::module "
 STAGES = ("qkv_proj", "qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "out_proj", "fused",
           # Sub-stages of a call made of several kernels (attention/patterns.py HELPER_STAGES).
           "quantize", "kv_cache_write", "preprocess", "split_kv_reduce", "postprocess", "other")
+# The stages that make the attention core (the score matrix's path): the roofline models them and the
+# core's time is their sum; the rest (projections, helpers, other) surround the core.
+CORE_STAGES = ("qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "fused")
 # Short names accepted from users in stage marks.
 STAGE_ALIASES = {"qkv": "qkv_proj", "qk": "qk_matmul", "scores": "qk_matmul", "mask": "scale_mask",
                  "scale": "scale_mask", "av": "av_matmul", "out": "out_proj", "proj": "out_proj"}

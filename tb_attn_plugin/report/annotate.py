@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 from ..attention import patterns as P
 from ..attention import shapes
-from ..format import units
+from ..format import tags, units
 from ..attention.stages import kernel_stage
 from ..memory.engine import score_blocks
 from ..trace.link import Kernel, Linked
@@ -36,7 +36,7 @@ CAT_CALL = "tb_attn.call"
 CAT_STAGE = "tb_attn.stage"
 CAT_FLOW = "tb_attn.flow"
 FLOW_BASE = 1 << 40  # flow ids far above kineto's correlation and sequence numbers
-CORE = {"qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "fused"}
+CORE = frozenset(tags.CORE_STAGES)
 SCORE_MEASURED = "score matrix bytes (memory events)"
 SCORE_ESTIMATED = "score matrix bytes (estimated from shapes)"
 FLOPS_CONVENTION = "4*B*H*Lq*Lk*D forward, halved when causal; backward 2.5x (FlashAttention benchmarks)"

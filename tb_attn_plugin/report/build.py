@@ -41,7 +41,6 @@ from . import gpu_window
 from .verdicts import verdicts
 
 Progress = Callable[[str, float], None]
-CORE_STAGES = ("qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "fused")
 UNFUSED = {"eager", "math", "compiled", "mha_fastpath", "sdpa"}
 MAX_SAMPLES = 64
 MAX_SAMPLE_EVENTS = 400
@@ -271,7 +270,7 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
         lay["gpu_us"] = round(sum(x.gpu_us for x in cells.values()), 3)
         lay["cpu_us"] = round(sum(x.cpu_us for x in cells.values()), 3)
         lay["stages"] = _stage_rows(cells)
-        core = sum((x.gpu_us if has_gpu else x.cpu_us) for (st, _), x in cells.items() if st in CORE_STAGES)
+        core = sum((x.gpu_us if has_gpu else x.cpu_us) for (st, _), x in cells.items() if st in tags.CORE_STAGES)
         lay["flops"] = lay["flops"] if has_flops else None
         lay["tflops"] = units.sig(units.per_second(lay["flops"], core, 1e12)) if has_flops else None
         layer_rows.append(lay)

@@ -29,8 +29,9 @@ from typing import Any
 import msgspec
 
 from ..attention.shapes import ITEMSIZE
+from ..format import tags
 
-MODELLED_STAGES = ("qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "fused")
+MODELLED_STAGES = tags.CORE_STAGES
 ELEMENTWISE = {"scale_mask": (1.0, 1.0), "softmax": (5.0, 4.0), "dropout": (1.0, 1.0)}  # FLOP/element fwd, bwd
 LSE_BYTES = 4  # the fp32 log-sum-exp per query row that fused kernels keep for the backward
 

@@ -1,6 +1,7 @@
 import { h } from "../dom";
 import { distinctShortNames, fmtCount, fmtShare, fmtUs, occupancyText } from "../format";
-import { basisOf, kernelGroups, STAGES, stageLabel, type KernelSort, type TableKernel } from "../model";
+import { basisOf, kernelGroups, stageLabel, type KernelSort, type TableKernel } from "../model";
+import { STAGES } from "../types";
 import { kernelName, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
 

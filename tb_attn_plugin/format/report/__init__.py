@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 
 from msgspec import UNSET, Meta
 
-from .base import Basis, Count, Row, TS_ALIASES, doc
+from .base import TS_ALIASES, TS_CONSTANTS, Basis, Count, Row, doc
 from .layers import Layer
 from .memory import MemorySection
 from .reading import KernelReading, ReadingRow
@@ -36,7 +36,7 @@ from .roofline import Roofline
 from .rows import (CallSample, Device, GpuAccounting, GpuWindow, Implementation, Kernel, KernelTable, Op, Source,
                    StageRow, Step, TraceCounts, UnjoinedKernel, UnknownKernel, Verdict)
 
-__all__ = ["Report", "SnapshotReport", "MemorySection", "TS_ALIASES", "UNSET"]
+__all__ = ["Report", "SnapshotReport", "MemorySection", "TS_ALIASES", "TS_CONSTANTS", "UNSET"]
 
 
 class Report(Row, kw_only=True):

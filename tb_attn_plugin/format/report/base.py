@@ -22,13 +22,16 @@ def doc(text: str) -> Meta:
 Pass = Literal["fwd", "bwd"]
 Basis = Literal["gpu", "cpu"]
 Stage = Literal[tags.STAGES]  # type: ignore[valid-type]  # the tag format's stages, in its order
+CoreStage = Literal[tags.CORE_STAGES]  # type: ignore[valid-type]  # the attention core's stages
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 Count = Annotated[int, Meta(ge=0)]
 NonNeg = Annotated[float, Meta(ge=0)]
 Positive = Annotated[int, Meta(ge=1)]
 
 # Literal types the TypeScript side names (types.ts exports them; the frontend imports them).
-TS_ALIASES: dict[str, Any] = {"Pass": Pass, "Basis": Basis, "Stage": Stage}
+TS_ALIASES: dict[str, Any] = {"Pass": Pass, "Basis": Basis, "Stage": Stage, "CoreStage": CoreStage}
+# Constant lists the TypeScript side needs in order (types.ts exports them as `const NAME = [...] as const`).
+TS_CONSTANTS: dict[str, Any] = {"STAGES": Stage}
 
 
 class Tflops(Row, kw_only=True):

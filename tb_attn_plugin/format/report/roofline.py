@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from .base import Basis, Count, NonNeg, Pass, Precision, Row, Tflops, doc
+from .base import Basis, CoreStage, Count, NonNeg, Pass, Precision, Row, Tflops, doc
 from .layers import Shape
 
 
@@ -56,7 +56,7 @@ class RooflinePoint(Row, kw_only=True):
 
 class RooflineStage(RooflinePoint, kw_only=True):
     """One modelled stage and pass of a roofline point."""
-    stage: Literal["qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "fused"]
+    stage: CoreStage
     pass_: Pass = msgspec.field(name="pass")
 
 
