@@ -4,7 +4,6 @@ Python stack at call time (only attention calls pay for it; no per-module hooks 
 from __future__ import annotations
 
 import re
-import sys
 from typing import Any
 
 import torch
@@ -68,7 +67,3 @@ def hf_implementation(m: Any) -> str | None:
     cfg = getattr(m, "config", None)
     impl = getattr(cfg, "_attn_implementation", None)
     return impl if isinstance(impl, str) else None
-
-
-def caller_frame(depth: int):
-    return sys._getframe(depth + 1)

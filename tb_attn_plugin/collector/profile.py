@@ -12,7 +12,6 @@ only while the window records (warmup and active steps); outside it nothing is p
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -223,15 +222,3 @@ class profile(torch.profiler.profile):
         if t is not None:
             t.join()
             self._analysis = None
-
-
-def metadata_of(trace: dict[str, Any]) -> dict[str, Any] | None:
-    """The collector's run metadata in a loaded trace (add_metadata_json stores it as a JSON string)."""
-    v = trace.get(tags.METADATA_KEY)
-    if isinstance(v, str):
-        try:
-            v = json.loads(v)
-        except ValueError:
-            return None
-    return v if isinstance(v, dict) else None
-

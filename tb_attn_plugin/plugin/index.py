@@ -282,10 +282,6 @@ class RunIndex:
 
     # -- reading (request threads) -----------------------------------------------------------
 
-    @property
-    def scanned(self) -> bool:
-        return self._scanned.is_set()
-
     def has_traces(self) -> bool:
         with self._lock:
             return bool(self._entries)
