@@ -28,7 +28,7 @@ from . import cache as cache_mod
 from . import memory_route
 from .index import ERROR, LOADING, RunIndex, UnknownName
 from .layout import MAX_NAME, Source
-from .pool import make_pool
+from .pools import make_pool
 from .ranks_route import RanksAnswers
 from .sweeps import SweepIndex
 

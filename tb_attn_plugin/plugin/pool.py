@@ -149,13 +149,3 @@ class AnalysisPool:
             ex, self._executor = self._executor, None
         if ex is not None:
             ex.shutdown(wait=False, cancel_futures=True)
-
-
-def make_pool():
-    """The local pool, or a Dask cluster's when TB_ATTN_DASK_SCHEDULER names one (see dask_pool.py)."""
-    address = os.environ.get("TB_ATTN_DASK_SCHEDULER", "").strip()
-    if address:
-        from .dask_pool import DaskAnalysisPool
-
-        return DaskAnalysisPool(address)
-    return AnalysisPool()
