@@ -27,7 +27,7 @@ SCHEMA_HEAD = {
 # One TypeScript file per root: it holds the interfaces reachable from its root that no earlier file
 # holds (None: all the rest). ``reexport``: hand-written types (route answers, not the report) that
 # the file passes on, so the frontend keeps importing them from where it always did.
-TS_FILES = [
+TS_FILES: list[dict[str, Any]] = [
     {"path": "frontend/src/memory_types.ts", "root": "MemorySection",
      "about": "The report's memory section (tb_attn_plugin/memory/), and the /memory route's answer.",
      "reexport": {"./route_types": ["MemoryDoc"]}},
@@ -204,8 +204,8 @@ def typescript() -> dict[str, str]:
             if where != f["path"]:
                 imports.setdefault(where, set()).add(u)
         head = [f"// {NOTICE}.", f"// {f['about']}", ""]
-        for where, names in sorted(imports.items()):
-            head.append(f'import type {{ {", ".join(sorted(names))} }} from "./{Path(where).stem}";')
+        for where, wanted in sorted(imports.items()):
+            head.append(f'import type {{ {", ".join(sorted(wanted))} }} from "./{Path(where).stem}";')
         for where, names in f["reexport"].items():
             head.append(f'export type {{ {", ".join(names)} }} from "{where}";')
         out[f["path"]] = "\n".join(head + [""] + body).rstrip("\n") + "\n"

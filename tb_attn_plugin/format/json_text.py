@@ -80,9 +80,10 @@ def _float_unlike_repr(raw: bytes) -> bool:
     return False
 
 
-def _escape(err: UnicodeDecodeError) -> tuple[str, int]:
+def _escape(err: UnicodeError) -> tuple[str, int]:
     """The decoding error handler: the UTF-8 character that starts at the byte ASCII refused (the text
     is msgspec's, valid UTF-8), escaped as json.dumps escapes it."""
+    assert isinstance(err, UnicodeDecodeError)  # registered for decoding only
     at, lead = err.start, err.object[err.start]
     end = at + (2 if lead < 0xE0 else 3 if lead < 0xF0 else 4)  # the UTF-8 sequence's length
     c = ord(err.object[at:end].decode())  # err.object: the bytes being decoded

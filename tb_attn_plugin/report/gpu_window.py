@@ -33,9 +33,9 @@ def add(report: dict[str, Any], L: Linked, calls: list[Call], call_of: list[int]
     by_id = {c.id: c for c in calls}
     rows = []
     for cid, n in sorted(per_call.items(), key=lambda kv: (by_id[kv[0]].step, by_id[kv[0]].start)):
-        c = by_id[cid]
+        call = by_id[cid]
         recorded = sum(x.kernels for x in m.cells[cid].values())
-        rows.append({"id": cid, "layer": c.layer, "step": c.step, "unrecorded_launches": n,
+        rows.append({"id": cid, "layer": call.layer, "step": call.step, "unrecorded_launches": n,
                      "recorded": "partly" if recorded else "none"})
     none = [r for r in rows if r["recorded"] == "none"]
     by_layer: Counter = Counter(r["layer"] for r in rows)

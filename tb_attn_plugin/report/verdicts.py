@@ -38,7 +38,7 @@ def _largest(stage_t: Counter, att: float, whose: str = "attention time") -> str
     is not softmax (scale & mask, or other), with softmax's share beside it."""
     soft = stage_t.get("softmax", 0.0) / att * 100
     core = {s: t for s, t in stage_t.items() if s not in ("qkv_proj", "out_proj")}
-    top = max(core, key=core.get) if core else "softmax"
+    top = max(core, key=core.__getitem__) if core else "softmax"
     if top in ("softmax", "qk_matmul", "av_matmul") or core.get(top, 0.0) <= stage_t.get("softmax", 0.0):
         return f"softmax takes {soft:.0f}% of {whose}"
     return (f"{STAGE_WORDS.get(top, top)} takes the most, {core[top] / att * 100:.0f}% of {whose} "
