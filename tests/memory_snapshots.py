@@ -230,7 +230,8 @@ def llama_training_step(layers=2, b=2, hq=8, hkv=2, lq=64, lk=64, d=64, itemsize
         h.free(proj)
     doc = framed_snapshot([h])
     return doc, {"score": score, "fwd_scores": scores, "bwd_scores": bwd_scores, "att_fwd_bytes": att_bytes,
-                 "att_bwd_bytes": bwd_att, "layer": "modeling_llama.py:eager_attention_forward"}
+                 "att_bwd_bytes": bwd_att, "layer": "modeling_llama.py:eager_attention_forward",
+                 "module_fwd_bytes": qkv * layers}  # the q projection in LlamaAttention.forward
 
 
 def hand_written_inference(calls=3, b=1, h=12, lq=128, lk=128, itemsize=2, device=0) -> tuple[dict, dict]:
@@ -280,4 +281,5 @@ def llama_sdpa_training(layers=3, qkv=4 << 20) -> tuple[dict, dict]:
         for blk in (*kv, *grads):
             h.free(blk)
     return framed_snapshot([h]), {"layer": "modeling_llama.py:649 forward (scaled_dot_product_attention)",
-                                  "calls": layers, "fwd_bytes": 3 * qkv * layers, "bwd_bytes": 3 * qkv * layers}
+                                  "calls": layers, "fwd_bytes": 3 * qkv * layers, "bwd_bytes": 3 * qkv * layers,
+                                  "module_fwd_bytes": qkv * layers}  # o_proj, in LlamaAttention.forward

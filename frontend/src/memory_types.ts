@@ -197,6 +197,8 @@ export interface MemoryAttribution {
   bytes_without_frames?: number;
   gqa_calls?: number;
   gqa_layers?: string[];
+  /** sites found by what they allocate (a matmul, a softmax of its size, a matmul), not by a name */
+  structure_sites?: string[];
   devices_with_attention?: string[];
 }
 

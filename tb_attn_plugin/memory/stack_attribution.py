@@ -22,6 +22,7 @@ from array import array
 import msgspec
 
 from . import frame_rules as R
+from . import structure
 from .attribute import Attribution, Slot
 from .rows import EntryRows, text_of
 from .section import CUDA_BLOCK
@@ -30,7 +31,7 @@ from .section import CUDA_BLOCK
 # backward, the gradients of those (QK^T's backward writes dQ and dK, AV's writes dP and dV: not told apart).
 SCORE_STAGES = {"fwd": ("qk_matmul", "scale_mask", "softmax", "dropout"), "bwd": ("scale_mask", "softmax", "dropout")}
 OP_STAGE = {"softmax": "softmax", "mask": "scale_mask", "scale": "scale_mask", "dropout": "dropout",
-            "copy": "other", "repeat": "other"}
+            "copy": "other", "repeat": "other", "exp": "softmax", "reduce": "softmax", "sub": "softmax"}
 NODE_STAGE = {"softmax": "softmax", "mask": "scale_mask", "scale": "scale_mask", "dropout": "dropout"}
 
 
@@ -48,6 +49,8 @@ class StackInfo(msgspec.Struct, frozen=True):
     node_name: str | None = None  # the autograd node running (SoftmaxBackward0)
     cpp_site: bool = False  # the site is an ATen op's C++ frame, not a Python function
     released: str | None = None  # a free's stack: the node releasing its saved tensors
+    encl: tuple | None = None  # the key of the function that called the attention core (its module's forward)
+    keys: frozenset = frozenset()  # the keys of the stack's Python frames (memory/structure.py)
 
 
 class FrameCall(msgspec.Struct):
@@ -59,10 +62,12 @@ class FrameCall(msgspec.Struct):
     impl: str | None
     gqa: bool = False
     score_bytes: int | None = None
-    stages: list = msgspec.field(default_factory=list)  # (stage, timeline index, innermost op class)
+    stages: list = msgspec.field(default_factory=list)  # (stage, timeline index, innermost op class, pass)
     seen: set = msgspec.field(default_factory=set)
     nodes: set = msgspec.field(default_factory=set)  # autograd nodes whose runs it holds
     last: str | None = None
+    of: int = -1  # a backward call: the forward call its node released blocks of
+    first: int = -1  # timeline index of its first allocation
 
 
 class FrameAttribution(msgspec.Struct):
@@ -82,11 +87,21 @@ def _label(frames: list, k: int, shown: str | None) -> str:
     return f"{shown} ({op})" if shown and R.PYTHON_FILE.search(shown.split(":", 1)[0]) else op
 
 
-def read_stack(rows: EntryRows, s: int, shown: str | None) -> StackInfo:
-    """The meaning of stack ``s`` (innermost first) of ``rows``; ``shown``: the entry's user frame."""
+def read_stack(rows: EntryRows, s: int, shown: str | None, struct: tuple | None = None) -> StackInfo:
+    """The meaning of stack ``s`` (innermost first) of ``rows``; ``shown``: the entry's user frame;
+    ``struct``: (structure.Stacks, the keys of the functions found by what they allocate)."""
     frames = rows.frames
-    seq = [(k, R.match(frames[k][0], str(frames[k][2] or ""))) for k in rows.stacks[s]]
-    seq = [(k, m) for k, m in seq if m is not None]
+    ids = rows.stacks[s]
+    by_pos = [R.match(frames[k][0], str(frames[k][2] or "")) for k in ids]
+    chain = struct[0].chain(s) if struct is not None else None
+    keys = frozenset(key for _, _, key in chain.py) if chain is not None else frozenset()
+    if chain is not None and struct[1]:
+        for pos, k, key in chain.py:
+            span = struct[1].get(key)
+            if span is not None and (by_pos[pos] is None or by_pos[pos][0] != R.ATTENTION) and \
+                    (type(frames[k][1]) is not int or span[0] <= frames[k][1] <= span[1]):
+                by_pos[pos] = (R.ATTENTION, "structure")
+    seq = [(k, m, pos) for pos, (k, m) in enumerate(zip(ids, by_pos)) if m is not None]
     outer_att = inner_att = None
     for i in range(len(seq) - 1, -1, -1):  # outermost first
         kind = seq[i][1][0]
@@ -96,26 +111,52 @@ def read_stack(rows: EntryRows, s: int, shown: str | None) -> StackInfo:
             if outer_att is None:
                 outer_att = i
             inner_att = i
-    nodes = [m[1] for _, m in seq if m[0] == R.NODE]
+    nodes = [m[1] for _, m, _ in seq if m[0] == R.NODE]
     node = next((v for v in nodes if v == "attention"), nodes[0] if nodes else None)
-    bwd = bool(nodes) or (outer_att is not None and str(frames[seq[outer_att][0]][2]) == "backward")
+    bwd = bool(nodes) or any(m[0] == R.BACKWARD for _, m, _ in seq) or (
+        outer_att is not None and str(frames[seq[outer_att][0]][2]) == "backward")
     limit = inner_att if inner_att is not None else len(seq)
-    ops = [m[1] for _, m in seq[:limit] if m[0] == R.OP]
+    ops = [m[1] for _, m, _ in seq[:limit] if m[0] == R.OP and m[1] not in R.GENERIC_OPS]
     site = impl = None
+    encl = None
     if outer_att is not None:
-        site = _label(frames, seq[outer_att][0], shown)
-        impl = seq[outer_att][1][1]
+        k_out, m_out, pos_out = seq[outer_att]
+        impl = m_out[1]
+        site = _label(frames, k_out, shown) if impl != "structure" else _structure_label(frames, chain, pos_out)
+        encl = _enclosing(chain, pos_out) if chain is not None else None
     elif node == "attention":
-        site = _label(frames, next(k for k, m in seq if m == (R.NODE, "attention")), shown)
+        site = _label(frames, next(k for k, m, _ in seq if m == (R.NODE, "attention")), shown)
         impl = "aten"
-    gqa = any(m == (R.ATTENTION, "GQA") for _, m in seq) or (site is not None and "repeat" in ops)
+    gqa = any(m == (R.ATTENTION, "GQA") for _, m, _ in seq) or (site is not None and "repeat" in ops)
     fused = inner_att is not None and seq[inner_att][1][1] == "aten"
-    names = [R.node_name(str(frames[k][2])) for k, m in seq if m[0] in (R.NODE, R.RELEASE)]
-    released = next((R.node_name(str(frames[k][2])) for k, m in seq if m[0] == R.RELEASE), None)
+    names = [R.node_name(str(frames[k][2])) for k, m, _ in seq if m[0] in (R.NODE, R.RELEASE)]
+    released = next((R.node_name(str(frames[k][2])) for k, m, _ in seq if m[0] == R.RELEASE), None)
     cpp = site is not None and not R.PYTHON_FILE.search(frames[seq[outer_att][0] if outer_att is not None else
                                                           seq[-1][0]][0] or "")
     return StackInfo(site, impl, fused, ops[-1] if ops else None, ops[0] if ops else None, node, bwd, gqa,
-                     node_name=next((x for x in names if x), None) if nodes else None, released=released, cpp_site=cpp)
+                     node_name=next((x for x in names if x), None) if nodes else None, released=released, cpp_site=cpp,
+                     encl=encl, keys=keys)
+
+
+def _structure_label(frames: list, chain, pos: int) -> str:
+    """A function found by what it allocates: its file and name, and the line that called it (every
+    function of course code may be ``forward``)."""
+    fn, _, name = next(frames[k] for p, k, _ in chain.py if p == pos)
+    caller = next((frames[k] for p, k, _ in chain.py if p > pos and not structure.MODULE_CALL.search(frames[k][0])),
+                  None)
+    where = f" called at {caller[0].rsplit('/', 1)[-1]}:{caller[1]}" if caller else ""
+    return f"{fn.rsplit('/', 1)[-1]}:{name}{where}"
+
+
+def _enclosing(chain, pos: int) -> tuple | None:
+    """The key of the Python function that called the attention core at stack position ``pos``: the
+    attention module's forward, whose own allocations (projections, rotary, K/V repeats, output
+    projection) are attention's too. None where the core is itself a module's forward (called
+    through torch/nn/modules/module.py: what calls it is a block, not attention)."""
+    outer = [(p, k, key) for p, k, key in chain.py if p > pos]
+    if not outer or structure.MODULE_CALL.search(outer[0][2][0]):
+        return None
+    return outer[0][2]
 
 
 def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
@@ -124,6 +165,8 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
     infos: dict[tuple[int, int], StackInfo] = {}  # by (stack, shown frame): an ATen op's site is its caller's line
     shown_text: dict[int, str | None] = {}
     delta, stack_col, frame_col = tl.delta, rows.stack, rows.frame
+    stacks = structure.Stacks(rows)
+    struct = (stacks, structure.find(stacks, tl, entry_ix))
 
     def info(i: int) -> StackInfo | None:
         e = entry_ix[i]
@@ -135,10 +178,14 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
         if got is None:
             if f not in shown_text:
                 shown_text[f] = text_of(rows.frames[f]) if f >= 0 else None
-            got = infos[s, f] = read_stack(rows, s, shown_text[f])
+            got = infos[s, f] = read_stack(rows, s, shown_text[f], struct)
         return got
 
     per_event: list[StackInfo | None] = [info(i) for i in range(n)]
+    # The attention modules' forwards (what called a core), and the allocations of their own.
+    encls = {si.encl for i, si in enumerate(per_event)
+             if si is not None and si.site and si.encl is not None and not si.bwd and delta[i] > 0}
+    module_of = _modules(per_event, encls, delta)
     # Forward op classes seen inside and outside attention: a generic backward node that no release
     # links is attention's only when its forward op ran inside attention alone.
     fwd_in: dict[str, int] = {}
@@ -151,6 +198,7 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
     sites_fwd = {si.site for i, si in enumerate(per_event) if si is not None and si.site and not si.bwd and delta[i] > 0}
     bwd_site = next(iter(sites_fwd)) if len(sites_fwd) == 1 else "attention (backward)"
     placer = _Placer(n)
+    modules = _Modules(placer)
     unattributed = [0, 0]
     no_frames = [0, 0]
     gqa_pending: list[int] = []
@@ -191,6 +239,8 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
                     placer.place(r, site, fwd.stage if st in ("other", "scale_mask") and fwd.stage != "other" else st,
                                  "bwd", rs, r == run[0])
                 run_linked = True
+                if placer.cur["bwd"] is not None:
+                    placer.cur["bwd"].of = fwd.call
             continue
         if si is None:
             if len(stack_col) and stack_col[entry_ix[i]] < 0 and frame_col[entry_ix[i]] < 0:
@@ -198,6 +248,8 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
                 no_frames[1] += d
             placer.cur["fwd"] = None
             continue
+        if not si.bwd and modules.open:
+            modules.leave(si.keys)
         if si.site is not None and not (si.bwd and si.cpp_site and si.node_name):
             if not si.bwd and si.impl == "GQA" and not si.cpp_site:
                 gqa_pending.append(i)  # K/V repeated for the attention call that follows
@@ -207,9 +259,14 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
                     placer.place(g, si.site if not si.bwd else per_event[g].site, "other", "fwd", per_event[g])
                 gqa_pending.clear()
             placer.place(i, si.site, _stage(si), "bwd" if si.bwd else "fwd", si)
+            if not si.bwd and si.encl is not None:
+                modules.core(si.encl, placer.cur["fwd"])
             continue
         if not si.bwd:
             placer.cur["fwd"] = None
+            mod = module_of.get(i)
+            if mod is not None:
+                modules.own(mod, i, si)
             continue
         if si.node_name != run_node or run_released:  # another node, or the same kind run again
             end_run()
@@ -219,14 +276,15 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
     end_run()
     for g in gqa_pending:
         placer.place(g, per_event[g].site, "other", "fwd", per_event[g])
-    calls, slot, slots = placer.calls, placer.slot, placer.slots
-    _score_sizes(calls, delta)
+    _score_sizes(placer.calls, delta)
+    calls, slot, slots = _join_backward(placer)
     score_events = bytearray(n)
     for c in calls:
-        for st, i, made in c.stages:
-            if is_score_allocation(int(delta[i]), st, made, c.score_bytes, c.pass_):
+        for st, i, made, ps in c.stages:
+            if is_score_allocation(int(delta[i]), st, made, c.score_bytes, ps):
                 score_events[i] = 1
     summary = {"by": "frames", "sites": sorted({c.layer for c in calls}),
+               "structure_sites": sorted({c.layer for c in calls if c.impl == "structure"}),
                "unattributed_bwd_allocs": unattributed[0], "unattributed_bwd_bytes": unattributed[1],
                "allocs_without_frames": no_frames[0], "bytes_without_frames": no_frames[1],
                "gqa_calls": sum(1 for c in calls if c.gqa)}
@@ -234,6 +292,102 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
 
 
 KIND_STAGES = set(NODE_STAGE) | {"matmul"}
+
+
+def _modules(per_event: list, encls: set, delta) -> dict[int, tuple]:
+    """Per forward allocation outside any core that runs inside an attention module's forward (a
+    function that called a core): that function's key."""
+    out: dict[int, tuple] = {}
+    if not encls:
+        return out
+    for i, si in enumerate(per_event):
+        if si is None or si.site is not None or si.bwd or delta[i] <= 0:
+            continue
+        hit = si.keys & encls
+        if hit:
+            out[i] = min(hit)
+    return out
+
+
+class _Modules:
+    """An attention module's own allocations join the call of the core it called: before the core
+    (q/k/v projections, rotary, K/V reshapes) the call it is about to make, after it (the output
+    projection) the call it made. A run ends at the first forward allocation outside the module."""
+
+    def __init__(self, placer: "_Placer"):
+        self.placer = placer
+        self.open: dict[tuple, list] = {}  # key -> [(event, StackInfo) before its core, the core's call]
+
+    def leave(self, keys: frozenset) -> None:
+        for k in [k for k in self.open if k not in keys]:
+            del self.open[k]
+
+    def core(self, key: tuple, call: FrameCall | None) -> None:
+        st = self.open.setdefault(key, [[], None])
+        st[1] = call
+        for j, si in st[0] if call is not None else ():
+            self.placer.add(j, call, "qkv_proj" if si.op == "linear" else "other", "fwd", si.made_by)
+        st[0] = []
+
+    def own(self, key: tuple, i: int, si: StackInfo) -> None:
+        st = self.open.setdefault(key, [[], None])
+        if st[1] is None:
+            st[0].append((i, si))
+        else:
+            self.placer.add(i, st[1], "out_proj" if si.op == "linear" else "other", "fwd", si.made_by)
+
+
+def _join_backward(placer: "_Placer") -> tuple[list[FrameCall], array, list[Slot]]:
+    """One call per invocation, forward and backward together (as in traces): a backward call joins
+    the forward call whose saved block its node released, else (autograd runs the graph in reverse)
+    the latest forward call before it that none joined yet, of its own layer where there is one.
+    A backward whose forward is not in the record stays a call of its own."""
+    calls = placer.calls
+    taken = {c.of for c in calls if c.pass_ == "bwd" and c.of >= 0}
+    into: dict[int, int] = {}
+    open_fwd: list[int] = []
+    for c in sorted(calls, key=lambda c: (c.first, c.id)):
+        if c.pass_ == "fwd":
+            open_fwd.append(c.id)
+            continue
+        if c.of >= 0:
+            into[c.id] = c.of
+            continue
+        free = [f for f in reversed(open_fwd) if f not in taken]
+        pick = next((f for f in free if calls[f].layer == c.layer), free[0] if free else None)
+        if pick is not None:
+            into[c.id] = pick
+            taken.add(pick)
+    # Renumber: the calls that stay, in order of their first allocation.
+    kept = sorted((c for c in calls if c.id not in into), key=lambda c: (c.first, c.id))
+    new_id = {c.id: k for k, c in enumerate(kept)}
+    for c in calls:
+        if c.id in into:
+            f = calls[into[c.id]]
+            f.stages.extend(c.stages)
+            f.nodes |= c.nodes
+            f.gqa = f.gqa or c.gqa
+            f.score_bytes = f.score_bytes or c.score_bytes
+    for c in kept:
+        c.stages.sort(key=lambda st: st[1])
+    slots: list[Slot] = []
+    ix: dict[Slot, int] = {}
+    remap = []
+    for sl in placer.slots:
+        c = into.get(sl.call, sl.call)
+        key = Slot(new_id[c], sl.stage, sl.pass_)
+        k = ix.get(key)
+        if k is None:
+            k = ix[key] = len(slots)
+            slots.append(key)
+        remap.append(k)
+    slot = placer.slot
+    for i in range(len(slot)):
+        if slot[i] >= 0:
+            slot[i] = remap[slot[i]]
+    for k, c in enumerate(kept):
+        c.id = k
+    return kept, slot, slots
 
 
 class _Placer:
@@ -277,7 +431,13 @@ class _Placer:
             cur.nodes.add(si.node_name)
         cur.seen.add(stage)
         cur.last = stage
-        cur.stages.append((stage, i, si.made_by))
+        self.add(i, cur, stage, ps, si.made_by)
+
+    def add(self, i: int, cur: FrameCall, stage: str, ps: str, made: str | None) -> None:
+        """Event ``i`` into call ``cur``'s (stage, pass) slot."""
+        if cur.first < 0 or i < cur.first:
+            cur.first = i
+        cur.stages.append((stage, i, made, ps))
         key = Slot(cur.id, stage, ps)
         k = self.slot_ix.get(key)
         if k is None:
@@ -311,7 +471,7 @@ def _score_sizes(calls: list[FrameCall], delta) -> None:
         if c.pass_ != "fwd":
             continue
         for want in ("qk_matmul", "softmax"):
-            got = next((int(delta[i]) for st, i, made in c.stages if st == want and made != "copy"), None)
+            got = next((int(delta[i]) for st, i, made, _ in c.stages if st == want and made != "copy"), None)
             if got:
                 c.score_bytes = got
                 by_site[c.layer] = max(by_site.get(c.layer, 0), got)

@@ -174,6 +174,8 @@ class MemoryAttribution(Row, kw_only=True):
     bytes_without_frames: int | UnsetType = UNSET
     gqa_calls: int | UnsetType = UNSET
     gqa_layers: list[str] | UnsetType = UNSET
+    structure_sites: Annotated[list[str], doc("sites found by what they allocate (a matmul, a softmax of its "
+                                              "size, a matmul), not by a name")] | UnsetType = UNSET
     devices_with_attention: list[str] | UnsetType = UNSET
 
 
