@@ -12,7 +12,15 @@ forward block the node frees right after it ran (``<Node>::release_variables`` o
 stack), in that block's stage; else a node that is attention itself
 (``ScaledDotProductEfficientAttentionBackward0``) is attention's, a generic node
 (``SoftmaxBackward0``) is attention's when every forward allocation of its op in this snapshot
-was inside attention, and "unattributed" otherwise.
+was inside attention, or when it runs right after a call's linked nodes, before its QK^T's, and
+writes a block of a size they wrote (autograd runs a call's nodes back to back), and
+"unattributed" otherwise.
+
+A function no rule names is attention when it allocates like attention (memory/structure.py). The
+function that called an attention core (not through nn.Module: its module's forward) owns blocks
+that are attention's too: projections and rotary before the core, the output projection after.
+A call is one invocation: its backward (autograd nodes, or a compiled backward under
+``_backward_impl``) joins the forward call it differentiates, as in traces.
 """
 
 from __future__ import annotations
@@ -45,12 +53,13 @@ class StackInfo(msgspec.Struct, frozen=True):
     made_by: str | None  # the innermost op class
     node: str | None  # an autograd node's forward op class ("attention": the node is attention)
     bwd: bool
-    gqa: bool  # a repeat_kv-style frame: K/V heads repeated to Q's
+    gqa: bool  # a repeat_kv-style frame: K/V heads repeated to Q's (calls: also K/V projected to fewer heads)
     node_name: str | None = None  # the autograd node running (SoftmaxBackward0)
     cpp_site: bool = False  # the site is an ATen op's C++ frame, not a Python function
     released: str | None = None  # a free's stack: the node releasing its saved tensors
     encl: tuple | None = None  # the key of the function that called the attention core (its module's forward)
     keys: frozenset = frozenset()  # the keys of the stack's Python frames (memory/structure.py)
+    line: int | None = None  # the line running in the innermost attention frame (a Python one)
 
 
 class FrameCall(msgspec.Struct):
@@ -66,6 +75,8 @@ class FrameCall(msgspec.Struct):
     seen: set = msgspec.field(default_factory=set)
     nodes: set = msgspec.field(default_factory=set)  # autograd nodes whose runs it holds
     last: str | None = None
+    lines: set = msgspec.field(default_factory=set)  # a compiled backward's forward source lines, seen
+    last_line: int | None = None
     of: int = -1  # a backward call: the forward call its node released blocks of
     first: int = -1  # timeline index of its first allocation
 
@@ -133,9 +144,10 @@ def read_stack(rows: EntryRows, s: int, shown: str | None, struct: tuple | None 
     released = next((R.node_name(str(frames[k][2])) for k, m, _ in seq if m[0] == R.RELEASE), None)
     cpp = site is not None and not R.PYTHON_FILE.search(frames[seq[outer_att][0] if outer_att is not None else
                                                           seq[-1][0]][0] or "")
+    line = frames[seq[inner_att][0]][1] if inner_att is not None else None
     return StackInfo(site, impl, fused, ops[-1] if ops else None, ops[0] if ops else None, node, bwd, gqa,
                      node_name=next((x for x in names if x), None) if nodes else None, released=released, cpp_site=cpp,
-                     encl=encl, keys=keys)
+                     encl=encl, keys=keys, line=line if type(line) is int else None)
 
 
 def _structure_label(frames: list, chain, pos: int) -> str:
@@ -214,6 +226,11 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
                 placer.place(k, si.site, _stage(si), "bwd", si, k == run[0])
             elif si.node in KIND_STAGES and fwd_in.get(si.node) and not fwd_out.get(si.node):
                 placer.place(k, bwd_site, _stage(si), "bwd", si, k == run[0])
+            elif si.node in NODE_STAGE and _continues(placer.cur["bwd"], int(delta[k]), delta):
+                # Autograd runs a call's nodes back to back: a node (MulBackward0 of the 1/sqrt(d)
+                # scale) between the call's linked nodes and its QK^T's, writing a block of the
+                # size they write, is the call's.
+                placer.place(k, placer.cur["bwd"].layer, _stage(si), "bwd", si, k == run[0])
             elif si.node in KIND_STAGES:
                 unattributed[0] += 1
                 unattributed[1] += delta[k]
@@ -278,6 +295,8 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
         placer.place(g, per_event[g].site, "other", "fwd", per_event[g])
     _score_sizes(placer.calls, delta)
     calls, slot, slots = _join_backward(placer)
+    for c in calls:
+        c.gqa = c.gqa or _fewer_kv_heads(c, delta)
     score_events = bytearray(n)
     for c in calls:
         for st, i, made, ps in c.stages:
@@ -411,6 +430,9 @@ class _Placer:
             cur = None  # the next call's backward begins with its AV
         if new_run and ps == "bwd" and cur is not None and si.node == "attention" and si.node_name in cur.nodes:
             cur = None  # a fused kernel's backward node again: the next call's
+        if ps == "bwd" and cur is not None and si.node_name is None and si.line is not None and \
+                si.line in cur.lines and si.line != cur.last_line:
+            cur = None  # a compiled backward back at a forward source line it has passed: the next call's
         if stage == "matmul":
             soft = cur is not None and "softmax" in cur.seen
             stage = ("av_matmul" if soft else "qk_matmul") if ps == "fwd" else ("qk_matmul" if soft else "av_matmul")
@@ -429,6 +451,9 @@ class _Placer:
         cur.gqa = cur.gqa or si.gqa
         if si.node_name:
             cur.nodes.add(si.node_name)
+        if ps == "bwd" and si.line is not None:
+            cur.lines.add(si.line)
+            cur.last_line = si.line
         cur.seen.add(stage)
         cur.last = stage
         self.add(i, cur, stage, ps, si.made_by)
@@ -480,6 +505,25 @@ def _score_sizes(calls: list[FrameCall], delta) -> None:
     for c in calls:
         if c.score_bytes is None:  # a backward call (or a forward one without QK^T or softmax frames)
             c.score_bytes = by_site.get(c.layer) or (widest if c.pass_ == "bwd" else 0) or None
+
+
+def _continues(cur: FrameCall | None, size: int, delta) -> bool:
+    """Whether a backward block of ``size`` continues call ``cur``'s backward: it has not reached its
+    QK^T yet and has written blocks of that size."""
+    if cur is None or cur.pass_ != "bwd" or "qk_matmul" in cur.seen:
+        return False
+    return any(ps == "bwd" and int(delta[i]) == size for _, i, _, ps in cur.stages)
+
+
+def _fewer_kv_heads(c: FrameCall, delta) -> bool:
+    """K/V projected to fewer heads than Q (MQA/GQA without a repeat frame: K/V broadcast inside a
+    matmul): two consecutive projection outputs of one size, a whole fraction of the first's (Q's).
+    Consecutive: LoRA's small lora_A outputs of q and v are not (each follows its own base output)."""
+    sizes = [int(delta[i]) for st, i, _, ps in sorted(c.stages, key=lambda x: x[1]) if st == "qkv_proj" and ps == "fwd"]
+    if len(sizes) < 3:
+        return False
+    q = sizes[0]
+    return any(a == b_ < q and q % a == 0 for a, b_ in zip(sizes[1:], sizes[2:]))
 
 
 def is_score_allocation(size: int, stage: str, made_by: str | None, score: int | None, pass_: str = "fwd") -> bool:
