@@ -148,7 +148,7 @@ def node_name(name: str) -> str | None:
     """The autograd node a C++ frame names (``SoftmaxBackward0``), or None."""
     m = NODE_NAME.search(name)
     return m.group(1) if m else None
-SHOWN, KEPT = 1, 2  # bits the snapshot decoder takes (memory/_snapshot_decode.c)
+SHOWN, KEPT, PYTHON = 1, 2, 4  # bits the snapshot decoder takes (memory/_snapshot_decode.c)
 # Frames a report does not show as a block's location: torch's own Python and C++ frames.
 TORCH_FILES = re.compile(r"/torch/|/site-packages/torch|^<frozen |^\?\?|^$")
 PYTHON_FILE = re.compile(r"\.py$|^<(stdin|string|ipython-input)[^>]*>$|^/tmp/torchinductor")
@@ -193,11 +193,11 @@ def is_user_frame(filename: str) -> bool:
 
 
 def frame_bits(filename, name) -> int:
-    """The decoder's bits for one distinct frame: SHOWN for user Python code, KEPT when a rule matches."""
+    """The decoder's bits for one distinct frame: SHOWN for user Python code, KEPT when a rule matches,
+    PYTHON for a Python frame (kept too: attention is also found by what a function allocates,
+    memory/structure.py, which needs the frames that enclose an allocation)."""
     if not isinstance(filename, str):
         return 0
     nm = name if isinstance(name, str) else ""
-    # Every Python frame is kept too: attention is also found by what a function allocates
-    # (memory/structure.py), which needs the frames that enclose an allocation.
-    kept = match(filename, nm) is not None or bool(PYTHON_FILE.search(filename))
-    return (SHOWN if is_user_frame(filename) else 0) | (KEPT if kept else 0)
+    return ((SHOWN if is_user_frame(filename) else 0) | (KEPT if match(filename, nm) is not None else 0) |
+            (PYTHON if PYTHON_FILE.search(filename) else 0))

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from array import array
 
+import numpy as np
+
 import msgspec
 
 from . import frame_rules as R
@@ -364,16 +366,25 @@ def _join_backward(placer: "_Placer") -> tuple[list[FrameCall], array, list[Slot
     calls = placer.calls
     taken = {c.of for c in calls if c.pass_ == "bwd" and c.of >= 0}
     into: dict[int, int] = {}
-    open_fwd: list[int] = []
+    open_all: list[int] = []  # forward calls in order; the taken ones are dropped from the top as met
+    open_layer: dict[str, list[int]] = {}
+
+    def top(stack: list[int]) -> int | None:
+        while stack and stack[-1] in taken:
+            stack.pop()
+        return stack[-1] if stack else None
+
     for c in sorted(calls, key=lambda c: (c.first, c.id)):
         if c.pass_ == "fwd":
-            open_fwd.append(c.id)
+            open_all.append(c.id)
+            open_layer.setdefault(c.layer, []).append(c.id)
             continue
         if c.of >= 0:
             into[c.id] = c.of
             continue
-        free = [f for f in reversed(open_fwd) if f not in taken]
-        pick = next((f for f in free if calls[f].layer == c.layer), free[0] if free else None)
+        pick = top(open_layer.get(c.layer, []))
+        if pick is None:
+            pick = top(open_all)
         if pick is not None:
             into[c.id] = pick
             taken.add(pick)
@@ -401,9 +412,10 @@ def _join_backward(placer: "_Placer") -> tuple[list[FrameCall], array, list[Slot
             slots.append(key)
         remap.append(k)
     slot = placer.slot
-    for i in range(len(slot)):
-        if slot[i] >= 0:
-            slot[i] = remap[slot[i]]
+    if remap != list(range(len(remap))):
+        col = np.frombuffer(slot, np.int64) if len(slot) else np.zeros(0, np.int64)
+        table = np.append(np.asarray(remap, np.int64), -1)  # index -1: outside attention stays -1
+        col[:] = table[col]
     for k, c in enumerate(kept):
         c.id = k
     return kept, slot, slots

@@ -32,10 +32,13 @@ MATMUL_LIKE = ("matmul", None)  # None: no op frame (a Python operator such as @
 SOFTMAX_LIKE = ("softmax", "exp")
 
 
+def _up(x: int) -> int:
+    return -(-x // CUDA_BLOCK) * CUDA_BLOCK
+
+
 def _same_matrix(a: int, b: int) -> bool:
     """Two block sizes of the same B·H·Lq·Lk matrix: equal, or one dtype twice as wide (rounded to blocks)."""
-    up = lambda x: -(-x // CUDA_BLOCK) * CUDA_BLOCK  # noqa: E731
-    return any(up(a) == up(b * f) for f in (1, 2)) or any(up(b) == up(a * f) for f in (2,))
+    return a == b or _up(a) == _up(b) or _up(a) == _up(2 * b) or _up(b) == _up(2 * a)
 
 
 class Chain:
@@ -138,10 +141,12 @@ def find(stacks: Stacks, tl, entry_ix) -> dict[tuple, tuple[int, int]]:
         return {}
     delta = tl.delta
     frames = rows.frames
-    active: dict[tuple, list] = {}  # key -> [(size, line) of matmuls, lines of a matmul and its softmax]
+    # key -> [{matmul size: its line}, (QK^T line, softmax line) of the latest softmax of a matmul's size]
+    active: dict[tuple, list] = {}
     found: dict[tuple, set] = {}  # key -> the pattern's lines
-    lines: dict[tuple, set] = {}  # key -> every line that allocated under it
     covers: set[tuple] = set()  # functions that call one a rule names attention: names come first
+    seen: set[int] = set()  # the forward allocations' stacks
+    per_stack: dict[int, tuple] = {}  # stack -> (its candidate keys with their lines, their set, the op's role)
     for i in range(len(tl)):
         d = delta[i]
         if d <= 0:
@@ -149,29 +154,46 @@ def find(stacks: Stacks, tl, entry_ix) -> dict[tuple, tuple[int, int]]:
         s = stack_col[entry_ix[i]]
         if s < 0:
             continue
-        ch = stacks.chain(s)
-        if ch.bwd:
+        got = per_stack.get(s)
+        if got is None:
+            ch = stacks.chain(s)
+            # A stack a rule already names attention needs no structure (its outer functions call
+            # attention: they are not it).
+            keyed = () if ch.bwd or ch.named >= 0 else \
+                tuple((key, frames[k][1]) for _, k, key in ch.py if candidate(key))
+            if ch.named >= 0 and not ch.bwd:
+                covers.update(key for pos, _, key in ch.py if pos > ch.named)
+            role = 1 if ch.op in MATMUL_LIKE else 2 if ch.op in SOFTMAX_LIKE else 0
+            got = per_stack[s] = (keyed, frozenset(key for key, _ in keyed), role, ch.bwd)
+        keyed, here, role, bwd = got
+        if bwd:
             continue
-        keyed = [(key, frames[k][1]) for _, k, key in ch.py if candidate(key)]
-        if ch.named >= 0:
-            covers.update(key for pos, _, key in ch.py if pos > ch.named)
-        if active:
-            here = {key for key, _ in keyed}
-            for k in [k for k in active if k not in here]:
+        seen.add(s)
+        if active and not here.issuperset(active):
+            for k in active.keys() - here:
                 del active[k]
-        op = ch.op
+        if not role:
+            continue
         for key, line in keyed:
-            lines.setdefault(key, set()).add(line)
+            if key in found:
+                continue  # its pattern's lines are known
             st = active.get(key)
             if st is None:
-                st = active[key] = [[], []]
+                st = active[key] = [{}, None]
             mm, armed = st
-            if op in MATMUL_LIKE:
-                if armed:
-                    found.setdefault(key, set()).update(armed[-1] + (line,))
-                mm.append((d, line))
-            elif op in SOFTMAX_LIKE:
-                armed.extend((ln, line) for s0, ln in mm if _same_matrix(d, s0))
+            if role == 1:
+                if armed is not None:
+                    found.setdefault(key, set()).update(armed + (line,))
+                mm[d] = line
+            else:
+                hit = next((ln for s0, ln in mm.items() if _same_matrix(d, s0)), None) if len(mm) < 64 else \
+                    mm.get(d, mm.get(d // 2, mm.get(d * 2)))
+                if hit is not None:
+                    st[1] = (hit, line)
+    lines: dict[tuple, set] = {}  # key -> every line that allocated under it
+    for s in seen:
+        for key, line in per_stack[s][0]:
+            lines.setdefault(key, set()).add(line)
     keys = [k for k in found if k not in covers]
     # The innermost: a function that calls an attention function is not attention itself.
     keys = [k for k in keys if not any(o != k and stacks.nested(o, k) for o in keys)]
