@@ -152,3 +152,41 @@ def test_mqa_named_from_kv_projections_of_fewer_heads_and_score_blocks_by_role(t
                          if e["size"] == want["score"]]
     assert mem["score_matrix"]["blocks"] == len(made_by_score_ops) == 3 * want["calls"]
     assert "MQA/GQA" in text.render_snapshot_report(_report(tmp_path, doc))
+
+
+def test_python_stacks_only_still_find_attention_by_structure(tmp_path):
+    """stacks="python" (no C++ frames): ``q @ k.T`` and ``att @ v`` leave no op frame, F.softmax
+    does; the function is still found, and the score blocks are the softmax's and dropout's only
+    (the ops the record names), never a block merely of the score's size."""
+    doc, want = M.nanogpt_training(backward=False)
+    for e in doc["device_traces"][0]:
+        e["frames"] = [f for f in e["frames"] if f["filename"].endswith(".py")]
+    mem = _report(tmp_path, doc)["memory"]
+    peak, blocks = _peak_blocks(doc)
+    att = sum(e["size"] for e in blocks if _in_function(e, want["file"], want["lines"]))
+    assert mem["peak"]["attention_share"] == round(att / peak, 4) and att > 0
+    assert mem["attribution"]["structure_sites"] == ["model.py:forward called at model.py:161"]
+    # The score path's lines (q @ k.T at 100 to att @ v at 107): its F.softmax and attn_dropout; not
+    # resid_dropout at 111, whose blocks are not the score's.
+    named = [e for e in doc["device_traces"][0] if e["action"] == "alloc" and _in_function(e, want["file"], (100, 107))
+             and any(f["filename"].endswith("functional.py") and f["name"] in ("softmax", "dropout")
+                     for f in e["frames"])]
+    assert mem["score_matrix"]["blocks"] == len(named) == 3 * want["layers"]  # softmax, dropout output and mask
+
+
+def test_a_classifier_softmax_between_linears_is_not_attention(tmp_path):
+    """Negative control: logits from a Linear, F.softmax, then another Linear (a gating MLP) is no
+    matmul -> softmax -> matmul: no attention, and the share stays unknown, never 0."""
+    h = M.History()
+    at = lambda line: [M.py("/home/u/gate.py", line, "forward")] + M.MODULE + [M.py("/home/u/train.py", 9, "step")]
+    for _ in range(3):
+        a = h.alloc(1 << 20, M._linear(at(12)))
+        p = h.alloc(1 << 20, M.GATHER + M.ops("_softmax", "softmax_int") +
+                    [M.py(f"{M.TORCH}/nn/functional.py", 2140, "softmax")] + at(13))
+        o = h.alloc(1 << 20, M._linear(at(14)))
+        ls = h.alloc(1 << 20, M.GATHER + M.ops("_log_softmax", "log_softmax_int") +
+                     [M.py(f"{M.TORCH}/nn/functional.py", 2250, "log_softmax")] + at(15))
+        for blk in (a, p, o, ls):
+            h.free(blk)
+    mem = _report(tmp_path, M.framed_snapshot([h]))["memory"]
+    assert mem["attribution"]["by"] == "unknown" and mem["peak"]["attention_share"] is None
