@@ -78,6 +78,8 @@ class FrameCall(msgspec.Struct):
     nodes: set = msgspec.field(default_factory=set)  # autograd nodes whose runs it holds
     last: str | None = None
     lines: set = msgspec.field(default_factory=set)  # a compiled backward's forward source lines, seen
+    line_stage: dict = msgspec.field(default_factory=dict)  # forward: source line -> its stage
+    bwd_line: dict = msgspec.field(default_factory=dict)  # compiled backward: event -> forward source line
     last_line: int | None = None
     of: int = -1  # a backward call: the forward call its node released blocks of
     first: int = -1  # timeline index of its first allocation
@@ -108,9 +110,11 @@ def read_stack(rows: EntryRows, s: int, shown: str | None, struct: tuple | None 
     by_pos = [R.match(frames[k][0], str(frames[k][2] or "")) for k in ids]
     chain = struct[0].chain(s) if struct is not None else None
     keys = frozenset(key for _, _, key in chain.py) if chain is not None else frozenset()
+    compiled_bwd = any(m is not None and m[0] == R.BACKWARD for m in by_pos)
     if chain is not None and struct[1]:
         for pos, k, key in chain.py:
-            span = struct[1].get(key)
+            # A compiled backward's copy of the forward's frames: known by file, name and calling line.
+            span = struct[1].get(key) if not compiled_bwd else struct[2].get(struct[0].loose(key))
             if span is not None and (by_pos[pos] is None or by_pos[pos][0] != R.ATTENTION) and \
                     (type(frames[k][1]) is not int or span[0] <= frames[k][1] <= span[1]):
                 by_pos[pos] = (R.ATTENTION, "structure")
@@ -180,7 +184,8 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
     shown_text: dict[int, str | None] = {}
     delta, stack_col, frame_col = tl.delta, rows.stack, rows.frame
     stacks = structure.Stacks(rows)
-    struct = (stacks, structure.find(stacks, tl, entry_ix))
+    found = structure.find(stacks, tl, entry_ix)
+    struct = (stacks, found, {stacks.loose(k): span for k, span in found.items()})
 
     def info(i: int) -> StackInfo | None:
         e = entry_ix[i]
@@ -416,6 +421,20 @@ def _join_backward(placer: "_Placer") -> tuple[list[FrameCall], array, list[Slot
         col = np.frombuffer(slot, np.int64) if len(slot) else np.zeros(0, np.int64)
         table = np.append(np.asarray(remap, np.int64), -1)  # index -1: outside attention stays -1
         col[:] = table[col]
+    # A compiled backward's block has no op frame: its stage is that of the forward line it differentiates.
+    for c in calls:
+        f = calls[into.get(c.id, c.id)]
+        for i, line in c.bwd_line.items():
+            st = f.line_stage.get(line)
+            if st is None or st == "other":
+                continue
+            key = Slot(new_id[f.id], st, "bwd")
+            k = ix.get(key)
+            if k is None:
+                k = ix[key] = len(slots)
+                slots.append(key)
+            slot[i] = k
+            f.stages[:] = [(st if j == i else s0, j, made, ps) for s0, j, made, ps in f.stages]
     for k, c in enumerate(kept):
         c.id = k
     return kept, slot, slots
@@ -466,6 +485,10 @@ class _Placer:
         if ps == "bwd" and si.line is not None:
             cur.lines.add(si.line)
             cur.last_line = si.line
+            if si.node_name is None and stage == "other":
+                cur.bwd_line[i] = si.line
+        elif ps == "fwd" and si.line is not None and cur.line_stage.get(si.line) in (None, "other"):
+            cur.line_stage[si.line] = stage  # a line's op, not the copy its matmul made first
         cur.seen.add(stage)
         cur.last = stage
         self.add(i, cur, stage, ps, si.made_by)

@@ -110,6 +110,17 @@ class Stacks:
         got = self.cache[s] = Chain(keyed, op, bwd, user, named)
         return got
 
+    def loose(self, key: tuple) -> tuple:
+        """A key by its file, name and the line that called it (the first caller outside nn.Module's
+        call frames): a compiled backward carries the forward's source frames, under other callers."""
+        p = key[2]
+        while p >= 0:
+            fn, line, _ = self.rows.frames[self.frame_of[p]]
+            if not MODULE_CALL.search(fn or ""):
+                return key[0], key[1], fn, line
+            p = self.parent[p]
+        return key[0], key[1], None, None
+
     def nested(self, inner: tuple, outer: tuple) -> bool:
         """Whether the function of key ``inner`` runs inside that of key ``outer``."""
         fn, name, p = inner
