@@ -362,8 +362,9 @@ def nanogpt_training(layers=3, b=8, h=12, t=1024, hs=64, itemsize=2, backward=Tr
             for blk in (*norm, qkv, qc, kc, eq, soft, drop, dmask, vc, av, merged, proj, *rdrop, res, *mlp):
                 hist.free(blk)
             continue
-        saved.append(dict(norm=norm, qkv=qkv, qc=qc, kc=kc, eq=eq, soft=soft, drop=drop, dmask=dmask, vc=vc, av=av,
-                          merged=merged, proj=proj, rdrop=rdrop, res=res, mlp=mlp))
+        saved.append({"norm": norm, "qkv": qkv, "qc": qc, "kc": kc, "eq": eq, "soft": soft, "drop": drop,
+                      "dmask": dmask, "vc": vc, "av": av, "merged": merged, "proj": proj, "rdrop": rdrop, "res": res,
+                      "mlp": mlp})
     if backward:
         for s in reversed(saved):
             if compiled_backward:
@@ -427,7 +428,7 @@ def llama_compiled_backward(layers=2, b=2, hq=8, lq=512, d=64, itemsize=2) -> tu
     each gradient differentiates, LlamaAttention.forward) in the stack; AV's gradient first."""
     score = b * hq * lq * lq * itemsize
     qkv = b * hq * lq * d * itemsize
-    fn = lambda line: [py(HF, line, "eager_attention_forward"), py(HF, 262, "forward")]  # noqa: E731
+    fn = lambda line: [py(HF, line, "eager_attention_forward"), py(HF, 262, "forward")]
     h = History()
     kept = []
     for _ in range(layers):
@@ -468,7 +469,7 @@ def llama_sdpa_gqa_lora_training(layers=4, b=4, hq=32, hkv=8, l=2048, d=128, r=1
     q_bytes = b * l * hq * d * itemsize
     kv_bytes = b * l * hkv * d * itemsize
     lse = -(-(b * hq * l * 4) // 512) * 512  # logsumexp, float32
-    at = lambda line: [py(HF, line, "forward")] + OUTER  # noqa: E731  LlamaSdpaAttention.forward
+    at = lambda line: [py(HF, line, "forward")] + OUTER  # LlamaSdpaAttention.forward
     sdpa = [cpp("at::native::_efficient_attention_forward(at::Tensor const&, at::Tensor const&)"),
             cpp("at::_ops::_efficient_attention_forward::call(at::Tensor const&, at::Tensor const&)"),
             cpp("at::_ops::_scaled_dot_product_efficient_attention::call(at::Tensor const&, at::Tensor const&)"),
@@ -477,7 +478,7 @@ def llama_sdpa_gqa_lora_training(layers=4, b=4, hq=32, hkv=8, l=2048, d=128, r=1
     def proj(line, size, lora):
         if not lora:
             return [h.alloc(size, _linear(at(line)))]
-        peft = lambda ln: [py(PEFT, ln, "forward")] + MODULE + at(line)  # noqa: E731
+        peft = lambda ln: [py(PEFT, ln, "forward")] + MODULE + at(line)
         return [h.alloc(size, _linear(peft(497))), h.alloc(b * l * r * itemsize, _linear(peft(505))),
                 h.alloc(size, _linear(peft(505))), h.alloc(size, GATHER + ops("add_Tensor") + peft(505))]
 
@@ -517,7 +518,7 @@ def course_mqa(calls=2, b=4, h=16, l=512, d=64, itemsize=2):
     (``q @ k.transpose(-2, -1)`` with k of one head), the scale, F.softmax, AV; stacks="all"."""
     mdl = "/home/u/course/model.py"
     outer = [py(mdl, 88, "forward")] + MODULE + [py("/home/u/course/train.py", 40, "train_step")]
-    at = lambda line: [py(mdl, line, "forward")] + MODULE + outer  # noqa: E731
+    at = lambda line: [py(mdl, line, "forward")] + MODULE + outer
     score = b * h * l * l * itemsize
     hist = History()
     for _ in range(calls):

@@ -93,7 +93,7 @@ def test_attention_in_a_vendored_model_py_where_every_function_is_forward(tmp_pa
 @pytest.mark.parametrize("make,softmax_op", [("nanogpt_training", "_softmax"), ("llama_training_step", "_softmax")])
 def test_a_training_snapshot_counts_one_call_per_invocation(tmp_path, make, softmax_op):
     """Forward and backward of N layers are N calls (each with its backward bytes), as in traces."""
-    doc, _ = getattr(M, make)(**({"layers": 3}))
+    doc, _ = getattr(M, make)(layers=3)
     mem = _report(tmp_path, doc)["memory"]
     n = len(_forward_allocs(doc, softmax_op))
     assert n == 3 and len(mem["calls"]) == n

@@ -26,10 +26,10 @@ A call is one invocation: its backward (autograd nodes, or a compiled backward u
 from __future__ import annotations
 
 from array import array
-
-import numpy as np
+from itertools import pairwise
 
 import msgspec
+import numpy as np
 
 from . import frame_rules as R
 from . import structure
@@ -340,7 +340,7 @@ class _Modules:
     (q/k/v projections, rotary, K/V reshapes) the call it is about to make, after it (the output
     projection) the call it made. A run ends at the first forward allocation outside the module."""
 
-    def __init__(self, placer: "_Placer"):
+    def __init__(self, placer: _Placer):
         self.placer = placer
         self.open: dict[tuple, list] = {}  # key -> [(event, StackInfo) before its core, the core's call]
 
@@ -363,7 +363,7 @@ class _Modules:
             self.placer.add(i, st[1], "out_proj" if si.op == "linear" else "other", "fwd", si.made_by)
 
 
-def _join_backward(placer: "_Placer") -> tuple[list[FrameCall], array, list[Slot]]:
+def _join_backward(placer: _Placer) -> tuple[list[FrameCall], array, list[Slot]]:
     """One call per invocation, forward and backward together (as in traces): a backward call joins
     the forward call whose saved block its node released, else (autograd runs the graph in reverse)
     the latest forward call before it that none joined yet, of its own layer where there is one.
@@ -558,7 +558,7 @@ def _fewer_kv_heads(c: FrameCall, delta) -> bool:
     if len(sizes) < 3:
         return False
     q = sizes[0]
-    return any(a == b_ < q and q % a == 0 for a, b_ in zip(sizes[1:], sizes[2:]))
+    return any(a == b_ < q and q % a == 0 for a, b_ in pairwise(sizes[1:]))
 
 
 def is_score_allocation(size: int, stage: str, made_by: str | None, score: int | None, pass_: str = "fwd") -> bool:

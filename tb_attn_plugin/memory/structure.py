@@ -45,7 +45,7 @@ class Chain:
     """One stack's Python frames: (position in the stack, frame index, key), innermost first, and
     the allocation's op class, whether it runs in a backward, and its innermost user frame."""
 
-    __slots__ = ("py", "op", "bwd", "user", "named")
+    __slots__ = ("bwd", "named", "op", "py", "user")
 
     def __init__(self, py, op, bwd, user, named):
         self.py, self.op, self.bwd, self.user = py, op, bwd, user
@@ -123,7 +123,7 @@ class Stacks:
 
     def nested(self, inner: tuple, outer: tuple) -> bool:
         """Whether the function of key ``inner`` runs inside that of key ``outer``."""
-        fn, name, p = inner
+        p = inner[2]
         while p >= 0:
             f = self.rows.frames[self.frame_of[p]]
             if (f[0], str(f[2])) == outer[:2] and self.parent[p] == outer[2]:
