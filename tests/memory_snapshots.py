@@ -272,7 +272,8 @@ def llama_sdpa_training(layers=3, qkv=4 << 20) -> tuple[dict, dict]:
         kv = [h.alloc(qkv, GATHER + ops("clone", "reshape") + [py(HF, 176, "repeat_kv")] + fwd_line) for _ in "kv"]
         out = h.alloc(qkv, GATHER + sdpa + fwd_line)
         h.alloc(qkv, GATHER + ops("mm", "matmul", "linear") + [py(f"{TORCH}/nn/modules/linear.py", 125, "forward")]
-                + MODULE + fwd_line)  # o_proj: outside attention
+                + MODULE + fwd_line)  # o_proj: the module's own
+        h.alloc(qkv, GATHER + ops("add_Tensor") + OUTER[2:])  # the decoder layer's residual add, between calls
         outs.append((kv, out))
     for kv, out in reversed(outs):
         grads = [h.alloc(qkv, GATHER + bwd + node("ScaledDotProductEfficientAttentionBackward0")[len(GATHER):])
@@ -498,7 +499,7 @@ def llama_sdpa_gqa_lora_training(layers=4, b=4, hq=32, hkv=8, l=2048, d=128, r=1
         blocks += [h.alloc(q_bytes, GATHER + sdpa + at(678)), h.alloc(lse, GATHER + sdpa + at(678))]
         blocks += [h.alloc(q_bytes, GATHER + ops("clone", "contiguous") + at(688)),
                    h.alloc(q_bytes, _linear(at(691)))]
-        resid = h.alloc(q_bytes, GATHER + ops("add_Tensor") + [py(HF, 331, "forward")] + OUTER[1:])
+        resid = h.alloc(q_bytes, GATHER + ops("add_Tensor") + OUTER[2:])  # LlamaDecoderLayer.forward's residual
         kept.append((blocks, resid))
     bwd = [cpp("at::native::_efficient_attention_backward(at::Tensor const&, at::Tensor const&)"),
            cpp("at::_ops::_scaled_dot_product_efficient_attention_backward::call(at::Tensor const&)")]

@@ -195,3 +195,25 @@ def test_a_classifier_softmax_between_linears_is_not_attention(tmp_path):
             h.free(blk)
     mem = _report(tmp_path, M.framed_snapshot([h]))["memory"]
     assert mem["attribution"]["by"] == "unknown" and mem["peak"]["attention_share"] is None
+
+
+def test_a_forward_that_loops_over_attention_calls_is_no_attention_module(tmp_path):
+    """A whole model written as one function calling eager_attention_forward per layer: its own
+    blocks (the MLP between the calls) are not attention's; the cores' blocks still are."""
+    fn = "/home/u/llama_in_one_file.py"
+    model = [M.py(fn, 40, "forward")] + M.MODULE + [M.py("/home/u/train.py", 9, "step")]
+    core = [M.py(M.HF, 190, "eager_attention_forward")] + model
+    h = M.History()
+    mlp_bytes = 0
+    for _ in range(3):
+        for blk in (h.alloc(1 << 20, M.GATHER + M.ops("bmm", "matmul") + core),
+                    h.alloc(1 << 20, M.GATHER + M.ops("_softmax", "softmax_int") + core),
+                    h.alloc(1 << 18, M.GATHER + M.ops("bmm", "matmul") + core)):
+            h.free(blk)
+        h.free(h.alloc(4 << 20, M._linear([M.py(fn, 44, "forward")] + model[1:])))  # the MLP, inline
+        mlp_bytes += 4 << 20
+    mem = _report(tmp_path, M.framed_snapshot([h]))["memory"]
+    core_bytes = sum(e["size"] for e in h.trace if e["action"] == "alloc" and
+                     "eager_attention_forward" in _names(e))
+    assert len(mem["calls"]) == 3 and sum(c["bytes_allocated"] for c in mem["calls"]) == core_bytes
+    assert mlp_bytes and mem["churn"]["bytes_allocated"] == core_bytes + mlp_bytes

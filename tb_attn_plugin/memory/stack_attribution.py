@@ -338,29 +338,50 @@ def _modules(per_event: list, encls: set, delta) -> dict[int, tuple]:
 class _Modules:
     """An attention module's own allocations join the call of the core it called: before the core
     (q/k/v projections, rotary, K/V reshapes) the call it is about to make, after it (the output
-    projection) the call it made. A run ends at the first forward allocation outside the module."""
+    projection) the call it made. A run ends at the first forward allocation outside the module.
+    A function that runs several cores in one run (a whole model's forward looping over layers,
+    a block calling SDPA inline among its MLP) is no attention module: its blocks are left out."""
 
     def __init__(self, placer: _Placer):
         self.placer = placer
-        self.open: dict[tuple, list] = {}  # key -> [(event, StackInfo) before its core, the core's call]
+        self.open: dict[tuple, list] = {}  # key -> [(event, StackInfo) before its core, the core's call, placed]
+        self.not_modules: set[tuple] = set()
 
     def leave(self, keys: frozenset) -> None:
         for k in [k for k in self.open if k not in keys]:
             del self.open[k]
 
     def core(self, key: tuple, call: FrameCall | None) -> None:
-        st = self.open.setdefault(key, [[], None])
+        if key in self.not_modules or call is None:
+            return
+        st = self.open.setdefault(key, [[], None, []])
+        if st[1] is not None and st[1] is not call:
+            self._not_a_module(key, st)
+            return
         st[1] = call
-        for j, si in st[0] if call is not None else ():
-            self.placer.add(j, call, "qkv_proj" if si.op == "linear" else "other", "fwd", si.made_by)
+        for j, si in st[0]:
+            self._add(st, j, call, "qkv_proj" if si.op == "linear" else "other", si)
         st[0] = []
 
     def own(self, key: tuple, i: int, si: StackInfo) -> None:
-        st = self.open.setdefault(key, [[], None])
+        if key in self.not_modules:
+            return
+        st = self.open.setdefault(key, [[], None, []])
         if st[1] is None:
             st[0].append((i, si))
         else:
-            self.placer.add(i, st[1], "out_proj" if si.op == "linear" else "other", "fwd", si.made_by)
+            self._add(st, i, st[1], "out_proj" if si.op == "linear" else "other", si)
+
+    def _add(self, st: list, i: int, call: FrameCall, stage: str, si: StackInfo) -> None:
+        self.placer.add(i, call, stage, "fwd", si.made_by)
+        st[2].append((i, call))
+
+    def _not_a_module(self, key: tuple, st: list) -> None:
+        self.not_modules.add(key)
+        del self.open[key]
+        for i, call in st[2]:
+            self.placer.slot[i] = -1
+            call.stages[:] = [x for x in call.stages if x[1] != i]
 
 
 def _join_backward(placer: _Placer) -> tuple[list[FrameCall], array, list[Slot]]:
