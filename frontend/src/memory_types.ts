@@ -74,7 +74,7 @@ export interface MemoryLive {
   /** bytes */
   largest_block: number;
   frame: string | null;
-  /** snapshots: the largest block's frames that memory/frame_rules.py names (attention, ops, autograd nodes; C++ frames included), innermost first */
+  /** snapshots: the largest block's frames that memory/frame_rules.py names (attention, ops, autograd nodes; C++ frames included) and its Python frames, innermost first */
   stack?: string[] | null;
 }
 

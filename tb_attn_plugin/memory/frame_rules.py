@@ -8,6 +8,9 @@ torch's ``multi_head_attention_forward``, a user's ``scaled_dot_product_attentio
 stacks (``stacks="all"``), by the ATen op (``at::_ops::scaled_dot_product_attention::call``).
 Stacks are innermost first, as ``_memory_viz.py`` reads them.
 
+Names are evidence, not a requirement: a function no row names is still found by what it
+allocates (memory/structure.py).
+
 Each row: kind, what it matches (a regular expression on the frame's function name, searched,
 case-insensitive; ``file``: one on its filename), the value it gives, a real example and its source.
 The first row that matches a frame wins.

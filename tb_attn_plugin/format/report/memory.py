@@ -31,7 +31,7 @@ class MemoryLive(Row, kw_only=True):
     frame: str | None
     stack: Annotated[list[str] | None, doc(
         "snapshots: the largest block's frames that memory/frame_rules.py names (attention, ops, autograd "
-        "nodes; C++ frames included), innermost first")] | UnsetType = UNSET
+        "nodes; C++ frames included) and its Python frames, innermost first")] | UnsetType = UNSET
 
 
 class MemoryPeak(Row, kw_only=True):
