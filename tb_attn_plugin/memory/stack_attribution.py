@@ -104,7 +104,8 @@ def _label(frames: list, k: int, shown: str | None) -> str:
 
 def read_stack(rows: EntryRows, s: int, shown: str | None, struct: tuple | None = None) -> StackInfo:
     """The meaning of stack ``s`` (innermost first) of ``rows``; ``shown``: the entry's user frame;
-    ``struct``: (structure.Stacks, the keys of the functions found by what they allocate)."""
+    ``struct``: (structure.Stacks, {key: line span} of the functions found by what they allocate,
+    the same by loose key: file, name and calling line)."""
     frames = rows.frames
     ids = rows.stacks[s]
     by_pos = [R.match(frames[k][0], str(frames[k][2] or "")) for k in ids]

@@ -171,7 +171,7 @@ def find(stacks: Stacks, tl, entry_ix) -> dict[tuple, tuple[int, int]]:
             # A stack a rule already names attention needs no structure (its outer functions call
             # attention: they are not it).
             keyed = () if ch.bwd or ch.named >= 0 else \
-                tuple((key, frames[k][1]) for _, k, key in ch.py if candidate(key))
+                tuple((key, _line(frames[k][1])) for _, k, key in ch.py if candidate(key))
             if ch.named >= 0 and not ch.bwd:
                 covers.update(key for pos, _, key in ch.py if pos > ch.named)
             role = 1 if ch.op in MATMUL_LIKE else 2 if ch.op in SOFTMAX_LIKE else 0
@@ -209,6 +209,11 @@ def find(stacks: Stacks, tl, entry_ix) -> dict[tuple, tuple[int, int]]:
     # The innermost: a function that calls an attention function is not attention itself.
     keys = [k for k in keys if not any(o != k and stacks.nested(o, k) for o in keys)]
     return {k: _span(found[k], lines[k]) for k in keys}
+
+
+def _line(x) -> int | None:
+    """A frame's line as a number (an untrusted record may hold anything there)."""
+    return x if type(x) is int else None
 
 
 def _span(pattern: set, seen: set) -> tuple[int, int]:
