@@ -213,7 +213,7 @@ def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
     for i, si in enumerate(per_event):
         if si is None or si.bwd or si.op is None or delta[i] <= 0:
             continue
-        bucket = fwd_in if si.site else fwd_out
+        bucket = fwd_in if si.site or i in module_of else fwd_out  # a module's rotary mul is attention's
         bucket[si.op] = bucket.get(si.op, 0) + 1
     sites_fwd = {si.site for i, si in enumerate(per_event) if si is not None and si.site and not si.bwd and delta[i] > 0}
     bwd_site = next(iter(sites_fwd)) if len(sites_fwd) == 1 else "attention (backward)"
