@@ -99,6 +99,8 @@ class Stacks:
                 py.append((pos, k))
                 if user < 0 and R.is_user_frame(fn):
                     user = len(py) - 1
+                elif user < 0:
+                    ops.append("aten")  # a torch function no row names (F.gelu, F.layer_norm): known, not a matmul
         known = [o for o in ops if o not in R.GENERIC_OPS]
         op = known[-1] if known else ("aten" if ops else None)
         # Paths from the outermost frame inward: a frame's key is its (file, name) and its parent's path.
