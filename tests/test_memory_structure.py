@@ -87,7 +87,8 @@ def test_attention_in_a_vendored_model_py_where_every_function_is_forward(tmp_pa
     # Its stages come from the ops: QK^T before the softmax, AV after, the projections around them.
     stages = {s["stage"] for s in mem["layers"][0]["stages"] if s["pass"] == "fwd"}
     assert {"qkv_proj", "qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "out_proj"} <= stages
-    assert "attention: unknown" not in text.render_snapshot_report(_report(tmp_path, doc))
+    out = text.render_snapshot_report(_report(tmp_path, doc))
+    assert "attention: unknown" not in out and "1 found by what they allocate" in out
 
 
 @pytest.mark.parametrize("make,softmax_op", [("nanogpt_training", "_softmax"), ("llama_training_step", "_softmax")])
