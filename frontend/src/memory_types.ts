@@ -74,7 +74,7 @@ export interface MemoryLive {
   /** bytes */
   largest_block: number;
   frame: string | null;
-  /** snapshots: the largest block's frames that memory/frame_rules.py names (attention, ops, autograd nodes; C++ frames included), innermost first */
+  /** snapshots: the largest block's frames that memory/frame_rules.py names (attention, ops, autograd nodes; C++ frames included) and its Python frames, innermost first */
   stack?: string[] | null;
 }
 
@@ -197,6 +197,8 @@ export interface MemoryAttribution {
   bytes_without_frames?: number;
   gqa_calls?: number;
   gqa_layers?: string[];
+  /** sites found by what they allocate (a matmul, a softmax of its size, a matmul), not by a name */
+  structure_sites?: string[];
   devices_with_attention?: string[];
 }
 

@@ -29,7 +29,9 @@ static PyObject *Tombstone; /* memo slot of an entry already turned into a row *
 static PyObject *TokenTag;  /* (TokenTag, frame, stack): memo slot of a frame list already read */
 #define SHOWN 1 /* classify's bits: a frame a report may show */
 #define KEPT 2  /* a frame kept in the row's stack */
+#define PYTHON 4 /* a Python frame: kept too while the distinct stacks are fewer than MAX_PYTHON_STACKS */
 #define MAX_KEPT 64
+#define MAX_PYTHON_STACKS 65536 /* beyond: a history of ever-new stacks keeps its rule frames only (memory) */
 
 typedef struct {
     char *p;
@@ -257,7 +259,7 @@ static int frame_code(Decoder *d, PyObject *f, int32_t *out) {
             Py_DECREF(key);
             return -1;
         }
-        int8_t b8 = (int8_t)(bv & (SHOWN | KEPT));
+        int8_t b8 = (int8_t)(bv & (SHOWN | KEPT | PYTHON));
         code = PyLong_FromSsize_t(n);
         if (code == NULL || PyDict_SetItem(d->frame_codes, key, code) < 0 || PyList_Append(d->frames, key) < 0 ||
             buf_put(&d->fbits, &b8, 1) < 0) {
@@ -278,11 +280,12 @@ static int frame_code(Decoder *d, PyObject *f, int32_t *out) {
     return 0;
 }
 
-/* The row's frame (the innermost SHOWN one, else the outermost KEPT one, else the first) and stack (its KEPT frames, innermost
- * first, as an index into stacks; -1 when none). */
+/* The row's frame (the innermost SHOWN one, else the outermost KEPT one, else the first) and stack (its KEPT frames, and its
+ * PYTHON ones while there is room, innermost first, as an index into stacks; -1 when none). */
 static int read_frames(Decoder *d, PyObject *list, int32_t *frame, int32_t *stack) {
-    int32_t kept[MAX_KEPT], first = -1, shown = -1;
+    int32_t kept[MAX_KEPT], first = -1, shown = -1, rule = -1;
     int nk = 0;
+    int8_t keep = PyDict_GET_SIZE(d->stack_codes) < MAX_PYTHON_STACKS ? (KEPT | PYTHON) : KEPT;
     Py_ssize_t n = PyList_GET_SIZE(list);
     for (Py_ssize_t i = 0; i < n; i++) {
         int32_t k;
@@ -291,9 +294,10 @@ static int read_frames(Decoder *d, PyObject *list, int32_t *frame, int32_t *stac
         int8_t b = d->fbits.p[k];
         if (first < 0) first = k;
         if (shown < 0 && (b & SHOWN)) shown = k;
-        if ((b & KEPT) && nk < MAX_KEPT) kept[nk++] = k;
+        if (b & KEPT) rule = k;
+        if ((b & keep) && nk < MAX_KEPT) kept[nk++] = k;
     }
-    *frame = shown >= 0 ? shown : nk ? kept[nk - 1] : first;
+    *frame = shown >= 0 ? shown : rule >= 0 ? rule : first;
     *stack = -1;
     if (nk == 0) return 0;
     PyObject *key = PyTuple_New(nk);

@@ -187,12 +187,12 @@ def _snapshot_section(path: str) -> dict[str, Any]:
 
 def _frame_spans(tl, c) -> list[tuple[str, str, float, float]]:
     """(stage, pass, first, last allocation time) of a call found from frames, for shading the curve."""
-    got: dict[str, list[float]] = {}
-    for st, i, _ in c.stages:
+    got: dict[tuple[str, str], list[float]] = {}
+    for st, i, _, ps in c.stages:
         t = tl.t[i]
-        span = got.setdefault(st, [t, t])
-        span[1] = t
-    return [(st, c.pass_, a, b) for st, (a, b) in got.items()]
+        span = got.setdefault((st, ps), [t, t])
+        span[0], span[1] = min(span[0], t), max(span[1], t)
+    return [(st, ps, a, b) for (st, ps), (a, b) in got.items()]
 
 
 def _plain_setting(v: Any) -> bool:

@@ -8,6 +8,9 @@ torch's ``multi_head_attention_forward``, a user's ``scaled_dot_product_attentio
 stacks (``stacks="all"``), by the ATen op (``at::_ops::scaled_dot_product_attention::call``).
 Stacks are innermost first, as ``_memory_viz.py`` reads them.
 
+Names are evidence, not a requirement: a function no row names is still found by what it
+allocates (memory/structure.py).
+
 Each row: kind, what it matches (a regular expression on the frame's function name, searched,
 case-insensitive; ``file``: one on its filename), the value it gives, a real example and its source.
 The first row that matches a frame wins.
@@ -24,6 +27,7 @@ import msgspec
 # kind "attention": the frame is inside an attention call (value: its implementation word).
 # kind "op": the ATen op or torch Python function that allocated (value: the op's class).
 # kind "release": a node releasing its saved tensors (frees).
+# kind "backward": a frame under which everything runs in the backward (a compiled backward).
 # kind "node": an autograd backward node (value: the forward op class it differentiates;
 #              "attention" where the node is attention itself).
 # An ATen op in a C++ frame is at::_ops::<op>[_<overload>]::call (mul_Tensor, softmax_int, to_dtype,
@@ -95,7 +99,11 @@ RULES: list[dict] = [
     {"kind": "op", "name": r"(^|::)(bmm|baddbmm|matmul|einsum|mm)" + OVERLOAD, "value": "matmul",
      "example": "at::_ops::bmm::call(at::Tensor const&, at::Tensor const&)", "source": "aten/src/ATen/Operators.h"},
     {"kind": "op", "name": r"^einsum$", "value": "matmul", "example": "einsum", "source": "torch/functional.py"},
-    {"kind": "op", "name": r"(^|::)_?(safe_|log_)?softmax" + OVERLOAD, "value": "softmax",
+    # A log-softmax is the loss's, never attention's probabilities (listed before softmax: first match wins).
+    {"kind": "op", "name": r"(^|::)_?log_softmax" + OVERLOAD, "value": "log_softmax",
+     "example": "at::_ops::_log_softmax::call / log_softmax (torch/nn/functional.py, inside cross_entropy)",
+     "source": "aten/src/ATen/Operators.h"},
+    {"kind": "op", "name": r"(^|::)_?(safe_)?softmax" + OVERLOAD, "value": "softmax",
      "example": "at::_ops::_softmax::call / softmax (torch/nn/functional.py)", "source": "aten/src/ATen/Operators.h"},
     {"kind": "op", "name": r"(^|::)(masked_fill_?|where|tril_?|triu_?)" + OVERLOAD, "value": "mask",
      "example": "at::_ops::masked_fill_Scalar::call", "source": "aten/src/ATen/Operators.h"},
@@ -114,9 +122,28 @@ RULES: list[dict] = [
     {"kind": "op", "name": r"(^|::)(clone|contiguous|copy_|_unsafe_view|reshape|_reshape_alias|expand|"
                            r"to|_to_copy|cat|index_select)" + OVERLOAD, "value": "copy",
      "example": "at::_ops::clone::call", "source": "aten/src/ATen/Operators.h"},
+    # A softmax written out (x - max, exp, / sum), as course and research code writes it.
+    {"kind": "op", "name": r"(^|::)exp_?" + OVERLOAD, "value": "exp",
+     "example": "at::_ops::exp::call (torch.exp in a hand-written softmax)", "source": "aten/src/ATen/Operators.h"},
+    {"kind": "op", "name": r"(^|::)(amax|max|sum|logsumexp)" + OVERLOAD, "value": "reduce",
+     "example": "at::_ops::amax::call / at::_ops::max_dim::call / at::_ops::sum_dim_IntList::call",
+     "source": "aten/src/ATen/Operators.h"},
+    {"kind": "op", "name": r"(^|::)sub" + OVERLOAD, "value": "sub",
+     "example": "at::_ops::sub_Tensor::call (x - x.max(-1).values)", "source": "aten/src/ATen/Operators.h"},
+    # Any other ATen op: the allocation's op is known, and none of the above (an add, a gelu, ...).
+    {"kind": "op", "name": r"^at::_ops::\w+::call$", "value": "aten",
+     "example": "at::_ops::add_Tensor::call", "source": "aten/src/ATen/Operators.h"},
+    # A compiled (torch.compile / AOTAutograd) backward: Inductor's code runs under these frames,
+    # whatever forward source lines the frames above it carry.
+    {"kind": "backward", "name": r"^_backward_impl$|^_backward_prologue$|^_backward_epilogue\w*$",
+     "file": r"torch/_functorch/", "value": "compiled",
+     "example": "CompiledFunction._backward_impl (runtime_wrappers.py)",
+     "source": "pytorch/pytorch torch/_functorch/_aot_autograd/runtime_wrappers.py"},
 ]
 
-ATTENTION, OP, NODE, NOT_ATTENTION, RELEASE = "attention", "op", "node", "not_attention", "release"
+ATTENTION, OP, NODE, NOT_ATTENTION, RELEASE, BACKWARD = "attention", "op", "node", "not_attention", "release", "backward"
+# Op classes that are not the op's meaning: "aten" (an op no row names) says only that the op is known.
+GENERIC_OPS = ("aten",)
 NODE_NAME = re.compile(r"(\w+Backwards?\d*)(::apply|::release_variables|_apply_functional)")
 
 
@@ -124,7 +151,7 @@ def node_name(name: str) -> str | None:
     """The autograd node a C++ frame names (``SoftmaxBackward0``), or None."""
     m = NODE_NAME.search(name)
     return m.group(1) if m else None
-SHOWN, KEPT = 1, 2  # bits the snapshot decoder takes (memory/_snapshot_decode.c)
+SHOWN, KEPT, PYTHON = 1, 2, 4  # bits the snapshot decoder takes (memory/_snapshot_decode.c)
 # Frames a report does not show as a block's location: torch's own Python and C++ frames.
 TORCH_FILES = re.compile(r"/torch/|/site-packages/torch|^<frozen |^\?\?|^$")
 PYTHON_FILE = re.compile(r"\.py$|^<(stdin|string|ipython-input)[^>]*>$|^/tmp/torchinductor")
@@ -169,8 +196,11 @@ def is_user_frame(filename: str) -> bool:
 
 
 def frame_bits(filename, name) -> int:
-    """The decoder's bits for one distinct frame: SHOWN for user Python code, KEPT when a rule matches."""
+    """The decoder's bits for one distinct frame: SHOWN for user Python code, KEPT when a rule matches,
+    PYTHON for a Python frame (kept too: attention is also found by what a function allocates,
+    memory/structure.py, which needs the frames that enclose an allocation)."""
     if not isinstance(filename, str):
         return 0
     nm = name if isinstance(name, str) else ""
-    return (SHOWN if is_user_frame(filename) else 0) | (KEPT if match(filename, nm) is not None else 0)
+    return ((SHOWN if is_user_frame(filename) else 0) | (KEPT if match(filename, nm) is not None else 0) |
+            (PYTHON if PYTHON_FILE.search(filename) else 0))

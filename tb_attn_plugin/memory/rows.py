@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import msgspec
 
-from .frame_rules import KEPT, SHOWN, frame_bits
+from .frame_rules import KEPT, PYTHON, SHOWN, frame_bits
 from .timeline import ADDR_MASK
 
 NOT_STR = -1  # action code: the entry's action is not a string
@@ -162,8 +162,9 @@ class _Frames:
         """(the shown frame or the first, -1: none; the stack, -1: none) of one entry's frame list."""
         if type(frames) is not list:
             return -1, -1
-        first = shown = -1
+        first = shown = rule = -1
         kept: list[int] = []
+        keep = KEPT | PYTHON if len(self.stack_codes) < MAX_PYTHON_STACKS else KEPT
         for f in frames:
             k = self.code(f)
             if k < 0:
@@ -173,11 +174,14 @@ class _Frames:
                 first = k
             if shown < 0 and b & SHOWN:
                 shown = k
-            if b & KEPT and len(kept) < MAX_KEPT:
+            if b & KEPT:
+                rule = k
+            if b & keep and len(kept) < MAX_KEPT:
                 kept.append(k)
+        # Else the outermost frame a rule names: an autograd node (or op) frame, not a C++ internal.
+        shown = shown if shown >= 0 else rule if rule >= 0 else first
         if not kept:
-            return (shown if shown >= 0 else first), -1
-        shown = shown if shown >= 0 else kept[-1]  # an autograd node (or op) frame, not a C++ internal
+            return shown, -1
         key = tuple(kept)
         s = self.stack_codes.get(key)
         if s is None:
@@ -187,3 +191,4 @@ class _Frames:
 
 
 MAX_KEPT = 64  # as the decoder: a deeper stack keeps its innermost 64 matched frames
+MAX_PYTHON_STACKS = 65536  # as the decoder: past this many distinct stacks, new ones keep rule frames only

@@ -24,8 +24,11 @@ def _attribution(a: dict[str, Any] | None) -> list[str]:
     if devs:
         line += f"; attention ran on {', '.join(devs)}"
     line += ")"
+    if a.get("structure_sites"):
+        line += (f"; {len(a['structure_sites'])} found by what they allocate (QK^T, a softmax of its size, AV), "
+                 "no name saying attention")
     if a.get("gqa_layers"):
-        line += f"; MQA/GQA (K/V heads repeated to Q's) in {', '.join(a['gqa_layers'])}"
+        line += f"; MQA/GQA (K/V with fewer heads than Q) in {', '.join(a['gqa_layers'])}"
     out = [line]
     if a.get("unattributed_bwd_allocs"):
         out.append(f"  memory: {a['unattributed_bwd_allocs']} backward allocations "

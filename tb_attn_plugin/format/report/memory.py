@@ -31,7 +31,7 @@ class MemoryLive(Row, kw_only=True):
     frame: str | None
     stack: Annotated[list[str] | None, doc(
         "snapshots: the largest block's frames that memory/frame_rules.py names (attention, ops, autograd "
-        "nodes; C++ frames included), innermost first")] | UnsetType = UNSET
+        "nodes; C++ frames included) and its Python frames, innermost first")] | UnsetType = UNSET
 
 
 class MemoryPeak(Row, kw_only=True):
@@ -174,6 +174,8 @@ class MemoryAttribution(Row, kw_only=True):
     bytes_without_frames: int | UnsetType = UNSET
     gqa_calls: int | UnsetType = UNSET
     gqa_layers: list[str] | UnsetType = UNSET
+    structure_sites: Annotated[list[str], doc("sites found by what they allocate (a matmul, a softmax of its "
+                                              "size, a matmul), not by a name")] | UnsetType = UNSET
     devices_with_attention: list[str] | UnsetType = UNSET
 
 
