@@ -365,6 +365,13 @@ ATTENTION_MODULE_EXCLUDE = re.compile(r"(Output|Block|Layer|Stack|Model|Encoder|
 
 SOFTMAX_OPS = frozenset({"aten::softmax", "aten::_softmax", "aten::_safe_softmax", "aten::special_softmax"})
 SOFTMAX_BACKWARD_OPS = frozenset({"aten::_softmax_backward_data"})  # softmax's backward, inside a Function's backward
+# A softmax written out (x - max, exp, / sum), as course and research code does: the exp is the anchor,
+# the max and subtraction may precede it, a sum and a division (or reciprocal and product) follow it.
+WRITTEN_SOFTMAX_EXP = frozenset({"aten::exp", "aten::exp_"})
+WRITTEN_SOFTMAX_BEFORE = frozenset({"aten::amax", "aten::max", "aten::sub", "aten::sub_", "aten::detach"})
+WRITTEN_SOFTMAX_AFTER = frozenset({"aten::sum", "aten::div", "aten::div_", "aten::reciprocal", "aten::mul", "aten::mul_"})
+WRITTEN_SOFTMAX_SUM = frozenset({"aten::sum"})
+WRITTEN_SOFTMAX_NORMALISE = frozenset({"aten::div", "aten::div_", "aten::reciprocal", "aten::mul", "aten::mul_"})
 NOT_ATTENTION_SOFTMAX = frozenset({"aten::log_softmax", "aten::_log_softmax"})
 BMM_OPS = frozenset({"aten::bmm", "aten::baddbmm", "aten::matmul", "aten::einsum", "aten::_bmm"})
 LINEAR_OPS = frozenset({"aten::linear", "aten::addmm", "aten::mm", "aten::_addmm_activation"})
@@ -404,7 +411,7 @@ def is_attention_module(class_name: str) -> bool:
 def needs_shapes(op_name: str) -> bool:
     """Ops whose Input Dims/types/Concrete Inputs the analysis reads (the reader drops the rest)."""
     return (op_name in ATTENTION_OPS or op_name in BMM_OPS or op_name in SOFTMAX_OPS or op_name in LINEAR_OPS
-            or is_vendor_op(op_name) or op_name.startswith("tb_attn::"))
+            or op_name in WRITTEN_SOFTMAX_EXP or is_vendor_op(op_name) or op_name.startswith("tb_attn::"))
 
 
 @lru_cache(maxsize=65536)

@@ -18,7 +18,8 @@ from functools import lru_cache
 from ..format import tags
 from ..trace.link import Linked
 from . import patterns as P
-from .detect import Call, _is_batched
+from . import op_roles
+from .detect import Call
 from .helper_kernels import helper_kind
 
 STAGES = tags.STAGES
@@ -29,7 +30,7 @@ def op_kind(L: Linked, i: int) -> str | None:
     """What op i is to the stage rules, from its category and name (and a matmul's shapes)."""
     kind = _kind_by_name(L.cat(i), L.names[i])
     if kind is _BMM:
-        return "bmm" if _is_batched(L.args(i)) else "linear"
+        return "bmm" if op_roles.batched(L, i) else "linear"
     return kind
 
 
@@ -89,8 +90,12 @@ class Stager:
         self._deciders = L.where_name(_may_decide)  # ascending
 
     def classify_call(self, call: Call, stage_of: list[str | None]) -> None:
-        """Fill ``stage_of[i]`` for the forward ops of ``call``."""
+        """Fill ``stage_of[i]`` for the forward ops of ``call``; a softmax written out (max, sub,
+        exp, sum, div: detect.py found it) is the softmax stage."""
         self.classify_range(call.lo, call.hi, stage_of)
+        end = self.L.subtree_end
+        for i in call.info.get("_written_softmax", ()):
+            stage_of[i:end[i]] = ["softmax"] * (end[i] - i)
 
     def _decisive(self, lo: int, hi: int) -> list[tuple[int, str | tuple[str, str]]]:
         """The outermost ops of ``[lo, hi)`` with a meaning, and their kinds, in op order (what a walk

@@ -1,0 +1,177 @@
+"""Attention found by its path, not its name (issue 45): a matmul-like op that outputs the score
+[.., Lq, Lk], reaching through scale, mask and a softmax (by name, or written out as max, sub, exp,
+sum, div) a matmul-like op that contracts over Lk. Recorded here on the CPU with torch.profiler
+(record_shapes, with_stack; 2 layers, 2 training steps): nn.MultiheadAttention's slow path with an
+attn_mask, einsum attention in a module whose name says nothing, a softmax written out, and a
+negative control (matmuls and a log-softmax loss, no attention). Each count is re-derived from the
+raw events by a walker of this file.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tb_attn_plugin.attention import op_roles
+from tb_attn_plugin.report.build import analyze_file
+
+B, L, H, D = 2, 24, 4, 16
+
+_RECORD = r'''
+import sys, torch, torch.nn as nn, torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile, schedule
+B, L, H, D = 2, 24, 4, 16
+E = H * D
+out = sys.argv[1]
+
+class MHABlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(E, H, batch_first=True)  # need_weights=True by default: slow path
+        self.ff = nn.Linear(E, E)
+    def forward(self, x, mask):
+        return self.ff(x + self.mha(x, x, x, attn_mask=mask)[0])
+
+def softmax_by_hand(s):
+    e = torch.exp(s - s.amax(-1, keepdim=True))
+    return e / e.sum(-1, keepdim=True)
+
+class Mixer(nn.Module):  # a name that says nothing about attention
+    def __init__(self, hand):
+        super().__init__()
+        self.qkv, self.o, self.hand = nn.Linear(E, 3 * E), nn.Linear(E, E), hand
+    def forward(self, x, mask):
+        b, n, _ = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, H, D).permute(2, 0, 3, 1, 4)
+        s = torch.einsum("bhqd,bhkd->bhqk", q, k) / D ** 0.5
+        s = torch.where(mask, s, torch.finfo(s.dtype).min)
+        p = softmax_by_hand(s) if self.hand else torch.softmax(s, -1)
+        y = torch.einsum("bhqk,bhkd->bhqd", p, v)
+        return self.o(y.transpose(1, 2).reshape(b, n, E))
+
+class MQA(nn.Module):  # multi-query: K and V have one head, broadcast inside matmul
+    def __init__(self):
+        super().__init__()
+        self.q, self.kv, self.o = nn.Linear(E, E), nn.Linear(E, 2 * D), nn.Linear(E, E)
+    def forward(self, x, mask):
+        b, n, _ = x.shape
+        q = self.q(x).view(b, n, H, D).transpose(1, 2)
+        k, v = self.kv(x).view(b, n, 2, 1, D).permute(2, 0, 3, 1, 4)
+        s = torch.matmul(q, k.transpose(-1, -2)) * D ** -0.5
+        return self.o(torch.matmul(torch.softmax(s, -1), v).transpose(1, 2).reshape(b, n, E))
+
+class NoAttention(nn.Module):  # GEMMs, but no score path; the loss below is a log-softmax
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(E, E), nn.Linear(E, E)
+    def forward(self, x, mask):
+        return self.b(torch.relu(torch.matmul(x, self.a.weight.t())))
+
+for mode in ("mha", "einsum", "hand", "mqa", "negative"):
+    torch.manual_seed(0)
+    make = {"mha": MHABlock, "einsum": lambda: Mixer(False), "hand": lambda: Mixer(True), "mqa": MQA,
+            "negative": NoAttention}[mode]
+    layers = nn.ModuleList([make() for _ in range(2)])
+    mask = torch.triu(torch.ones(L, L, dtype=torch.bool), 1) if mode == "mha" else torch.tril(torch.ones(L, L, dtype=torch.bool))
+    head = nn.Linear(E, 10)
+    opt = torch.optim.SGD(list(layers.parameters()) + list(head.parameters()), lr=0.01)
+    x, y = torch.randn(B, L, E), torch.randint(0, 10, (B * L,))
+    def step():
+        h = x
+        for m in layers:
+            h = m(h, mask)
+        loss = F.nll_loss(F.log_softmax(head(h).view(-1, 10), -1), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True,
+                 schedule=schedule(wait=0, warmup=1, active=2),
+                 on_trace_ready=lambda p, mode=mode: p.export_chrome_trace(f"{out}/{mode}.json")) as prof:
+        for _ in range(3):
+            step(); prof.step()
+'''
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("path")
+    subprocess.run([sys.executable, "-c", _RECORD, str(out)], check=True, timeout=600, capture_output=True)
+    return out
+
+
+def report(traces, mode):
+    return analyze_file(str(traces / f"{mode}.json"))
+
+
+def forward_ops(path, name):
+    """Walker: the events named ``name`` that run in forward (outside autograd's backward ranges)."""
+    ev = [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X"]
+    bwd = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"].startswith("autograd::engine::evaluate_function")]
+    return [e for e in ev if e["name"] == name and not any(a <= e["ts"] <= b for a, b in bwd)]
+
+
+def fwd_stages(r):
+    return {s["stage"] for s in r["stages"] if s["pass"] == "fwd"}
+
+
+def test_multihead_attention_slow_path_with_mask(traces):
+    """F.multi_head_attention_forward: baddbmm(mask, q·scale, kᵀ) -> softmax -> bmm; baddbmm's first
+    argument is the mask (its bias), not Q."""
+    r = report(traces, "mha")
+    bmm = forward_ops(traces / "mha.json", "aten::baddbmm")
+    assert r["calls"] == len(bmm) == 4  # 2 layers x 2 steps
+    assert {"qk_matmul", "softmax", "av_matmul"} <= fwd_stages(r)
+    q, kt = bmm[0]["args"]["Input Dims"][1:3]  # [B·H, Lq, D], [B·H, D, Lk]
+    shape = r["layers"][0]["shape"]
+    assert (shape["batch_heads"], shape["q_len"], shape["k_len"], shape["head_dim"]) == (q[0], q[1], kt[2], q[2])
+
+
+def test_einsum_attention_without_attention_names(traces):
+    """einsum bhqd,bhkd->bhqk / √d -> where(mask) -> softmax -> einsum bhqk,bhkd->bhqd in a module
+    called Mixer: the equation is not recorded, the bmm each einsum lowers to says what it contracts."""
+    r = report(traces, "einsum")
+    assert r["calls"] == len(forward_ops(traces / "einsum.json", "aten::softmax")) == 4
+    assert len(forward_ops(traces / "einsum.json", "aten::einsum")) == 2 * r["calls"]
+    assert {"qk_matmul", "scale_mask", "softmax", "av_matmul"} <= fwd_stages(r)
+    assert r["layers"][0]["shape"]["q_len"] == L and r["layers"][0]["shape"]["head_dim"] == D
+
+
+def test_softmax_written_out(traces):
+    """x - max, exp, / sum between the two einsums: a softmax by what it does."""
+    r = report(traces, "hand")
+    assert forward_ops(traces / "hand.json", "aten::softmax") == []
+    assert r["calls"] == len(forward_ops(traces / "hand.json", "aten::exp")) == 4
+    assert {"qk_matmul", "softmax", "av_matmul"} <= fwd_stages(r)
+    softmax_cpu = sum(s["cpu_us"] for s in r["stages"] if s["stage"] == "softmax" and s["pass"] == "fwd")
+    assert softmax_cpu > 0
+
+
+def test_no_attention_no_call(traces):
+    """GEMMs, a relu and a log-softmax loss: no score path, no call."""
+    r = report(traces, "negative")
+    assert forward_ops(traces / "negative.json", "aten::log_softmax")
+    assert r["calls"] == 0
+
+
+def test_op_roles_rows_read_their_examples():
+    """Each row of the op-role table computes a product from its own recorded example."""
+    for row in op_roles.OP_ROLES:
+        dims = json.loads(row.example)
+        if row.left < 0:  # einsum: the equation, when recorded, says what is contracted
+            p = op_roles.product(row.op, dims, ["bhqd,bhkd->bhqk", "", ""])
+            assert (p.m, p.k, p.n, p.out) == (24, 16, 24, (2, 4, 24, 24)), row.op
+            assert op_roles.product(row.op, dims, ["", "", ""]) is None
+            continue
+        p = op_roles.product(row.op, dims)
+        assert p is not None and p.k == dims[row.left][-1] == dims[row.right][-2], row.op
+        assert row.source
+
+
+def test_einsum_equation_names_the_contracted_index():
+    pv = op_roles.product("aten::einsum", [[], [[2, 4, 24, 24], [2, 4, 24, 16]], []], ["bhqk,bhkd->bhqd"])
+    assert (pv.m, pv.k, pv.n) == (24, 24, 16)
+    assert op_roles.parse_equation("bhqd,bhkd->bhqk") == ("bhqd", "bhkd", "bhqk")
+    assert op_roles.parse_equation("ij,jk,kl->il") is None
+    assert op_roles.parse_equation("bhqd,bhkd") is None
