@@ -25,12 +25,13 @@ from itertools import compress
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from ..format import tags
 from ..trace import columns
 from ..trace.events import MODULE_PREFIX
 from ..trace.link import WRAPPER_PREFIX, Kernel, Linked, module_name
-from . import groups, op_roles
+from . import groups, kernel_path, op_roles
 from . import patterns as P
 from . import shapes
 
@@ -54,6 +55,7 @@ class Call(msgspec.Struct):
     end: float = 0.0
     info: dict[str, Any] = msgspec.field(default_factory=dict)  # shape, dtype, causal, dropout, mask
     kernels: list[Kernel] = msgspec.field(default_factory=list)  # kernel-only calls
+    kernel_stages: list[tuple[str, bool]] = msgspec.field(default_factory=list)  # per kernel (stage, in backward) where no op says: calls from kernels alone
     bwd_nodes: list[int] = msgspec.field(default_factory=list)
     bwd_fused: list[int] = msgspec.field(default_factory=list)  # compiled backward attention ops paired by order
 
@@ -217,10 +219,31 @@ class Detector:
                 self.calls.append(c)
         groups.attach_helpers(self)  # quantize, KV write, split-KV reduce kernels join their call
         self._match_graph_replay()
+        self._kernel_path_calls()
         self._propagate_backward()
         self._pair_compiled_backward()
         self._backward_only_calls()
         return self.calls
+
+    def _kernel_path_calls(self) -> None:
+        """6. eager attention that no op launched, from the kernel sequence on each stream
+        (kernel_path.py): lower confidence, named so in the report."""
+        L = self.L
+        if not L.kernels:
+            return
+        claimed = np.zeros(len(L.kernels), bool)
+        for c in self.calls:
+            for k in c.kernels:
+                claimed[k.i] = True
+        for kc in kernel_path.find(L, claimed):
+            ks = [L.kernels[i] for i in kc.kernels]
+            t0, t1 = min(k.ts for k in ks), max(k.ts + k.dur for k in ks)
+            c = Call(id=len(self.calls), lo=0, hi=0, root=-1, layer="", layer_type="", source="kernel",
+                     step=self._step_at(t0), start=t0, end=t1, kernels=ks, kernel_stages=kc.stages)
+            c.info["from_kernels"] = True
+            if all(b for _, b in kc.stages):
+                c.info["backward_only"] = True
+            self.calls.append(c)
 
     def _does_work(self, i: int) -> bool:
         """Kernels run under op ``i`` (on a trace without kernels, the CPU did the work: always)."""
