@@ -158,3 +158,22 @@ def test_safety_net_warns_for_unclaimed_softmax_between_batched_gemms(tmp_path):
     assert r["calls"] == 0
     (line,) = [w for w in r["warnings"] if "softmax kernel" in w]
     assert line.startswith("3 softmax kernels sit between batched GEMMs") and "600.0 µs" in line
+
+
+# FlashAttention-2 decode with split-KV: Dao-AILab/flash-attention csrc/flash_attn/src/flash_fwd_launch_template.h
+# (v2.6 declares both kernels at global scope with DEFINE_FLASH_FORWARD_KERNEL; run_mha_fwd_splitkv_dispatch
+# launches flash_fwd_splitkv_kernel, then flash_fwd_splitkv_combine_kernel<Kernel_traits, kBlockM, Log_max_splits, Is_even_K>)
+FA2_SPLIT = "void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t>, false, false, false, false, true, false, true, false>(Flash_fwd_params)"
+FA2_COMBINE = "void flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t>, 4, 5, true>(Flash_fwd_params)"
+
+
+@pytest.mark.parametrize("ns", ["", "flash::"])
+def test_fa2_split_kv_decode_from_a_cuda_graph_is_one_call_per_layer(tmp_path, ns):
+    b = TraceBuilder()
+    layers = 32
+    split, combine = FA2_SPLIT.replace("void ", f"void {ns}", 1), FA2_COMBINE.replace("void ", f"void {ns}", 1)
+    b.graph_replay([[(split, 20.0), (combine, 3.0)] for _ in range(layers)], between=MLP)
+    r = analyze_file(str(b.write(tmp_path / "decode.json")))
+    assert r["calls"] == layers  # not 64
+    got = {s["stage"]: s["gpu_us"] for s in r["stages"]}
+    assert got["fused"] == pytest.approx(20.0 * layers) and got["split_kv_reduce"] == pytest.approx(3.0 * layers)
