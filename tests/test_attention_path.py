@@ -53,15 +53,16 @@ class Mixer(nn.Module):  # a name that says nothing about attention
         return self.o(y.transpose(1, 2).reshape(b, n, E))
 
 class MQA(nn.Module):  # multi-query: K and V have one head, broadcast inside matmul
-    def __init__(self):
+    def __init__(self, d=D):
         super().__init__()
-        self.q, self.kv, self.o = nn.Linear(E, E), nn.Linear(E, 2 * D), nn.Linear(E, E)
-    def forward(self, x, mask):
+        self.d = d
+        self.q, self.kv, self.o = nn.Linear(H * d, H * d), nn.Linear(H * d, 2 * d), nn.Linear(H * d, H * d)
+    def forward(self, x, mask=None):
         b, n, _ = x.shape
-        q = self.q(x).view(b, n, H, D).transpose(1, 2)
-        k, v = self.kv(x).view(b, n, 2, 1, D).permute(2, 0, 3, 1, 4)
-        s = torch.matmul(q, k.transpose(-1, -2)) * D ** -0.5
-        return self.o(torch.matmul(torch.softmax(s, -1), v).transpose(1, 2).reshape(b, n, E))
+        q = self.q(x).view(b, n, H, self.d).transpose(1, 2)
+        k, v = self.kv(x).view(b, n, 2, 1, self.d).permute(2, 0, 3, 1, 4)
+        s = torch.matmul(q, k.transpose(-1, -2)) * self.d ** -0.5
+        return self.o(torch.matmul(torch.softmax(s, -1), v).transpose(1, 2).reshape(b, n, H * self.d))
 
 class NoAttention(nn.Module):  # GEMMs, but no score path; the loss below is a log-softmax
     def __init__(self):
@@ -69,6 +70,19 @@ class NoAttention(nn.Module):  # GEMMs, but no score path; the loss below is a l
         self.a, self.b = nn.Linear(E, E), nn.Linear(E, E)
     def forward(self, x, mask):
         return self.b(torch.relu(torch.matmul(x, self.a.weight.t())))
+
+# multi-query attention with profile_memory and L = D: Q, K/V copies, outputs have the score's size
+class MQAMemory(MQA):
+    pass
+
+torch.manual_seed(0)
+mq = nn.Sequential(MQAMemory(32), MQAMemory(32))
+xm = torch.randn(B, 32, H * 32)
+with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True, with_stack=True,
+             schedule=schedule(wait=0, warmup=1, active=2),
+             on_trace_ready=lambda p: p.export_chrome_trace(f"{out}/mqa_memory.json")) as prof:
+    for _ in range(3):
+        mq(xm).sum().backward(); prof.step()
 
 for mode in ("mha", "einsum", "hand", "mqa", "negative"):
     torch.manual_seed(0)
@@ -175,3 +189,62 @@ def test_einsum_equation_names_the_contracted_index():
     assert op_roles.parse_equation("bhqd,bhkd->bhqk") == ("bhqd", "bhkd", "bhqk")
     assert op_roles.parse_equation("ij,jk,kl->il") is None
     assert op_roles.parse_equation("bhqd,bhkd") is None
+
+
+def test_multi_query_attention_is_named(traces):
+    """K and V of one head, broadcast inside matmul: the QKᵀ matmul's recorded K has 1 head."""
+    r = report(traces, "mqa")
+    mm = forward_ops(traces / "mqa.json", "aten::matmul")
+    q, kt = mm[0]["args"]["Input Dims"][:2] if len(mm[0]["args"]["Input Dims"][0]) == 4 else mm[1]["args"]["Input Dims"][:2]
+    assert r["calls"] == 4
+    for lay in r["layers"]:
+        assert lay["heads"] == "MQA" and (lay["shape"]["q_heads"], lay["shape"]["kv_heads"]) == (q[1], kt[1]) == (H, 1)
+    assert all(lay.get("heads") == "MHA" for lay in report(traces, "einsum")["layers"])
+
+
+def _score_allocations(path, score):
+    """Walker: the allocations of ``score`` bytes made by the score path, from the raw events: in
+    forward inside the QKᵀ matmul (the first aten::matmul of each MQAMemory scope, not its input
+    copies), the scale's aten::mul or the softmax; in backward inside the scale's and the softmax's
+    autograd nodes (MulBackward0, SoftmaxBackward0). And every allocation of that size."""
+    ev = json.load(open(path))["traceEvents"]
+    ops = [e for e in ev if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "python_function", "user_annotation")]
+    mem = [e for e in ev if e.get("name") == "[memory]" and e["args"].get("Bytes") == score]
+
+    def inside(e, t):
+        return e["ts"] <= t <= e["ts"] + e["dur"]
+
+    windows = []
+    for m in [e for e in ops if e["name"].startswith("nn.Module: MQAMemory")]:
+        outer = sorted((e for e in ops if e.get("cat") == "cpu_op" and inside(m, e["ts"]) and e["ts"] > m["ts"]),
+                       key=lambda e: e["ts"])
+        top = [e for e in outer if not any(o is not e and o["ts"] <= e["ts"] and e["ts"] + e["dur"] <= o["ts"] + o["dur"]
+                                           for o in outer)]
+        qk = next(e for e in top if e["name"] == "aten::matmul")
+        windows.append(("qk", qk))
+        windows += [("path", e) for e in top if e["name"] in ("aten::mul", "aten::softmax")]
+    windows += [("path", e) for e in ops if e["name"].endswith((": MulBackward0", ": SoftmaxBackward0"))]
+    copies = [e for e in ops if e["name"] in ("aten::clone", "aten::contiguous", "aten::copy_", "aten::reshape")]
+    hits = 0
+    for a in mem:
+        t = a["ts"]
+        for kind, w in windows:
+            if inside(w, t) and not (kind == "qk" and any(inside(c, t) and inside(w, c["ts"]) for c in copies)):
+                hits += 1
+                break
+    return hits, len(mem)
+
+
+def test_score_blocks_are_made_by_score_path_ops(traces):
+    """L = D: Q, K/V copies, AV outputs and projections have the score's size; only the QKᵀ output,
+    the scale, the softmax and their backward are score blocks."""
+    r = report(traces, "mqa_memory")
+    score = B * H * 32 * 32 * 4
+    hits, same_size = _score_allocations(traces / "mqa_memory.json", score)
+    sm = r["memory"]["score_matrix"]
+    assert sm["blocks"] == hits == 5 * r["calls"]  # QKᵀ, scale, softmax; scale and softmax backward
+    assert same_size > hits
+    assert sm["bytes_total"] == hits * score
+    assert not [s for s in r["memory"]["stages"] if s["score_matrix_blocks"]
+                and (s["stage"], s["pass"]) in {("qkv_proj", "fwd"), ("out_proj", "fwd"), ("av_matmul", "fwd"),
+                                                 ("av_matmul", "bwd"), ("qk_matmul", "bwd")}]

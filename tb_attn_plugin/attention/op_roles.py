@@ -63,8 +63,11 @@ class Product(msgspec.Struct, frozen=True):
     right_batch: int  # fewer heads than Q is broadcast (MQA/GQA)
 
 
+_INT = {int}
+
+
 def _shape(x: Any) -> list[int] | None:
-    if isinstance(x, list) and x and all(type(v) is int and 0 <= v < (1 << 40) for v in x):
+    if type(x) is list and x and set(map(type, x)) == _INT and min(x) >= 0 and max(x) < (1 << 40):
         return x
     return None
 
@@ -155,8 +158,15 @@ def batched(L, i: int) -> bool:
     row = ROLES.get(L.names[i])
     if row is None:
         return False
-    if not recorded(L, i):
-        return row.batched
+    a = L.args(i)
+    dims = a.dims if a is not None else None
+    if not dims or len(dims) < 2:
+        return row.batched  # no shapes recorded: the name is trusted
+    if row.left >= 0:  # both matrices batched (rank 3 or more), as the op's row names them
+        if not row.batched or max(row.left, row.right) >= len(dims):
+            return False
+        x, y = dims[row.left], dims[row.right]
+        return type(x) is list and type(y) is list and len(x) >= 3 and len(y) >= 3
     p = product_at(L, i)
     return p is not None and len(p.out) >= 3
 

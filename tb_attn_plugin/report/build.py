@@ -21,7 +21,7 @@ import msgspec
 import numpy as np
 
 from ..attention import patterns as kernel_table
-from ..attention import child_shapes, safety, shapes
+from ..attention import child_shapes, heads, safety, shapes
 from ..attention.detect import Call, detect
 from ..roofline.devices import describe
 from ..attention.patterns import is_vendor_op, needs_shapes
@@ -204,6 +204,7 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
     _name_calls(calls)
     _shape_info(L, calls)
     child_shapes.fill(L, calls, m.stage_of)
+    heads.name_heads(L, calls)
 
     # Per call totals, then per layer.
     layers: dict[str, dict[str, Any]] = {}
@@ -237,6 +238,8 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
                 "mask": c.info.get("mask"), "flops": 0.0, "has_flops": False, "score_bytes": None,
                 "memory_bytes": None, "first_call": c.id, "kernel_acc": {},
             }
+            if "heads" in c.info:
+                lay["heads"] = c.info["heads"]
         lay["calls"] += 1
         lay["impls"][c.implementation] += 1
         lay["compiled"] = lay["compiled"] or c.compiled
