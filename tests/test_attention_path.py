@@ -17,6 +17,7 @@ import pytest
 
 from tb_attn_plugin.attention import op_roles
 from tb_attn_plugin.report.build import analyze_file
+from tb_attn_plugin.report.text import render
 
 B, L, H, D = 2, 24, 4, 16
 
@@ -140,6 +141,7 @@ def test_multihead_attention_slow_path_with_mask(traces):
     q, kt = bmm[0]["args"]["Input Dims"][1:3]  # [B·H, Lq, D], [B·H, D, Lk]
     shape = r["layers"][0]["shape"]
     assert (shape["batch_heads"], shape["q_len"], shape["k_len"], shape["head_dim"]) == (q[0], q[1], kt[2], q[2])
+    assert "  found: 4 by the score path (QKᵀ → softmax → AV by shapes; names only as evidence)" in render(r).splitlines()
 
 
 def test_einsum_attention_without_attention_names(traces):
