@@ -65,6 +65,22 @@ class MQA(nn.Module):  # multi-query: K and V have one head, broadcast inside ma
         s = torch.matmul(q, k.transpose(-1, -2)) * self.d ** -0.5
         return self.o(torch.matmul(torch.softmax(s, -1), v).transpose(1, 2).reshape(b, n, H * self.d))
 
+class GQA(nn.Module):  # grouped-query: K/V of 2 heads for Q's 4, repeated (repeat_interleave) or SDPA's enable_gqa
+    def __init__(self, sdpa):
+        super().__init__()
+        self.sdpa = sdpa
+        self.q, self.kv, self.o = nn.Linear(E, E), nn.Linear(E, 2 * 2 * D), nn.Linear(E, E)
+    def forward(self, x, mask):
+        b, n, _ = x.shape
+        q = self.q(x).view(b, n, H, D).transpose(1, 2)
+        k, v = self.kv(x).view(b, n, 2, 2, D).permute(2, 0, 3, 1, 4)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        else:
+            k, v = k.repeat_interleave(H // 2, dim=1), v.repeat_interleave(H // 2, dim=1)
+            y = torch.matmul(torch.softmax(torch.matmul(q, k.transpose(-1, -2)) * D ** -0.5, -1), v)
+        return self.o(y.transpose(1, 2).reshape(b, n, E))
+
 class NoAttention(nn.Module):  # GEMMs, but no score path; the loss below is a log-softmax
     def __init__(self):
         super().__init__()
@@ -85,10 +101,10 @@ with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memo
     for _ in range(3):
         mq(xm).sum().backward(); prof.step()
 
-for mode in ("mha", "einsum", "hand", "mqa", "negative"):
+for mode in ("mha", "einsum", "hand", "mqa", "gqa_repeat", "gqa_sdpa", "negative"):
     torch.manual_seed(0)
     make = {"mha": MHABlock, "einsum": lambda: Mixer(False), "hand": lambda: Mixer(True), "mqa": MQA,
-            "negative": NoAttention}[mode]
+            "gqa_repeat": lambda: GQA(False), "gqa_sdpa": lambda: GQA(True), "negative": NoAttention}[mode]
     layers = nn.ModuleList([make() for _ in range(2)])
     mask = torch.triu(torch.ones(L, L, dtype=torch.bool), 1) if mode == "mha" else torch.tril(torch.ones(L, L, dtype=torch.bool))
     head = nn.Linear(E, 10)
@@ -202,6 +218,22 @@ def test_multi_query_attention_is_named(traces):
     for lay in r["layers"]:
         assert lay["heads"] == "MQA" and (lay["shape"]["q_heads"], lay["shape"]["kv_heads"]) == (q[1], kt[1]) == (H, 1)
     assert all(lay.get("heads") == "MHA" for lay in report(traces, "einsum")["layers"])
+
+
+def test_grouped_query_attention_is_named(traces):
+    """K/V of 2 heads for Q's 4: repeated with repeat_interleave before the matmuls (which then see 4
+    heads: K/V's own count is unknown, not 4), or passed to SDPA with enable_gqa (its K has 2 heads)."""
+    rep = forward_ops(traces / "gqa_repeat.json", "aten::repeat_interleave")
+    r = report(traces, "gqa_repeat")
+    assert r["calls"] == 4 and len(rep) == 2 * r["calls"]
+    for lay in r["layers"]:
+        assert lay["heads"] == "GQA" and lay["shape"]["q_heads"] == H and lay["shape"]["kv_heads"] is None
+    sdpa = forward_ops(traces / "gqa_sdpa.json", "aten::scaled_dot_product_attention")
+    r = report(traces, "gqa_sdpa")
+    assert r["calls"] == len(sdpa) == 4
+    k = sdpa[0]["args"]["Input Dims"][1]
+    for lay in r["layers"]:
+        assert lay["heads"] == "GQA" and (lay["shape"]["q_heads"], lay["shape"]["kv_heads"]) == (H, k[1]) == (H, 2)
 
 
 def _score_allocations(path, score):

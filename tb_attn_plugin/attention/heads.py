@@ -30,14 +30,19 @@ def _is_repeat(name: str) -> bool:
 
 def name_heads(L, calls) -> None:
     """Set each call's info["heads"] (MHA, MQA or GQA) where the trace says; a repeat of K/V makes
-    the matmuls' kv_heads unknown (they saw the repeated K)."""
+    the matmuls' kv_heads unknown (they saw the repeated K). A repeat counts from the start of the
+    scope around the call's first op (K and V are repeated before QKᵀ), never before an earlier call."""
     repeats = L.where_name(_is_repeat)
-    for c in calls:
+    prev_hi = 0
+    for c in sorted(calls, key=lambda c: c.lo):
         shape = c.info.get("shape")
         repeated = False
         if repeats and c.hi > c.lo:
-            k = bisect_left(repeats, c.lo)
+            p = L.parent[c.lo]
+            k = bisect_left(repeats, max(p + 1 if p >= 0 else c.lo, prev_hi))
             repeated = k < len(repeats) and repeats[k] < c.hi and L.node_of[repeats[k]] < 0
+        if c.hi > c.lo:
+            prev_hi = max(prev_hi, c.hi)
         hq = shape.get("q_heads") if shape else None
         hkv = shape.get("kv_heads") if shape else None
         if isinstance(hq, int) and isinstance(hkv, int) and 0 < hkv < hq:
