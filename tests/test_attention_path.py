@@ -81,6 +81,22 @@ class GQA(nn.Module):  # grouped-query: K/V of 2 heads for Q's 4, repeated (repe
             y = torch.matmul(torch.softmax(torch.matmul(q, k.transpose(-1, -2)) * D ** -0.5, -1), v)
         return self.o(y.transpose(1, 2).reshape(b, n, E))
 
+class SelfAttention(nn.Module):  # heads (and batch) in a Python loop: 2-D matmuls, a softmax each
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.o = nn.Linear(E, 3 * E), nn.Linear(E, E)
+    def forward(self, x, mask):
+        q, k, v = self.qkv(x).split(E, -1)
+        rows = []
+        for i in range(x.shape[0]):
+            heads = []
+            for h in range(H):
+                sl = slice(h * D, (h + 1) * D)
+                p = torch.softmax(q[i, :, sl] @ k[i, :, sl].T / D ** 0.5, -1)
+                heads.append(p @ v[i, :, sl])
+            rows.append(torch.cat(heads, -1))
+        return self.o(torch.stack(rows))
+
 class NoAttention(nn.Module):  # GEMMs, but no score path; the loss below is a log-softmax
     def __init__(self):
         super().__init__()
@@ -101,10 +117,11 @@ with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memo
     for _ in range(3):
         mq(xm).sum().backward(); prof.step()
 
-for mode in ("mha", "einsum", "hand", "mqa", "gqa_repeat", "gqa_sdpa", "negative"):
+for mode in ("mha", "einsum", "hand", "mqa", "gqa_repeat", "gqa_sdpa", "per_head", "negative"):
     torch.manual_seed(0)
     make = {"mha": MHABlock, "einsum": lambda: Mixer(False), "hand": lambda: Mixer(True), "mqa": MQA,
-            "gqa_repeat": lambda: GQA(False), "gqa_sdpa": lambda: GQA(True), "negative": NoAttention}[mode]
+            "gqa_repeat": lambda: GQA(False), "gqa_sdpa": lambda: GQA(True), "per_head": SelfAttention,
+            "negative": NoAttention}[mode]
     layers = nn.ModuleList([make() for _ in range(2)])
     mask = torch.triu(torch.ones(L, L, dtype=torch.bool), 1) if mode == "mha" else torch.tril(torch.ones(L, L, dtype=torch.bool))
     head = nn.Linear(E, 10)
@@ -178,6 +195,17 @@ def test_softmax_written_out(traces):
     assert {"qk_matmul", "softmax", "av_matmul"} <= fwd_stages(r)
     softmax_cpu = sum(s["cpu_us"] for s in r["stages"] if s["stage"] == "softmax" and s["pass"] == "fwd")
     assert softmax_cpu > 0
+
+
+def test_heads_in_a_python_loop(traces):
+    """2-D matmuls, one softmax per head and batch element, inside an attention module: one call per
+    module invocation, each matmul staged by the softmax beside it."""
+    r = report(traces, "per_head")
+    scopes = forward_ops(traces / "per_head.json", "nn.Module: SelfAttention_0") + \
+        forward_ops(traces / "per_head.json", "nn.Module: SelfAttention_1")
+    assert r["calls"] == len(scopes) == 4
+    assert len(forward_ops(traces / "per_head.json", "aten::softmax")) == 4 * B * H
+    assert {"qk_matmul", "softmax", "av_matmul"} <= fwd_stages(r)
 
 
 def test_no_attention_no_call(traces):

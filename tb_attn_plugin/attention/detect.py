@@ -384,6 +384,8 @@ class Detector:
         info = shapes.from_matmuls(ops[0] if ops else None, sa.dims if sa else None, ops[1] if ops else None)
         c.info.update(info)
         c.info["_softmax"] = s
+        if not op_roles.batched(L, qk):
+            c.info["_flat_heads"] = True  # 2-D QKᵀ (a per-head loop): the stages read 2-D matmuls as QKᵀ/AV
         if written:
             c.info["_written_softmax"] = written
         if info.get("shape") is None or info["shape"].get("q_len") is None:
