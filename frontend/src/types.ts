@@ -136,6 +136,8 @@ export interface Layer {
   compiled: boolean;
   source: "kernel" | "module" | "motif" | "op" | "tag";
   shape: Shape | null;
+  /** MQA: K/V have one head for all of Q's; GQA: fewer K/V heads than Q's (from K/V shapes, or a repeat_kv/repeat_interleave of K and V in the call: then shape.kv_heads is null); MHA: as many; absent: unknown */
+  heads?: "GQA" | "MHA" | "MQA";
   dtype: string | null;
   causal: boolean | null;
   /** probability */

@@ -25,12 +25,13 @@ from itertools import compress
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from ..format import tags
 from ..trace import columns
 from ..trace.events import MODULE_PREFIX
 from ..trace.link import WRAPPER_PREFIX, Kernel, Linked, module_name
-from . import groups
+from . import groups, kernel_path, op_roles
 from . import patterns as P
 from . import shapes
 
@@ -54,6 +55,7 @@ class Call(msgspec.Struct):
     end: float = 0.0
     info: dict[str, Any] = msgspec.field(default_factory=dict)  # shape, dtype, causal, dropout, mask
     kernels: list[Kernel] = msgspec.field(default_factory=list)  # kernel-only calls
+    kernel_stages: list[tuple[str, bool]] = msgspec.field(default_factory=list)  # per kernel (stage, in backward) where no op says: calls from kernels alone
     bwd_nodes: list[int] = msgspec.field(default_factory=list)
     bwd_fused: list[int] = msgspec.field(default_factory=list)  # compiled backward attention ops paired by order
 
@@ -62,14 +64,6 @@ def _class_of(module_event_name: str) -> str:
     """nn.Module: Owlv2Attention_3 -> Owlv2Attention"""
     return INSTANCE_SUFFIX.sub("", module_event_name[len(MODULE_PREFIX):] if module_event_name.startswith(MODULE_PREFIX)
                                else module_event_name)
-
-
-def _is_batched(args) -> bool:
-    dims = args.dims if args is not None else None
-    if not dims or len(dims) < 2:
-        return True  # no shapes recorded: trust the op name
-    a, b = dims[0], dims[1]
-    return isinstance(a, list) and isinstance(b, list) and len(a) >= 3 and len(b) >= 3
 
 
 class Detector:
@@ -197,6 +191,13 @@ class Detector:
                 continue
             if not self._is_softmax(names[L.parent[i]] if L.parent[i] >= 0 else ""):
                 self._motif(i)
+        # 4b. the same path through a softmax written out: max, sub, exp, sum, div
+        for i in L.where_name(P.WRITTEN_SOFTMAX_EXP.__contains__):
+            if fwd[i] >= 0 or self.call_of[i] >= 0:
+                continue
+            written = self._written_softmax(i)
+            if written is not None:
+                self._motif(i, written)
         # 5. fused kernels that no call explains (only the kernels of fused names are visited)
         kn = L.kernel_names
         self._fused_kernels = sorted(columns.where(kn.values, columns.positions(kn.ids, len(kn.values)),
@@ -218,10 +219,31 @@ class Detector:
                 self.calls.append(c)
         groups.attach_helpers(self)  # quantize, KV write, split-KV reduce kernels join their call
         self._match_graph_replay()
+        self._kernel_path_calls()
         self._propagate_backward()
         self._pair_compiled_backward()
         self._backward_only_calls()
         return self.calls
+
+    def _kernel_path_calls(self) -> None:
+        """6. eager attention that no op launched, from the kernel sequence on each stream
+        (kernel_path.py): lower confidence, named so in the report."""
+        L = self.L
+        if not L.kernels:
+            return
+        claimed = np.zeros(len(L.kernels), bool)
+        for c in self.calls:
+            for k in c.kernels:
+                claimed[k.i] = True
+        for kc in kernel_path.find(L, claimed):
+            ks = [L.kernels[i] for i in kc.kernels]
+            t0, t1 = min(k.ts for k in ks), max(k.ts + k.dur for k in ks)
+            c = Call(id=len(self.calls), lo=0, hi=0, root=-1, layer="", layer_type="", source="kernel",
+                     step=self._step_at(t0), start=t0, end=t1, kernels=ks, kernel_stages=kc.stages)
+            c.info["from_kernels"] = True
+            if all(b for _, b in kc.stages):
+                c.info["backward_only"] = True
+            self.calls.append(c)
 
     def _does_work(self, i: int) -> bool:
         """Kernels run under op ``i`` (on a trace without kernels, the CPU did the work: always)."""
@@ -317,7 +339,15 @@ class Detector:
         return name.startswith("triton_") and "_softmax" in name and "log_softmax" not in name
 
     def _is_bmm(self, i: int) -> bool:
-        return self.L.names[i] in P.BMM_OPS and _is_batched(self.L.args(i))
+        """A matmul-like op (op_roles.OP_ROLES) with batch dims; a 2-D one (heads flattened into rows)
+        only inside an attention module, where the scope is the evidence a classifier lacks."""
+        L = self.L
+        if L.names[i] not in op_roles.ROLES:
+            return False
+        if op_roles.batched(L, i):
+            return True
+        p = L.parent[i]
+        return p >= 0 and self._attn_module[p] and op_roles.product_at(L, i) is not None
 
     def _nearest_bmm(self, s: int, step, reach: int) -> int:
         """The first batched matmul among the siblings of ``s`` in one direction, or -1."""
@@ -330,16 +360,19 @@ class Detector:
                 return j
         return -1
 
-    def _motif(self, s: int) -> None:
+    def _motif(self, s: int, written: list[int] | None = None) -> None:
+        """The score path around the softmax ``s``: the nearest batched matmul before it must output
+        the score [.., Lq, Lk] and the nearest after it contract over Lk. ``written``: the ops of a
+        softmax written out (max, sub, exp, sum, div), ``s`` being its exp."""
         L = self.L
         # Inside an attention module every sibling is fair game (T5 computes its position bias
         # between QK^T and softmax); elsewhere stay close, so unrelated matmuls never pair up.
         p = L.parent[s]
         reach = len(L.names) if p >= 0 and self._attn_module[p] else MOTIF_REACH
-        qk = self._nearest_bmm(s, self._prev_sibling, reach)
+        qk = self._nearest_bmm(written[0] if written else s, self._prev_sibling, reach)
         if qk < 0:
             return
-        av = self._nearest_bmm(s, self._next_sibling, reach)
+        av = self._nearest_bmm(written[-1] if written else s, self._next_sibling, reach)
         if av < 0 or not self._shapes_agree(qk, s, av):
             return
         c = self._new_call(qk, L.subtree_end[av], -1, "motif")
@@ -347,25 +380,59 @@ class Detector:
             return
         if c.root < 0:
             c.root = qk
-        qa, sa = L.args(qk), L.args(s)
-        info = shapes.from_matmuls(qa.dims if qa else None, sa.dims if sa else None, qa.types if qa else None)
+        ops, sa = op_roles.operands(L, qk), L.args(s)
+        info = shapes.from_matmuls(ops[0] if ops else None, sa.dims if sa else None, ops[1] if ops else None)
         c.info.update(info)
         c.info["_softmax"] = s
+        if not op_roles.batched(L, qk):
+            c.info["_flat_heads"] = True  # 2-D QKᵀ (a per-head loop): the stages read 2-D matmuls as QKᵀ/AV
+        if written:
+            c.info["_written_softmax"] = written
+        if info.get("shape") is None or info["shape"].get("q_len") is None:
+            pq = op_roles.product_at(L, qk)
+            if pq is not None:
+                shape = shapes.make_shape(None, None, None, pq.m, pq.n, pq.k)
+                shape["batch_heads"] = pq.left_batch
+                c.info["shape"] = shape
+
+    def _written_softmax(self, e: int) -> list[int] | None:
+        """The siblings of ``exp`` op ``e`` that make a softmax written out: the max and subtraction
+        before it, the sum and division (or reciprocal and product) after it; None without a sum and
+        a normalising op after it."""
+        L = self.L
+        before, j = [], e
+        while True:
+            j = self._prev_sibling(j)
+            if j < 0 or L.names[j] not in P.WRITTEN_SOFTMAX_BEFORE:
+                break
+            before.append(j)
+        after, j = [], e
+        while True:
+            j = self._next_sibling(j)
+            if j < 0 or L.names[j] not in P.WRITTEN_SOFTMAX_AFTER:
+                break
+            after.append(j)
+        names = {L.names[j] for j in after}
+        if not names & P.WRITTEN_SOFTMAX_SUM or not names & P.WRITTEN_SOFTMAX_NORMALISE:
+            return None
+        return before[::-1] + [e] + after
 
     def _shapes_agree(self, qk: int, s: int, av: int) -> bool:
-        sa, qa, aa = self.L.args(s), self.L.args(qk), self.L.args(av)
+        """QK^T outputs the score [.., Lq, Lk] the softmax reads, and AV contracts over Lk with a
+        [.., Lk, D] operand (operand roles from op_roles.OP_ROLES: baddbmm's input is its bias).
+        What the trace did not record cannot disagree."""
+        L = self.L
+        sa = L.args(s)
         sd = sa.dims if sa else None
-        qd = qa.dims if qa else None
-        ad = aa.dims if aa else None
-        if not sd or not isinstance(sd[0], list) or len(sd[0]) < 2:
-            return True
-        lq, lk = sd[0][-2], sd[0][-1]
-        if qd and len(qd) >= 2 and isinstance(qd[0], list) and isinstance(qd[1], list) and qd[0] and qd[1]:
-            if qd[0][-2] != lq or qd[1][-1] != lk:
-                return False
-        if ad and len(ad) >= 2 and isinstance(ad[0], list) and isinstance(ad[1], list) and len(ad[0]) >= 2 and ad[1]:
-            if ad[0][-2] != lq or ad[0][-1] != lk or len(ad[1]) < 2 or ad[1][-2] != lk:
-                return False
+        score = sd[0] if sd and isinstance(sd[0], list) and len(sd[0]) >= 2 else None
+        pq, pa = op_roles.product_at(L, qk), op_roles.product_at(L, av)
+        if pq is None and op_roles.recorded(L, qk) or pa is None and op_roles.recorded(L, av):
+            return False  # shapes recorded, but no product of two matrices
+        lq, lk = (pq.m, pq.n) if pq else (score[-2], score[-1]) if score else (None, None)
+        if score and lq is not None and (score[-2], score[-1]) != (lq, lk):
+            return False
+        if pa is not None and lq is not None and (pa.m, pa.k) != (lq, lk):
+            return False
         return True
 
     def _step_at(self, ts: float) -> int:

@@ -155,9 +155,21 @@ def _kernel_sums(L: Linked, calls: list[Call], slot: np.ndarray, slot_keys: list
     n_sp = len(stage_pass.values)
     bwd = np.append(L.bwd_column, False)[o]
     sp = np.where(s >= 0, np.append(stage_pass.ids, -1)[s], n_sp + bwd)
+    # Calls found from kernels alone say each kernel's (stage, pass) themselves: past n_sp + 1.
+    said: dict[tuple[str, bool], int] = {}
+    if any(c.kernel_stages for c in calls):
+        at = {int(r): k for k, r in enumerate(rows.tolist())}
+        for c in calls:
+            for k, st in zip(c.kernels, c.kernel_stages):
+                r = at.get(k.i)
+                if r is not None and s[r] < 0 and o[r] < 0:
+                    sp[r] = n_sp + 2 + said.setdefault(st, len(said))
+    said_keys = list(said)
     place_of, place_keys = columns.factorize(range(len(rows)), (sp, names.ids[rows]))
     places = [_kernel_place(stage_pass.values[p][0], names.values[nm], stage_pass.values[p][1]) if p < n_sp
-              else _kernel_place(None, names.values[nm], p > n_sp) for p, nm in place_keys]
+              else _kernel_place(None, names.values[nm], p > n_sp) if p < n_sp + 2
+              else _kernel_place(*said_keys[p - n_sp - 2][:1], names.values[nm], said_keys[p - n_sp - 2][1])
+              for p, nm in place_keys]
     d = floats(kdur)[rows]
 
     def grouped(key_of_place: list, with_call: bool):
@@ -243,6 +255,8 @@ def _settle_implementation(L: Linked, c: Call, fused: dict[str, float], attentio
         impl = str(tag.get("backend") or "sdpa")
     elif c.compiled and any(L.names[j].startswith("triton_") for j in range(c.lo, c.hi)):
         impl = "compiled"
+    elif c.info.get("from_kernels"):
+        impl = "eager"  # GEMM, softmax, GEMM kernels (attention/kernel_path.py)
     elif c.source == "kernel" and c.kernels:
         fam = P.fused_family(c.kernels[0].name)
         impl = fam.implementation if fam else "fused"

@@ -71,15 +71,15 @@ KERNEL_FAMILIES: tuple[KernelFamily, ...] = (
     _f("sage_quantize_cuda", r"\b(QuantInt8Kernel|SubMeanKernel|MeanScaleKernel|TransposePadPermuteKernel)<", "quantize", "fwd", "sage",
        "void QuantInt8Kernel<128u, 128u, 1u, false, true, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, signed char*, float*, float, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int)",
        "source: thu-ml/SageAttention csrc/fused/fused.cu"),
-    _f("flash_bwd_preprocess", r"flash::flash_bwd_dot_do_o_kernel|flash::flash_bwd_clear_dkvaccum_kernel|flash::FlashAttnBwdPreprocess|FlashAttentionBackwardPreprocess|FmhaBwdOGradDotOKernel|^_attn_bwd_preprocess\b|^bwd_preprocess", "preprocess", "bwd", "",
+    _f("flash_bwd_preprocess", r"\b(flash::)?flash_bwd_dot_do_o_kernel|\b(flash::)?flash_bwd_clear_dkvaccum_kernel|flash::FlashAttnBwdPreprocess|FlashAttentionBackwardPreprocess|FmhaBwdOGradDotOKernel|^_attn_bwd_preprocess\b|^bwd_preprocess", "preprocess", "bwd", "",
        "void pytorch_flash::flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<64, 128, 128, 8, 2, 4, 2, false, false, cutlass::half_t>>(Flash_bwd_params)",
        "issue: pytorch flash backward (dO·O row sums before the dQ/dK/dV kernel); also FA3 hopper/flash_bwd_preprocess_kernel.h, FA4 flash_attn/cute/flash_bwd_preprocess.py, CK FmhaBwdOGradDotOKernel, AOTriton tritonsrc/bwd_preprocess.py, Triton tutorial _attn_bwd_preprocess"),
-    _f("flash_bwd_postprocess", r"flash::flash_bwd_convert_dq_kernel|flash::flash_bwd_convert_dkv_kernel|flash::FlashAttnBwdPostprocess|FlashAttentionBackwardPostprocess|FmhaBwdConvertQGradKernel|^bwd_postprocess\b", "postprocess", "bwd", "",
+    _f("flash_bwd_postprocess", r"\b(flash::)?flash_bwd_convert_dq_kernel|\b(flash::)?flash_bwd_convert_dkv_kernel|flash::FlashAttnBwdPostprocess|FlashAttentionBackwardPostprocess|FmhaBwdConvertQGradKernel|^bwd_postprocess\b", "postprocess", "bwd", "",
        "void flash::flash_bwd_convert_dq_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, 4, 2, false, false, cutlass::bfloat16_t>, true, true>(Flash_bwd_params, int)",
        "source: Dao-AILab/flash-attention csrc/flash_attn/src/flash_bwd_kernel.h (fp32 dQ accumulator to the output dtype); also FA3/FA4 postprocess, CK FmhaBwdConvertQGradKernel, AOTriton tritonsrc/bwd_postprocess.py"),
-    _f("flash_split_kv_combine", r"flash::flash_fwd_splitkv_combine_kernel|flash::FlashAttnFwdCombine|FlashAttentionForwardCombine|splitkv_mla_combine|FmhaFwdSplitKVCombineKernel", "split_kv_reduce", "fwd", "",
+    _f("flash_split_kv_combine", r"\b(flash::)?flash_fwd_splitkv_combine_kernel|flash::FlashAttnFwdCombine|FlashAttentionForwardCombine|splitkv_mla_combine|FmhaFwdSplitKVCombineKernel", "split_kv_reduce", "fwd", "",
        "void pytorch_flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t>, 4, 5, true>(Flash_fwd_params)",
-       "source: pytorch/pytorch aten/src/ATen/native/transformers/cuda/flash_attn/flash_fwd_kernel.h (also FA2, FA3 FlashAttnFwdCombine, FA4 FlashAttentionForwardCombine, FlashMLA flash_fwd_splitkv_mla_combine_kernel, CK FmhaFwdSplitKVCombineKernel)"),
+       "source: pytorch/pytorch aten/src/ATen/native/transformers/cuda/flash_attn/flash_fwd_kernel.h (also FA2: Dao-AILab/flash-attention csrc/flash_attn/src/flash_fwd_launch_template.h declares flash_fwd_splitkv_combine_kernel at global scope up to v2.6, in namespace flash after; FA3 FlashAttnFwdCombine, FA4 FlashAttentionForwardCombine, FlashMLA flash_fwd_splitkv_mla_combine_kernel, CK FmhaFwdSplitKVCombineKernel)"),
     _f("paged_attention_reduce", r"paged_attention_v2_reduce_kernel|paged_attention_ll4mi_reduce_kernel", "split_kv_reduce", "fwd", "serving",
        "void vllm::paged_attention_v2_reduce_kernel<__nv_bfloat16, 128, 128, 512>(__nv_bfloat16*, float const*, float const*, __nv_bfloat16 const*, int const*, int)",
        "source: vllm-project/vllm csrc/attention/attention_kernels.cuh (also csrc/rocm/attention.cu paged_attention_ll4mi_reduce_kernel)"),
@@ -365,6 +365,13 @@ ATTENTION_MODULE_EXCLUDE = re.compile(r"(Output|Block|Layer|Stack|Model|Encoder|
 
 SOFTMAX_OPS = frozenset({"aten::softmax", "aten::_softmax", "aten::_safe_softmax", "aten::special_softmax"})
 SOFTMAX_BACKWARD_OPS = frozenset({"aten::_softmax_backward_data"})  # softmax's backward, inside a Function's backward
+# A softmax written out (x - max, exp, / sum), as course and research code does: the exp is the anchor,
+# the max and subtraction may precede it, a sum and a division (or reciprocal and product) follow it.
+WRITTEN_SOFTMAX_EXP = frozenset({"aten::exp", "aten::exp_"})
+WRITTEN_SOFTMAX_BEFORE = frozenset({"aten::amax", "aten::max", "aten::sub", "aten::sub_", "aten::detach"})
+WRITTEN_SOFTMAX_AFTER = frozenset({"aten::sum", "aten::div", "aten::div_", "aten::reciprocal", "aten::mul", "aten::mul_"})
+WRITTEN_SOFTMAX_SUM = frozenset({"aten::sum"})
+WRITTEN_SOFTMAX_NORMALISE = frozenset({"aten::div", "aten::div_", "aten::reciprocal", "aten::mul", "aten::mul_"})
 NOT_ATTENTION_SOFTMAX = frozenset({"aten::log_softmax", "aten::_log_softmax"})
 BMM_OPS = frozenset({"aten::bmm", "aten::baddbmm", "aten::matmul", "aten::einsum", "aten::_bmm"})
 LINEAR_OPS = frozenset({"aten::linear", "aten::addmm", "aten::mm", "aten::_addmm_activation"})
@@ -404,7 +411,7 @@ def is_attention_module(class_name: str) -> bool:
 def needs_shapes(op_name: str) -> bool:
     """Ops whose Input Dims/types/Concrete Inputs the analysis reads (the reader drops the rest)."""
     return (op_name in ATTENTION_OPS or op_name in BMM_OPS or op_name in SOFTMAX_OPS or op_name in LINEAR_OPS
-            or is_vendor_op(op_name) or op_name.startswith("tb_attn::"))
+            or op_name in WRITTEN_SOFTMAX_EXP or is_vendor_op(op_name) or op_name.startswith("tb_attn::"))
 
 
 @lru_cache(maxsize=65536)

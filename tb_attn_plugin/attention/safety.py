@@ -16,8 +16,10 @@ import re
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from ..trace.link import Linked
+from . import kernel_path
 from . import patterns as P
 from .user_table import MAX_PATTERN, MAX_TEXT, toml_row
 
@@ -234,6 +236,24 @@ def accounting(outside: Outside, attention_gpu_us: float, total_gpu_us: float) -
             "not_attention_us": round(outside.not_attention_us, 3), "unjoined_helpers_us": round(unjoined, 3),
             "unknown_us": round(unknown, 3),
             "accounted_share": round(known / total_gpu_us, 6) if total_gpu_us > 0 else None}
+
+
+def unclaimed_score_paths(L: Linked, call_of: list[int], kernel_call: list[int]) -> str | None:
+    """A warning when softmax-family kernels sit between batched GEMMs on a stream (kernel_path.py)
+    and no attention call claims them: attention the ops did not reveal (custom op names, say)."""
+    if not L.kernels:
+        return None
+    op = np.asarray(L.kernel_op, np.int64)
+    in_call = np.append(np.asarray(call_of, np.int64), -1)[op] >= 0  # op -1 reads the appended -1
+    claimed = in_call | (np.asarray(kernel_call, np.int64) >= 0)
+    found = kernel_path.find(L, claimed, only_unlaunched=False)
+    if not found:
+        return None
+    soft = [i for c in found for i, (st, _) in zip(c.kernels, c.stages) if st == "softmax"]
+    us = sum(L.kernels[i].dur for i in soft)
+    return (f"{len(soft)} softmax kernel{'s sit' if len(soft) > 1 else ' sits'} between batched GEMMs on a GPU stream "
+            f"({us:.1f} µs) and no attention call claims {'them' if len(soft) > 1 else 'it'}: attention whose ops "
+            f"the engine did not recognise? first: {L.kernels[soft[0]].name[:100]!r}")
 
 
 def unjoined_warning(rows: list[dict[str, Any]]) -> str | None:

@@ -18,18 +18,24 @@ from functools import lru_cache
 from ..format import tags
 from ..trace.link import Linked
 from . import patterns as P
-from .detect import Call, _is_batched
+from . import op_roles
+from .detect import Call
 from .helper_kernels import helper_kind
 
 STAGES = tags.STAGES
 CONTAINER = "container"
 
 
-def op_kind(L: Linked, i: int) -> str | None:
-    """What op i is to the stage rules, from its category and name (and a matmul's shapes)."""
+def op_kind(L: Linked, i: int, flat_heads: bool = False) -> str | None:
+    """What op i is to the stage rules, from its category and name (and a matmul's shapes).
+    ``flat_heads``: the call's score path ran on 2-D matmuls (heads in a loop or flattened into
+    rows), so a 2-D product of two activations is QKᵀ or AV there too (``aten::mm`` under
+    ``aten::linear`` never decides: the outermost op does)."""
     kind = _kind_by_name(L.cat(i), L.names[i])
     if kind is _BMM:
-        return "bmm" if _is_batched(L.args(i)) else "linear"
+        if op_roles.batched(L, i):
+            return "bmm"
+        return "bmm" if flat_heads and op_roles.product_at(L, i) is not None else "linear"
     return kind
 
 
@@ -89,10 +95,14 @@ class Stager:
         self._deciders = L.where_name(_may_decide)  # ascending
 
     def classify_call(self, call: Call, stage_of: list[str | None]) -> None:
-        """Fill ``stage_of[i]`` for the forward ops of ``call``."""
-        self.classify_range(call.lo, call.hi, stage_of)
+        """Fill ``stage_of[i]`` for the forward ops of ``call``; a softmax written out (max, sub,
+        exp, sum, div: detect.py found it) is the softmax stage."""
+        self.classify_range(call.lo, call.hi, stage_of, flat_heads=bool(call.info.get("_flat_heads")))
+        end = self.L.subtree_end
+        for i in call.info.get("_written_softmax", ()):
+            stage_of[i:end[i]] = ["softmax"] * (end[i] - i)
 
-    def _decisive(self, lo: int, hi: int) -> list[tuple[int, str | tuple[str, str]]]:
+    def _decisive(self, lo: int, hi: int, flat_heads: bool = False) -> list[tuple[int, str | tuple[str, str]]]:
         """The outermost ops of ``[lo, hi)`` with a meaning, and their kinds, in op order (what a walk
         from ``lo`` finds that skips the subtree of each such op: no op inside one decides). A Triton
         op's kind is ("triton", the stage its name says)."""
@@ -103,20 +113,21 @@ class Stager:
             i = at[k]
             if i < covered:
                 continue
-            kind = op_kind(L, i)
+            kind = op_kind(L, i, flat_heads)
             if kind is not None and kind != CONTAINER:
                 out.append((i, ("triton", _triton_stage(L.names[i])) if kind == "triton" else kind))
                 covered = end[i]
         return out
 
-    def classify_range(self, lo: int, hi: int, stage_of: list[str | None], backward: bool = False) -> None:
+    def classify_range(self, lo: int, hi: int, stage_of: list[str | None], backward: bool = False,
+                       flat_heads: bool = False) -> None:
         """Fill ``stage_of[i]`` for the ops ``[lo, hi)`` of one call; ``backward``: they are the ops
         of a backward node, which runs the stages in reverse order. Ops outside every decisive
         op's subtree are "other"."""
         if hi <= lo:
             return
         end = self.L.subtree_end
-        decisive = self._decisive(lo, hi)
+        decisive = self._decisive(lo, hi, flat_heads)
         stage_of[lo:hi] = ["other"] * (hi - lo)
         for (i, _), st in zip(decisive, _stages(tuple(kind for _, kind in decisive), backward)):
             stage_of[i:end[i]] = [st] * (end[i] - i)
@@ -134,6 +145,15 @@ def _stages(kinds: tuple, backward: bool) -> tuple[str, ...]:
     last = max([core] + [b for b in bmms]) if core is not None else None
 
     before_core, after_core = ("av_matmul", "qk_matmul") if backward else ("qk_matmul", "av_matmul")
+    # Several softmaxes in one call (heads in a Python loop): each matmul takes its side of the
+    # softmax next to it: one right before a softmax (no matmul between) precedes it, any other follows one.
+    cores = [k for k, kind in enumerate(kinds) if kind in ("softmax", "stage:softmax")]
+    precedes: set[int] = set()
+    if len(cores) > 1 and not backward:
+        for k in bmms:
+            nxt = next((j for j in range(k + 1, len(kinds)) if kinds[j] in ("softmax", "stage:softmax") or j in bmms), None)
+            if nxt is not None and nxt in cores:
+                precedes.add(k)
     before_first, after_last = ("out_proj", "qkv_proj") if backward else ("qkv_proj", "out_proj")
     out = []
     for k, kind in enumerate(kinds):
@@ -147,6 +167,8 @@ def _stages(kinds: tuple, backward: bool) -> tuple[str, ...]:
             st = "softmax"
         elif kind == "dropout":
             st = "dropout"
+        elif kind == "bmm" and precedes:
+            st = before_core if k in precedes else after_core
         elif kind == "bmm":
             st = before_core if core is not None and k < core else after_core
         elif kind == "linear":

@@ -31,6 +31,7 @@ class Slot(NamedTuple):  # immutable and hashable, and made at C speed (a trace 
 class Attribution(msgspec.Struct):
     slot: array  # per timeline event: index into slots, -1 outside attention
     slots: list[Slot]
+    op: np.ndarray | None = None  # per timeline event: the innermost call op around it (traces), -1 none
 
 
 def from_trace(tl: Timeline, L, slots: tuple, in_calls: Sequence[int]) -> Attribution:
@@ -47,7 +48,7 @@ def from_trace(tl: Timeline, L, slots: tuple, in_calls: Sequence[int]) -> Attrib
     slots = [Slot(c, st, "bwd" if b else "fwd") for c, st, b in map(slot_keys.__getitem__, keys)]
     op_slot = np.full(len(L.names) + 1, -1, np.int64)  # the last one: no op's (-1) events
     op_slot[touched] = ids
-    return Attribution(as_array("q", op_slot[winner]), slots)
+    return Attribution(as_array("q", op_slot[winner]), slots, winner)
 
 
 PAIRS_PER_BATCH = 1 << 22  # (op, event) pairs held at once: bounds the memory of a wide window

@@ -9,6 +9,8 @@ import os
 import time
 from typing import Any, Sequence
 
+import numpy as np
+
 from ..attention import shapes
 from ..format.errors import TraceError
 from ..trace import columns
@@ -63,7 +65,8 @@ def from_trace(ev, L, calls, slots: Slots, warnings: list[str] | None,
         infos.append(section.CallInfo(c.layer, c.step, sb, sp))
     devices = [{"device": d, "peak_bytes": t.peak_bytes(), "events": len(t)}
                for d, t in sorted(tls.items())]
-    return section.build(tl, att, infos, source="profiler", devices=devices)
+    return section.build(tl, att, infos, source="profiler", devices=devices,
+                         score_events=section.score_path_events(tl.delta, att, infos, L))
 
 
 def _attributed(ev, L, slots: Slots, in_calls: Sequence[int]):
@@ -80,8 +83,9 @@ def _attributed(ev, L, slots: Slots, in_calls: Sequence[int]):
 def score_blocks(ev, L, calls, call_of: list[int], stage_of: list[str | None],
                  in_calls: list[int]) -> list[tuple[float, float, int]]:
     """Score-matrix blocks seen in the profiler's [memory] events, as (alloc time, free time, bytes):
-    an allocation inside an attention call whose size is that call's B·H·Lq·Lk·itemsize (the rule of
-    the report's score_matrix numbers); one never freed lasts to the last event. [] without any."""
+    an allocation made by a score-path op of a call, of that call's B·H·Lq·Lk·itemsize (the rule of
+    the report's score_matrix numbers: section.score_path_events); one never freed lasts to the last
+    event. [] without any."""
     try:
         got = _attributed(ev, L, slots_of(L, call_of, stage_of, in_calls), in_calls)
     except OverflowError:
@@ -89,15 +93,13 @@ def score_blocks(ev, L, calls, call_of: list[int], stage_of: list[str | None],
     if got is None:
         return []
     _, tl, att = got
-    score_of = {c.id: shapes.score_bytes(c.info.get("shape"), c.info.get("dtype")) for c in calls}
-    t, delta, pair, slot, slots = tl.t, tl.delta, tl.pair, att.slot, att.slots
+    infos = [section.CallInfo(c.layer, c.step, shapes.score_bytes(c.info.get("shape"), c.info.get("dtype")))
+             for c in calls]
+    t, pair = tl.t, tl.pair
     out = []
-    for i, k in enumerate(slot):
-        if k < 0 or delta[i] <= 0:
-            continue
-        if section.is_score_block(delta[i], score_of.get(slots[k].call)):
-            j = pair[i]
-            out.append((t[i], t[j] if j >= 0 else t[-1], int(delta[i])))
+    for i in np.flatnonzero(np.frombuffer(bytes(section.score_path_events(tl.delta, att, infos, L)), np.uint8)).tolist():
+        j = pair[i]
+        out.append((t[i], t[j] if j >= 0 else t[-1], int(tl.delta[i])))
     return out
 
 

@@ -38,6 +38,42 @@ def is_score_block(size: int, score: int | None) -> bool:
     return bool(score) and (size == score or size == -(-score // CUDA_BLOCK) * CUDA_BLOCK)
 
 
+# The stages whose ops make the score matrix or its gradient: QKᵀ, scale and mask, softmax, dropout in
+# forward; the softmax's, mask's and dropout's backward (QKᵀ's backward makes dQ and dK, not scores).
+SCORE_PATH = frozenset({("qk_matmul", "fwd"), ("scale_mask", "fwd"), ("softmax", "fwd"), ("dropout", "fwd"),
+                        ("scale_mask", "bwd"), ("softmax", "bwd"), ("dropout", "bwd")})
+
+
+# Ops that copy an input (matmul's contiguous copy of Q or of an expanded K): what they allocate under
+# a score-path op is that input's copy, not a score.
+INPUT_COPY_OPS = frozenset({"aten::clone", "aten::contiguous", "aten::copy_", "aten::_to_copy", "aten::to",
+                            "aten::expand", "aten::repeat", "aten::repeat_interleave"})
+
+
+def score_path_events(delta, att: Attribution, calls: list[CallInfo], L=None) -> bytearray:
+    """Per event, 1 for a score-matrix block: an allocation made by a score-path op (SCORE_PATH) of
+    its call's B·H·Lq·Lk·itemsize, not by a copy of its input (``L``: the linked trace, whose ops
+    say which op made each allocation, att.op). A block of that size made elsewhere (Q, K, V and
+    outputs when L = D) is none."""
+    out = bytearray(len(delta))
+    if not len(delta) or not att.slots:
+        return out
+    k = ints(att.slot)
+    on_path = np.array([(s.stage, s.pass_) in SCORE_PATH for s in att.slots] + [False], bool)[k]
+    at = np.flatnonzero(on_path & (k >= 0))
+    if not len(at):
+        return out
+    d = ints(delta)[at]
+    call = np.fromiter((s.call for s in att.slots), np.int64, len(att.slots))[k[at]]
+    exact, rounded = _scores(calls)
+    hit = at[(d > 0) & ((d == exact[call]) | (d == rounded[call]))]
+    if L is not None and att.op is not None:
+        hit = [i for i in hit.tolist() if not _under_input_copy(L, int(att.op[i]))]
+    got = np.zeros(len(delta), np.uint8)
+    got[hit] = 1
+    return bytearray(got.tobytes())
+
+
 gib = bytes_text  # the one byte formatter (format/units.py); the name memory/ has always used
 
 
@@ -143,6 +179,19 @@ def _scores(calls: list[CallInfo]) -> tuple[np.ndarray, np.ndarray]:
         up = -(-sb // CUDA_BLOCK) * CUDA_BLOCK if ok else -1
         rounded.append(up if up <= _INT64_MAX else -1)
     return np.array(exact, np.int64), np.array(rounded, np.int64)
+
+
+def _under_input_copy(L, op: int) -> bool:
+    """Whether op ``op`` or an op above it (up to the first op that decides a stage) copies an input."""
+    while op >= 0:
+        name = L.names[op]
+        if name in INPUT_COPY_OPS:
+            return True
+        if not name.startswith("aten::") or name.startswith(("aten::matmul", "aten::bmm", "aten::einsum",
+                                                               "aten::baddbmm", "aten::softmax", "aten::_softmax")):
+            return False  # a module scope, or the score-path op itself: nothing above copies for it
+        op = L.parent[op]
+    return False
 
 
 def _inside_sums(att: Attribution, calls: list[CallInfo], delta, inside: list[int],

@@ -21,7 +21,7 @@ import msgspec
 import numpy as np
 
 from ..attention import patterns as kernel_table
-from ..attention import child_shapes, safety, shapes
+from ..attention import child_shapes, heads, safety, shapes
 from ..attention.detect import Call, detect
 from ..roofline.devices import describe
 from ..attention.patterns import is_vendor_op, needs_shapes
@@ -203,6 +203,7 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
     _name_calls(calls)
     _shape_info(L, calls)
     child_shapes.fill(L, calls, m.stage_of)
+    heads.name_heads(L, calls)
 
     # Per call totals, then per layer.
     layers: dict[str, dict[str, Any]] = {}
@@ -236,6 +237,8 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
                 "mask": c.info.get("mask"), "flops": 0.0, "has_flops": False, "score_bytes": None,
                 "memory_bytes": None, "first_call": c.id, "kernel_acc": {},
             }
+            if "heads" in c.info:
+                lay["heads"] = c.info["heads"]
         lay["calls"] += 1
         lay["impls"][c.implementation] += 1
         lay["compiled"] = lay["compiled"] or c.compiled
@@ -321,13 +324,22 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
         "trace": {"events": ev.total_events, "kernels": len(L.kernels), "ops": len(L.names),
                   "unlinked_kernels": L.unlinked_kernels, "graph_kernels": L.graph_kernels,
                   "backward_links": len(L.fwd_of)},
-        "warnings": list(ev.warnings) + _backward_only_warning(calls),
+        "warnings": list(ev.warnings) + _backward_only_warning(calls) + _from_kernels_warning(calls),
     }
     if call_of is not None:
         report["roofline"] = build_roofline(L, calls, call_of, m, device, metadata, has_gpu)
         report["reading"] = reading.build(L, calls, call_of, m.stage_of, ev, has_gpu)
     report["verdicts"] = verdicts(report)
     return report
+
+
+def _from_kernels_warning(calls: list[Call]) -> list[str]:
+    n = sum(1 for c in calls if c.info.get("from_kernels"))
+    if not n:
+        return []
+    return [f"{n} attention call{'s were' if n > 1 else ' was'} found from kernels only (no CPU op launched them: "
+            "batched GEMM, softmax, batched GEMM on one stream), with lower confidence than calls found from ops: "
+            "no layer names or shapes; record CPU activity with record_shapes=True for those"]
 
 
 def _backward_only_warning(calls: list[Call]) -> list[str]:
@@ -417,7 +429,8 @@ def _safety_net(report: dict[str, Any], L: Linked, call_of: list[int], m) -> Non
     # Attention time as the calls' cells hold it (unrounded), so the four parts add up to the total.
     att_gpu = sum(x.gpu_us for cells in m.cells for x in cells.values())
     report["gpu_accounting"] = safety.accounting(outside, att_gpu, m.total_gpu_us) if L.kernels else None
-    for line in (safety.warning_line(rows), safety.unjoined_warning(report["unjoined_kernels"])):
+    for line in (safety.warning_line(rows), safety.unjoined_warning(report["unjoined_kernels"]),
+                 safety.unclaimed_score_paths(L, call_of, m.kernel_call)):
         if line:
             report["warnings"].append(line)
     from ..attention.user_table import installed_files

@@ -47,6 +47,9 @@ def render(r: dict[str, Any], top: int = 8) -> str:
                    f"({r['attention_share']:.1%})")
     else:  # nothing recorded: a share of nothing is unknown, not 0%
         out.append(f"  attention: {plural(r['calls'], 'call')}; share unknown: the trace recorded no {basis.upper()} time")
+    found = _found_by(r)
+    if found:
+        out.append(f"  found: {found}")
     verdicts = r.get("verdicts") or []
     if verdicts:
         out.append(f"  verdict: {verdicts[0]['message']}")
@@ -162,6 +165,19 @@ def _host_parts(h: dict[str, Any]) -> str:
     return (f"{duration(h['attention_op_self_us_per_call'])} attention op self{scope}, "
             f"{duration(h['dispatch_us_per_call'])} dispatch, {duration(h['launch_us_per_call'])} in launches, "
             f"{h['syncs_per_call']:g} syncs per call")
+
+
+# How each call was found (Layer.source), most trusted first: what the text says of it.
+FOUND_BY = (("tag", "collector tags"), ("op", "attention ops"), ("module", "module scopes"),
+            ("motif", "the score path (QKᵀ → softmax → AV by shapes; names only as evidence)"),
+            ("kernel", "kernel names or the kernel sequence"))
+
+
+def _found_by(r) -> str:
+    n: dict[str, int] = defaultdict(int)
+    for lay in r.get("layers") or []:
+        n[lay["source"]] += lay["calls"]
+    return ", ".join(f"{n[k]} by {what}" for k, what in FOUND_BY if n.get(k))
 
 
 def _unknown_kernels(r: dict[str, Any], top: int = 5) -> list[str]:

@@ -29,6 +29,7 @@ class LaunchColumns(NamedTuple):
     shared_memory: np.ndarray  # int64 bytes, -1 unknown
     threads: np.ndarray  # per block, 0 unknown (int64; objects where a product passes int64)
     occupancy: np.ndarray  # float64 %, NaN unknown
+    grid_z: np.ndarray  # int64 blocks along the grid's z (a batched GEMM's batch), 0 unknown
 
     def __len__(self) -> int:
         return len(self.has_args)
@@ -40,12 +41,13 @@ def of(configs: list) -> LaunchColumns:
     has = [c is not None for c in configs]
     at = [c for c in configs if c is not None]
     cols = (counts([c.registers for c in at]), counts([c.shared_memory for c in at]),
-            thread_counts([c.block for c in at]), estimates([c.achieved_occupancy for c in at]))
+            thread_counts([c.block for c in at]), estimates([c.achieved_occupancy for c in at]),
+            grid_z([getattr(c, "grid", None) for c in at]))
     if len(at) == len(configs):
         return LaunchColumns(np.ones(len(configs), bool), *cols)
     mask = np.array(has, bool)
     out = []
-    for col, none in zip(cols, (-1, -1, 0, np.nan)):
+    for col, none in zip(cols, (-1, -1, 0, np.nan, 0)):
         full = np.full(len(configs), none, col.dtype)
         full[mask] = col
         out.append(full)
@@ -89,6 +91,12 @@ def counts(values: list) -> np.ndarray:
             got[(got < 0) | (got >= LIMIT)] = -1
             return got
     return np.array([-1 if c is None else c for c in map(count, values)], np.int64).reshape(len(values))
+
+
+def grid_z(grids: list) -> np.ndarray:
+    """The z extent of each grid ([x, y, z] as CUPTI writes it) as int64, 0 where unknown."""
+    return np.array([g[2] if type(g) is list and len(g) == 3 and type(g[2]) is int and 0 < g[2] < LIMIT else 0
+                     for g in grids], np.int64).reshape(len(grids))
 
 
 def thread_counts(blocks: list) -> np.ndarray:

@@ -88,6 +88,9 @@ class Layer(Row, kw_only=True):
     compiled: bool
     source: Literal["tag", "op", "module", "motif", "kernel"]
     shape: Shape | None
+    heads: Annotated[Literal["MHA", "MQA", "GQA"], doc(
+        "MQA: K/V have one head for all of Q's; GQA: fewer K/V heads than Q's (from K/V shapes, or a repeat_kv/"
+        "repeat_interleave of K and V in the call: then shape.kv_heads is null); MHA: as many; absent: unknown")] | UnsetType = UNSET
     dtype: str | None
     causal: bool | None
     dropout: Annotated[float | None, doc("probability")]
