@@ -94,7 +94,8 @@ def test_the_gpu_calls_kernels_carry_fingerprints_and_occupancy():
     names = list(dict.fromkeys(e["name"] for e in sample["events"] if e["kind"] == "kernel"))
     assert [k["name"] for k in p["kernels"]] == names[:call_reading.MAX_KERNELS]
     assert all(k["fingerprint"] is r["kernel_reading"]["fingerprints"][k["name"]] for k in p["kernels"])
-    gap = [k for k in p["kernels"] if k["occupancy"] and "measurement gap" in k["occupancy"]["reading"]]
+    gap = [k for k in p["kernels"] if k["occupancy"] and k["occupancy"]["zero_estimate_cause"]
+           == "shared memory over the default limit"]
     assert gap and all(k["occupancy"]["theoretical_pct"] > 0 for k in gap)  # the theoretical figure beside the 0%
     memset = next(k for k in p["kernels"] if k["name"].startswith("Memset"))
     assert memset["occupancy"] is None and memset["occupancy_unknown"] == call_reading.NO_OCCUPANCY

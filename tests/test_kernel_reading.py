@@ -124,13 +124,14 @@ def test_occupancy_of_the_h100_traces_sits_beside_cuptis_estimate():
             for o in flash} == {(128, 255, 2, 8, 12.5)}
 
 
-def test_a_zero_estimate_on_an_extended_launch_is_a_measurement_gap():
+def test_a_zero_estimate_over_48_kib_is_kinetos_default_limit_not_the_launch_api():
     r = analyze_file(str(shared_trace("tl_h100_owlv2_eager_bmm_softmax")))
     rows = [o for lay in r["layers"] for o in lay["occupancy"] if o["name"].startswith("sm90_xmma_gemm")]
     assert rows
     for o in rows:
-        assert o["achieved_pct"] is None and o["launch_api"] == "cudaLaunchKernelExC"
-        assert "measurement gap" in o["reading"] and o["theoretical_pct"] > 0
+        assert o["achieved_pct"] is None and o["shared_memory_bytes"] > 49152
+        assert o["zero_estimate_cause"] == "shared memory over the default limit" and o["theoretical_pct"] > 0
+        assert "does not estimate" not in o["reading"]
 
 
 def test_amd_traces_say_once_why_occupancy_is_unknown():

@@ -201,9 +201,20 @@ export interface KernelOccupancy {
   max_warps_per_sm: number | null;
   theoretical_pct: number | null;
   limited_by: ("blocks" | "registers" | "shared memory" | "warps")[];
+  /** the trace's est. achieved occupancy %, time-weighted over its non-zero launches: kineto computes it (theoretical blocks capped at grid / SMs), it is not measured */
   achieved_pct: number | null;
   launch_api: string | null;
   reading: string;
+  /** the smallest grid launched, in blocks */
+  min_grid_blocks: number | null;
+  /** launches with fewer blocks than the device has SMs (idle SMs) */
+  small_grid_launches: number;
+  /** launches whose est. achieved occupancy % reads 0 */
+  zero_estimates: number;
+  /** why those read 0 (reading/occupancy.py zero_estimate_cause); null: none reads 0 */
+  zero_estimate_cause: "idle SMs" | "mixed" | "shared memory over the default limit" | "unexplained" | null;
+  /** correlation ids of the first launches that read 0 */
+  evidence_correlations: number[];
 }
 
 /** PyTorch's SDPA backend checks (reading/eligibility_rules.py) replayed on the layer's first aten::scaled_dot_product_attention call. */

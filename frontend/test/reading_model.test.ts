@@ -77,7 +77,7 @@ describe("kernels: fingerprints and occupancy", () => {
     expect(ks.map((k) => k.name)).toEqual(fx.bert_flash.kernels.map((k) => k.name));
     const flash = ks.find((k) => k.name.includes("flash_fwd_kernel"))!;
     expect(Object.fromEntries(flash.fields)).toMatchObject({ library: "FlashAttention", pass: "fwd", dtype: "bf16" });
-    expect(flash.occupancy).toBe("theoretical 12.5% (8 of 64 warps, 2 blocks per SM), limited by registers · CUPTI est. achieved 1.0%");
+    expect(flash.occupancy).toBe("theoretical 12.5% (8 of 64 warps, 2 blocks per SM), limited by registers · kineto est. achieved 1.0%");
     expect(flash.occupancyConfig).toBe("255 registers per thread · 48.0 KiB shared memory · 128 threads per block");
     expect(flash.tags).toEqual(["low by design"]);
     expect(flash.inCall).toMatch(/^1 launch · [\d.]+ µs in this call$/);
@@ -89,11 +89,11 @@ describe("kernels: fingerprints and occupancy", () => {
     expect(gemm.flags[0]).toMatch(/^built for sm80, ran on sm90/);
   });
 
-  it("labels CUPTI's 0% on an extended launch a measurement gap, beside the theoretical figure", () => {
+  it("says why the 0% estimate of a launch over 48 KiB of shared memory reads 0, beside the theoretical figure", () => {
     const gemm = known<KernelRow[]>(readingModel(fx.owlv2_eager)!.kernels).find((k) => k.name.startsWith("sm90_xmma_gemm"))!;
     expect(gemm.occupancy).toBe("theoretical 18.8% (12 of 64 warps, 1 block per SM), limited by registers and shared memory · "
-      + "CUPTI 0%: a measurement gap (cudaLaunchKernelExC)");
-    expect(gemm.tags).toEqual(["measurement gap"]);
+      + "kineto est. 0%: over the 48 KiB it assumes");
+    expect(gemm.tags).toEqual(["0% estimate"]);
   });
 
   it("says why a memset has no occupancy, and why a CPU trace has no kernels", () => {

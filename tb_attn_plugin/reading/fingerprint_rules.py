@@ -140,8 +140,3 @@ RULES: tuple[Rule, ...] = (
 )
 
 FIELDS = ("library", "pass", "dtype", "math_unit", "tile", "layout", "arch", "knob", "split")
-
-# Launch APIs for which CUPTI leaves "est. achieved occupancy %" at 0 (the extended launch path).
-# Source: shared trace tl_h100_owlv2_eager_bmm_softmax (every cudaLaunchKernelExC kernel reads 0) and the
-# HF post (cuDNN's kernel launched by cuLaunchKernelEx reads 0% although 1 block per SM runs).
-EXTENDED_LAUNCHES = frozenset({"cuLaunchKernelEx", "cudaLaunchKernelExC", "cudaLaunchKernelEx"})

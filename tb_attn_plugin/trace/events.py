@@ -94,6 +94,7 @@ class LaunchConfig(msgspec.Struct, gc=False):
     shared_memory: Any = msgspec.field(default=None, name="shared memory")
     block: Any = None
     achieved_occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
+    grid: Any = None
 
 
 class _RoutedGpu(msgspec.Struct, gc=False):

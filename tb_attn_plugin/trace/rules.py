@@ -75,6 +75,7 @@ class Args(Shapes, gc=False, omit_defaults=True):
     shared_memory: Any = msgspec.field(default=None, name="shared memory")
     block: Any = None
     achieved_occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
+    grid: Any = None
 
 
 # Categories kept. Kernels, memcpy/memset and launches carry GPU time; cpu ops, annotations and
