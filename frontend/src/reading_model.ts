@@ -45,7 +45,7 @@ export interface KernelRow {
   stage: string;
   pass: string;
   inCall: string; // "3 launches · 17.4 µs in this call"
-  fields: [string, string][]; // library, pass, dtype, math unit, tile, layout, arch, knob, split
+  fields: [string, string][]; // library, pass, dtype, math unit, tile, layout, arch, head dim, paging, mask, knob, split
   summary: string;
   flags: string[];
   occupancy: string; // numbers: theoretical, warps, blocks, limit, CUPTI
@@ -149,7 +149,8 @@ function hostModel(h: HostCost, gpuUnknown: string | undefined): HostModel {
 
 const FIELDS: [keyof NonNullable<CallReadingKernel["fingerprint"]>, string][] = [
   ["library", "library"], ["pass", "pass"], ["dtype", "dtype"], ["math_unit", "math unit"], ["tile", "tile"],
-  ["layout", "layout"], ["arch", "built for"], ["knob", "cuDNN knob"], ["split", "split-KV"],
+  ["layout", "layout"], ["arch", "built for"], ["head_dim", "head dim"], ["paging", "paging"], ["causal", "mask"],
+  ["knob", "cuDNN knob"], ["split", "split"],
 ];
 
 function kernelRow(k: CallReadingKernel, deviceArch: string | null): KernelRow {

@@ -654,6 +654,9 @@ export interface Fingerprint {
   tile: string | null;
   layout: string | null;
   arch: string | null;
+  head_dim: string | null;
+  paging: string | null;
+  causal: string | null;
   knob: string | null;
   split: string | null;
 }

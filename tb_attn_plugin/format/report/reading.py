@@ -106,6 +106,9 @@ class Fingerprint(Row, kw_only=True):
     tile: str | None
     layout: str | None
     arch: str | None
+    head_dim: str | None
+    paging: str | None
+    causal: str | None
     knob: str | None
     split: str | None
 
