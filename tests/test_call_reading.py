@@ -109,7 +109,8 @@ def test_the_text_report_carries_the_panels_pieces(sdpa, eager):
     assert "attention op self (inside aten::scaled_dot_product_attention)" in text and "dispatch" in text
     assert "no GPU kernels: a CPU trace, so no fingerprints or occupancy" in text
     assert f"backward: {call_reading.BACKWARD}" in text
-    assert "flash: dtype float32" in text  # why not flash, with its reason and fix
+    # why not flash by the CPU's rules: this call ran aten::_scaled_dot_product_flash_attention_for_cpu
+    assert "ran cpu_fused): flash_cpu eligible" in text and "sm80" not in text
     assert f"why not flash: {NOT_SDPA}" in render(eager)
     no_host = copy.deepcopy(sdpa)
     no_host["reading"][0]["host"] = None

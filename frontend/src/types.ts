@@ -227,7 +227,8 @@ export interface WhyNotFlash {
 
 /** One SDPA backend: eligible (null: unknown), what refused it and what could not be checked. */
 export interface BackendCheck {
-  backend: "cudnn" | "efficient" | "flash";
+  /** flash_cpu: the CPU's flash kernel, judged by the CPU's rules */
+  backend: "cudnn" | "efficient" | "flash" | "flash_cpu";
   eligible: boolean | null;
   refusals: Refusal[];
   unknown: UnknownCheck[];

@@ -106,15 +106,14 @@ describe("kernels: fingerprints and occupancy", () => {
 });
 
 describe("why not flash", () => {
-  it("lists each refusing backend's reason and one-line fix on the CPU float32 call", () => {
+  it("judges the CPU call by the CPU's rules: its flash kernel only, no GPU backend", () => {
     const w = known<WhyNotFlashModel>(readingModel(fx.post_sdpa_math_cpu)!.whyNotFlash);
-    expect(w.judged).toBe("judged for sm80 (assumed: no GPU in the trace); ran math");
-    const flash = w.backends.find((b) => b.backend === "flash")!;
-    expect(flash.state).toBe("refused");
-    expect(flash.refusals[0]).toMatchObject({ reason: "dtype float32; flash takes float16, bfloat16", check: "check_dtypes_flash_attention" });
-    expect(flash.refusals[0].fix).toContain("bfloat16");
+    expect(w.judged).toBe("judged for the CPU (PyTorch's CPU SDPA: its flash kernel or math; no efficient or cuDNN kernel); ran math");
+    expect(w.backends.map((b) => b.backend)).toEqual(["flash_cpu"]);
+    const flash = w.backends[0];
+    expect(flash.state).toBe("eligible");
+    expect(flash.refusals).toEqual([]);
     expect(flash.unread).toContain("sdpa_kernel");
-    expect(w.backends.find((b) => b.backend === "efficient")!.state).toBe("eligible");
   });
 
   it("says why it was not read for an eager call", () => {

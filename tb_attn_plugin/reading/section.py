@@ -306,7 +306,7 @@ def _why_not_flash(report, L, calls, rows, device) -> None:
         if x is None:
             continue
         done.add(c.layer)
-        got = why_not_flash.judge(x)
+        got = why_not_flash.judge(x, cpu=report.get("time_basis") == "cpu")
         got["ran"] = rows[c.layer].get("implementation")
         rows[c.layer]["why_not_flash"] = got
         rows[c.layer]["why_not_flash_unknown"] = None

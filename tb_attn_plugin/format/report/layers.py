@@ -73,7 +73,8 @@ class UnknownCheck(Row, kw_only=True):
 
 class BackendCheck(Row, kw_only=True):
     """One SDPA backend: eligible (null: unknown), what refused it and what could not be checked."""
-    backend: Literal["flash", "efficient", "cudnn"]
+    backend: Annotated[Literal["flash", "efficient", "cudnn", "flash_cpu"], doc("flash_cpu: the CPU's flash kernel, "
+                                                                                "judged by the CPU's rules")]
     eligible: bool | None
     refusals: list[Refusal]
     unknown: list[UnknownCheck]
