@@ -495,11 +495,13 @@ export interface Expected {
   outside: Outside;
   source: string;
   summary: string;
+  /** calls whose GPU forward the trace lacks (a cut window, a backward-only call): left out of every figure above */
+  calls_without_forward: number;
 }
 
 /** Kernels beyond the expected ones, by cause. */
 export interface Extra {
-  cause: "buffer_fill" | "dtype_cast" | "hidden_copy" | "layout_copy" | "mask_built_per_call" | "repeated_step" | "safe_softmax_guard" | "unexplained";
+  cause: "buffer_fill" | "dtype_cast" | "hidden_copy" | "kv_cache_write" | "layout_copy" | "mask_built_per_call" | "postprocess" | "preprocess" | "quantize" | "repeated_step" | "safe_softmax_guard" | "split_kv_reduce" | "unexplained";
   step: string | null;
   what: string;
   /** kernels (CPU: ops) per call */

@@ -61,6 +61,26 @@ DEFAULT_FUSED = _E("fused", FUSED_STEPS, None, "", "void flash::flash_fwd_kernel
                    "source: attention/patterns.py fused families (each a single attention kernel per call)")
 UNFUSED_IMPLEMENTATIONS = frozenset({"eager", "math"})
 
+# A family's helper kernels (attention/patterns.py HELPER_STAGES, each family row with its real example):
+# not steps of the table, so each is an extra of its own, with what it is and whether anything is to fix.
+HELPER_CAUSES: dict[str, tuple[str, str, str]] = {
+    "kv_cache_write": ("KV-cache write: the new keys and values stored into the (paged) cache before attention reads it",
+                       "none needed per call: part of serving (fusing it with rotary/quantization saves a launch)",
+                       "attention/patterns.py kv_cache_* rows: vLLM csrc/cache_kernels.cu reshape_and_cache*, "
+                       "flashinfer AppendPagedKVCache, CK FmhaFwdAppendKVKernel"),
+    "quantize": ("quantization of Q/K before a quantized attention kernel (SageAttention's int8 or fp8 inputs)",
+                 "none needed: the price of the quantized kernel's speed", "attention/patterns.py sage_quantize_* rows: "
+                 "thu-ml/SageAttention sageattention/triton/quant_per_block.py, csrc/fused/fused.cu"),
+    "split_kv_reduce": ("split-KV combine: the splits' partial outputs merged (a reduction, no matmul)",
+                        "none needed: split-KV fills the GPU for short queries over long keys",
+                        "attention/patterns.py split-KV reduce rows: flash_fwd_splitkv_combine_kernel, vLLM "
+                        "paged_attention_v2_reduce_kernel, reduce_segments, merge_attn_states"),
+    "preprocess": ("backward preprocess (dO·O row sums) ran in the forward's window", "", "attention/patterns.py "
+                   "flash_bwd_preprocess row"),
+    "postprocess": ("backward postprocess (dQ accumulator conversion) ran in the forward's window", "",
+                    "attention/patterns.py flash_bwd_postprocess row"),
+}
+
 
 def expectation(implementation: str) -> Expectation:
     for e in EXPECTATIONS:

@@ -265,6 +265,9 @@ def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: li
         if rule is not None:
             out.append((EXTRA, (rule.cause, "")))
             continue
+        if stage in P.HELPER_STAGES:  # a family's own helper kernel: a row of its own, never an expected step
+            out.append((EXTRA, (stage, "")))
+            continue
         step = _step(stage, op_name, path)
         if step is not None:
             fp32 = kernel_unit and low_precision and step in ("qk_matmul", "av_matmul") and _fp32_gemm(name)
@@ -330,9 +333,7 @@ def expected_steps(implementation: str, seen: Counter, info: dict[str, Any]) -> 
             has = has or bool(info.get("dropout"))
         if has:
             out.append(s)
-    if row.steps == X.FUSED_STEPS:
-        out += [h for h in sorted(P.HELPER_STAGES) if seen.get(h)]  # a fused call's own helper kernels
-    return out
+    return out  # the table's steps only: what ran besides them is an extra with its cause
 
 
 def _cause_row(cause: str, step: str, implementation: str) -> tuple[str, str, str]:
@@ -340,6 +341,8 @@ def _cause_row(cause: str, step: str, implementation: str) -> tuple[str, str, st
     if cause == "repeated_step":
         what, fix, src = X.REPEATED_STEP.get((implementation, step), X.REPEATED_DEFAULT)
         return f"{step} step repeated: {what}", fix, src
+    if cause in X.HELPER_CAUSES:
+        return X.HELPER_CAUSES[cause]
     if cause == "unexplained":
         return ("ran inside the attention op, no expectation explains it", "",
                 "tb-attn: no row of reading/expectations.py CAUSES matches")
@@ -349,14 +352,25 @@ def _cause_row(cause: str, step: str, implementation: str) -> tuple[str, str, st
     return cause, "", ""
 
 
+def no_forward(r: CallReading) -> bool:
+    """A call on a GPU trace whose attention forward left no kernel in it (its projections may have): a cut GPU
+    window or a backward-only call. Its zeros are not measurements: group() and host_cost.group() leave it out
+    and count it apart."""
+    return r.unit == "kernels" and r.ran == 0
+
+
 def group(calls: list[Call], readings: list[CallReading]) -> dict[tuple[str, str], dict[str, Any]]:
     """The ``expected`` reading of each (layer type, implementation): counts per call (the most common
-    count, and its range), each extra with its count and time per call and per step."""
+    count, and its range), each extra with its count and time per call and per step, over the calls
+    whose forward the trace recorded (the others counted in ``calls_without_forward``)."""
     by: dict[tuple[str, str], list[Call]] = {}
     for c in calls:
         by.setdefault((c.layer_type, c.implementation), []).append(c)
     out = {}
-    for key, cs in by.items():
+    for key, all_cs in by.items():
+        kept = [c for c in all_cs if not no_forward(readings[c.id])]
+        apart = len(all_cs) - len(kept)
+        cs = kept or all_cs
         rs = [readings[c.id] for c in cs]
         n = len(cs)
         steps = {c.step for c in cs if c.step >= 0}
@@ -421,6 +435,7 @@ def group(calls: list[Call], readings: list[CallReading]) -> dict[tuple[str, str
             "outside": {"per_call": round(out_cnt / n, 3), "us_per_call": round(out_us / n, 3),
                         "names": [nm for nm, _ in out_names.most_common(MAX_NAMES)]},
             "source": row.source,
+            "calls_without_forward": apart,
         }
         reading["summary"] = summary(reading)
         out[key] = reading
@@ -430,6 +445,10 @@ def group(calls: list[Call], readings: list[CallReading]) -> dict[tuple[str, str
 def summary(e: dict[str, Any]) -> str:
     """One line like the post's table: expected N kernels per forward, ran M, and the extras."""
     unit = e["unit"]
+    apart = e.get("calls_without_forward") or 0
+    if apart and e["ran_max"] == 0:
+        return (f"no GPU forward recorded in its {apart} call(s) (cut window or backward only): "
+                f"expected {e['expected'] if e['expected'] is not None else '?'} {unit} per forward, ran unknown")
     ran = str(e["ran"]) if e["ran_min"] == e["ran_max"] else f"{e['ran']} (from {e['ran_min']} to {e['ran_max']})"
     if e["expected"] is None:
         head = f"ran {ran} {unit} per forward (no expectation: {e['reason_unknown'] or 'unknown implementation'})"
@@ -437,7 +456,8 @@ def summary(e: dict[str, Any]) -> str:
         head = f"expected {e['expected']} {unit} per forward, ran {ran}"
     parts = [f"+{_num(x['per_call'])} {x['cause'].replace('_', ' ')}" + (f" ({x['step']})" if x["step"] else "")
              for x in e["extras"]]
-    return head + (": " + ", ".join(parts) if parts else "")
+    tail = f" ({apart} call(s) with no GPU forward in the trace left out)" if apart else ""
+    return head + (": " + ", ".join(parts) if parts else "") + tail
 
 
 def _num(v: float) -> str:

@@ -30,8 +30,11 @@ KINETO_ESTIMATE = ("pytorch/kineto libkineto/src/DeviceProperties.cpp kernelOccu
 def build(L: Linked, calls: list[Call], call_of: list[int], stage_of: list, ev, has_gpu: bool) -> list[dict[str, Any]]:
     """One row per (layer type, implementation), most calls first; ``ev``: the trace's events (its
     launches' columns)."""
-    exp = expected.group(calls, expected.read_calls(L, calls, call_of, stage_of, has_gpu))
-    host = host_cost.group(calls, host_cost.host_costs(L, calls, ev, has_gpu))
+    readings = expected.read_calls(L, calls, call_of, stage_of, has_gpu)
+    exp = expected.group(calls, readings)
+    # calls whose forward left no kernel in the trace (a cut GPU window, a backward-only call) are no zeros
+    no_forward = {c.id for c in calls if has_gpu and expected.no_forward(readings[c.id])}
+    host = host_cost.group(calls, host_cost.host_costs(L, calls, ev, has_gpu), no_forward)
     counts = Counter((c.layer_type, c.implementation) for c in calls)
     rows = []
     for (lt, im), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):

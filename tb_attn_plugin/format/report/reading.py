@@ -12,7 +12,8 @@ from .base import Count, NonNeg, Positive, Row, doc
 class Extra(Row, kw_only=True):
     """Kernels beyond the expected ones, by cause."""
     cause: Literal["hidden_copy", "mask_built_per_call", "safe_softmax_guard", "dtype_cast", "layout_copy",
-                   "buffer_fill", "repeated_step", "unexplained"]
+                   "buffer_fill", "repeated_step", "unexplained", "kv_cache_write", "quantize", "split_kv_reduce",
+                   "preprocess", "postprocess"]
     step: str | None
     what: str
     per_call: Annotated[NonNeg, doc("kernels (CPU: ops) per call")]
@@ -58,6 +59,8 @@ class Expected(Row, kw_only=True):
     outside: Outside
     source: str
     summary: str
+    calls_without_forward: Annotated[Count, doc("calls whose GPU forward the trace lacks (a cut window, a backward-only "
+                                                "call): left out of every figure above")]
 
 
 class LaunchApi(Row, kw_only=True):
