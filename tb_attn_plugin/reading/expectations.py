@@ -159,12 +159,23 @@ CAUSES: tuple[Cause, ...] = (
           "aten::_scaled_dot_product_attention_math > aten::where > aten::scalar_tensor",
           "blog: 'Causal masks built' (Figure 12: scalar_tensor -> fill_, where); source: attention.cpp convert_boolean_attn_mask"),
     Cause("dtype_cast", r"", r"^aten::(_to_copy|_to_dtype|type_as)$", "",
-          "dtype cast inside the call (to float32 and back: the math backend upcasts bf16/fp16 on CUDA)",
+          "dtype cast inside the math backend (to float32 and back: it upcasts bf16/fp16 on CUDA)",
           "a fused backend keeps bf16/fp16 on tensor cores; for math, torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True); "
           "or cast once outside the layer",
           "aten::to > aten::_to_copy > aten::copy_",
           "blog: 'Tensor cores left vacant' (math upcasts to FP32); source: attention.cpp _scaled_dot_product_attention_math "
-          "(query_.to(at::kFloat) for half/bf16 unless allowFP16BF16ReductionMathSDP)"),
+          "(query_.to(at::kFloat) for half/bf16 unless allowFP16BF16ReductionMathSDP)",
+          within=r"^aten::_scaled_dot_product_attention_math"),
+    # The same cast anywhere else: the cast is the evidence, no backend is blamed (eager softmax(x.float()),
+    # a float mask cast to bool).
+    Cause("dtype_cast", r"", r"^aten::(_to_copy|_to_dtype|type_as)$", "",
+          "dtype cast inside the call (aten::to / _to_copy: a tensor converted to another dtype in every call, "
+          "e.g. softmax(scores.float()) or a mask cast to bool)",
+          "keep one dtype through the attention (softmax(..., dtype=torch.float32) fuses the upcast into the softmax), "
+          "or cast the mask once outside the layer",
+          "aten::to > aten::_to_copy > aten::copy_",
+          "source: HF transformers eager attention (softmax(attn_weights, dim=-1, dtype=torch.float32)); "
+          "cpu: torch 2.13 aten::to > aten::_to_copy > aten::copy_"),
     Cause("layout_copy", r"", r"^aten::(contiguous|reshape|clone|flatten|_reshape_copy|repeat_interleave|expand_as)$", "",
           "layout copy: a non-contiguous tensor (after transpose/permute) copied into a new layout",
           "keep the layout the next op wants (e.g. [B, H, S, D] for SDPA), or let a fused backend take the strides",

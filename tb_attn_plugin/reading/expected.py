@@ -36,7 +36,7 @@ class CallReading(msgspec.Struct):
     unit: str
     ran: int = 0
     steps: Counter = msgspec.field(default_factory=Counter)  # step -> items
-    extras: dict[tuple[str, str], list] = msgspec.field(default_factory=dict)  # (cause, step or "") -> [count, us, Counter(names)]
+    extras: dict[tuple[str, str, int], list] = msgspec.field(default_factory=dict)  # (cause, step or "", CAUSES row or -1) -> [count, us, Counter(names)]
     flags: dict[str, list] = msgspec.field(default_factory=dict)  # flag -> [count, us, Counter(names)]
     outside: list = msgspec.field(default_factory=lambda: [0, 0.0, Counter()])
     transposes: int | None = None
@@ -192,7 +192,7 @@ def _plan(judged: list[tuple[int, Any]], items: list[tuple[int, str, float]]) ->
             _add(flags.setdefault("fp32_gemm", [0, Counter(), []]), name, i)
         steps[key] += 1
         if steps[key] > 1 and key not in P.HELPER_STAGES:
-            _add(extras.setdefault(("repeated_step", key), [0, Counter(), []]), name, i)
+            _add(extras.setdefault(("repeated_step", key, -1), [0, Counter(), []]), name, i)
     return _Plan(ran, steps, tuple((k, n, names, tuple(idx)) for k, (n, names, idx) in extras.items()),
                  tuple((k, n, names, tuple(idx)) for k, (n, names, idx) in flags.items()),
                  (outside[0], outside[1], tuple(outside[2])))
@@ -242,15 +242,20 @@ def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: li
     """What each item of a call is, in order: (OUTSIDE, the name it counts under), (EXTRA, (cause,
     step or "")), (STEP, step) or (FP32_STEP, step): a step run as an FP32 GEMM."""
     out: list[tuple[int, Any]] = []
-    # Elementwise ops before the first QK^T matmul and outside any attention op (rotary embedding, a
-    # scale folded into the projection) are the layer's preparation, not steps of this attention.
-    first_qk = min((op for op, _, _ in items if op >= 0 and stage_of[op] == "qk_matmul"), default=-1)
+    # Elementwise ops before the attention starts (its first QK^T matmul, fused kernel or attention op)
+    # and outside any attention op (rotary embedding, a scale folded into the projection) are the layer's
+    # preparation, not steps of this attention: a fused call has no QK^T kernel to start it.
+    first_qk = min((op for op, name, _ in items if op >= 0 and (stage_of[op] in ("qk_matmul", "fused")
+                                                             or _attention_start(L, op, c.lo, name, kernel_unit))),
+                   default=-1)
     low = str(c.info.get("dtype") or "").lower()
     low_precision = any(t in low for t in X.LOW_PRECISION)
     for op, name, us in items:
         path = _path(L, op, c.lo) if op >= 0 else []
         op_name = L.names[op] if op >= 0 else ""
         stage = (stage_of[op] or "other") if op >= 0 else _kernel_only_stage(name)
+        if kernel_unit and stage not in ("fused",) and P.fused_family(name) is not None:
+            stage = "fused"  # a fused kernel of any family (a user's --patterns row, FA3 under an autograd Function)
         if stage in OUTSIDE_STAGES:
             out.append((OUTSIDE, op_name or name))  # the op: a projection's kernels are named by their GEMM library
             continue
@@ -263,10 +268,10 @@ def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: li
             if rule is None and kernel_unit:
                 rule = _cause(name, path + [op_name])  # a kernel named like its work (triu_tril_kernel, Memcpy DtoD)
         if rule is not None:
-            out.append((EXTRA, (rule.cause, "")))
+            out.append((EXTRA, (rule.cause, "", X.CAUSES.index(rule))))  # the row: its evidence, what and fix
             continue
         if stage in P.HELPER_STAGES:  # a family's own helper kernel: a row of its own, never an expected step
-            out.append((EXTRA, (stage, "")))
+            out.append((EXTRA, (stage, "", -1)))
             continue
         step = _step(stage, op_name, path)
         if step is not None:
@@ -274,10 +279,18 @@ def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: li
             out.append((FP32_STEP if fp32 else STEP, step))
             continue
         if op < 0 or _inside_attention_op(path, op_name):
-            out.append((EXTRA, ("unexplained", "")))
+            out.append((EXTRA, ("unexplained", "", -1)))
         else:
             out.append((OUTSIDE, op_name or name))
     return out
+
+
+def _attention_start(L: Linked, op: int, lo: int, name: str, kernel_unit: bool) -> bool:
+    """The item starts the attention itself: its op (or one enclosing it in the call) is an attention op,
+    or on a GPU its kernel is a fused attention kernel."""
+    if kernel_unit and P.fused_family(name) is not None:
+        return True
+    return _inside_attention_op(_path(L, op, lo), L.names[op])
 
 
 @lru_cache(maxsize=65536)
@@ -336,8 +349,28 @@ def expected_steps(implementation: str, seen: Counter, info: dict[str, Any]) -> 
     return out  # the table's steps only: what ran besides them is an extra with its cause
 
 
-def _cause_row(cause: str, step: str, implementation: str) -> tuple[str, str, str]:
-    """(what, fix, source) of an extra."""
+MASK_FIX_CAUSAL = ("is_causal=True is already passed, so this call ran a backend that builds the mask ({impl}): "
+                   "see why not flash for what kept it off a fused backend")
+MASK_FIX_TENSOR = ("if the mask is causal, pass is_causal=True (no mask) so a fused backend (flash, efficient, cuDNN) "
+                   "builds none; or build the mask once outside the layer")
+MASK_FIX_UNKNOWN = "build the mask once outside the layer (the call's mask and is_causal were not recorded)"
+
+
+def _mask_fix(cs: list[Call], implementation: str) -> str:
+    """The fix for a mask built per call, earned by what the calls recorded: "pass is_causal" only for an
+    explicit mask without is_causal."""
+    if any(c.info.get("causal") for c in cs):
+        return MASK_FIX_CAUSAL.format(impl=implementation)
+    if any(c.info.get("mask") == "tensor" for c in cs):
+        return MASK_FIX_TENSOR
+    return MASK_FIX_UNKNOWN
+
+
+def _cause_row(cause: str, step: str, implementation: str, variant: int = -1) -> tuple[str, str, str]:
+    """(what, fix, source) of an extra; ``variant``: the CAUSES row that matched it, or -1."""
+    if 0 <= variant < len(X.CAUSES) and X.CAUSES[variant].cause == cause:
+        rule = X.CAUSES[variant]
+        return rule.what, rule.fix, rule.source
     if cause == "repeated_step":
         what, fix, src = X.REPEATED_STEP.get((implementation, step), X.REPEATED_DEFAULT)
         return f"{step} step repeated: {what}", fix, src
@@ -386,16 +419,24 @@ def group(calls: list[Call], readings: list[CallReading]) -> dict[tuple[str, str
                 exp_steps = exp_steps or e
         row = X.expectation(key[1])
         expected = max(exp_counts, key=lambda v: (exp_counts[v], -v)) if exp_counts else None
-        extras_acc: dict[tuple[str, str], list] = {}
+        extras_acc: dict[tuple[str, str, int], list] = {}
         for r in rs:
             for k, (cnt, us, names) in r.extras.items():
                 acc = extras_acc.setdefault(k, [0, 0.0, Counter()])
                 acc[0] += cnt
                 acc[1] += us
                 acc[2].update(names)
+        merged: dict[tuple[str, str, str], list] = {}  # rows of one cause that say the same thing are one extra
+        for (cause, step, variant), (cnt, us, names) in extras_acc.items():
+            what, fix, src = _cause_row(cause, step, key[1], variant)
+            if cause == "mask_built_per_call":
+                fix = _mask_fix(cs, key[1])
+            acc = merged.setdefault((cause, step, what), [0, 0.0, Counter(), fix, src])
+            acc[0] += cnt
+            acc[1] += us
+            acc[2].update(names)
         extras = []
-        for (cause, step), (cnt, us, names) in sorted(extras_acc.items(), key=lambda kv: -kv[1][1]):
-            what, fix, src = _cause_row(cause, step, key[1])
+        for (cause, step, what), (cnt, us, names, fix, src) in sorted(merged.items(), key=lambda kv: -kv[1][1]):
             extras.append({"cause": cause, "step": step or None, "what": what, "per_call": round(cnt / n, 3),
                            "us_per_call": round(us / n, 3), "us_per_step": round(us / n_steps, 3) if n_steps else None,
                            "names": [nm for nm, _ in names.most_common(MAX_NAMES)], "fix": fix, "source": src})

@@ -1,0 +1,139 @@
+"""Causes and fixes earned by the call's own evidence (issue 46, items 1-3): a fused kernel of any family counts
+in "ran"; rotary embedding before a fused call is the layer's preparation, not repeated steps; a dtype cast
+outside the math backend does not blame it; "pass is_causal" only for an explicit mask without is_causal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tb_attn_plugin.attention import patterns as P
+from tb_attn_plugin.attention.user_table import parse
+from tb_attn_plugin.report.build import analyze_file
+from tests.kernel_traces import TraceBuilder
+from tests.test_kernel_calls import UNKNOWN
+from tests.test_kernel_reading import _record
+
+TABLE = b'''
+[[family]]
+name = "zz_attention"
+pattern = "zz_custom_attn_fwd_kernel"
+stage = "fused"
+pass = "fwd"
+implementation = "custom"
+example = "zz_custom_attn_fwd_kernel<128>"
+source = "our own kernels"
+'''
+
+
+@pytest.fixture(autouse=True)
+def _no_user_rows():
+    yield
+    P.set_user_families(())
+
+
+def _events(path: Path) -> list[dict]:
+    return json.loads(Path(path).read_text())["traceEvents"]
+
+
+def test_a_users_fused_family_counts_in_ran(tmp_path):
+    P.set_user_families(parse("mine.toml", TABLE))
+    b = TraceBuilder()
+    b.eager_calls([[(UNKNOWN, 50.0)] for _ in range(4)])
+    path = b.write(tmp_path / "custom.json")
+    per_call = sum(e.get("name") == UNKNOWN for e in _events(path)) / 4  # the walker: one kernel per call
+    r = analyze_file(str(path))
+    (row,) = r["reading"]
+    assert row["implementation"] == "custom" and row["calls"] == 4
+    assert row["expected"]["ran"] == per_call == 1 and row["expected"]["expected"] == 1
+    assert row["expected"]["outside"]["per_call"] == 0
+
+
+def _rotary_sdpa(torch):
+    """A Llama-style layer on the CPU: rotary embedding (mul, add of rotate_half) on q and k, then fused SDPA."""
+    import torch.nn.functional as F
+    from torch import nn
+
+    class RotaryAttention(nn.Module):
+        def forward(self, q, k, v, cos, sin):
+            def rotate_half(x):
+                x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+                return torch.cat((-x2, x1), dim=-1)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    q, k, v = (torch.randn(1, 2, 16, 32) for _ in range(3))
+    cos, sin = torch.randn(16, 32), torch.randn(16, 32)
+    m = RotaryAttention()
+    for _ in range(3):
+        m(q, k, v, cos, sin)
+
+
+def _record_modules(tmp: Path, name: str, fn) -> Path:
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True) as prof:
+        with torch.no_grad():
+            fn(torch)
+    out = tmp / f"{name}.json"
+    prof.export_chrome_trace(str(out))
+    return out
+
+
+def test_rotary_before_a_fused_call_is_not_a_repeated_step(tmp_path):
+    path = _record_modules(tmp_path, "rotary", _rotary_sdpa)
+    evs = _events(path)
+    assert any(e.get("name") == "aten::_scaled_dot_product_flash_attention_for_cpu" for e in evs)
+    r = analyze_file(str(path))
+    rows = [g for g in r["reading"] if g["implementation"] == "cpu_fused"]
+    assert rows
+    e = rows[0]["expected"]
+    assert not [x for x in e["extras"] if x["cause"] == "repeated_step"]  # rotary's mul/add are not scale/mask
+    assert (e["expected"], e["ran"]) == (1, 1)
+    assert {"aten::mul", "aten::add"} & set(e["outside"]["names"])
+
+
+def _eager_float_softmax(torch):
+    """HF eager attention (T5/Llama style): softmax of the scores in float32, cast back to the input dtype."""
+    from torch import nn
+
+    class EagerAttention(nn.Module):
+        def forward(self, q, k, v):
+            w = torch.matmul(q, k.transpose(-1, -2))
+            w = torch.softmax(w.float(), dim=-1).to(q.dtype)
+            return torch.matmul(w, v)
+
+    q, k, v = (torch.randn(1, 2, 16, 32, dtype=torch.bfloat16) for _ in range(3))
+    m = EagerAttention()
+    for _ in range(3):
+        m(q, k, v)
+
+
+def test_a_cast_in_eager_attention_does_not_blame_the_math_backend(tmp_path):
+    path = _record_modules(tmp_path, "eager_cast", _eager_float_softmax)
+    evs = _events(path)
+    assert any(e.get("name") == "aten::_to_copy" for e in evs)
+    assert not any(e.get("name") == "aten::_scaled_dot_product_attention_math" for e in evs)
+    r = analyze_file(str(path))
+    casts = [x for g in r["reading"] if g["expected"] for x in g["expected"]["extras"] if x["cause"] == "dtype_cast"]
+    assert casts
+    assert all("math backend" not in x["what"] for x in casts)
+
+
+def test_is_causal_with_dropout_on_the_cpu_is_not_told_to_pass_is_causal(tmp_path):
+    from tests.test_kernel_reading import _sdpa
+
+    path = _record(tmp_path, "causal_dropout", _sdpa((1, 2, 16, 32), (1, 2, 16, 32), is_causal=True, dropout_p=0.1))
+    sdpa = next(e for e in _events(path) if e.get("name") == "aten::scaled_dot_product_attention")
+    assert sdpa["args"]["Concrete Inputs"][5] == "True"  # is_causal as recorded
+    r = analyze_file(str(path))
+    masks = [x for g in r["reading"] if g["expected"] for x in g["expected"]["extras"]
+             if x["cause"] == "mask_built_per_call"]
+    assert masks
+    for x in masks:
+        assert "pass is_causal" not in x["fix"] and "already passed" in x["fix"]
