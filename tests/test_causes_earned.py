@@ -137,3 +137,38 @@ def test_is_causal_with_dropout_on_the_cpu_is_not_told_to_pass_is_causal(tmp_pat
     assert masks
     for x in masks:
         assert "pass is_causal" not in x["fix"] and "already passed" in x["fix"]
+
+
+def test_each_extra_names_the_events_that_earned_it_cpu(tmp_path):
+    from tests.test_kernel_reading import _sdpa
+
+    path = _record(tmp_path, "causal_math", _sdpa((1, 2, 16, 32), (1, 2, 16, 32), is_causal=True, dropout_p=0.1))
+    ops = {}
+    for e in _events(path):
+        if e.get("cat") == "cpu_op":
+            ops.setdefault(float(e["ts"]), set()).add(e["name"])
+    r = analyze_file(str(path))
+    extras = [x for g in r["reading"] if g["expected"] for x in g["expected"]["extras"]]
+    assert extras
+    for x in extras:
+        ev = x["evidence"]
+        assert ev["op_starts_us"] and not ev["kernel_correlations"]
+        for ts in ev["op_starts_us"]:  # each is a recorded op of the extra's names
+            assert ops.get(ts, set()) & set(x["names"]), (x["cause"], ts)
+
+
+def test_each_extra_names_the_events_that_earned_it_gpu():
+    import gzip
+
+    from tests.conftest import shared_trace
+
+    src = shared_trace("tl_h100_owlv2_eager_bmm_softmax")
+    with gzip.open(src) as f:
+        kernels = {e["args"]["correlation"]: e["name"] for e in json.load(f)["traceEvents"]
+                   if e.get("cat") == "kernel" and "correlation" in e.get("args", {})}
+    r = analyze_file(str(src))
+    (row,) = [g for g in r["reading"] if g["layer_type"] == "Owlv2Attention"]
+    layout = next(x for x in row["expected"]["extras"] if x["cause"] == "layout_copy")
+    ids = layout["evidence"]["kernel_correlations"]
+    assert ids and not layout["evidence"]["op_starts_us"]
+    assert all("copy" in kernels[c] for c in ids)  # the layout copies: PyTorch's direct_copy / elementwise copy kernels

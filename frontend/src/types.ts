@@ -511,6 +511,15 @@ export interface Extra {
   names: string[];
   fix: string;
   source: string;
+  evidence: Evidence;
+}
+
+/** The raw events that earned a claim: the first few, to find them in the trace. */
+export interface Evidence {
+  /** kernels' correlation ids (GPU trace) */
+  kernel_correlations: number[];
+  /** ops' ts as the trace records it, µs (CPU trace) */
+  op_starts_us: number[];
 }
 
 /** A kernel that runs as expected but slower than it could (an fp32 GEMM). */

@@ -30,32 +30,33 @@ STEP_OF_STAGE = {"qk_matmul": "qk_matmul", "av_matmul": "av_matmul", "softmax": 
 SCALE_OPS = frozenset({"aten::mul", "aten::div", "aten::mul_", "aten::div_", "aten::_masked_scale"})
 OUTSIDE_STAGES = frozenset({"qkv_proj", "out_proj"})
 MAX_NAMES = 5
+MAX_EVIDENCE = 8  # event ids kept per extra: the first items that earned it
 
 
 class CallReading(msgspec.Struct):
     unit: str
     ran: int = 0
     steps: Counter = msgspec.field(default_factory=Counter)  # step -> items
-    extras: dict[tuple[str, str, int], list] = msgspec.field(default_factory=dict)  # (cause, step or "", CAUSES row or -1) -> [count, us, Counter(names)]
+    extras: dict[tuple[str, str, int], list] = msgspec.field(default_factory=dict)  # (cause, step or "", CAUSES row or -1) -> [count, us, Counter(names), evidence ids]
     flags: dict[str, list] = msgspec.field(default_factory=dict)  # flag -> [count, us, Counter(names)]
     outside: list = msgspec.field(default_factory=lambda: [0, 0.0, Counter()])
     transposes: int | None = None
 
 
-def _items_gpu(L: Linked, calls: list[Call], call_of: list[int]) -> list[list[tuple[int, str, float]]]:
-    """Per call, its forward kernels as (launching op or -1, kernel name, µs)."""
-    out: list[list[tuple[int, str, float]]] = [[] for _ in calls]
+def _items_gpu(L: Linked, calls: list[Call], call_of: list[int]) -> list[list[tuple[int, str, float, int]]]:
+    """Per call, its forward kernels as (launching op or -1, kernel name, µs, the kernel's position)."""
+    out: list[list[tuple[int, str, float, int]]] = [[] for _ in calls]
     node_of = L.node_of
     for k in L.kernels:
         op = k.op
         if op >= 0 and call_of[op] >= 0 and node_of[op] < 0:
-            out[call_of[op]].append((op, k.name, k.dur))
+            out[call_of[op]].append((op, k.name, k.dur, k.i))
     for c in calls:
         for k in c.kernels:
             if k.op < 0 or call_of[k.op] != c.id:
                 fam = P.kernel_family(k.name)
                 if fam is None or fam.pass_ != "bwd":
-                    out[c.id].append((-1, k.name, k.dur))
+                    out[c.id].append((-1, k.name, k.dur, k.i))
     return out
 
 
@@ -89,7 +90,7 @@ def _items_cpu(L: Linked, c: Call, call_of: list[int]) -> list[tuple[int, str, f
         p = parent[i]
         if p >= lo and (w or below[i - lo]):
             below[p - lo] = True
-    return [(i, names[i], dur[i]) for i in range(lo, hi) if work[i - lo]]
+    return [(i, names[i], dur[i], i) for i in range(lo, hi) if work[i - lo]]
 
 
 def _path(L: Linked, i: int, lo: int) -> list[str]:
@@ -153,13 +154,25 @@ def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of:
     us = [it[2] for it in items]
     at = us.__getitem__
     # each bucket's µs summed in item order from 0.0, as adding them one by one would
+    ids = _evidence_ids(L, items, kernel_unit)
     r = CallReading(unit=unit, ran=plan.ran, steps=Counter(plan.steps),
-                    extras={key: [n, sum(map(at, idx), 0.0), names] for key, n, names, idx in plan.extras},
+                    extras={key: [n, sum(map(at, idx), 0.0), names, [ids(i) for i in idx[:MAX_EVIDENCE]]]
+                            for key, n, names, idx in plan.extras},
                     flags={key: [n, sum(map(at, idx), 0.0), names] for key, n, names, idx in plan.flags},
                     outside=[plan.outside[0], sum(map(at, plan.outside[2]), 0.0), plan.outside[1]])
     if c.hi > c.lo:
         r.transposes = _transposes(L, c, *where)
     return r
+
+
+def _evidence_ids(L: Linked, items: list, kernel_unit: bool):
+    """An item's id in the raw trace: a kernel's correlation id (None where its record has none), or on a CPU
+    trace its op's start (µs, as recorded)."""
+    if kernel_unit:
+        kt = L.kernel_table
+        has, corr = (kt.has("correlation"), kt["correlation"]) if kt is not None else (None, None)
+        return lambda i: int(corr[items[i][3]]) if has is not None and has[items[i][3]] else None
+    return lambda i: float(L.ts[items[i][3]])
 
 
 class _Plan(NamedTuple):
@@ -180,7 +193,7 @@ def _plan(judged: list[tuple[int, Any]], items: list[tuple[int, str, float]]) ->
     extras: dict[Any, list] = {}
     flags: dict[str, list] = {}
     outside: list = [0, Counter(), []]
-    for i, ((kind, key), (_, name, _)) in enumerate(zip(judged, items)):
+    for i, ((kind, key), (_, name, _, _)) in enumerate(zip(judged, items)):
         if kind == OUTSIDE:
             _add(outside, key, i)
             continue
@@ -222,7 +235,7 @@ def _planned(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: 
     if alike is None or lo < 0:
         return _plan(_judge(L, c, items, stage_of, kernel_unit), items)
     at = []  # each item's op relative to the call's first op
-    for op, _, _ in items:
+    for op, _, _, _ in items:
         if op < 0:
             at.append(-1)
         elif lo <= op < hi:
@@ -245,12 +258,12 @@ def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: li
     # Elementwise ops before the attention starts (its first QK^T matmul, fused kernel or attention op)
     # and outside any attention op (rotary embedding, a scale folded into the projection) are the layer's
     # preparation, not steps of this attention: a fused call has no QK^T kernel to start it.
-    first_qk = min((op for op, name, _ in items if op >= 0 and (stage_of[op] in ("qk_matmul", "fused")
+    first_qk = min((op for op, name, _, _ in items if op >= 0 and (stage_of[op] in ("qk_matmul", "fused")
                                                              or _attention_start(L, op, c.lo, name, kernel_unit))),
                    default=-1)
     low = str(c.info.get("dtype") or "").lower()
     low_precision = any(t in low for t in X.LOW_PRECISION)
-    for op, name, us in items:
+    for op, name, _, _ in items:
         path = _path(L, op, c.lo) if op >= 0 else []
         op_name = L.names[op] if op >= 0 else ""
         stage = (stage_of[op] or "other") if op >= 0 else _kernel_only_stage(name)
@@ -421,25 +434,28 @@ def group(calls: list[Call], readings: list[CallReading]) -> dict[tuple[str, str
         expected = max(exp_counts, key=lambda v: (exp_counts[v], -v)) if exp_counts else None
         extras_acc: dict[tuple[str, str, int], list] = {}
         for r in rs:
-            for k, (cnt, us, names) in r.extras.items():
-                acc = extras_acc.setdefault(k, [0, 0.0, Counter()])
+            for k, (cnt, us, names, ids) in r.extras.items():
+                acc = extras_acc.setdefault(k, [0, 0.0, Counter(), []])
                 acc[0] += cnt
                 acc[1] += us
                 acc[2].update(names)
+                acc[3].extend(ids[:MAX_EVIDENCE - len(acc[3])])
         merged: dict[tuple[str, str, str], list] = {}  # rows of one cause that say the same thing are one extra
-        for (cause, step, variant), (cnt, us, names) in extras_acc.items():
+        for (cause, step, variant), (cnt, us, names, ids) in extras_acc.items():
             what, fix, src = _cause_row(cause, step, key[1], variant)
             if cause == "mask_built_per_call":
                 fix = _mask_fix(cs, key[1])
-            acc = merged.setdefault((cause, step, what), [0, 0.0, Counter(), fix, src])
+            acc = merged.setdefault((cause, step, what), [0, 0.0, Counter(), fix, src, []])
             acc[0] += cnt
             acc[1] += us
             acc[2].update(names)
+            acc[5].extend(ids[:MAX_EVIDENCE - len(acc[5])])
         extras = []
-        for (cause, step, what), (cnt, us, names, fix, src) in sorted(merged.items(), key=lambda kv: -kv[1][1]):
+        for (cause, step, what), (cnt, us, names, fix, src, ids) in sorted(merged.items(), key=lambda kv: -kv[1][1]):
             extras.append({"cause": cause, "step": step or None, "what": what, "per_call": round(cnt / n, 3),
                            "us_per_call": round(us / n, 3), "us_per_step": round(us / n_steps, 3) if n_steps else None,
-                           "names": [nm for nm, _ in names.most_common(MAX_NAMES)], "fix": fix, "source": src})
+                           "names": [nm for nm, _ in names.most_common(MAX_NAMES)], "fix": fix, "source": src,
+                           "evidence": _evidence(rs[0].unit, ids)})
         flags = []
         fl: dict[str, list] = {}
         for r in rs:
@@ -481,6 +497,13 @@ def group(calls: list[Call], readings: list[CallReading]) -> dict[tuple[str, str
         reading["summary"] = summary(reading)
         out[key] = reading
     return out
+
+
+def _evidence(unit: str, ids: list) -> dict[str, list]:
+    """The events that earned an extra: kernels by correlation id, or on a CPU trace ops by their start."""
+    if unit == "kernels":
+        return {"kernel_correlations": [i for i in ids if i is not None], "op_starts_us": []}
+    return {"kernel_correlations": [], "op_starts_us": [i for i in ids if i is not None]}
 
 
 def summary(e: dict[str, Any]) -> str:

@@ -9,6 +9,12 @@ import msgspec
 from .base import Count, NonNeg, Positive, Row, doc
 
 
+class Evidence(Row, kw_only=True):
+    """The raw events that earned a claim: the first few, to find them in the trace."""
+    kernel_correlations: Annotated[list[int], doc("kernels' correlation ids (GPU trace)")]
+    op_starts_us: Annotated[list[float], doc("ops' ts as the trace records it, µs (CPU trace)")]
+
+
 class Extra(Row, kw_only=True):
     """Kernels beyond the expected ones, by cause."""
     cause: Literal["hidden_copy", "mask_built_per_call", "safe_softmax_guard", "dtype_cast", "layout_copy",
@@ -22,6 +28,7 @@ class Extra(Row, kw_only=True):
     names: list[str]
     fix: str
     source: str
+    evidence: Evidence
 
 
 class Flag(Row, kw_only=True):
