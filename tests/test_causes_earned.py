@@ -172,3 +172,40 @@ def test_each_extra_names_the_events_that_earned_it_gpu():
     ids = layout["evidence"]["kernel_correlations"]
     assert ids and not layout["evidence"]["op_starts_us"]
     assert all("copy" in kernels[c] for c in ids)  # the layout copies: PyTorch's direct_copy / elementwise copy kernels
+
+
+def _mha(need_weights: bool):
+    def run(torch):
+        from torch import nn
+
+        m = nn.MultiheadAttention(32, 4, batch_first=True).eval()  # the fast path: eval, batch_first, no_grad
+        x = torch.randn(2, 16, 32)
+        for _ in range(3):
+            m(x, x, x, need_weights=need_weights)
+    return run
+
+
+def _under_mha(events: list[dict]) -> set[str]:
+    """The walker: cpu ops nested (by time) under aten::_native_multi_head_attention."""
+    ops = sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
+    outer = [e for e in ops if e["name"] == "aten::_native_multi_head_attention"]
+    return {e["name"] for e in ops for o in outer
+            if e is not o and o["ts"] <= e["ts"] and e["ts"] + e["dur"] <= o["ts"] + o["dur"]}
+
+
+def test_mha_need_weights_is_read_with_the_need_weights_false_fix(tmp_path):
+    with_w = _record_modules(tmp_path, "mha_weights", _mha(True))
+    without = _record_modules(tmp_path, "mha_no_weights", _mha(False))
+    # what need_weights=True adds, from the raw events: the sum and division of the averaged weights
+    added = _under_mha(_events(with_w)) - _under_mha(_events(without))
+    assert {"aten::sum", "aten::div_"} <= added
+    r = analyze_file(str(with_w))
+    (row,) = [g for g in r["reading"] if g["implementation"] == "mha_fastpath"]
+    extras = {x["cause"]: x for x in row["expected"]["extras"]}
+    assert "unexplained" not in extras
+    w = extras["attention_weights"]
+    assert set(w["names"]) <= added | {"aten::fill_"} and "need_weights=False" in w["fix"]
+    assert extras["mha_fast_path"]["names"] == ["aten::_transform_bias_rescale_qkv"]
+    r0 = analyze_file(str(without))
+    (row0,) = [g for g in r0["reading"] if g["implementation"] == "mha_fastpath"]
+    assert "attention_weights" not in {x["cause"] for x in row0["expected"]["extras"]}

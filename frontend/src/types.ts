@@ -501,7 +501,7 @@ export interface Expected {
 
 /** Kernels beyond the expected ones, by cause. */
 export interface Extra {
-  cause: "buffer_fill" | "dtype_cast" | "hidden_copy" | "kv_cache_write" | "layout_copy" | "mask_built_per_call" | "postprocess" | "preprocess" | "quantize" | "repeated_step" | "safe_softmax_guard" | "split_kv_reduce" | "unexplained";
+  cause: "attention_weights" | "buffer_fill" | "dtype_cast" | "hidden_copy" | "kv_cache_write" | "layout_copy" | "mask_built_per_call" | "mha_fast_path" | "postprocess" | "preprocess" | "quantize" | "repeated_step" | "safe_softmax_guard" | "split_kv_reduce" | "unexplained";
   step: string | null;
   what: string;
   /** kernels (CPU: ops) per call */

@@ -176,6 +176,23 @@ CAUSES: tuple[Cause, ...] = (
           "aten::to > aten::_to_copy > aten::copy_",
           "source: HF transformers eager attention (softmax(attn_weights, dim=-1, dtype=torch.float32)); "
           "cpu: torch 2.13 aten::to > aten::_to_copy > aten::copy_"),
+    # nn.MultiheadAttention's fast path (aten::_native_multi_head_attention): its own helper, and the weights
+    # it returns when need_weights=True (the default): a sum over heads and a division (average_attn_weights).
+    Cause("mha_fast_path", r"^aten::_transform_bias_rescale_qkv$", r"^aten::_native_multi_head_attention$", "",
+          "the MHA fast path's packed q/k/v bias add and q scaling (_transform_bias_rescale_qkv: one op per call)",
+          "none needed: part of nn.MultiheadAttention's fast path",
+          "aten::_native_multi_head_attention > aten::_transform_bias_rescale_qkv",
+          "source: pytorch/pytorch aten/src/ATen/native/transformers/attention.cpp native_multi_head_attention; "
+          "cpu: torch 2.13 nn.MultiheadAttention(batch_first=True).eval() under no_grad"),
+    Cause("attention_weights", r"^aten::(sum|div_|fill_)$", r"^aten::_native_multi_head_attention$", "",
+          "the attention weights averaged over heads and returned (need_weights=True, nn.MultiheadAttention's "
+          "default; average_attn_weights=True): a sum and a division per call",
+          "pass need_weights=False when the weights are not used: the averaging goes, and the layer can run a "
+          "fused SDPA kernel instead of bmm, softmax, bmm",
+          "aten::_native_multi_head_attention > aten::sum > aten::fill_",
+          "source: pytorch/pytorch aten/src/ATen/native/transformers/attention.cpp native_multi_head_attention "
+          "(need_weights: qkt.sum(1) / num_head when average_attn_weights); torch/nn/modules/activation.py "
+          "MultiheadAttention.forward (need_weights defaults to True); cpu: torch 2.13"),
     Cause("layout_copy", r"", r"^aten::(contiguous|reshape|clone|flatten|_reshape_copy|repeat_interleave|expand_as)$", "",
           "layout copy: a non-contiguous tensor (after transpose/permute) copied into a new layout",
           "keep the layout the next op wants (e.g. [B, H, S, D] for SDPA), or let a fused backend take the strides",

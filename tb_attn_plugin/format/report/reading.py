@@ -19,7 +19,7 @@ class Extra(Row, kw_only=True):
     """Kernels beyond the expected ones, by cause."""
     cause: Literal["hidden_copy", "mask_built_per_call", "safe_softmax_guard", "dtype_cast", "layout_copy",
                    "buffer_fill", "repeated_step", "unexplained", "kv_cache_write", "quantize", "split_kv_reduce",
-                   "preprocess", "postprocess"]
+                   "preprocess", "postprocess", "mha_fast_path", "attention_weights"]
     step: str | None
     what: str
     per_call: Annotated[NonNeg, doc("kernels (CPU: ops) per call")]
