@@ -51,6 +51,25 @@ def test_a_users_fused_family_counts_in_ran(tmp_path):
     assert row["expected"]["outside"]["per_call"] == 0
 
 
+# FlashAttention-3's forward as DeepSeek-V3's H800 profile names it (deepseek-ai/profile-data prefill.json)
+FA3 = ("void flash::compute_attn_ws<Flash_fwd_kernel_traits<192, 128, 128, 12, 2, false, 1, cutlass::bfloat16_t, 128>, "
+       "true, flash::SingleTileScheduler, flash::SeqLenTraits<true> >(flash::CollectiveMainloopFwd<Flash_fwd_kernel_"
+       "traits<192, 128, 128, 12, 2, false, 1, cutlass::bfloat16_t, 128>, true, flash::SeqLenTraits<true> >::Params)")
+
+
+def test_fa3_under_a_custom_autograd_function_counts_in_ran(tmp_path):
+    """The FA3 kernel launched by a custom autograd Function's op (flash_attn_interface's FlashAttnFunc): the
+    kernel is the call's fused step, never 'outside'."""
+    b = TraceBuilder()
+    b.eager_calls([[(FA3, 100.0)] for _ in range(3)], op_name="FlashAttnFunc")
+    path = b.write(tmp_path / "fa3.json")
+    per_call = sum(e.get("name") == FA3 for e in _events(path)) / 3
+    r = analyze_file(str(path))
+    (row,) = r["reading"]
+    e = row["expected"]
+    assert e["ran"] == per_call == 1 and e["outside"]["per_call"] == 0  # the kernel counted, none outside
+
+
 def _rotary_sdpa(torch):
     """A Llama-style layer on the CPU: rotary embedding (mul, add of rotate_half) on q and k, then fused SDPA."""
     import torch.nn.functional as F
