@@ -81,3 +81,16 @@ def test_a_group_with_no_recorded_forward_says_unknown_not_zero(tmp_path):
     (row,) = [g for g in r["reading"] if g["layer_type"] == "BertSdpaSelfAttention"]
     assert row["expected"]["calls_without_forward"] == 4 and "ran unknown" in row["expected"]["summary"]
     assert row["host"]["gpu_us_per_call"] is None and row["host"]["host_bound"] is None
+
+
+def test_a_kv_cache_write_launched_by_the_attention_op_is_not_a_repeated_fused_step(tmp_path):
+    """vLLM's attention op launches the cache write and the attention kernel itself (one op, two kernels)."""
+    b = TraceBuilder()
+    b.eager_calls([[(KV_WRITE, 3.0), (PAGED, 40.0)] for _ in range(3)], op_name="vllm::unified_attention_with_output")
+    path = b.write(tmp_path / "kv_write.json")
+    doc = json.loads(Path(path).read_text())
+    assert sum(ev.get("name") == KV_WRITE for ev in doc["traceEvents"]) == 3  # one write per call
+    (row,) = analyze_file(str(path))["reading"]
+    extras = {x["cause"]: x for x in row["expected"]["extras"]}
+    assert "repeated_step" not in extras and extras["kv_cache_write"]["per_call"] == 1
+    assert "use a fused backend" not in extras["kv_cache_write"]["fix"]

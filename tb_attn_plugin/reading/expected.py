@@ -267,8 +267,11 @@ def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: li
         path = _path(L, op, c.lo) if op >= 0 else []
         op_name = L.names[op] if op >= 0 else ""
         stage = (stage_of[op] or "other") if op >= 0 else _kernel_only_stage(name)
-        if kernel_unit and stage not in ("fused",) and P.fused_family(name) is not None:
-            stage = "fused"  # a fused kernel of any family (a user's --patterns row, FA3 under an autograd Function)
+        if kernel_unit:  # the kernel's own family says what it is, whatever its op launched besides
+            fam = P.kernel_family(name)
+            if fam is not None and (fam.stage == "fused" or fam.stage in P.HELPER_STAGES):
+                stage = fam.stage  # a fused kernel of any family (a --patterns row, FA3 under an autograd Function),
+                # or a helper (a KV-cache write launched by the attention op itself)
         if stage in OUTSIDE_STAGES:
             out.append((OUTSIDE, op_name or name))  # the op: a projection's kernels are named by their GEMM library
             continue
