@@ -94,3 +94,32 @@ def test_a_kv_cache_write_launched_by_the_attention_op_is_not_a_repeated_fused_s
     extras = {x["cause"]: x for x in row["expected"]["extras"]}
     assert "repeated_step" not in extras and extras["kv_cache_write"]["per_call"] == 1
     assert "use a fused backend" not in extras["kv_cache_write"]["fix"]
+
+
+ALL_SHARED = ("tl_h100_bert_small_sdpa_flash", "tl_h100_owlv2_eager_bmm_softmax", "tl_mi300x_bert_small_sdpa_aotriton",
+              "tl_mi300x_torch_compile_small", "tl_mi300x_xdit_flux1_aiter_fmha_hipgraph",
+              "hta_a100_negative_log_softmax_fwdbwd")
+
+
+@pytest.mark.parametrize("name", ALL_SHARED)
+def test_every_extras_evidence_is_a_kernel_of_its_names(name):
+    """The claims audit for extras: each correlation id an extra gives is a kernel of the raw trace, and (where
+    the extra lists all its names) one of them; calls counted apart plus calls read make the group's calls."""
+    src = shared_trace(name)
+    with gzip.open(src) as f:
+        kernels = {}
+        for e in json.load(f)["traceEvents"]:
+            a = e.get("args") or {}
+            if e.get("cat") in GPU_CATS and "correlation" in a:
+                kernels.setdefault(a["correlation"], set()).add(e["name"])
+    r = analyze_file(str(src))
+    for row in r["reading"]:
+        e = row["expected"]
+        if e is None:
+            continue
+        assert 0 <= e["calls_without_forward"] <= row["calls"]
+        for x in e["extras"]:
+            for c in x["evidence"]["kernel_correlations"]:
+                assert c in kernels, (x["cause"], c)
+                if len(x["names"]) < 5:
+                    assert kernels[c] & set(x["names"]), (x["cause"], c, kernels[c])
