@@ -228,3 +228,47 @@ def test_mha_need_weights_is_read_with_the_need_weights_false_fix(tmp_path):
     r0 = analyze_file(str(without))
     (row0,) = [g for g in r0["reading"] if g["implementation"] == "mha_fastpath"]
     assert "attention_weights" not in {x["cause"] for x in row0["expected"]["extras"]}
+
+
+def _collect_mha(tmp: Path, need_weights: bool) -> Path:
+    """nn.MultiheadAttention in training (the slow path) under tb_attn_plugin.profile, which tags each call."""
+    torch = pytest.importorskip("torch")
+    import tb_attn_plugin
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(32, 4, batch_first=True)
+
+        def forward(self, x):
+            return self.attn(x, x, x, need_weights=need_weights)[0]
+
+    torch.manual_seed(0)
+    m, x = Block(), torch.randn(2, 16, 32)
+    with tb_attn_plugin.profile(str(tmp), model=m, schedule=torch.profiler.schedule(wait=0, warmup=1, active=2)) as prof:
+        for _ in range(3):
+            m(x).sum().backward()
+            prof.step()
+    return Path(prof.traces[0])
+
+
+def test_mha_with_need_weights_reads_as_the_explicit_path(tmp_path):
+    import gzip
+    from urllib.parse import parse_qs
+
+    for need in (True, False):
+        path = _collect_mha(tmp_path / str(need), need)
+        with gzip.open(path) as f:
+            evs = json.load(f)["traceEvents"]
+        tag = next(e["name"] for e in evs if e.get("name", "").startswith("tb_attn::call "))
+        assert parse_qs(tag[len("tb_attn::call "):])["need_weights"] == ["1" if need else "0"]
+        ran_sdpa = any(e.get("name") == "aten::scaled_dot_product_attention" for e in evs)
+        assert ran_sdpa is not need  # need_weights=True: no SDPA; False: SDPA ran
+        (row,) = analyze_file(str(path))["reading"]
+        e = row["expected"]
+        if need:
+            assert e["expected_steps"] == ["qk_matmul", "softmax", "av_matmul"]
+            assert "need_weights=False" in e["summary"] and not [x for x in e["extras"] if x["cause"] == "unexplained"]
+        else:
+            assert "need_weights" not in e["summary"]

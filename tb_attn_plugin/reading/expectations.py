@@ -52,6 +52,12 @@ EXPECTATIONS: tuple[Expectation, ...] = (
        "source: pytorch/pytorch torch/_inductor/kernel/flex_attention.py (one template kernel per compiled flex_attention)"),
     _E("compiled", (), None, "Inductor fuses per graph: no fixed count per attention call",
        "triton_per_fused__softmax_0 between two extern mm kernels", "source: pytorch/pytorch torch/_inductor (fusion decided per graph)"),
+    # nn.MultiheadAttention called with need_weights=True (its default), as the collector records it: the
+    # weights must exist, so F.multi_head_attention_forward runs the explicit path, not SDPA.
+    _E("mha_weights", UNFUSED_STEPS, None, "",
+       "MultiheadAttention (need_weights=True): baddbmm, softmax, bmm on the CPU; 5 ops ran with 2 layout copies",
+       "source: pytorch/pytorch torch/nn/functional.py multi_head_attention_forward (need_weights: baddbmm/bmm, "
+       "softmax, dropout, bmm; else scaled_dot_product_attention); cpu: torch 2.13 with tb_attn_plugin.profile"),
     _E("mha_fastpath", (), None, "nn.MultiheadAttention's fast path includes its projections and picks SDPA inside",
        "aten::_native_multi_head_attention", "source: pytorch/pytorch aten/src/ATen/native/transformers/attention.cpp native_multi_head_attention"),
 )
@@ -60,6 +66,8 @@ EXPECTATIONS: tuple[Expectation, ...] = (
 DEFAULT_FUSED = _E("fused", FUSED_STEPS, None, "", "void flash::flash_fwd_kernel<...>: 1 kernel per forward",
                    "source: attention/patterns.py fused families (each a single attention kernel per call)")
 UNFUSED_IMPLEMENTATIONS = frozenset({"eager", "math"})
+NEED_WEIGHTS_FIX = ("need_weights=True (nn.MultiheadAttention's default) runs the explicit path (bmm, softmax, bmm): "
+                    "pass need_weights=False when the weights are not used, and the call runs SDPA's fused kernel")
 
 # A family's helper kernels (attention/patterns.py HELPER_STAGES, each family row with its real example):
 # not steps of the table, so each is an extra of its own, with what it is and whether anything is to fix.

@@ -344,6 +344,14 @@ def read_calls(L: Linked, calls: list[Call], call_of: list[int], stage_of: list,
             for c in calls]
 
 
+def _table_row(c: Call) -> str:
+    """The expectations row of a call: its implementation's, except nn.MultiheadAttention recorded with
+    need_weights=True (the collector's tag), which runs the explicit path."""
+    if c.implementation == "mha" and (c.info.get("tag") or {}).get("need_weights"):
+        return "mha_weights"
+    return c.implementation
+
+
 def expected_steps(implementation: str, seen: Counter, info: dict[str, Any]) -> list[str] | None:
     """The steps expected of one call: the table's, "?" ones when the call has them."""
     row = X.expectation(implementation)
@@ -429,11 +437,12 @@ def group(calls: list[Call], readings: list[CallReading]) -> dict[tuple[str, str
         exp_counts = Counter()
         exp_steps = None
         for c, r in zip(cs, rs):
-            e = expected_steps(c.implementation, r.steps, c.info)
+            e = expected_steps(_table_row(c), r.steps, c.info)
             if e is not None:
                 exp_counts[len(e)] += 1
                 exp_steps = exp_steps or e
-        row = X.expectation(key[1])
+        weights = any(_table_row(c) == "mha_weights" for c in cs)
+        row = X.expectation("mha_weights" if weights else key[1])
         expected = max(exp_counts, key=lambda v: (exp_counts[v], -v)) if exp_counts else None
         extras_acc: dict[tuple[str, str, int], list] = {}
         for r in rs:
@@ -497,7 +506,7 @@ def group(calls: list[Call], readings: list[CallReading]) -> dict[tuple[str, str
             "source": row.source,
             "calls_without_forward": apart,
         }
-        reading["summary"] = summary(reading)
+        reading["summary"] = summary(reading) + (f"; {X.NEED_WEIGHTS_FIX}" if weights else "")
         out[key] = reading
     return out
 
