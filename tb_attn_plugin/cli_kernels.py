@@ -27,7 +27,7 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
                          parents=[common])
     pat.add_argument("--json", action="store_true", help="print the table as JSON")
     fpr = sub.add_parser("fingerprint", help="decode kernel names into library, pass, dtype, math unit, tile, layout, "
-                                              "arch, knob, split; without names, list the decoding rules",
+                                              "arch, head dim, paging, causal, knob, split; without names, list the decoding rules",
                          parents=[common])
     fpr.add_argument("names", nargs="*", metavar="KERNEL", help="kernel names as the trace writes them")
     fpr.add_argument("--device-arch", metavar="ARCH", help="the device the kernels ran on (sm90, gfx942), for the flags")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tb_attn_plugin.reading import fingerprint, occupancy
+from tb_attn_plugin.reading import fingerprint, occupancy, why_not_flash
 from tb_attn_plugin.reading.eligibility_rules import CHECKS
 from tb_attn_plugin.reading.fingerprint_rules import FIELDS, RULES
 from tb_attn_plugin.reading.why_not_flash import PREDICATES
@@ -124,13 +124,14 @@ def test_occupancy_of_the_h100_traces_sits_beside_cuptis_estimate():
             for o in flash} == {(128, 255, 2, 8, 12.5)}
 
 
-def test_a_zero_estimate_on_an_extended_launch_is_a_measurement_gap():
+def test_a_zero_estimate_over_48_kib_is_kinetos_default_limit_not_the_launch_api():
     r = analyze_file(str(shared_trace("tl_h100_owlv2_eager_bmm_softmax")))
     rows = [o for lay in r["layers"] for o in lay["occupancy"] if o["name"].startswith("sm90_xmma_gemm")]
     assert rows
     for o in rows:
-        assert o["achieved_pct"] is None and o["launch_api"] == "cudaLaunchKernelExC"
-        assert "measurement gap" in o["reading"] and o["theoretical_pct"] > 0
+        assert o["achieved_pct"] is None and o["shared_memory_bytes"] > 49152
+        assert o["zero_estimate_cause"] == "shared memory over the default limit" and o["theoretical_pct"] > 0
+        assert "does not estimate" not in o["reading"]
 
 
 def test_amd_traces_say_once_why_occupancy_is_unknown():
@@ -148,6 +149,11 @@ def test_every_check_has_a_predicate_or_is_declared_unanswerable():
     for row in CHECKS:
         assert (row.backend, row.check) in PREDICATES or ("*", row.check) in PREDICATES or row.check in UNANSWERABLE
         assert row.source.startswith("aten/src/ATen/native/transformers/")
+    from tb_attn_plugin.reading.eligibility_rules import CPU_CHECKS
+    from tb_attn_plugin.reading.why_not_flash import CPU_PREDICATES
+
+    for row in CPU_CHECKS:
+        assert row.check in CPU_PREDICATES or row.check in UNANSWERABLE, row.check
 
 
 def _record(tmp: Path, name: str, fn) -> Path:
@@ -176,46 +182,63 @@ def _sdpa(q_shape, k_shape, dtype="float32", **kw):
     return run
 
 
-def _refusals(report) -> dict[str, list[str]]:
-    jsonschema.validate(report, SCHEMA)
-    (lay,) = report["layers"]
-    w = lay["why_not_flash"]
-    assert w is not None and "assumed" in w["device"]
-    return {b["backend"]: [x["check"] for x in b["refusals"]] for b in w["backends"]}
+SM80 = {"vendor": "NVIDIA", "compute_capability": "8.0"}
+
+
+def _sdpa_args(path: Path) -> dict:
+    """The recorded args of the trace's aten::scaled_dot_product_attention, read from the raw events."""
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    return next(e["args"] for e in events if e.get("name") == why_not_flash.SDPA_OP)
+
+
+def _refusals(path: Path, device: dict = SM80) -> dict[str, list[str]]:
+    """The CUDA rules replayed on a CPU recording's SDPA inputs, judged for an sm80 GPU (the report of a CPU
+    trace judges it by the CPU's rules: test_cpu_why_not_flash.py)."""
+    a = _sdpa_args(path)
+    x = why_not_flash.inputs_of(a.get("Input Dims"), a.get("Input type"), a.get("Concrete Inputs"), False, device,
+                                a.get("Input Strides"))
+    w = why_not_flash.judge(x)
+    assert "sm80" in w["device"] and "assumed" not in w["device"]
+    return {b["backend"]: [r["check"] for r in b["refusals"]] for b in w["backends"]}
+
+
+def _backends(path: Path) -> dict[str, dict]:
+    a = _sdpa_args(path)
+    x = why_not_flash.inputs_of(a.get("Input Dims"), a.get("Input type"), a.get("Concrete Inputs"), False, SM80,
+                                a.get("Input Strides"))
+    return {b["backend"]: b for b in why_not_flash.judge(x)["backends"]}
 
 
 def test_float32_with_a_dense_mask_says_which_fused_backends_refuse(tmp_path):
-    r = analyze_file(str(_record(tmp_path, "fp32_mask", _sdpa((2, 4, 16, 64), (2, 4, 16, 64), dense_mask=True))))
-    got = _refusals(r)
+    path = _record(tmp_path, "fp32_mask", _sdpa((2, 4, 16, 64), (2, 4, 16, 64), dense_mask=True))
+    got = _refusals(path)
     assert got["flash"] == ["check_for_attn_mask", "check_dtypes_flash_attention"]
     assert got["efficient"] == []  # float32 and a mask are fine for the efficient kernel on sm80
     assert got["cudnn"] == ["check_dtypes_low_precision"]
-    flash = next(b for b in r["layers"][0]["why_not_flash"]["backends"] if b["backend"] == "flash")
+    flash = _backends(path)["flash"]
     assert "is_causal" in flash["refusals"][0]["fix"] and "bfloat16" in flash["refusals"][1]["fix"]
 
 
 def test_bf16_causal_square_inputs_pass_every_replayed_check(tmp_path):
-    r = analyze_file(str(_record(tmp_path, "bf16_causal", _sdpa((1, 2, 32, 64), (1, 2, 32, 64), "bfloat16",
-                                                                     is_causal=True))))
-    got = _refusals(r)
+    path = _record(tmp_path, "bf16_causal", _sdpa((1, 2, 32, 64), (1, 2, 32, 64), "bfloat16", is_causal=True))
+    got = _refusals(path)
     assert got == {"flash": [], "efficient": [], "cudnn": []}
-    assert all(b["eligible"] for b in r["layers"][0]["why_not_flash"]["backends"])
+    assert all(b["eligible"] for b in _backends(path).values())
 
 
 def test_causal_with_fewer_queries_than_keys_refuses_flash(tmp_path):
-    r = analyze_file(str(_record(tmp_path, "causal_rect", _sdpa((1, 2, 8, 64), (1, 2, 16, 64), "bfloat16",
-                                                                     is_causal=True))))
-    assert _refusals(r)["flash"] == ["check_flash_causal_non_square_seqlens"]
+    path = _record(tmp_path, "causal_rect", _sdpa((1, 2, 8, 64), (1, 2, 16, 64), "bfloat16", is_causal=True))
+    assert _refusals(path)["flash"] == ["check_flash_causal_non_square_seqlens"]
 
 
 def test_grouped_query_attention_follows_enable_gqa(tmp_path):
-    r = analyze_file(str(_record(tmp_path, "gqa", _sdpa((1, 4, 16, 64), (1, 2, 16, 64), "bfloat16", enable_gqa=True))))
-    assert _refusals(r)["flash"] == []
+    path = _record(tmp_path, "gqa", _sdpa((1, 4, 16, 64), (1, 2, 16, 64), "bfloat16", enable_gqa=True))
+    assert _refusals(path)["flash"] == []
 
 
 def test_head_dim_alignment_and_dropout_resolution(tmp_path):
-    r = analyze_file(str(_record(tmp_path, "odd", _sdpa((1, 2, 16, 66), (1, 2, 16, 66), dropout_p=0.1))))
-    got = _refusals(r)
+    got = _refusals(_record(tmp_path, "odd", _sdpa((1, 2, 16, 66), (1, 2, 16, 66), dropout_p=0.1)))
     assert "check_head_dim_size_mem_efficient" in got["efficient"]
     assert {"check_cudnn_dropout", "check_cudnn_tensor_shapes"} <= set(got["cudnn"])
 
@@ -246,7 +269,7 @@ def test_a_transposed_last_dimension_refuses_the_fused_backends(tmp_path):
         q = torch.randn(1, 2, 64, 16, dtype=torch.bfloat16).transpose(-1, -2)  # (1, 2, 16, 64), stride(-1) 16
         k = torch.randn(1, 2, 16, 64, dtype=torch.bfloat16)
         F.scaled_dot_product_attention(q, k, k)
-    got = _refusals(analyze_file(str(_record(tmp_path, "strided", run))))
+    got = _refusals(_record(tmp_path, "strided", run))
     assert got == {b: ["check_last_dim_stride_equals_1_dense"] for b in ("flash", "efficient", "cudnn")}
 
 

@@ -52,6 +52,20 @@ def test_estimates_keep_the_range(values):
     assert all((math.isnan(a) and math.isnan(b)) or a == b for a, b in zip(got, want))
 
 
+_grid_side = st.one_of(st.sampled_from([1, 16, 132, 65535, 2**31 - 1]), st.sampled_from([0, -3, 2**31, True, 4.0, "4"]))
+_grid = st.one_of(st.none(), st.lists(_grid_side, min_size=3, max_size=3), st.lists(_grid_side, max_size=4), _odd)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_grid, max_size=30))
+def test_grid_sizes_follow_threads_as_floats(grids):
+    """A grid is read by the block's rule (one to three counts, none zero), as a float: its product can pass int64."""
+    want = [math.nan if launch_config.threads(g) is None else float(launch_config.threads(g)) for g in grids]
+    got = launch_config.grid_sizes(grids).tolist()
+    assert len(got) == len(want)
+    assert all((math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12) for a, b in zip(got, want))
+
+
 def test_a_memcpy_beside_kernels_keeps_the_kernels_configuration():
     # A real H100 launch, as CUPTI wrote it in ../shared/traces/tl_h100_bert_small_sdpa_flash.json.gz
     # (pytorch_flash::flash_fwd_kernel: 255 registers, 49152 B shared, block [128, 1, 1], est. 1 %),

@@ -210,8 +210,9 @@ def test_call_returns_one_call_sample(app):
     assert reading["expected"] == group["expected"] and reading["expected"]["ran"] >= 1
     assert reading["host"] == group["host"] and reading["host"]["host_us_per_call"] > 0
     assert reading["why_not_flash"] == layer["why_not_flash"]
-    flash = next(b for b in reading["why_not_flash"]["backends"] if b["backend"] == "flash")
-    assert flash["eligible"] is False and "float32" in flash["refusals"][0]["reason"]  # recorded in float32
+    # a CPU call that ran the CPU flash kernel (float32 is one of its dtypes): judged by the CPU's rules, not refused
+    (flash,) = reading["why_not_flash"]["backends"]
+    assert flash["backend"] == "flash_cpu" and flash["eligible"] is not False and flash["refusals"] == []
     # a CPU trace: no kernel to decode, GPU time unknown; each said with its reason, never a 0
     assert reading["kernels"] == [] and "CPU only" in reading["unknown"]["kernels"]
     assert reading["host"]["gpu_us_per_call"] is None and "no GPU activity" in reading["unknown"]["gpu"]

@@ -99,7 +99,8 @@ async function panelShot(page, panel, name) {
 }
 
 await run(async (browser) => {
-  // The post's SDPA math variant (float32, is_causal) on the CPU: the mask built per call, flash refused.
+  // The post's SDPA math variant (float32, is_causal, math pinned) on the CPU: the mask built per call; judged
+  // by the CPU's rules, nothing refuses the CPU flash kernel (the pin, which the trace does not record, chose math).
   const m = await facts(MATH_RUN);
   ok(m.group.expected.extras.some((x) => x.cause === "mask_built_per_call"), "the math run's report names the mask built per call");
   const { page, panel } = await openCall(browser, MATH_RUN, m.call.id);
@@ -107,7 +108,8 @@ await run(async (browser) => {
     "the panel is titled by the call's layer type × implementation");
   await checkExpected(panel, m.group, MATH_RUN);
   await checkWhyNotFlash(panel, m.layer, MATH_RUN);
-  ok(m.layer.why_not_flash.backends.some((b) => b.backend === "flash" && b.eligible === false), "flash is refused for the float32 call");
+  ok(m.layer.why_not_flash.backends.every((b) => b.backend === "flash_cpu" && b.refusals.length === 0),
+    "the CPU call is judged by the CPU's flash rules, and float32 does not refuse it");
   await checkHost(panel, m.group, MATH_RUN);
   const k = await panel.locator('[data-testid="reading-unknown"][data-piece="kernels"]').textContent();
   ok(/^unknown: no GPU kernels: the trace recorded the CPU only/.test(k), "a CPU trace: no kernels to decode, said with the reason");

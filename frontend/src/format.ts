@@ -207,11 +207,19 @@ function templateHint(name: string): string | null {
   return bare.length > 40 ? bare.slice(0, 39) + "…" : bare;
 }
 
-/** "occupancy 12.5% (registers) · CUPTI 1%": theoretical, the limit that binds, the estimate or its gap. */
+/** Why the trace's est. achieved occupancy % reads 0, short (reading/occupancy.py zero_estimate_cause). */
+export const ZERO_ESTIMATE: Record<NonNullable<KernelOccupancy["zero_estimate_cause"]>, string> = {
+  "shared memory over the default limit": "over the 48 KiB it assumes",
+  "idle SMs": "idle SMs",
+  mixed: "over 48 KiB or idle SMs",
+  unexplained: "unexplained",
+};
+
+/** "occupancy 12.5% (registers) · kineto est. 1%": theoretical, the limit that binds, the estimate or its gap. */
 export function occupancyText(o: KernelOccupancy): string {
   const theo = o.theoretical_pct == null ? "occupancy unknown" : `occupancy ${o.theoretical_pct}% (${(o.limited_by || []).join(", ")})`;
-  const ach = o.achieved_pct != null ? ` · CUPTI ${o.achieved_pct}%`
-    : (o.reading || "").includes("measurement gap") ? " · CUPTI 0%: not measured" : "";
+  const ach = o.achieved_pct != null ? ` · kineto est. ${o.achieved_pct}%`
+    : o.zero_estimate_cause ? ` · kineto est. 0%: ${ZERO_ESTIMATE[o.zero_estimate_cause]}` : "";
   const design = (o.reading || "").includes("low by design") ? " · low by design" : "";
   return theo + ach + design;
 }

@@ -1,7 +1,7 @@
 // The Reading panel of one call, shaped for display: expected against actual with each extra's cost
 // and fix, host vs GPU, the kernels' fingerprints and occupancy, why not flash. Pure: the numbers
 // are the engine's (GET /call's "reading"); this only words them, with units (test/reading_model.test.ts).
-import { fmtBytes, fmtCount, fmtShare, fmtUs, num } from "./format";
+import { fmtBytes, fmtCount, fmtShare, fmtUs, num, ZERO_ESTIMATE } from "./format";
 import type { CallReading, CallReadingKernel, Expected, HostCost, WhyNotFlash } from "./types";
 
 /** A piece the engine could not read: shown as "unknown" with the reason, never as 0. */
@@ -45,13 +45,13 @@ export interface KernelRow {
   stage: string;
   pass: string;
   inCall: string; // "3 launches · 17.4 µs in this call"
-  fields: [string, string][]; // library, pass, dtype, math unit, tile, layout, arch, knob, split
+  fields: [string, string][]; // library, pass, dtype, math unit, tile, layout, arch, head dim, paging, mask, knob, split
   summary: string;
   flags: string[];
   occupancy: string; // numbers: theoretical, warps, blocks, limit, CUPTI
   occupancyConfig: string; // registers, shared memory, threads per block
-  occupancyReading: string; // the engine's sentence (low by design, measurement gap, ...)
-  tags: string[]; // "low by design", "measurement gap"
+  occupancyReading: string; // the engine's sentence (low by design, why the estimate reads 0, ...)
+  tags: string[]; // "low by design", "0% estimate", "idle SMs"
 }
 
 export interface BackendRow {
@@ -149,7 +149,8 @@ function hostModel(h: HostCost, gpuUnknown: string | undefined): HostModel {
 
 const FIELDS: [keyof NonNullable<CallReadingKernel["fingerprint"]>, string][] = [
   ["library", "library"], ["pass", "pass"], ["dtype", "dtype"], ["math_unit", "math unit"], ["tile", "tile"],
-  ["layout", "layout"], ["arch", "built for"], ["knob", "cuDNN knob"], ["split", "split-KV"],
+  ["layout", "layout"], ["arch", "built for"], ["head_dim", "head dim"], ["paging", "paging"], ["causal", "mask"],
+  ["knob", "cuDNN knob"], ["split", "split"],
 ];
 
 function kernelRow(k: CallReadingKernel, deviceArch: string | null): KernelRow {
@@ -173,9 +174,9 @@ function kernelRow(k: CallReadingKernel, deviceArch: string | null): KernelRow {
       : `theoretical ${fmtShare(theo / 100)} (${o.warps_per_sm} of ${o.max_warps_per_sm} warps, `
         + `${plural(o.blocks_per_sm ?? 0, "block")} per SM), limited by ${(o.limited_by || []).join(" and ")}`;
     const ach = num(o.achieved_pct);
-    const gap = (o.reading || "").includes("measurement gap");
-    const achText = ach !== null ? `CUPTI est. achieved ${fmtShare(ach / 100)}`
-      : gap ? `CUPTI 0%: a measurement gap${o.launch_api ? ` (${o.launch_api})` : ""}` : "CUPTI estimate not recorded";
+    const zero = o.zero_estimate_cause;
+    const achText = ach !== null ? `kineto est. achieved ${fmtShare(ach / 100)}`
+      : zero ? `kineto est. 0%: ${ZERO_ESTIMATE[zero]}` : "estimate not recorded";
     occupancy = `${theoText} · ${achText}`;
     if (num(o.registers_per_thread) !== null) {
       occupancyConfig = `${o.registers_per_thread} registers per thread · ${fmtBytes(o.shared_memory_bytes)} shared memory · `
@@ -183,7 +184,7 @@ function kernelRow(k: CallReadingKernel, deviceArch: string | null): KernelRow {
     }
     occupancyReading = o.reading || "";
     if ((o.reading || "").includes("low by design")) tags.push("low by design");
-    if (gap) tags.push("measurement gap");
+    if (zero) tags.push(zero === "idle SMs" ? "idle SMs" : "0% estimate");
   } else {
     occupancy = "occupancy unknown";
     occupancyReading = k.occupancy_unknown || "not read";

@@ -205,9 +205,20 @@ export interface KernelOccupancy {
   max_warps_per_sm: number | null;
   theoretical_pct: number | null;
   limited_by: ("blocks" | "registers" | "shared memory" | "warps")[];
+  /** the trace's est. achieved occupancy %, time-weighted over its non-zero launches: kineto computes it (theoretical blocks capped at grid / SMs), it is not measured */
   achieved_pct: number | null;
   launch_api: string | null;
   reading: string;
+  /** the smallest grid launched, in blocks */
+  min_grid_blocks: number | null;
+  /** launches with fewer blocks than the device has SMs (idle SMs) */
+  small_grid_launches: number;
+  /** launches whose est. achieved occupancy % reads 0 */
+  zero_estimates: number;
+  /** why those read 0 (reading/occupancy.py zero_estimate_cause); null: none reads 0 */
+  zero_estimate_cause: "idle SMs" | "mixed" | "shared memory over the default limit" | "unexplained" | null;
+  /** correlation ids of the first launches that read 0 */
+  evidence_correlations: number[];
 }
 
 /** PyTorch's SDPA backend checks (reading/eligibility_rules.py) replayed on the layer's first aten::scaled_dot_product_attention call. */
@@ -220,7 +231,8 @@ export interface WhyNotFlash {
 
 /** One SDPA backend: eligible (null: unknown), what refused it and what could not be checked. */
 export interface BackendCheck {
-  backend: "cudnn" | "efficient" | "flash";
+  /** flash_cpu: the CPU's flash kernel, judged by the CPU's rules */
+  backend: "cudnn" | "efficient" | "flash" | "flash_cpu";
   eligible: boolean | null;
   refusals: Refusal[];
   unknown: UnknownCheck[];
@@ -487,11 +499,13 @@ export interface Expected {
   outside: Outside;
   source: string;
   summary: string;
+  /** calls whose GPU forward the trace lacks (a cut window, a backward-only call): left out of every figure above */
+  calls_without_forward: number;
 }
 
 /** Kernels beyond the expected ones, by cause. */
 export interface Extra {
-  cause: "buffer_fill" | "dtype_cast" | "hidden_copy" | "layout_copy" | "mask_built_per_call" | "repeated_step" | "safe_softmax_guard" | "unexplained";
+  cause: "attention_weights" | "buffer_fill" | "dtype_cast" | "hidden_copy" | "kv_cache_write" | "layout_copy" | "mask_built_per_call" | "mha_fast_path" | "postprocess" | "preprocess" | "quantize" | "repeated_step" | "safe_softmax_guard" | "split_kv_reduce" | "unexplained";
   step: string | null;
   what: string;
   /** kernels (CPU: ops) per call */
@@ -501,6 +515,15 @@ export interface Extra {
   names: string[];
   fix: string;
   source: string;
+  evidence: Evidence;
+}
+
+/** The raw events that earned a claim: the first few, to find them in the trace. */
+export interface Evidence {
+  /** kernels' correlation ids (GPU trace) */
+  kernel_correlations: number[];
+  /** ops' ts as the trace records it, µs (CPU trace) */
+  op_starts_us: number[];
 }
 
 /** A kernel that runs as expected but slower than it could (an fp32 GEMM). */
@@ -647,6 +670,9 @@ export interface Fingerprint {
   tile: string | null;
   layout: string | null;
   arch: string | null;
+  head_dim: string | null;
+  paging: string | null;
+  causal: string | null;
   knob: string | null;
   split: string | null;
 }

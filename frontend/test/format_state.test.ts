@@ -3,14 +3,14 @@ import { distinctShortNames, fmtBytes, fmtCount, fmtDeltaPct, fmtDeltaUs, fmtSha
 import { decodeList, DEFAULT_STATE, encodeList, formatHash, mergeHash, parseHash, stateFromParams, stateToParams } from "../src/state";
 
 describe("format", () => {
-  it("reads a kernel's occupancy: theoretical and its limit, CUPTI's estimate or its gap", () => {
+  it("reads a kernel's occupancy: theoretical and its limit, kineto's estimate or why it reads 0", () => {
     // the H100 BERT trace's flash kernel and the OWLv2 trace's cuBLAS kernel (tests/test_kernel_reading.py)
     expect(occupancyText({ name: "flash", theoretical_pct: 12.5, limited_by: ["registers"], achieved_pct: 1,
       reading: "theoretical 12.5% ...; low by design: registers/shared memory keep the tiles on chip" }))
-      .toBe("occupancy 12.5% (registers) · CUPTI 1% · low by design");
+      .toBe("occupancy 12.5% (registers) · kineto est. 1% · low by design");
     expect(occupancyText({ name: "gemm", theoretical_pct: 18.75, limited_by: ["registers", "shared memory"], achieved_pct: null,
-      reading: "CUPTI reported 0% achieved: a measurement gap (launched by cudaLaunchKernelExC)" }))
-      .toBe("occupancy 18.75% (registers, shared memory) · CUPTI 0%: not measured");
+      zero_estimate_cause: "shared memory over the default limit", reading: "" }))
+      .toBe("occupancy 18.75% (registers, shared memory) · kineto est. 0%: over the 48 KiB it assumes");
     expect(occupancyText({ name: "attn_fwd", theoretical_pct: null, reading: "theoretical occupancy unknown" })).toBe("occupancy unknown");
   });
   it("formats times, shares, bytes, counts", () => {

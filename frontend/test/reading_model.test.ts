@@ -77,7 +77,7 @@ describe("kernels: fingerprints and occupancy", () => {
     expect(ks.map((k) => k.name)).toEqual(fx.bert_flash.kernels.map((k) => k.name));
     const flash = ks.find((k) => k.name.includes("flash_fwd_kernel"))!;
     expect(Object.fromEntries(flash.fields)).toMatchObject({ library: "FlashAttention", pass: "fwd", dtype: "bf16" });
-    expect(flash.occupancy).toBe("theoretical 12.5% (8 of 64 warps, 2 blocks per SM), limited by registers · CUPTI est. achieved 1.0%");
+    expect(flash.occupancy).toBe("theoretical 12.5% (8 of 64 warps, 2 blocks per SM), limited by registers · kineto est. achieved 1.0%");
     expect(flash.occupancyConfig).toBe("255 registers per thread · 48.0 KiB shared memory · 128 threads per block");
     expect(flash.tags).toEqual(["low by design"]);
     expect(flash.inCall).toMatch(/^1 launch · [\d.]+ µs in this call$/);
@@ -89,11 +89,11 @@ describe("kernels: fingerprints and occupancy", () => {
     expect(gemm.flags[0]).toMatch(/^built for sm80, ran on sm90/);
   });
 
-  it("labels CUPTI's 0% on an extended launch a measurement gap, beside the theoretical figure", () => {
+  it("says why the 0% estimate of a launch over 48 KiB of shared memory reads 0, beside the theoretical figure", () => {
     const gemm = known<KernelRow[]>(readingModel(fx.owlv2_eager)!.kernels).find((k) => k.name.startsWith("sm90_xmma_gemm"))!;
     expect(gemm.occupancy).toBe("theoretical 18.8% (12 of 64 warps, 1 block per SM), limited by registers and shared memory · "
-      + "CUPTI 0%: a measurement gap (cudaLaunchKernelExC)");
-    expect(gemm.tags).toEqual(["measurement gap"]);
+      + "kineto est. 0%: over the 48 KiB it assumes");
+    expect(gemm.tags).toEqual(["0% estimate"]);
   });
 
   it("says why a memset has no occupancy, and why a CPU trace has no kernels", () => {
@@ -106,15 +106,14 @@ describe("kernels: fingerprints and occupancy", () => {
 });
 
 describe("why not flash", () => {
-  it("lists each refusing backend's reason and one-line fix on the CPU float32 call", () => {
+  it("judges the CPU call by the CPU's rules: its flash kernel only, no GPU backend", () => {
     const w = known<WhyNotFlashModel>(readingModel(fx.post_sdpa_math_cpu)!.whyNotFlash);
-    expect(w.judged).toBe("judged for sm80 (assumed: no GPU in the trace); ran math");
-    const flash = w.backends.find((b) => b.backend === "flash")!;
-    expect(flash.state).toBe("refused");
-    expect(flash.refusals[0]).toMatchObject({ reason: "dtype float32; flash takes float16, bfloat16", check: "check_dtypes_flash_attention" });
-    expect(flash.refusals[0].fix).toContain("bfloat16");
+    expect(w.judged).toBe("judged for the CPU (PyTorch's CPU SDPA: its flash kernel or math; no efficient or cuDNN kernel); ran math");
+    expect(w.backends.map((b) => b.backend)).toEqual(["flash_cpu"]);
+    const flash = w.backends[0];
+    expect(flash.state).toBe("eligible");
+    expect(flash.refusals).toEqual([]);
     expect(flash.unread).toContain("sdpa_kernel");
-    expect(w.backends.find((b) => b.backend === "efficient")!.state).toBe("eligible");
   });
 
   it("says why it was not read for an eager call", () => {

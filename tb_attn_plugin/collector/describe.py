@@ -104,7 +104,8 @@ def mha_fields(m: torch.nn.MultiheadAttention, args: tuple, kwargs: dict) -> dic
         mask = a["key_padding_mask"]
     return {"b": int(b), "hq": m.num_heads, "hkv": m.num_heads, "lq": int(lq), "lk": int(lk), "d": m.head_dim,
             "dtype": dtype_name(q), "causal": causal, "mask": mask_kind(mask, causal),
-            "dropout": float(m.dropout if m.training else 0.0), "gqa": False}
+            "dropout": float(m.dropout if m.training else 0.0), "gqa": False,
+            "need_weights": bool(a.get("need_weights", True))}  # MultiheadAttention.forward's default
 
 
 def hf_fields(m: torch.nn.Module, args: tuple, kwargs: dict) -> dict[str, Any]:

@@ -55,12 +55,13 @@ CALL_FIELDS = {
     "d": "head dim", "dtype": "torch dtype name without 'torch.'", "causal": "bool", "mask": "none, bool, additive, causal",
     "dropout": "dropout probability", "scale": "softmax scale or null", "gqa": "bool", "compiled": "bool",
     "cls": "class name of the attention module (the report's layer_type)",
+    "need_weights": "bool: nn.MultiheadAttention returned its attention weights (need_weights=True, its default)",
 }
 
 
 INT_FIELDS = frozenset({"b", "hq", "hkv", "lq", "lk", "d", "mem_peak"})
 FLOAT_FIELDS = frozenset({"dropout", "scale"})
-BOOL_FIELDS = frozenset({"causal", "gqa", "compiled"})
+BOOL_FIELDS = frozenset({"causal", "gqa", "compiled", "need_weights"})
 # A tag is text anyone can write into a trace: integers past this (256 Ti) and non-finite floats are
 # no real tensor's, so they are dropped as unparsable rather than carried into sums and ratios.
 MAX_TAG_INT = 1 << 48

@@ -1,7 +1,8 @@
 """PyTorch's SDPA backend eligibility checks as data: per fused CUDA backend, the checks it runs, in its order,
 each with the function's name, its source file, what refusal means and the one-line fix.
 
-Read from pytorch/pytorch main @001f694 (the torch 2.13 line): ``can_use_flash_attention``,
+Read from pytorch/pytorch main @001f694 (the torch 2.13 line): on the CPU ``use_flash_attention_cpp`` in
+aten/src/ATen/native/transformers/sdp_utils_cpp.cpp (CPU_CHECKS); on CUDA ``can_use_flash_attention``,
 ``can_use_mem_efficient_attention`` and ``can_use_cudnn_attention`` in
 aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, the shared checks in
 aten/src/ATen/native/transformers/sdp_utils_cpp.h. The predicate of each row lives in why_not_flash.py
@@ -18,6 +19,7 @@ import msgspec
 TORCH_SOURCE = "pytorch/pytorch main @001f694 (torch 2.13)"
 CUDA_FILE = "aten/src/ATen/native/transformers/cuda/sdp_utils.cpp"
 CPP_FILE = "aten/src/ATen/native/transformers/sdp_utils_cpp.h"
+CPU_FILE = "aten/src/ATen/native/transformers/sdp_utils_cpp.cpp"
 
 
 class Check(msgspec.Struct, frozen=True):
@@ -100,9 +102,36 @@ CHECKS: tuple[Check, ...] = (
 )
 
 BACKENDS = ("flash", "efficient", "cudnn")
+
+# The CPU's SDPA: use_flash_attention_cpp in CPU_FILE, in its order (check_tensor_dtype last); the CPU has the
+# flash kernel (aten::_scaled_dot_product_flash_attention_for_cpu) and math only: no efficient or cuDNN kernel.
+CPU_CHECKS: tuple[Check, ...] = (
+    Check("flash_cpu", "check_runtime_disabled_flash", CPP_FILE,
+          "flash was switched off (sdpa_kernel / enable_flash_sdp(False))", "leave SDPBackend.FLASH_ATTENTION enabled"),
+    Check("flash_cpu", "check_nested_tensor", CPP_FILE, "a nested tensor input", "pass dense (padded) tensors"),
+    Check("flash_cpu", "check_for_dropout", CPP_FILE, "dropout_p {dropout} > 0; the CPU flash kernel takes no dropout",
+          "pass dropout_p=0.0 (e.g. dropout_p=p if self.training else 0.0, and model.eval() for inference)"),
+    Check("flash_cpu", "check_tensor_shapes", CPP_FILE, "query, key and value are not all 4-D ({ndims})",
+          "reshape to (batch, heads, seq_len, head_dim)"),
+    Check("flash_cpu", "check_batch_size_and_num_heads_dense", CPP_FILE, "q has {hq} heads and k/v {hkv}{gqa}",
+          "pass enable_gqa=True (q heads a multiple of kv heads), or repeat_interleave K/V to q's heads"),
+    Check("flash_cpu", "check_attn_mask_shape", CPP_FILE, "the mask's shape {mask_dims} is not 2-D (Lq|1, Lk|1) or "
+          "4-D (B|1, H|1, Lq|1, Lk|1)", "broadcast the mask to one of those shapes"),
+    Check("flash_cpu", "check_head_dim_size_cpp", CPU_FILE, "head dims differ (q {dq}, k {dk}, v {dv})",
+          "use the same head_dim for q, k and v"),
+    Check("flash_cpu", "check_nonzero_sequence_lengths_dense", CPP_FILE, "a zero-length sequence (q {lq}, k {lk})",
+          "skip empty batches before attention"),
+    Check("flash_cpu", "check_last_dim_stride_equals_1_dense", CPP_FILE,
+          "the last dimension of q, k, v or the mask is not contiguous (stride(-1): {strides})",
+          "call .contiguous() on the projections"),
+    Check("flash_cpu", "check_tensor_dtype", CPU_FILE, "dtype {dtype}; the CPU flash kernel takes {allowed}",
+          "use float32, float64, bfloat16 or float16 inputs"),
+)
+CPU_BACKENDS = ("flash_cpu",)
 # The checks a trace cannot answer: runtime switches and the state PyTorch reads at call time.
 UNANSWERABLE = {
     "check_runtime_disabled_flash": "the sdpa_kernel / enable_*_sdp switches are not recorded",
     "check_runtime_disabled_mem_efficient": "the sdpa_kernel / enable_*_sdp switches are not recorded",
     "check_runtime_disabled_cudnn": "the sdpa_kernel / enable_*_sdp switches are not recorded",
 }
+# CPU_FILE's rows read at the same commit as the CUDA rows (TORCH_SOURCE).

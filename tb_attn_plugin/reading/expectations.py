@@ -52,6 +52,12 @@ EXPECTATIONS: tuple[Expectation, ...] = (
        "source: pytorch/pytorch torch/_inductor/kernel/flex_attention.py (one template kernel per compiled flex_attention)"),
     _E("compiled", (), None, "Inductor fuses per graph: no fixed count per attention call",
        "triton_per_fused__softmax_0 between two extern mm kernels", "source: pytorch/pytorch torch/_inductor (fusion decided per graph)"),
+    # nn.MultiheadAttention called with need_weights=True (its default), as the collector records it: the
+    # weights must exist, so F.multi_head_attention_forward runs the explicit path, not SDPA.
+    _E("mha_weights", UNFUSED_STEPS, None, "",
+       "MultiheadAttention (need_weights=True): baddbmm, softmax, bmm on the CPU; 5 ops ran with 2 layout copies",
+       "source: pytorch/pytorch torch/nn/functional.py multi_head_attention_forward (need_weights: baddbmm/bmm, "
+       "softmax, dropout, bmm; else scaled_dot_product_attention); cpu: torch 2.13 with tb_attn_plugin.profile"),
     _E("mha_fastpath", (), None, "nn.MultiheadAttention's fast path includes its projections and picks SDPA inside",
        "aten::_native_multi_head_attention", "source: pytorch/pytorch aten/src/ATen/native/transformers/attention.cpp native_multi_head_attention"),
 )
@@ -60,6 +66,28 @@ EXPECTATIONS: tuple[Expectation, ...] = (
 DEFAULT_FUSED = _E("fused", FUSED_STEPS, None, "", "void flash::flash_fwd_kernel<...>: 1 kernel per forward",
                    "source: attention/patterns.py fused families (each a single attention kernel per call)")
 UNFUSED_IMPLEMENTATIONS = frozenset({"eager", "math"})
+NEED_WEIGHTS_FIX = ("need_weights=True (nn.MultiheadAttention's default) runs the explicit path (bmm, softmax, bmm): "
+                    "pass need_weights=False when the weights are not used, and the call runs SDPA's fused kernel")
+
+# A family's helper kernels (attention/patterns.py HELPER_STAGES, each family row with its real example):
+# not steps of the table, so each is an extra of its own, with what it is and whether anything is to fix.
+HELPER_CAUSES: dict[str, tuple[str, str, str]] = {
+    "kv_cache_write": ("KV-cache write: the new keys and values stored into the (paged) cache before attention reads it",
+                       "none needed per call: part of serving (fusing it with rotary/quantization saves a launch)",
+                       "attention/patterns.py kv_cache_* rows: vLLM csrc/cache_kernels.cu reshape_and_cache*, "
+                       "flashinfer AppendPagedKVCache, CK FmhaFwdAppendKVKernel"),
+    "quantize": ("quantization of Q/K before a quantized attention kernel (SageAttention's int8 or fp8 inputs)",
+                 "none needed: the price of the quantized kernel's speed", "attention/patterns.py sage_quantize_* rows: "
+                 "thu-ml/SageAttention sageattention/triton/quant_per_block.py, csrc/fused/fused.cu"),
+    "split_kv_reduce": ("split-KV combine: the splits' partial outputs merged (a reduction, no matmul)",
+                        "none needed: split-KV fills the GPU for short queries over long keys",
+                        "attention/patterns.py split-KV reduce rows: flash_fwd_splitkv_combine_kernel, vLLM "
+                        "paged_attention_v2_reduce_kernel, reduce_segments, merge_attn_states"),
+    "preprocess": ("backward preprocess (dO·O row sums) ran in the forward's window", "", "attention/patterns.py "
+                   "flash_bwd_preprocess row"),
+    "postprocess": ("backward postprocess (dQ accumulator conversion) ran in the forward's window", "",
+                    "attention/patterns.py flash_bwd_postprocess row"),
+}
 
 
 def expectation(implementation: str) -> Expectation:
@@ -139,12 +167,40 @@ CAUSES: tuple[Cause, ...] = (
           "aten::_scaled_dot_product_attention_math > aten::where > aten::scalar_tensor",
           "blog: 'Causal masks built' (Figure 12: scalar_tensor -> fill_, where); source: attention.cpp convert_boolean_attn_mask"),
     Cause("dtype_cast", r"", r"^aten::(_to_copy|_to_dtype|type_as)$", "",
-          "dtype cast inside the call (to float32 and back: the math backend upcasts bf16/fp16 on CUDA)",
+          "dtype cast inside the math backend (to float32 and back: it upcasts bf16/fp16 on CUDA)",
           "a fused backend keeps bf16/fp16 on tensor cores; for math, torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True); "
           "or cast once outside the layer",
           "aten::to > aten::_to_copy > aten::copy_",
           "blog: 'Tensor cores left vacant' (math upcasts to FP32); source: attention.cpp _scaled_dot_product_attention_math "
-          "(query_.to(at::kFloat) for half/bf16 unless allowFP16BF16ReductionMathSDP)"),
+          "(query_.to(at::kFloat) for half/bf16 unless allowFP16BF16ReductionMathSDP)",
+          within=r"^aten::_scaled_dot_product_attention_math"),
+    # The same cast anywhere else: the cast is the evidence, no backend is blamed (eager softmax(x.float()),
+    # a float mask cast to bool).
+    Cause("dtype_cast", r"", r"^aten::(_to_copy|_to_dtype|type_as)$", "",
+          "dtype cast inside the call (aten::to / _to_copy: a tensor converted to another dtype in every call, "
+          "e.g. softmax(scores.float()) or a mask cast to bool)",
+          "keep one dtype through the attention (softmax(..., dtype=torch.float32) fuses the upcast into the softmax), "
+          "or cast the mask once outside the layer",
+          "aten::to > aten::_to_copy > aten::copy_",
+          "source: HF transformers eager attention (softmax(attn_weights, dim=-1, dtype=torch.float32)); "
+          "cpu: torch 2.13 aten::to > aten::_to_copy > aten::copy_"),
+    # nn.MultiheadAttention's fast path (aten::_native_multi_head_attention): its own helper, and the weights
+    # it returns when need_weights=True (the default): a sum over heads and a division (average_attn_weights).
+    Cause("mha_fast_path", r"^aten::_transform_bias_rescale_qkv$", r"^aten::_native_multi_head_attention$", "",
+          "the MHA fast path's packed q/k/v bias add and q scaling (_transform_bias_rescale_qkv: one op per call)",
+          "none needed: part of nn.MultiheadAttention's fast path",
+          "aten::_native_multi_head_attention > aten::_transform_bias_rescale_qkv",
+          "source: pytorch/pytorch aten/src/ATen/native/transformers/attention.cpp native_multi_head_attention; "
+          "cpu: torch 2.13 nn.MultiheadAttention(batch_first=True).eval() under no_grad"),
+    Cause("attention_weights", r"^aten::(sum|div_|fill_)$", r"^aten::_native_multi_head_attention$", "",
+          "the attention weights averaged over heads and returned (need_weights=True, nn.MultiheadAttention's "
+          "default; average_attn_weights=True): a sum and a division per call",
+          "pass need_weights=False when the weights are not used: the averaging goes, and the layer can run a "
+          "fused SDPA kernel instead of bmm, softmax, bmm",
+          "aten::_native_multi_head_attention > aten::sum > aten::fill_",
+          "source: pytorch/pytorch aten/src/ATen/native/transformers/attention.cpp native_multi_head_attention "
+          "(need_weights: qkt.sum(1) / num_head when average_attn_weights); torch/nn/modules/activation.py "
+          "MultiheadAttention.forward (need_weights defaults to True); cpu: torch 2.13"),
     Cause("layout_copy", r"", r"^aten::(contiguous|reshape|clone|flatten|_reshape_copy|repeat_interleave|expand_as)$", "",
           "layout copy: a non-contiguous tensor (after transpose/permute) copied into a new layout",
           "keep the layout the next op wants (e.g. [B, H, S, D] for SDPA), or let a fused backend take the strides",

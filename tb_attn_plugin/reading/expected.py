@@ -30,32 +30,33 @@ STEP_OF_STAGE = {"qk_matmul": "qk_matmul", "av_matmul": "av_matmul", "softmax": 
 SCALE_OPS = frozenset({"aten::mul", "aten::div", "aten::mul_", "aten::div_", "aten::_masked_scale"})
 OUTSIDE_STAGES = frozenset({"qkv_proj", "out_proj"})
 MAX_NAMES = 5
+MAX_EVIDENCE = 8  # event ids kept per extra: the first items that earned it
 
 
 class CallReading(msgspec.Struct):
     unit: str
     ran: int = 0
     steps: Counter = msgspec.field(default_factory=Counter)  # step -> items
-    extras: dict[tuple[str, str], list] = msgspec.field(default_factory=dict)  # (cause, step or "") -> [count, us, Counter(names)]
+    extras: dict[tuple[str, str, int], list] = msgspec.field(default_factory=dict)  # (cause, step or "", CAUSES row or -1) -> [count, us, Counter(names), evidence ids]
     flags: dict[str, list] = msgspec.field(default_factory=dict)  # flag -> [count, us, Counter(names)]
     outside: list = msgspec.field(default_factory=lambda: [0, 0.0, Counter()])
     transposes: int | None = None
 
 
-def _items_gpu(L: Linked, calls: list[Call], call_of: list[int]) -> list[list[tuple[int, str, float]]]:
-    """Per call, its forward kernels as (launching op or -1, kernel name, µs)."""
-    out: list[list[tuple[int, str, float]]] = [[] for _ in calls]
+def _items_gpu(L: Linked, calls: list[Call], call_of: list[int]) -> list[list[tuple[int, str, float, int]]]:
+    """Per call, its forward kernels as (launching op or -1, kernel name, µs, the kernel's position)."""
+    out: list[list[tuple[int, str, float, int]]] = [[] for _ in calls]
     node_of = L.node_of
     for k in L.kernels:
         op = k.op
         if op >= 0 and call_of[op] >= 0 and node_of[op] < 0:
-            out[call_of[op]].append((op, k.name, k.dur))
+            out[call_of[op]].append((op, k.name, k.dur, k.i))
     for c in calls:
         for k in c.kernels:
             if k.op < 0 or call_of[k.op] != c.id:
                 fam = P.kernel_family(k.name)
                 if fam is None or fam.pass_ != "bwd":
-                    out[c.id].append((-1, k.name, k.dur))
+                    out[c.id].append((-1, k.name, k.dur, k.i))
     return out
 
 
@@ -89,7 +90,7 @@ def _items_cpu(L: Linked, c: Call, call_of: list[int]) -> list[tuple[int, str, f
         p = parent[i]
         if p >= lo and (w or below[i - lo]):
             below[p - lo] = True
-    return [(i, names[i], dur[i]) for i in range(lo, hi) if work[i - lo]]
+    return [(i, names[i], dur[i], i) for i in range(lo, hi) if work[i - lo]]
 
 
 def _path(L: Linked, i: int, lo: int) -> list[str]:
@@ -153,13 +154,25 @@ def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of:
     us = [it[2] for it in items]
     at = us.__getitem__
     # each bucket's µs summed in item order from 0.0, as adding them one by one would
+    ids = _evidence_ids(L, items, kernel_unit)
     r = CallReading(unit=unit, ran=plan.ran, steps=Counter(plan.steps),
-                    extras={key: [n, sum(map(at, idx), 0.0), names] for key, n, names, idx in plan.extras},
+                    extras={key: [n, sum(map(at, idx), 0.0), names, [ids(i) for i in idx[:MAX_EVIDENCE]]]
+                            for key, n, names, idx in plan.extras},
                     flags={key: [n, sum(map(at, idx), 0.0), names] for key, n, names, idx in plan.flags},
                     outside=[plan.outside[0], sum(map(at, plan.outside[2]), 0.0), plan.outside[1]])
     if c.hi > c.lo:
         r.transposes = _transposes(L, c, *where)
     return r
+
+
+def _evidence_ids(L: Linked, items: list, kernel_unit: bool):
+    """An item's id in the raw trace: a kernel's correlation id (None where its record has none), or on a CPU
+    trace its op's start (µs, as recorded)."""
+    if kernel_unit:
+        kt = L.kernel_table
+        has, corr = (kt.has("correlation"), kt["correlation"]) if kt is not None else (None, None)
+        return lambda i: int(corr[items[i][3]]) if has is not None and has[items[i][3]] else None
+    return lambda i: float(L.ts[items[i][3]])
 
 
 class _Plan(NamedTuple):
@@ -180,7 +193,7 @@ def _plan(judged: list[tuple[int, Any]], items: list[tuple[int, str, float]]) ->
     extras: dict[Any, list] = {}
     flags: dict[str, list] = {}
     outside: list = [0, Counter(), []]
-    for i, ((kind, key), (_, name, _)) in enumerate(zip(judged, items)):
+    for i, ((kind, key), (_, name, _, _)) in enumerate(zip(judged, items)):
         if kind == OUTSIDE:
             _add(outside, key, i)
             continue
@@ -192,7 +205,7 @@ def _plan(judged: list[tuple[int, Any]], items: list[tuple[int, str, float]]) ->
             _add(flags.setdefault("fp32_gemm", [0, Counter(), []]), name, i)
         steps[key] += 1
         if steps[key] > 1 and key not in P.HELPER_STAGES:
-            _add(extras.setdefault(("repeated_step", key), [0, Counter(), []]), name, i)
+            _add(extras.setdefault(("repeated_step", key, -1), [0, Counter(), []]), name, i)
     return _Plan(ran, steps, tuple((k, n, names, tuple(idx)) for k, (n, names, idx) in extras.items()),
                  tuple((k, n, names, tuple(idx)) for k, (n, names, idx) in flags.items()),
                  (outside[0], outside[1], tuple(outside[2])))
@@ -222,7 +235,7 @@ def _planned(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: 
     if alike is None or lo < 0:
         return _plan(_judge(L, c, items, stage_of, kernel_unit), items)
     at = []  # each item's op relative to the call's first op
-    for op, _, _ in items:
+    for op, _, _, _ in items:
         if op < 0:
             at.append(-1)
         elif lo <= op < hi:
@@ -242,15 +255,23 @@ def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: li
     """What each item of a call is, in order: (OUTSIDE, the name it counts under), (EXTRA, (cause,
     step or "")), (STEP, step) or (FP32_STEP, step): a step run as an FP32 GEMM."""
     out: list[tuple[int, Any]] = []
-    # Elementwise ops before the first QK^T matmul and outside any attention op (rotary embedding, a
-    # scale folded into the projection) are the layer's preparation, not steps of this attention.
-    first_qk = min((op for op, _, _ in items if op >= 0 and stage_of[op] == "qk_matmul"), default=-1)
+    # Elementwise ops before the attention starts (its first QK^T matmul, fused kernel or attention op)
+    # and outside any attention op (rotary embedding, a scale folded into the projection) are the layer's
+    # preparation, not steps of this attention: a fused call has no QK^T kernel to start it.
+    first_qk = min((op for op, name, _, _ in items if op >= 0 and (stage_of[op] in ("qk_matmul", "fused")
+                                                             or _attention_start(L, op, c.lo, name, kernel_unit))),
+                   default=-1)
     low = str(c.info.get("dtype") or "").lower()
     low_precision = any(t in low for t in X.LOW_PRECISION)
-    for op, name, us in items:
+    for op, name, _, _ in items:
         path = _path(L, op, c.lo) if op >= 0 else []
         op_name = L.names[op] if op >= 0 else ""
         stage = (stage_of[op] or "other") if op >= 0 else _kernel_only_stage(name)
+        if kernel_unit:  # the kernel's own family says what it is, whatever its op launched besides
+            fam = P.kernel_family(name)
+            if fam is not None and (fam.stage == "fused" or fam.stage in P.HELPER_STAGES):
+                stage = fam.stage  # a fused kernel of any family (a --patterns row, FA3 under an autograd Function),
+                # or a helper (a KV-cache write launched by the attention op itself)
         if stage in OUTSIDE_STAGES:
             out.append((OUTSIDE, op_name or name))  # the op: a projection's kernels are named by their GEMM library
             continue
@@ -263,7 +284,10 @@ def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: li
             if rule is None and kernel_unit:
                 rule = _cause(name, path + [op_name])  # a kernel named like its work (triu_tril_kernel, Memcpy DtoD)
         if rule is not None:
-            out.append((EXTRA, (rule.cause, "")))
+            out.append((EXTRA, (rule.cause, "", X.CAUSES.index(rule))))  # the row: its evidence, what and fix
+            continue
+        if stage in P.HELPER_STAGES:  # a family's own helper kernel: a row of its own, never an expected step
+            out.append((EXTRA, (stage, "", -1)))
             continue
         step = _step(stage, op_name, path)
         if step is not None:
@@ -271,10 +295,18 @@ def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: li
             out.append((FP32_STEP if fp32 else STEP, step))
             continue
         if op < 0 or _inside_attention_op(path, op_name):
-            out.append((EXTRA, ("unexplained", "")))
+            out.append((EXTRA, ("unexplained", "", -1)))
         else:
             out.append((OUTSIDE, op_name or name))
     return out
+
+
+def _attention_start(L: Linked, op: int, lo: int, name: str, kernel_unit: bool) -> bool:
+    """The item starts the attention itself: its op (or one enclosing it in the call) is an attention op,
+    or on a GPU its kernel is a fused attention kernel."""
+    if kernel_unit and P.fused_family(name) is not None:
+        return True
+    return _inside_attention_op(_path(L, op, lo), L.names[op])
 
 
 @lru_cache(maxsize=65536)
@@ -312,6 +344,14 @@ def read_calls(L: Linked, calls: list[Call], call_of: list[int], stage_of: list,
             for c in calls]
 
 
+def _table_row(c: Call) -> str:
+    """The expectations row of a call: its implementation's, except nn.MultiheadAttention recorded with
+    need_weights=True (the collector's tag), which runs the explicit path."""
+    if c.implementation == "mha" and (c.info.get("tag") or {}).get("need_weights"):
+        return "mha_weights"
+    return c.implementation
+
+
 def expected_steps(implementation: str, seen: Counter, info: dict[str, Any]) -> list[str] | None:
     """The steps expected of one call: the table's, "?" ones when the call has them."""
     row = X.expectation(implementation)
@@ -330,16 +370,36 @@ def expected_steps(implementation: str, seen: Counter, info: dict[str, Any]) -> 
             has = has or bool(info.get("dropout"))
         if has:
             out.append(s)
-    if row.steps == X.FUSED_STEPS:
-        out += [h for h in sorted(P.HELPER_STAGES) if seen.get(h)]  # a fused call's own helper kernels
-    return out
+    return out  # the table's steps only: what ran besides them is an extra with its cause
 
 
-def _cause_row(cause: str, step: str, implementation: str) -> tuple[str, str, str]:
-    """(what, fix, source) of an extra."""
+MASK_FIX_CAUSAL = ("is_causal=True is already passed, so this call ran a backend that builds the mask ({impl}): "
+                   "see why not flash for what kept it off a fused backend")
+MASK_FIX_TENSOR = ("if the mask is causal, pass is_causal=True (no mask) so a fused backend (flash, efficient, cuDNN) "
+                   "builds none; or build the mask once outside the layer")
+MASK_FIX_UNKNOWN = "build the mask once outside the layer (the call's mask and is_causal were not recorded)"
+
+
+def _mask_fix(cs: list[Call], implementation: str) -> str:
+    """The fix for a mask built per call, earned by what the calls recorded: "pass is_causal" only for an
+    explicit mask without is_causal."""
+    if any(c.info.get("causal") for c in cs):
+        return MASK_FIX_CAUSAL.format(impl=implementation)
+    if any(c.info.get("mask") == "tensor" for c in cs):
+        return MASK_FIX_TENSOR
+    return MASK_FIX_UNKNOWN
+
+
+def _cause_row(cause: str, step: str, implementation: str, variant: int = -1) -> tuple[str, str, str]:
+    """(what, fix, source) of an extra; ``variant``: the CAUSES row that matched it, or -1."""
+    if 0 <= variant < len(X.CAUSES) and X.CAUSES[variant].cause == cause:
+        rule = X.CAUSES[variant]
+        return rule.what, rule.fix, rule.source
     if cause == "repeated_step":
         what, fix, src = X.REPEATED_STEP.get((implementation, step), X.REPEATED_DEFAULT)
         return f"{step} step repeated: {what}", fix, src
+    if cause in X.HELPER_CAUSES:
+        return X.HELPER_CAUSES[cause]
     if cause == "unexplained":
         return ("ran inside the attention op, no expectation explains it", "",
                 "tb-attn: no row of reading/expectations.py CAUSES matches")
@@ -349,14 +409,25 @@ def _cause_row(cause: str, step: str, implementation: str) -> tuple[str, str, st
     return cause, "", ""
 
 
+def no_forward(r: CallReading) -> bool:
+    """A call on a GPU trace whose attention forward left no kernel in it (its projections may have): a cut GPU
+    window or a backward-only call. Its zeros are not measurements: group() and host_cost.group() leave it out
+    and count it apart."""
+    return r.unit == "kernels" and r.ran == 0
+
+
 def group(calls: list[Call], readings: list[CallReading]) -> dict[tuple[str, str], dict[str, Any]]:
     """The ``expected`` reading of each (layer type, implementation): counts per call (the most common
-    count, and its range), each extra with its count and time per call and per step."""
+    count, and its range), each extra with its count and time per call and per step, over the calls
+    whose forward the trace recorded (the others counted in ``calls_without_forward``)."""
     by: dict[tuple[str, str], list[Call]] = {}
     for c in calls:
         by.setdefault((c.layer_type, c.implementation), []).append(c)
     out = {}
-    for key, cs in by.items():
+    for key, all_cs in by.items():
+        kept = [c for c in all_cs if not no_forward(readings[c.id])]
+        apart = len(all_cs) - len(kept)
+        cs = kept or all_cs
         rs = [readings[c.id] for c in cs]
         n = len(cs)
         steps = {c.step for c in cs if c.step >= 0}
@@ -366,25 +437,37 @@ def group(calls: list[Call], readings: list[CallReading]) -> dict[tuple[str, str
         exp_counts = Counter()
         exp_steps = None
         for c, r in zip(cs, rs):
-            e = expected_steps(c.implementation, r.steps, c.info)
+            e = expected_steps(_table_row(c), r.steps, c.info)
             if e is not None:
                 exp_counts[len(e)] += 1
                 exp_steps = exp_steps or e
-        row = X.expectation(key[1])
+        weights = any(_table_row(c) == "mha_weights" for c in cs)
+        row = X.expectation("mha_weights" if weights else key[1])
         expected = max(exp_counts, key=lambda v: (exp_counts[v], -v)) if exp_counts else None
-        extras_acc: dict[tuple[str, str], list] = {}
+        extras_acc: dict[tuple[str, str, int], list] = {}
         for r in rs:
-            for k, (cnt, us, names) in r.extras.items():
-                acc = extras_acc.setdefault(k, [0, 0.0, Counter()])
+            for k, (cnt, us, names, ids) in r.extras.items():
+                acc = extras_acc.setdefault(k, [0, 0.0, Counter(), []])
                 acc[0] += cnt
                 acc[1] += us
                 acc[2].update(names)
+                acc[3].extend(ids[:MAX_EVIDENCE - len(acc[3])])
+        merged: dict[tuple[str, str, str], list] = {}  # rows of one cause that say the same thing are one extra
+        for (cause, step, variant), (cnt, us, names, ids) in extras_acc.items():
+            what, fix, src = _cause_row(cause, step, key[1], variant)
+            if cause == "mask_built_per_call":
+                fix = _mask_fix(cs, key[1])
+            acc = merged.setdefault((cause, step, what), [0, 0.0, Counter(), fix, src, []])
+            acc[0] += cnt
+            acc[1] += us
+            acc[2].update(names)
+            acc[5].extend(ids[:MAX_EVIDENCE - len(acc[5])])
         extras = []
-        for (cause, step), (cnt, us, names) in sorted(extras_acc.items(), key=lambda kv: -kv[1][1]):
-            what, fix, src = _cause_row(cause, step, key[1])
+        for (cause, step, what), (cnt, us, names, fix, src, ids) in sorted(merged.items(), key=lambda kv: -kv[1][1]):
             extras.append({"cause": cause, "step": step or None, "what": what, "per_call": round(cnt / n, 3),
                            "us_per_call": round(us / n, 3), "us_per_step": round(us / n_steps, 3) if n_steps else None,
-                           "names": [nm for nm, _ in names.most_common(MAX_NAMES)], "fix": fix, "source": src})
+                           "names": [nm for nm, _ in names.most_common(MAX_NAMES)], "fix": fix, "source": src,
+                           "evidence": _evidence(rs[0].unit, ids)})
         flags = []
         fl: dict[str, list] = {}
         for r in rs:
@@ -421,15 +504,27 @@ def group(calls: list[Call], readings: list[CallReading]) -> dict[tuple[str, str
             "outside": {"per_call": round(out_cnt / n, 3), "us_per_call": round(out_us / n, 3),
                         "names": [nm for nm, _ in out_names.most_common(MAX_NAMES)]},
             "source": row.source,
+            "calls_without_forward": apart,
         }
-        reading["summary"] = summary(reading)
+        reading["summary"] = summary(reading) + (f"; {X.NEED_WEIGHTS_FIX}" if weights else "")
         out[key] = reading
     return out
+
+
+def _evidence(unit: str, ids: list) -> dict[str, list]:
+    """The events that earned an extra: kernels by correlation id, or on a CPU trace ops by their start."""
+    if unit == "kernels":
+        return {"kernel_correlations": [i for i in ids if i is not None], "op_starts_us": []}
+    return {"kernel_correlations": [], "op_starts_us": [i for i in ids if i is not None]}
 
 
 def summary(e: dict[str, Any]) -> str:
     """One line like the post's table: expected N kernels per forward, ran M, and the extras."""
     unit = e["unit"]
+    apart = e.get("calls_without_forward") or 0
+    if apart and e["ran_max"] == 0:
+        return (f"no GPU forward recorded in its {apart} call(s) (cut window or backward only): "
+                f"expected {e['expected'] if e['expected'] is not None else '?'} {unit} per forward, ran unknown")
     ran = str(e["ran"]) if e["ran_min"] == e["ran_max"] else f"{e['ran']} (from {e['ran_min']} to {e['ran_max']})"
     if e["expected"] is None:
         head = f"ran {ran} {unit} per forward (no expectation: {e['reason_unknown'] or 'unknown implementation'})"
@@ -437,7 +532,8 @@ def summary(e: dict[str, Any]) -> str:
         head = f"expected {e['expected']} {unit} per forward, ran {ran}"
     parts = [f"+{_num(x['per_call'])} {x['cause'].replace('_', ' ')}" + (f" ({x['step']})" if x["step"] else "")
              for x in e["extras"]]
-    return head + (": " + ", ".join(parts) if parts else "")
+    tail = f" ({apart} call(s) with no GPU forward in the trace left out)" if apart else ""
+    return head + (": " + ", ".join(parts) if parts else "") + tail
 
 
 def _num(v: float) -> str:

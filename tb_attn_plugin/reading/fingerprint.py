@@ -77,9 +77,11 @@ def flags(fp: dict[str, str | None], device_arch_name: str | None, stage: str | 
 
 
 def summary(fp: dict[str, str | None]) -> str:
-    """One line: library · pass · dtype · math unit · tile · layout · arch · knob · split (known fields only)."""
+    """One line: library · pass · dtype · math unit · tile · layout · arch · head dim · paging · causal · knob ·
+    split (known fields only)."""
     parts = [fp.get("library"), fp.get("pass"), fp.get("dtype"), fp.get("math_unit"),
              f"tile {fp['tile']}" if fp.get("tile") else None, fp.get("layout"), fp.get("arch"),
+             f"head dim {fp['head_dim']}" if fp.get("head_dim") else None, fp.get("paging"), fp.get("causal"),
              f"knob {fp['knob']}" if fp.get("knob") else None, fp.get("split")]
     return " · ".join(p for p in parts if p) or "unknown"
 

@@ -67,10 +67,61 @@ ATEN_SOFTMAX_EX = ("void (anonymous namespace)::softmax_warp_forward<c10::BFloat
 ATEN_FP32_EX = ("void (anonymous namespace)::softmax_warp_forward<float, float, float, 9, false, false>(float*, "
                 "float const*, int, int, int, bool const*, int, bool)")
 SPLITKV_EX = "flash_fwd_splitkv_kernel"  # the kernel's function name (FA_SRC); PyTorch's copy is pytorch_flash::
+# Attention kernels of the families in attention/patterns.py, each a name as a trace or a profile prints it.
+DEEPSEEK = ("deepseek-ai/profile-data prefill.json / decode.json (DeepSeek-V3 on H800, kineto traces; the kernel "
+            "names as quoted by a public trace-analysis script's per-scenario kernel lists)")
+FA3_EX = ("void flash::compute_attn_ws<Flash_fwd_kernel_traits<192, 128, 128, 12, 2, false, 1, cutlass::bfloat16_t, 128>, "
+          "true, flash::SingleTileScheduler, flash::SeqLenTraits<true> >(flash::CollectiveMainloopFwd<Flash_fwd_kernel_"
+          "traits<192, 128, 128, 12, 2, false, 1, cutlass::bfloat16_t, 128>, true, flash::SeqLenTraits<true> >::Params, "
+          "flash::CollectiveEpilogueFwd<Flash_fwd_kernel_traits<192, 128, 128, 12, 2, false, 1, cutlass::bfloat16_t, 128>, "
+          "flash::SeqLenTraits<true> >::Params, flash::SingleTileScheduler::Params, flash::SeqLenTraits<true>, "
+          "flash::SeqLenTraits<true>)")
+FA3_SM90_EX = ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<"
+               "2, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cute::tuple<cute::C<128>, cute::C<128>, cute::C<192> >, "
+               "128, cutlass::bfloat16_t, float, cutlass::arch::Sm90, true, false, false, true, false, false, false, true, "
+               "true, false, false, false>, flash::CollectiveEpilogueFwd<cute::tuple<cute::C<128>, cute::C<128>, "
+               "cute::C<128> >, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cutlass::bfloat16_t, cutlass::arch::Sm90, "
+               "256, true, false, false, false>, flash::VarlenDynamicPersistentTileScheduler<128, 256, 32, false, false, "
+               "true> > > >")
+FA3_TILE_SHAPE = (r"CollectiveMainloopFwdSm\d+<\d+, cute::tuple<(?:cute::C<\d+>, )*cute::C<\d+> >, "
+                  r"cute::tuple<cute::C<(\d+)>, cute::C<(\d+)>, cute::C<(\d+)> >")
+SGLANG_FA3 = "SGLang prefill on H800/H100 (FA3 via sgl-kernel), same public trace-analysis script's kernel lists"
+MLA_COMBINE_EX = "void flash::flash_fwd_splitkv_mla_combine_kernel<cutlass::bfloat16_t, float, long, 512, 64>(Flash_fwd_mla_params)"
+TRTLLM_EX = "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvSlidingOrChunkedCausalP16VarSeqQ128Kv128PersistentContext"
+TRTLLM_SRC = ("AMD-AGI/TraceLens docs (TraceDiff example: vLLM FlashInfer backend on B200, "
+              "flashinfer/prefill.py trtllm_batch_context_with_kv_cache -> cuLaunchKernelEx -> this kernel)")
+TRTLLM_CAUSAL_EX = "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext"
+TAXONOMY = "../shared/docs/attention-taxonomy.md (a B200 serving trace's decode kernel)"
+CK_PREFILL_EX = "ck_tile::FmhaBatchPrefillWithPagedKVCacheKernel"
+CK_SRC = ("ROCm/composable_kernel include/ck_tile/ops/fmha/kernel/fmha_batch_prefill_kernel.hpp (the kernel class; "
+          "aiter's mha_batch_prefill instantiates it)")
+VLLM_UA_SRC = ("vllm-project/vllm vllm/attention/ops/triton_unified_attention.py (@triton.jit kernel_unified_attention_2d; "
+               "kernel_unified_attention_3d splits the KV into segments, then reduce_segments): Triton kernels carry "
+               "their function's name only")
+SAGE_QUANT_SRC = "ROCm/aiter aiter/ops/triton (SageAttention's @triton.jit sage_quant_kernel; issue 24: FLUX.1 trace)"
+FFMA_EX = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas"
+FFMA_SRC = ("public Stanford CS336 assignment-2 profiling write-ups on GitHub (nsys cuda_gpu_kern_sum of an FP32 "
+            "Transformer on an H100/A100: the most expensive forward kernel)")
+ROCM_PA_EX = ("void paged_attention_ll4mi_QKV_mfma16_kernel<__hip_bfloat16, __hip_bfloat16, (vllm::Fp8KVCacheDataType)0, "
+              "16, 128, 256, false, 1, 4>(__hip_bfloat16 const*, __hip_bfloat16 const*, __hip_bfloat16 const*, int, float, "
+              "int const*, int const*, int const*, int, float const*, int, int, int, float*, float*, __hip_bfloat16*, "
+              "__hip_bfloat16*, int, float const*, float const*, float const*)")
+TENSILE_NAMES = ("ROCm/hipBLASLt tensilelite SolutionStructs (name component MI{M}x{N}x{B}: the MFMA instruction's "
+                 "M x N and its blocks, K left to the data type); ROCm/Tensile Tensile/SolutionStructs.py (older "
+                 "MI{M}x{N}x{K}x{B})")
 
 RULES: tuple[Rule, ...] = (
     # -- library: the first row that matches names it -------------------------------------------------
+    Rule("library", r"flash::compute_attn_ws|flash::FlashAttn(?:Fwd|Bwd)Sm\d+|flash::CollectiveMainloop(?:Fwd|Bwd)",
+         "FlashAttention-3", FA3_EX, DEEPSEEK),
+    Rule("library", r"flash_fwd\w*_mla|Flash_fwd_kernel_traits_mla|Flash_fwd_mla_params", "FlashMLA", MLA_COMBINE_EX,
+         DEEPSEEK),
     Rule("library", r"flash_fwd|flash_bwd|pytorch_flash::", "FlashAttention", FLASH_EX, H100_BERT),
+    Rule("library", r"^fmhaSm\d+", "TensorRT-LLM (trtllm-gen FMHA)", TRTLLM_EX, TRTLLM_SRC),
+    Rule("library", r"ck_tile::", "CK tile (composable_kernel)", CK_PREFILL_EX, CK_SRC),
+    Rule("library", r"^kernel_unified_attention_[23]d\b", "vLLM Triton (unified attention)", "kernel_unified_attention_3d",
+         VLLM_UA_SRC),
+    Rule("library", r"^sage_quant\w*|^sage_fwd", "SageAttention (aiter Triton)", "sage_quant_kernel", SAGE_QUANT_SRC),
     Rule("library", r"^cudnn_generated|cudnn_(?:train|infer)\b|_cudnn_(?:train|infer)$|^void cudnn::|cutlass_cudnn",
          "cuDNN", CUDNN_SDPA_EX, HF_POST),
     Rule("library", r"fmha_cutlass", "CUTLASS (PyTorch mem-efficient, xFormers kernels)", FMHA_EX, HF_POST),
@@ -88,8 +139,14 @@ RULES: tuple[Rule, ...] = (
     # -- pass --------------------------------------------------------------------------------------------
     Rule("pass", r"fmha_cutlassB|_bwd|_bprop|bprop_|backward|dgrad|wgrad", "bwd", CUDNN_WGRAD_EX, A100_HTA),
     Rule("pass", r"fmha_cutlassF|_fwd|fprop|forward", "fwd", CUDNN_SDPA_EX, HF_POST),
+    Rule("pass", r"FlashAttnFwd|CollectiveMainloopFwd", "fwd", FA3_SM90_EX, SGLANG_FA3),
+    # serving kernels are forward only: a prefill (context) or decode kernel, a KV cache read
+    Rule("pass", r"^fmhaSm\d+\w*Kernel|BatchPrefill|^kernel_unified_attention_[23]d\b", "fwd", TRTLLM_EX, TRTLLM_SRC),
+    Rule("pass", r"^sage_quant", "fwd (quantizes Q and K)", "sage_quant_kernel", SAGE_QUANT_SRC),
 
     # -- dtype (of the inputs) -----------------------------------------------------------------------------
+    Rule("dtype", r"Qkv([A-Z][a-z]*\d+[a-z]*\d*)O([A-Z][a-z]*\d+[a-z]*\d*)", "QKV {1}, O {2}", TRTLLM_EX, TRTLLM_SRC),
+    Rule("dtype", r"xmma_gemm_f32f32_f32f32_", "fp32", FFMA_EX, FFMA_SRC),
     Rule("dtype", r"bf16|bfloat16|BFloat16|__nv_bfloat16|_BBS_|_B_BS_", "bf16", CUTLASS80_EX, H100_OWL),
     Rule("dtype", r"(?<!b)f16|fp16|half_t|c10::Half|_HHS_|_H_HS_|h16816|h1688|hgemm", "fp16", CUDNN_SDPA_EX, HF_POST),
     Rule("dtype", r"tf32|tensorop_s1688gemm_\d", "tf32", TF32_EX, A100_HTA),
@@ -104,14 +161,29 @@ RULES: tuple[Rule, ...] = (
     # low-precision or TF32 operand type next to a warpgroup size is Hopper's wgmma.
     Rule("math_unit", r"^(?=.*(?:bf16|f16|tf32|e4m3|e5m2)).*warpgroup", "tensor cores (wgmma)", SM90_GEMM_EX, H100_BERT),
     Rule("math_unit", r"(wmma|hmma|tensorop)", "tensor cores ({1})", CUDNN_SDPA_EX, HF_POST),
+    # a split-KV combine only reduces the splits' partial outputs: no matmul, whatever traits it carries
+    Rule("math_unit", r"splitkv\w*combine|FlashAttnFwdCombine|FlashAttentionForwardCombine|SplitKVCombine",
+         "no matrix unit (combine: a reduction)", MLA_COMBINE_EX, DEEPSEEK),
+    # FA3 is Hopper's warp-specialised kernel: wgmma, whatever its traits are named
+    Rule("math_unit", r"flash::compute_attn_ws|flash::FlashAttn(?:Fwd|Bwd)Sm90|CollectiveMainloop(?:Fwd|Bwd)Sm90",
+         "tensor cores (wgmma)", FA3_EX, DEEPSEEK),
+    Rule("math_unit", r"^fmhaSm1\d\d", "tensor cores (tcgen05)", TRTLLM_EX, TRTLLM_SRC),
     Rule("math_unit", r"Flash_fwd_kernel_traits|Flash_bwd_kernel_traits", "tensor cores (mma.sync)", FLASH_EX, FA_SRC),
-    Rule("math_unit", r"_MI(\d+x\d+x\d+)(?:x\d+)?_|mfma", "matrix cores (MFMA {1})", TENSILE_EX, MI300_FLUX),
+    Rule("math_unit", r"_MI(\d+)x(\d+)x(\d+)x(\d+)_", "matrix cores (MFMA {1}x{2}x{3} instruction, {4} block)",
+         "Cijk_Ailk_Bljk_HHS_BH_MT128x128x16_MI16x16x16x1_SN_1LDSB0_APM1_ABV0", TENSILE_NAMES),
+    Rule("math_unit", r"_MI(\d+)x(\d+)x(\d+)_", "matrix cores (MFMA {1}x{2} instruction, {3} block; K from the dtype)",
+         TENSILE_EX, TENSILE_NAMES),
+    Rule("math_unit", r"mfma", "matrix cores (MFMA)", ROCM_PA_EX, "vllm-project/vllm csrc/rocm/attention.cu"),
+    Rule("math_unit", r"_ffma_", "CUDA cores (FFMA)", FFMA_EX, FFMA_SRC),
     Rule("math_unit", r"(sgemm|dgemm|hgemm)", "CUDA cores ({1})", SGEMM_EX, NV_MODS),
 
     # -- tile ----------------------------------------------------------------------------------------------------
-    Rule("tile", r"Flash_(?:fwd|bwd)_kernel_traits<(\d+), (\d+), (\d+), (\d+)", "{2}x{3} (head dim {1}, {4} warps)",
+    Rule("tile", r"Flash_(?:fwd|bwd)_kernel_traits<(\d+), (\d+), (\d+), (\d+)", "{2}x{3} ({4} warps)",
          FLASH_EX, FA_SRC),
     Rule("tile", r"tilesize(\d+x\d+x\d+)", "{1}", SM90_GEMM_EX, H100_BERT),
+    Rule("tile", r"^fmhaSm\d+\w*?Q(\d+)Kv(\d+)", "{1}x{2} (Q x KV)", TRTLLM_EX, TRTLLM_SRC),
+    # FA3's CollectiveMainloopFwdSm90<stages, ClusterShape, TileShape<kBlockM, kBlockN, kHeadDim>, ...>
+    Rule("tile", FA3_TILE_SHAPE, "{1}x{2}", FA3_SM90_EX, SGLANG_FA3),
     Rule("tile", r"_MT(\d+x\d+x\d+)_", "{1}", TENSILE_EX, MI300_FLUX),
     Rule("tile", r"knob_\d+_(\d+x\d+x\d+)", "{1}", CUDNN_SDPA_EX, HF_POST),
     Rule("tile", r"fmha_cutlass[FB]_\w+?_(\d+x\d+)_", "{1}", FMHA_EX, HF_POST),
@@ -128,20 +200,32 @@ RULES: tuple[Rule, ...] = (
 
     # -- target architecture the kernel was built for -------------------------------------------------------------
     Rule("arch", r"(?:^|_)sm_?(\d{2,3})(?:_|$|a)", "sm{1}", CUDNN_SDPA_EX, HF_POST),
+    Rule("arch", r"^fmhaSm(\d+a?)", "sm{1}", TRTLLM_EX, TRTLLM_SRC),
+    Rule("arch", r"cutlass::arch::Sm(\d+)", "sm{1}", FA3_SM90_EX, SGLANG_FA3),
+    Rule("arch", r"flash::compute_attn_ws", "sm90", FA3_EX, DEEPSEEK),  # FA3's hopper/ kernels build for sm90 only
     Rule("arch", r"cutlass_(\d{2,3})_", "sm{1}", CUTLASS75_EX, H100_OWL),
     Rule("arch", r"^ampere_", "sm80", AMPERE_EX, HF_POST),
     Rule("arch", r"_ISA(\d+[a-f]?)(?:_|$)", "gfx{1}", TENSILE_EX, MI300_FLUX),
 
+    # -- head dim, paging, causal mask ---------------------------------------------------------------------------
+    Rule("head_dim", r"Flash_(?:fwd|bwd)_kernel_traits(?:_mla)?<(\d+),", "{1}", FA3_EX, DEEPSEEK),
+    Rule("head_dim", FA3_TILE_SHAPE, "{3}", FA3_SM90_EX, SGLANG_FA3),
+    Rule("head_dim", r"^fmhaSm\d+\w*?O[A-Z][a-z]*\d+[a-z]*\d*H(\d+)", "{1}", TRTLLM_EX, TRTLLM_SRC),
+    Rule("head_dim", r"aiter::fmha_fwd_hd(\d+)", "{1}", AITER_EX, MI300_FLUX),
+    Rule("paging", r"PagedKv|PagedKVCache|paged_attention", "paged KV cache", TRTLLM_EX, TRTLLM_SRC),
+    Rule("causal", r"SlidingOrChunkedCausal", "sliding-window or chunked causal", TRTLLM_EX, TRTLLM_SRC),
+    Rule("causal", r"^fmhaSm\d+\w*Causal", "causal", TRTLLM_CAUSAL_EX, TAXONOMY),
+    Rule("causal", r"compute_attn_ws<Flash_fwd_kernel_traits<[^>]*>, true,", "causal", FA3_EX, DEEPSEEK),
+
     # -- cuDNN engine knob, split-K / split-KV --------------------------------------------------------------------
     Rule("knob", r"knob_(\d+)", "{1}", CUDNN_SDPA_EX, HF_POST),
     Rule("split", r"splitkv|split_kv|SplitKV", "split-KV", SPLITKV_EX, FA_SRC),
+    Rule("split", r"^kernel_unified_attention_3d\b", "split-KV (segments, then reduce_segments)",
+         "kernel_unified_attention_3d", VLLM_UA_SRC),
+    Rule("split", r"^kernel_unified_attention_2d\b", "no split-KV", "kernel_unified_attention_2d", VLLM_UA_SRC),
     Rule("split", r"splitKreduce|split_k_kernel|segment_k_on", "split-K", SPLITK_EX, H100_OWL),
     Rule("split", r"segment_k_off", "no split-K", SM90_GEMM_EX, H100_BERT),
 )
 
-FIELDS = ("library", "pass", "dtype", "math_unit", "tile", "layout", "arch", "knob", "split")
-
-# Launch APIs for which CUPTI leaves "est. achieved occupancy %" at 0 (the extended launch path).
-# Source: shared trace tl_h100_owlv2_eager_bmm_softmax (every cudaLaunchKernelExC kernel reads 0) and the
-# HF post (cuDNN's kernel launched by cuLaunchKernelEx reads 0% although 1 block per SM runs).
-EXTENDED_LAUNCHES = frozenset({"cuLaunchKernelEx", "cudaLaunchKernelExC", "cudaLaunchKernelEx"})
+FIELDS = ("library", "pass", "dtype", "math_unit", "tile", "layout", "arch", "head_dim", "paging", "causal", "knob",
+          "split")

@@ -157,13 +157,20 @@ def _is_attention_op(name: str) -> bool:
     return P.attention_op(name) is not None
 
 
-def group(calls: list[Call], costs: list[HostCost | None]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Per (layer type, implementation): means per call, the launch APIs and whether it is host-bound."""
+def group(calls: list[Call], costs: list[HostCost | None],
+          no_forward: set[int] | frozenset[int] = frozenset()) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per (layer type, implementation): means per call, the launch APIs and whether it is host-bound.
+    ``no_forward``: the calls whose GPU forward the trace lacks, left out of the means (expected.no_forward)
+    where the group has calls with one; a group of such calls only has no GPU figure (unknown, not 0)."""
     by: dict[tuple[str, str], list[HostCost]] = {}
+    lacking: dict[tuple[str, str], list[HostCost]] = {}
     for c in calls:
         h = costs[c.id]
         if h is not None:
-            by.setdefault((c.layer_type, c.implementation), []).append(h)
+            (lacking if c.id in no_forward else by).setdefault((c.layer_type, c.implementation), []).append(h)
+    for key, hs in lacking.items():
+        if key not in by:  # every call of the group lacks its forward: the host side stays, the GPU is unknown
+            by[key] = [msgspec.structs.replace(h, gpu_us=None) for h in hs]
     out = {}
     for key, hs in by.items():
         n = len(hs)
@@ -193,12 +200,21 @@ def group(calls: list[Call], costs: list[HostCost | None]) -> dict[tuple[str, st
             "fix": HOST_BOUND_FIX if bound else None,
             "source": HOST_BOUND_SOURCE,
             "graph_replay": replay,
-            "summary": _summary(host, gpu, bound, apis, replay),
+            "summary": _summary(host, gpu, bound, apis, replay, len(lacking.get(key, ()))),
         }
     return out
 
 
-def _summary(host: float, gpu: float | None, bound: bool | None, apis: list[dict], replay: bool = False) -> str:
+def _summary(host: float, gpu: float | None, bound: bool | None, apis: list[dict], replay: bool = False,
+             apart: int = 0) -> str:
+    text = _summary_of(host, gpu, bound, apis, replay)
+    if apart:
+        text += (f"; {apart} call(s) with no GPU forward in the trace (cut window or backward only) "
+                 + ("left out of these means" if gpu is not None else "only: no GPU time to compare"))
+    return text
+
+
+def _summary_of(host: float, gpu: float | None, bound: bool | None, apis: list[dict], replay: bool) -> str:
     if replay:
         return (f"{gpu or 0:.1f} µs per call on the GPU, replayed from a graph: the host launched it once at capture "
                 f"({host:.1f} µs then), so no host cost per call")

@@ -16,19 +16,25 @@ from ..attention.detect import Call
 from ..trace import columns
 from ..trace.link import Linked
 from . import expected, fingerprint, host_cost, occupancy, why_not_flash
-from .fingerprint_rules import EXTENDED_LAUNCHES
 
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
 LOW_PCT = 25.0  # theoretical occupancy below a quarter of the SM's warps is called low
 LOW_BY_DESIGN = "low by design: registers/shared memory keep the tiles on chip"
 MAX_GROUPS = 200  # layer type × implementation pairs; a trace without module scopes can name many
+MAX_EVIDENCE = 8  # correlation ids kept per claim
+KINETO_ESTIMATE = ("pytorch/kineto libkineto/src/DeviceProperties.cpp kernelOccupancy: cuda_occupancy.h with "
+                   "shmemLimitConfig = FUNC_SHMEM_LIMIT_DEFAULT, maxDynamicSharedSizeBytes = 0, blocks capped at "
+                   "grid / numSms")
 
 
 def build(L: Linked, calls: list[Call], call_of: list[int], stage_of: list, ev, has_gpu: bool) -> list[dict[str, Any]]:
     """One row per (layer type, implementation), most calls first; ``ev``: the trace's events (its
     launches' columns)."""
-    exp = expected.group(calls, expected.read_calls(L, calls, call_of, stage_of, has_gpu))
-    host = host_cost.group(calls, host_cost.host_costs(L, calls, ev, has_gpu))
+    readings = expected.read_calls(L, calls, call_of, stage_of, has_gpu)
+    exp = expected.group(calls, readings)
+    # calls whose forward left no kernel in the trace (a cut GPU window, a backward-only call) are no zeros
+    no_forward = {c.id for c in calls if has_gpu and expected.no_forward(readings[c.id])}
+    host = host_cost.group(calls, host_cost.host_costs(L, calls, ev, has_gpu), no_forward)
     counts = Counter((c.layer_type, c.implementation) for c in calls)
     rows = []
     for (lt, im), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
@@ -40,15 +46,20 @@ def build(L: Linked, calls: list[Call], call_of: list[int], stage_of: list, ev, 
 class _Launches:
     """The launches of one kernel name in one layer: configurations by GPU time, CUPTI's estimate."""
 
-    __slots__ = ("configs", "achieved_us", "achieved_sum", "zero", "measured", "zero_corr")
+    __slots__ = ("configs", "achieved_us", "achieved_sum", "zero", "measured", "zero_corr", "zero_causes",
+                 "min_grid", "small_grid", "zero_corrs")
 
     def __init__(self) -> None:
         self.configs: dict[tuple[int, int, int], float] = {}  # (registers, shared memory, threads) -> µs
         self.achieved_us = 0.0  # GPU time of the launches CUPTI estimated (> 0)
         self.achieved_sum = 0.0  # their estimate x time
-        self.zero = 0  # launches CUPTI wrote 0 for
+        self.zero = 0  # launches the trace's estimate reads 0 for
         self.measured = 0
         self.zero_corr: int | None = None
+        self.zero_causes: Counter = Counter()  # occupancy.zero_estimate_cause of each 0 launch (None: neither)
+        self.zero_corrs: list[int] = []  # correlation ids of the first 0 launches: the claim's evidence
+        self.min_grid: float | None = None  # the smallest grid launched, in blocks
+        self.small_grid = 0  # launches whose grid has fewer blocks than the device has SMs
 
 
 def add(report: dict[str, Any], ev, L, calls, call_of: list[int], m) -> None:
@@ -67,7 +78,7 @@ def add(report: dict[str, Any], ev, L, calls, call_of: list[int], m) -> None:
     for lay in rows.values():
         for k in lay.get("kernels") or []:
             stages.setdefault(k["name"], k.get("stage"))
-    launches = _launches(L, calls, call_of, m, rows)
+    launches = _launches(L, calls, call_of, m, rows, dev)
     apis = _launch_apis(ev, {acc.zero_corr for acc in launches.values() if acc.zero_corr is not None})
     amd = bool(device) and device.get("vendor") == "AMD"
     recorded = False
@@ -100,7 +111,7 @@ def _occupancy_note(any_kernels: bool, recorded: bool, dev, amd: bool) -> str:
             "occupancy %, per layer")
 
 
-def _launches(L, calls, call_of, m, rows) -> dict[tuple[str, str], _Launches]:
+def _launches(L, calls, call_of, m, rows, dev=None) -> dict[tuple[str, str], _Launches]:
     """(layer, kernel name) -> its launches, over the kernels (not memcpy/memset: no occupancy) of the
     calls whose layer has a row. A kernel is in its op's call, else in the call holding it. Columns
     per launch (its configuration, CUPTI's estimate), then sums per group by bincount, in kernel
@@ -142,13 +153,33 @@ def _launches(L, calls, call_of, m, rows) -> dict[tuple[str, str], _Launches]:
     sums = np.bincount(g[positive], weights=occ[positive] * dur[positive], minlength=n).astype(np.float64).tolist()
     for acc, n_measured, n_zero, a_us, a_sum in zip(accs, *counts, us, sums):
         acc.measured, acc.zero, acc.achieved_us, acc.achieved_sum = n_measured, n_zero, a_us, a_sum
+    grid = cfg.grid[at]
+    sms = dev.get("sms") if dev else None
+    has_grid = ~np.isnan(grid)
+    for gi, gmin in zip(*_group_min(g[has_grid], grid[has_grid])):
+        accs[gi].min_grid = gmin
+    if sms:
+        for gi, n_small in enumerate(np.bincount(g[has_grid & (grid < sms)], minlength=n).tolist()):
+            accs[gi].small_grid = n_small
     kt = L.kernel_table
     has_corr, corr = kt.has("correlation"), kt["correlation"]
-    for k in np.flatnonzero(zero).tolist():  # the first launch read 0 with a correlation id, per group
+    for k in np.flatnonzero(zero).tolist():  # the few 0 launches: why each reads 0, and its id
         acc, i = accs[g[k]], at[k]
-        if acc.zero_corr is None and has_corr[i]:
-            acc.zero_corr = int(corr[i])
+        acc.zero_causes[occupancy.zero_estimate_cause(int(smem[k]), float(grid[k]), int(threads[k]), dev)] += 1
+        if has_corr[i] and len(acc.zero_corrs) < MAX_EVIDENCE:
+            acc.zero_corrs.append(int(corr[i]))
+            if acc.zero_corr is None:
+                acc.zero_corr = int(corr[i])
     return out
+
+
+def _group_min(g: np.ndarray, v: np.ndarray) -> tuple[list[int], list[float]]:
+    """(groups, the least value of each) over the groups present."""
+    if not len(g):
+        return [], []
+    order = np.lexsort((v, g))
+    first = np.flatnonzero(np.r_[True, g[order][1:] != g[order][:-1]])
+    return g[order][first].tolist(), v[order][first].tolist()
 
 
 def _launch_apis(ev, wanted: set[int]) -> dict[int, str]:
@@ -172,7 +203,10 @@ def _occupancy_row(name: str, acc: _Launches, dev, apis: dict[int, str]) -> dict
     row: dict[str, Any] = {"name": name, "registers_per_thread": None, "shared_memory_bytes": None,
                            "block_threads": None, "configurations": len(acc.configs), "blocks_per_sm": None,
                            "warps_per_sm": None, "max_warps_per_sm": None, "theoretical_pct": None,
-                           "limited_by": [], "achieved_pct": None, "launch_api": None, "reading": ""}
+                           "limited_by": [], "achieved_pct": None, "launch_api": None, "reading": "",
+                           "min_grid_blocks": None if acc.min_grid is None else int(acc.min_grid),
+                           "small_grid_launches": acc.small_grid, "zero_estimates": acc.zero,
+                           "zero_estimate_cause": None, "evidence_correlations": list(acc.zero_corrs)}
     theo = None
     if acc.configs:
         regs, smem, threads = max(acc.configs.items(), key=lambda kv: kv[1])[0]  # the configuration with most time
@@ -187,6 +221,9 @@ def _occupancy_row(name: str, acc: _Launches, dev, apis: dict[int, str]) -> dict
         row["achieved_pct"] = round(acc.achieved_sum / acc.achieved_us, 2)
     if acc.zero_corr is not None:
         row["launch_api"] = apis.get(acc.zero_corr)
+    causes = [c for c in acc.zero_causes if c is not None]
+    row["zero_estimate_cause"] = (None if not acc.zero else "unexplained" if None in acc.zero_causes
+                                  else causes[0] if len(causes) == 1 else "mixed")
     row["reading"] = _reading(name, acc, row, theo, dev)
     return row
 
@@ -208,17 +245,40 @@ def _reading(name: str, acc: _Launches, row: dict[str, Any], theo, dev) -> str:
         if theo["theoretical_pct"] < LOW_PCT:
             words.append(LOW_BY_DESIGN if P.fused_family(name) is not None
                          else f"below {LOW_PCT:g}%: {' and '.join(theo['limited_by'])} bind")
-    if acc.measured and acc.achieved_us == 0 and acc.zero:
-        api = row.get("launch_api")
-        why = (f"launched by {api}, which CUPTI does not estimate" if api in EXTENDED_LAUNCHES
-               else f"launched by {api}" if api else "launch API not found")
-        words.append(f"CUPTI reported 0% achieved: a measurement gap ({why}), not an idle SM"
-                     + (f"; theoretical {theo['theoretical_pct']:g}%" if theo else ""))
-    elif acc.zero:
-        words.append(f"{acc.zero} of {acc.measured} launches read 0% (not measured); achieved is the mean of the rest")
+    if acc.small_grid and dev and dev.get("sms"):
+        words.append(f"{acc.small_grid} of its launches have fewer blocks than the {dev['sms']} SMs (smallest grid "
+                     f"{row['min_grid_blocks']}): those launches leave SMs idle")
+    if acc.zero:
+        words.append(_zero_words(acc, row, dev))
     if row["configurations"] > 1:
         words.append(f"{row['configurations']} launch configurations; the one with the most GPU time is shown")
     return "; ".join(words)
+
+
+def _zero_words(acc: _Launches, row: dict[str, Any], dev) -> str:
+    """What the trace's 0% estimates are, from the launches themselves: kineto computes the figure (it is
+    not measured), and it reads 0 over the default 48 KiB shared memory limit or on a grid too small."""
+    head = (f"{acc.zero} of {acc.measured} launches read 0% in est. achieved occupancy %, which kineto computes, "
+            f"not measures ({KINETO_ESTIMATE})")
+    lim = (dev or {}).get("smem_per_block_default")
+    parts = []
+    over = acc.zero_causes.get("shared memory over the default limit", 0)
+    if over:
+        parts.append(f"{over} use more shared memory per block than the default limit of {lim:,} bytes that kineto "
+                     "assumes (the kernel opted in to more; the trace does not record that), so its calculator "
+                     "fits 0 blocks: read the theoretical figure instead")
+    idle = acc.zero_causes.get("idle SMs", 0)
+    if idle:
+        parts.append(f"{idle} have grids so small that most SMs are idle (blocks per SM below 1 rounds the "
+                     "estimate to 0): the SMs are idle, not unmeasured")
+    rest = acc.zero_causes.get(None, 0)
+    if rest:
+        parts.append(f"{rest} fit neither rule: unexplained"
+                     + (" (the trace's deviceProperties lack sharedMemPerBlock or numSms)" if dev is None else ""))
+    tail = "; ".join(parts)
+    if acc.achieved_us > 0:
+        tail += "; achieved is the mean of the other launches"
+    return f"{head}: {tail}"
 
 
 NOT_SDPA = "not read: no aten::scaled_dot_product_attention in its calls (the checks replay SDPA's choice only)"
@@ -249,7 +309,7 @@ def _why_not_flash(report, L, calls, rows, device) -> None:
         if x is None:
             continue
         done.add(c.layer)
-        got = why_not_flash.judge(x)
+        got = why_not_flash.judge(x, cpu=report.get("time_basis") == "cpu")
         got["ran"] = rows[c.layer].get("implementation")
         rows[c.layer]["why_not_flash"] = got
         rows[c.layer]["why_not_flash_unknown"] = None

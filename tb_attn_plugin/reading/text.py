@@ -21,7 +21,7 @@ def _short(name: str) -> str:
 def _occupancy(o: dict[str, Any] | None) -> str | None:
     if o is None:
         return None
-    ach = f"; CUPTI est. achieved {o['achieved_pct']:g}%" if o.get("achieved_pct") is not None else ""
+    ach = f"; kineto est. achieved {o['achieved_pct']:g}% (computed, not measured)" if o.get("achieved_pct") is not None else ""
     return f"occupancy: {o['reading']}{ach}"
 
 

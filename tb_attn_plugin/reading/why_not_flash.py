@@ -8,7 +8,7 @@ from typing import Any, Callable
 import msgspec
 
 from ..attention.shapes import DTYPES
-from .eligibility_rules import BACKENDS, CHECKS, TORCH_SOURCE, UNANSWERABLE
+from .eligibility_rules import BACKENDS, CHECKS, CPU_BACKENDS, CPU_CHECKS, TORCH_SOURCE, UNANSWERABLE
 
 SDPA_OP = "aten::scaled_dot_product_attention"  # (q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
 ASSUMED_ARCH = (8, 0)  # a trace without a GPU is judged for an sm80 device, and says so
@@ -276,20 +276,48 @@ PREDICATES: dict[tuple[str, str], Callable[[Inputs], Verdict]] = {
 }
 
 
+def _no_dropout(x: Inputs) -> Verdict:
+    if x.dropout is None:
+        return None, {}
+    return not x.dropout > 0, {"dropout": x.dropout}
+
+
+def _same_head_dims(x: Inputs) -> Verdict:
+    h = _hd(x)
+    return h["dq"] == h["dk"] == h["dv"], h
+
+
+# The CPU's checks (eligibility_rules.CPU_CHECKS): the CPU flash kernel supports GQA and ignores no singleton dim.
+CPU_PREDICATES: dict[str, Callable[[Inputs], Verdict]] = {
+    "check_nested_tensor": lambda x: (True, {}),  # a nested tensor records no sizes: dims recorded means dense
+    "check_for_dropout": _no_dropout,
+    "check_tensor_shapes": _four_d,
+    "check_batch_size_and_num_heads_dense": _heads(True),
+    "check_attn_mask_shape": _mask_shape,
+    "check_head_dim_size_cpp": _same_head_dims,
+    "check_nonzero_sequence_lengths_dense": _nonzero,
+    "check_last_dim_stride_equals_1_dense": _last_dim_stride(False),
+    "check_tensor_dtype": _dtype_in(("float32", "float64", "bfloat16", "float16")),
+}
+CPU_DEVICE = "the CPU (PyTorch's CPU SDPA: its flash kernel or math; no efficient or cuDNN kernel)"
+
+
 class _Blank(dict):
     def __missing__(self, key: str) -> str:
         return "?"
 
 
-def judge(x: Inputs) -> dict[str, Any]:
+def judge(x: Inputs, cpu: bool = False) -> dict[str, Any]:
     """Per fused backend: refused (each failing check with its reason, fix and source), eligible, or
     unknown (the checks the trace cannot answer). Unlike PyTorch, which stops at the first refusal,
-    every check is run, so that one reading lists every fix needed."""
+    every check is run, so that one reading lists every fix needed. ``cpu``: the call ran on the CPU,
+    judged by the CPU's rules (CPU_CHECKS), never by a GPU's."""
     out = []
-    for backend in BACKENDS:
+    for backend in CPU_BACKENDS if cpu else BACKENDS:
         refusals, unknown = [], []
-        for row in (r for r in CHECKS if r.backend == backend):
-            pred = PREDICATES.get((backend, row.check)) or PREDICATES.get(("*", row.check))
+        for row in (r for r in (CPU_CHECKS if cpu else CHECKS) if r.backend == backend):
+            pred = (CPU_PREDICATES.get(row.check) if cpu
+                    else PREDICATES.get((backend, row.check)) or PREDICATES.get(("*", row.check)))
             if pred is None:
                 unknown.append({"check": row.check, "why": UNANSWERABLE.get(row.check, "not replayed")})
                 continue
@@ -303,5 +331,6 @@ def judge(x: Inputs) -> dict[str, Any]:
         open_ = any(u["check"] not in UNANSWERABLE for u in unknown)
         out.append({"backend": backend, "eligible": False if refusals else (None if open_ else True),
                     "refusals": refusals, "unknown": unknown})
-    return {"device": _arch_text(x) if x.vendor != "AMD" else "AMD GPU (ROCm rules differ: AOTriton/CK)",
+    device = CPU_DEVICE if cpu else _arch_text(x) if x.vendor != "AMD" else "AMD GPU (ROCm rules differ: AOTriton/CK)"
+    return {"device": device,
             "rules": TORCH_SOURCE, "backends": out}

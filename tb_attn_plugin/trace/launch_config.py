@@ -30,6 +30,7 @@ class LaunchColumns(NamedTuple):
     threads: np.ndarray  # per block, 0 unknown (int64; objects where a product passes int64)
     occupancy: np.ndarray  # float64 %, NaN unknown
     grid_z: np.ndarray  # int64 blocks along the grid's z (a batched GEMM's batch), 0 unknown
+    grid: np.ndarray  # float64 blocks per launch (a product of up to 2**31 x 65535 x 65535: float), NaN unknown
 
     def __len__(self) -> int:
         return len(self.has_args)
@@ -42,12 +43,12 @@ def of(configs: list) -> LaunchColumns:
     at = [c for c in configs if c is not None]
     cols = (counts([c.registers for c in at]), counts([c.shared_memory for c in at]),
             thread_counts([c.block for c in at]), estimates([c.achieved_occupancy for c in at]),
-            grid_z([getattr(c, "grid", None) for c in at]))
+            grid_z([c.grid for c in at]), grid_sizes([c.grid for c in at]))
     if len(at) == len(configs):
         return LaunchColumns(np.ones(len(configs), bool), *cols)
     mask = np.array(has, bool)
     out = []
-    for col, none in zip(cols, (-1, -1, 0, np.nan, 0)):
+    for col, none in zip(cols, (-1, -1, 0, np.nan, 0, np.nan)):
         full = np.full(len(configs), none, col.dtype)
         full[mask] = col
         out.append(full)
@@ -129,3 +130,20 @@ def estimates(values: list) -> np.ndarray:
             return got
     return np.array([float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 100 else np.nan
                      for v in values], np.float64).reshape(len(values))
+
+
+def grid_sizes(grids: list) -> np.ndarray:
+    """The blocks of each launch's grid as float64, NaN where the grid is not one to three counts, none zero."""
+    if set(map(type, grids)) <= _LIST_OR_NONE:
+        given = [g for g in grids if g is not None]
+        flat = list(chain.from_iterable(given))
+        if set(map(len, given)) <= {3} and set(map(type, flat)) <= {int} and 0 < min(flat, default=1) \
+                and max(flat, default=1) < LIMIT:
+            got = np.array(flat, np.float64).reshape(len(given), 3).prod(axis=1)
+            if len(given) == len(grids):
+                return got
+            out = np.full(len(grids), np.nan)
+            out[[g is not None for g in grids]] = got
+            return out
+    got = [threads(g) for g in grids]
+    return np.array([np.nan if n is None else float(n) for n in got], np.float64).reshape(len(got))

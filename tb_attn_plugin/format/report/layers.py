@@ -43,9 +43,18 @@ class KernelOccupancy(Row, kw_only=True):
     max_warps_per_sm: int | None
     theoretical_pct: float | None
     limited_by: list[Literal["registers", "shared memory", "warps", "blocks"]]
-    achieved_pct: float | None
+    achieved_pct: Annotated[float | None, doc("the trace's est. achieved occupancy %, time-weighted over its non-zero "
+                                              "launches: kineto computes it (theoretical blocks capped at grid / SMs), "
+                                              "it is not measured")]
     launch_api: str | None
     reading: str
+    min_grid_blocks: Annotated[int | None, doc("the smallest grid launched, in blocks")]
+    small_grid_launches: Annotated[int, doc("launches with fewer blocks than the device has SMs (idle SMs)")]
+    zero_estimates: Annotated[int, doc("launches whose est. achieved occupancy % reads 0")]
+    zero_estimate_cause: Annotated[Literal["shared memory over the default limit", "idle SMs", "mixed", "unexplained"]
+                                   | None, doc("why those read 0 (reading/occupancy.py zero_estimate_cause); "
+                                               "null: none reads 0")]
+    evidence_correlations: Annotated[list[int], doc("correlation ids of the first launches that read 0")]
 
 
 class Refusal(Row, kw_only=True):
@@ -64,7 +73,8 @@ class UnknownCheck(Row, kw_only=True):
 
 class BackendCheck(Row, kw_only=True):
     """One SDPA backend: eligible (null: unknown), what refused it and what could not be checked."""
-    backend: Literal["flash", "efficient", "cudnn"]
+    backend: Annotated[Literal["flash", "efficient", "cudnn", "flash_cpu"], doc("flash_cpu: the CPU's flash kernel, "
+                                                                                "judged by the CPU's rules")]
     eligible: bool | None
     refusals: list[Refusal]
     unknown: list[UnknownCheck]

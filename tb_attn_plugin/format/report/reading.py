@@ -9,10 +9,17 @@ import msgspec
 from .base import Count, NonNeg, Positive, Row, doc
 
 
+class Evidence(Row, kw_only=True):
+    """The raw events that earned a claim: the first few, to find them in the trace."""
+    kernel_correlations: Annotated[list[int], doc("kernels' correlation ids (GPU trace)")]
+    op_starts_us: Annotated[list[float], doc("ops' ts as the trace records it, µs (CPU trace)")]
+
+
 class Extra(Row, kw_only=True):
     """Kernels beyond the expected ones, by cause."""
     cause: Literal["hidden_copy", "mask_built_per_call", "safe_softmax_guard", "dtype_cast", "layout_copy",
-                   "buffer_fill", "repeated_step", "unexplained"]
+                   "buffer_fill", "repeated_step", "unexplained", "kv_cache_write", "quantize", "split_kv_reduce",
+                   "preprocess", "postprocess", "mha_fast_path", "attention_weights"]
     step: str | None
     what: str
     per_call: Annotated[NonNeg, doc("kernels (CPU: ops) per call")]
@@ -21,6 +28,7 @@ class Extra(Row, kw_only=True):
     names: list[str]
     fix: str
     source: str
+    evidence: Evidence
 
 
 class Flag(Row, kw_only=True):
@@ -58,6 +66,8 @@ class Expected(Row, kw_only=True):
     outside: Outside
     source: str
     summary: str
+    calls_without_forward: Annotated[Count, doc("calls whose GPU forward the trace lacks (a cut window, a backward-only "
+                                                "call): left out of every figure above")]
 
 
 class LaunchApi(Row, kw_only=True):
@@ -106,6 +116,9 @@ class Fingerprint(Row, kw_only=True):
     tile: str | None
     layout: str | None
     arch: str | None
+    head_dim: str | None
+    paging: str | None
+    causal: str | None
     knob: str | None
     split: str | None
 
