@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 
 from tb_attn_plugin.report.build import analyze_file
 from tests.test_kernel_reading import _record, _sdpa
