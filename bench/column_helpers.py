@@ -1,4 +1,4 @@
-"""Time spent in trace/columns.py's helpers during one full analysis, in process: each helper is
+"""Time spent in table/columns.py's helpers during one full analysis, in process: each helper is
 wrapped with a clock, the trace analysed three times, the best total and the last run's per-helper
 seconds printed. Run it with two checkouts on PYTHONPATH in turn to compare their helpers.
 
@@ -12,7 +12,7 @@ import sys
 import time
 
 from tb_attn_plugin.report import build
-from tb_attn_plugin.trace import columns
+from tb_attn_plugin.table import columns
 
 spent: dict[str, float] = {}
 

@@ -1,4 +1,4 @@
-"""Grouped sums and spans over op columns (tb_attn_plugin/trace/columns.py, numpy on integer ids):
+"""Grouped sums and spans over op columns (tb_attn_plugin/table/columns.py, numpy on integer ids):
 exactly what one Python loop over the rows gives, keys, order, counts and float sums to the bit.
 The loops below are the specification the tests hold numpy to, not a second implementation."""
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tb_attn_plugin.trace import columns
-from tb_attn_plugin.trace.table import intern
+from tb_attn_plugin.table import columns
+from tb_attn_plugin.table.arrays import intern
 
 
 def _empty(v) -> bool:

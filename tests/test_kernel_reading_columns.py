@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tb_attn_plugin.reading.section import _launches
 from tb_attn_plugin.trace import launch_config
 from tb_attn_plugin.trace.events import CATS, GPU_FIELDS, Args, Event
-from tb_attn_plugin.trace.table import Table
+from tb_attn_plugin.trace.records import Table
 
 _LIMIT = 1 << 31
 

@@ -88,7 +88,7 @@ def test_the_running_sum_agrees_with_total_allocated(cpu_traces):
 
     from tb_attn_plugin.trace import native
 
-    from tb_attn_plugin.trace.table import NULL
+    from tb_attn_plugin.trace.records import NULL
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(native, "available", False)  # the columns read from decoded Events

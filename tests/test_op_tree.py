@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from tb_attn_plugin.trace import launch_config, link, native
 from tb_attn_plugin.trace.events import CATS, GPU_FIELDS, LAUNCH_FIELDS, OP_FIELDS, Args, Event, Events
-from tb_attn_plugin.trace.table import Names, Table
+from tb_attn_plugin.table.arrays import Names
+from tb_attn_plugin.trace.records import Table
 
 
 def test_the_tree_pass_is_built_where_required():

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.trace import events, native, rules
-from tb_attn_plugin.trace.table import JSON, REC
+from tb_attn_plugin.trace.records import JSON, REC
 from tests.conftest import shared_trace
 
 scan = native._scan_events
@@ -572,7 +572,7 @@ def test_record_times_are_the_decoders_floats():
 
     import numpy as np
 
-    from tb_attn_plugin.trace.table import REC
+    from tb_attn_plugin.trace.records import REC
 
     rnd = random.Random(26)
     vals = ["1419118012540.2659", "9007199254740993", "-9007199254740995", "18014398509481987", "0.0001",

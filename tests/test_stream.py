@@ -21,7 +21,8 @@ from tb_attn_plugin.attention.patterns import needs_shapes
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.trace import events, native, rules, stream
 from tb_attn_plugin.trace.read import read_trace_text
-from tb_attn_plugin.trace.table import Names, Table
+from tb_attn_plugin.table.arrays import Names
+from tb_attn_plugin.trace.records import Table
 from tests.conftest import shared_trace
 
 pytestmark = pytest.mark.skipif(not stream.available() and not os.environ.get("TB_ATTN_REQUIRE_NATIVE"),

@@ -1,4 +1,4 @@
-"""trace/table.py: the columns the scanner's records give, gathered chunk by chunk while a trace is
+"""trace/records.py (and table/arrays.py): the columns the scanner's records give, gathered chunk by chunk while a trace is
 decoded, are those read from the decoded events (Table.of), and link gives the same result from
 either; runs_of numbers threads as a dict over the rows does."""
 
@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from tb_attn_plugin.attention.patterns import needs_shapes
 from tb_attn_plugin.trace import events, link, native, rules, stream
 from tb_attn_plugin.trace.events import CATS, GPU_FIELDS, LAUNCH_FIELDS, MEMORY_FIELDS, OP_FIELDS, Args, Event
-from tb_attn_plugin.trace.table import INT_ARGS, REC, Table, runs_of
+from tb_attn_plugin.table.arrays import runs_of
+from tb_attn_plugin.trace.records import INT_ARGS, REC, Table
 from tests.conftest import shared_trace
 
 

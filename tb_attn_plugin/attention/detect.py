@@ -28,7 +28,7 @@ import msgspec
 import numpy as np
 
 from ..format import tags
-from ..trace import columns
+from ..table import columns
 from ..trace.events import MODULE_PREFIX
 from ..trace.link import WRAPPER_PREFIX, Kernel, Linked, module_name
 from . import groups, kernel_path, op_roles

@@ -12,9 +12,9 @@ from bisect import bisect_left
 import msgspec
 import numpy as np
 
-from ..trace import columns
+from ..table import columns
 from ..trace.link import Linked
-from ..trace.table import Interned, floats, intern, ints
+from ..table.arrays import Interned, floats, intern, ints
 from . import patterns as P
 from .detect import Call
 from .stages import Stager, kernel_stage
@@ -97,7 +97,7 @@ def measure(L: Linked, calls: list[Call], call_of: list[int]) -> Measured:
                 stage_of[j] = "fused"
 
     # CPU self time: per step over all cpu ops, per cell and per op name over those in calls. Summed
-    # per group in op order (trace/columns.py), as one loop over the ops would.
+    # per group in op order (table/columns.py), as one loop over the ops would.
     cells: list[dict[tuple[str, str], Cell]] = [dict() for _ in calls]
     self_cpu, step = L.self_cpu, L.step
     is_cpu = L.cpu
@@ -129,7 +129,7 @@ def _kernel_sums(L: Linked, calls: list[Call], slot: np.ndarray, slot_keys: list
     """GPU time in kernel order, from the kernel columns: (kernel rows, total, per step, per call the
     fused kernels' time by implementation, per call its kernel rows); each call's cells get their
     kernels. A kernel's place (stage, pass, implementation) is decided once per distinct (op stage,
-    pass, kernel name), not per kernel; every sum is a grouped one (trace/columns.py: each group's
+    pass, kernel name), not per kernel; every sum is a grouped one (table/columns.py: each group's
     values added in kernel order from 0.0, groups in order of their first kernel, as a loop over the
     kernels adds and inserts them)."""
     kop, kdur, names = L.kernel_op, L.kernel_dur, L.kernel_names

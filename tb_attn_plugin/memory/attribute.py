@@ -16,8 +16,8 @@ import msgspec
 import numpy as np
 
 from ..format import tags
-from ..trace import columns
-from ..trace.table import as_array, floats, ints
+from ..table import columns
+from ..table.arrays import as_array, floats, ints
 from .snapshot import Annotation
 from .timeline import Timeline
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..attention import shapes
 from ..format.errors import TraceError
-from ..trace import columns
+from ..table import columns
 from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
 from . import attribute, profiler_events, section, stack_attribution
 from . import snapshot as snap

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace.events import CATS, MEMORY_FIELDS, Event
-from ..trace.table import NO_ARGS, NULL, Table, as_array, intern, runs_of
+from ..table.arrays import as_array, intern, runs_of
+from ..trace.records import NO_ARGS, NULL, Table
 from .timeline import ADDR_MASK, Timeline
 
 MAX_BYTES = 1 << 56  # 64 PiB: beyond it a count is not a real one (and would overflow the columns)

@@ -10,8 +10,8 @@ import msgspec
 import numpy as np
 
 from ..format.units import bytes_text
-from ..trace import columns
-from ..trace.table import intern, ints
+from ..table import columns
+from ..table.arrays import intern, ints
 from .attribute import Attribution
 from .timeline import Timeline, downsample
 
@@ -90,7 +90,7 @@ def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,
     delta, live, slot = tl.delta, tl.live, att.slot
 
     # Per call / per (stage, pass) sums over the allocations inside attention calls; the counts over
-    # every event in one pass (trace/columns.py: at C speed, a big trace has millions).
+    # every event in one pass (table/columns.py: at C speed, a big trace has millions).
     allocs, zeros, allocated_total, unpaired_frees, live_at_end, inside = columns.byte_counts(delta, tl.pair, slot)
     frees = n - allocs - zeros
     per_call, per_layer_stage, per_stage, is_score = _inside_sums(att, calls, delta, inside, score_events)

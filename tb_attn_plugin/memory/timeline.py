@@ -9,8 +9,8 @@ from itertools import accumulate
 import msgspec
 import numpy as np
 
-from ..trace import columns
-from ..trace.table import as_array, floats, ints
+from ..table import columns
+from ..table.arrays import as_array, floats, ints
 
 ADDR_MASK = (1 << 63) - 1  # addresses are stored signed; a pointer never uses the top bit
 
@@ -53,7 +53,7 @@ class Timeline(msgspec.Struct):
         return self
 
     def _pair(self) -> None:
-        """An alloc pairs with the next free of the same address on the same stream (trace/columns.py,
+        """An alloc pairs with the next free of the same address on the same stream (table/columns.py,
         numpy sorts: a big trace has millions of events)."""
         self.pair = as_array("q", columns.pairs(self.delta, self.addr, self.stream))
 

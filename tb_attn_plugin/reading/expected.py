@@ -22,7 +22,7 @@ import numpy as np
 from ..attention import patterns as P
 from ..attention.detect import Call
 from ..trace.link import Linked
-from ..trace.table import ints
+from ..table.arrays import ints
 from . import expectations as X
 
 STEP_OF_STAGE = {"qk_matmul": "qk_matmul", "av_matmul": "av_matmul", "softmax": "softmax", "dropout": "dropout",

@@ -22,7 +22,7 @@ import numpy as np
 from ..attention import patterns as P
 from ..attention.detect import Call
 from ..trace.link import Linked
-from ..trace.table import runs_of
+from ..table.arrays import runs_of
 
 
 class HostApi(msgspec.Struct, frozen=True):

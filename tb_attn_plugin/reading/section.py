@@ -13,7 +13,7 @@ import numpy as np
 
 from ..attention import patterns as P
 from ..attention.detect import Call
-from ..trace import columns
+from ..table import columns
 from ..trace.link import Linked
 from . import expected, fingerprint, host_cost, occupancy, why_not_flash
 

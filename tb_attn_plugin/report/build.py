@@ -31,7 +31,8 @@ from ..format import tags, units
 from ..memory import engine as memory
 from ..reading import section as reading
 from ..roofline.section import build as build_roofline
-from ..trace import columns, discover, stream
+from ..table import columns
+from ..trace import discover, stream
 from ..trace.events import Args, decode
 from ..trace.link import Linked, link
 from ..trace.read import file_size, is_url, read_trace_text

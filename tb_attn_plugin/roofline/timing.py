@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 
 from ..attention.metrics import Measured
-from ..trace import columns
+from ..table import columns
 from ..trace.link import Linked
 
 VIEW_OPS = frozenset({"aten::view", "aten::transpose", "aten::permute", "aten::expand", "aten::as_strided",

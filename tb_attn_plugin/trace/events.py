@@ -38,7 +38,8 @@ from .rules import RAW_NULL as _NULL
 from .rules import PREFILTER_RULES as _PREFILTER_RULES
 from .rules import ROUTE as _ROUTE
 from .rules import TARGET as _TARGET
-from .table import JSON, REC, SHAPES, Names, Table
+from ..table.arrays import Names
+from .records import JSON, REC, SHAPES, Table
 
 Id = Union[int, str]
 

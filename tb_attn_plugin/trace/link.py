@@ -21,9 +21,11 @@ import msgspec
 import numpy as np
 from msgspec import Raw
 
-from . import columns, window
+from ..table import columns
+from . import window
 from . import native
-from .table import NO_ARGS, Interned, Names, Table, as_array, intern, new_array, runs_of, values_at
+from ..table.arrays import Interned, Names, as_array, intern, new_array, runs_of, values_at
+from .records import NO_ARGS, Table
 from .events import CATS, MODULE_PREFIX, PYTHON_CAT, Event, Events, Shapes, op_args
 from .launch_config import LaunchColumns
 

@@ -16,7 +16,7 @@ from bisect import bisect_right
 import msgspec
 import numpy as np
 
-from .table import values_at
+from ..table.arrays import values_at
 
 # APIs after which the GPU runs one activity of the same correlation id: (regex, example, source).
 KERNEL_LAUNCH_APIS: tuple[tuple[str, str, str], ...] = (

@@ -1,7 +1,7 @@
 """Sums and spans of op columns per group (a call's stage and pass, a step, an op name), where each
 op name occurs, and a memory timeline's pairs and byte counts: the grouped work the metrics, the
 roofline timing, the memory section and Linked.where_name share, done by numpy on integer ids
-(trace/table.py).
+(table/arrays.py).
 
 Float sums are numpy's ``bincount`` with weights, which adds each group's values one by one in row
 order starting from 0.0: the same sums, to the bit, as a Python loop over the rows. Byte sums stay
@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .table import floats, intern, ints
+from .arrays import floats, intern, ints
 
 _INT64_MAX = (1 << 63) - 1
 
