@@ -26,7 +26,9 @@ CONVENTION = {
     "bytes": "eager/math: QKᵀ reads Q, K and writes E; each scale/mask/softmax/dropout kernel reads and writes E; AV "
              "reads E, V and writes O (backward likewise, softmax backward reads E twice). fused: reads Q, K, V, "
              "writes O and the log-sum-exp; fused backward (FlashAttention-2, recomputing QKᵀ) reads Q, K, V, O, dO "
-             "and writes dQ, dK, dV. Projections, copies and other stages are not modelled.",
+             "and writes dQ, dK, dV. Projections, copies and other stages are not modelled. An elementwise stage "
+             "whose fastest call of its shape took under a quarter of moving E at the roof's bandwidth worked on Q or K "
+             "and is not modelled, for every call of that shape alike.",
     "attainable": "min(peak for the call's dtype, intensity × memory bandwidth)",
     "bound": f"launch when kernels (CPU: ops) average under {roof.LAUNCH_US:.0f} µs, or under {roof.SHORT_US:.0f} µs "
              f"reaching less than {roof.LOW_FRACTION:.0%} of attainable; else memory below the ridge point "
@@ -53,9 +55,10 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
     costs: dict[tuple, tuple[float, float] | None] = {}  # model.stage_cost per distinct input, likewise
     busy = [0.0, 0.0]  # (gpu, cpu): every cell's time, summed in the loop's order
     units = [0, 0]
-    for c in calls:
+    sizes = [model.sizes(c.info.get("shape"), c.info.get("dtype")) for c in calls]
+    fastest = _fastest_elementwise(calls, sizes, m, has_gpu)
+    for c, z in zip(calls, sizes):
         info = c.info
-        z = model.sizes(info.get("shape"), info.get("dtype"))
         prec = precision_of(info.get("dtype"))
         key = (c.layer_type, c.implementation, _length_class(info.get("shape")) if z is not None else None)
         g = groups.get(key)
@@ -84,7 +87,7 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
             units[0] += kernels
             busy[1] += cpu_us
             units[1] += ops
-            cost = _cost(costs, z, stage, ps, cell, has_gpu, causal, bw) if z is not None else None
+            cost = _cost(costs, z, stage, ps, cell, has_gpu, causal, bw, fastest) if z is not None else None
             if cost is None:
                 if z is not None and stage in model.ELEMENTWISE and (kernels if has_gpu else ops):
                     g["implausible"].add(stage)
@@ -138,11 +141,29 @@ def _bound(memo: dict, cost: tuple[float, float], tm: float, units: int, the_roo
     return got
 
 
-def _cost(memo: dict, z, stage: str, ps: str, cell, has_gpu: bool, causal: bool, bw: float | None):
+def _fastest_elementwise(calls, sizes: list, m: Measured, has_gpu: bool) -> dict[tuple, float]:
+    """The fastest time of each elementwise (shape, stage, pass) over the run's calls: whether such a
+    stage moved the score matrix is decided once for all its calls, so calls with identical ops
+    count identical bytes (a per-call decision flipped with each call's noise)."""
+    out: dict[tuple, float] = {}
+    for c, z in zip(calls, sizes):
+        if z is None:
+            continue
+        for (stage, ps), cell in m.cells[c.id].items():
+            if stage in model.ELEMENTWISE:
+                spent = cell.gpu_us if has_gpu else cell.cpu_us
+                k = (z, stage, ps)
+                if spent > 0 and spent < out.get(k, float("inf")):
+                    out[k] = spent
+    return out
+
+
+def _cost(memo: dict, z, stage: str, ps: str, cell, has_gpu: bool, causal: bool, bw: float | None,
+          fastest: dict[tuple, float]):
     """(FLOP, bytes) of one stage of one call, or None: no model, no kernel ran (GPU) or no op (CPU),
-    or an elementwise stage far faster than moving the score matrix at the device's bandwidth
-    (under PLAUSIBLE of that time: its kernels worked on Q or K, e.g. the scale applied before QKᵀ).
-    The model's answer is computed once per distinct input (``memo``)."""
+    or an elementwise stage whose fastest call over the run (``fastest``) is far faster than moving the
+    score matrix at the device's bandwidth (under PLAUSIBLE of that time: its kernels worked on Q or
+    K, e.g. the scale applied before QKᵀ). The model's answer is computed once per distinct input (``memo``)."""
     if stage not in model.MODELLED_STAGES:
         return None
     passes = cell.kernels if has_gpu else (1 if cell.ops else 0)
@@ -153,8 +174,7 @@ def _cost(memo: dict, z, stage: str, ps: str, cell, has_gpu: bool, causal: bool,
     if cost is memo:
         cost = memo[key] = model.stage_cost(z, stage, ps, passes=passes, causal=causal)
     if cost is not None and stage in model.ELEMENTWISE and bw:
-        spent = cell.gpu_us if has_gpu else cell.cpu_us
-        if spent < PLAUSIBLE * cost[1] / (bw * 1e12) * 1e6:
+        if fastest.get((z, stage, ps), 0.0) < PLAUSIBLE * cost[1] / (bw * 1e12) * 1e6:
             return None
     return cost
 
