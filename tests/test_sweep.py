@@ -417,12 +417,13 @@ def test_argparse_mistakes_are_one_line_too(tmp_path, capsys, argv):
 def test_printed_numbers_table_has_every_measured_cell(small_sweep, tmp_path):
     import io
 
+    from tb_attn_plugin.format.units import flops_rate_text
     from tb_attn_plugin.sweeps.table import metrics_table
 
     _, res = small_sweep
     lines = metrics_table(list(res)).splitlines()
     head = lines[0].split()
-    assert head[:3] == ["backend", "B", "L"] and "TFLOP/s" in head and "tokens/s" in head
+    assert head[:3] == ["backend", "B", "L"] and "FLOP rate" in lines[0] and "tokens/s" in head
     assert "%" not in lines[0]  # no peak is known for a CPU: the column is left out
     ok = [r for r in res if r["status"] == "ok"]
     assert len(lines) == 2 + len(ok)
@@ -431,14 +432,17 @@ def test_printed_numbers_table_has_every_measured_cell(small_sweep, tmp_path):
         assert cells[:3] == [r["backend"], str(r["batch"]), str(r["seq_len"])]
         # the median as printed (3 significant figures in its unit) is the record's
         value, unit = float(cells[3]), cells[4]
-        assert math.isclose(value * {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[unit], r["median_s"], rel_tol=5e-3)
-        assert f"{r['tflops']:.3g}" in cells
+        assert math.isclose(value * {"s": 1, "ms": 1e-3, "µs": 1e-6}[unit], r["median_s"], rel_tol=5e-3)
+        # the FLOP rate in the unit that reads, never a bare 'TFLOP/s 9.54e-05'
+        at = next(i for i, c in enumerate(cells) if c.endswith("FLOP/s"))
+        scale = {"TFLOP/s": 1.0, "GFLOP/s": 1e-3, "MFLOP/s": 1e-6, "kFLOP/s": 1e-9}[cells[at]]
+        assert 1 <= float(cells[at - 1]) < 1000 and math.isclose(float(cells[at - 1]) * scale, r["tflops"], rel_tol=5e-3)
     # and the sweep prints it after the Compare table
     buf = io.StringIO()
     one = sweep(tmp_path, backends="math", seq_len="64", batch="1", out=buf)
     text = buf.getvalue()
     assert text.index("Times are in") < text.index("max |err|") < text.index("FLOPs: FlashAttention convention")
-    assert f"{one[0]['tflops']:.3g}" in text.split("max |err|")[1]
+    assert flops_rate_text(one[0]["tflops"]) in text.split("max |err|")[1]
 
 
 def test_warnings_of_the_first_call_are_replayed_once_per_sweep():

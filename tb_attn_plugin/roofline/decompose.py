@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..format.units import bytes_text
+from ..format.units import bytes_text, duration_text
 
 PARTS = ("memory", "compute", "launch", "cpu", "rest")
 LABELS = {"memory": "memory traffic", "compute": "compute efficiency", "launch": "kernel launches",
@@ -68,12 +68,7 @@ def decompose(names: Sequence[str], reports: Sequence[Mapping[str, Any]], basis:
 
 
 def _ms(us: float) -> str:
-    us = abs(us)
-    if us >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.3g} ms"
-    return f"{us:.3g} µs"
+    return duration_text(abs(us), 3)
 
 
 def _mib(n: float) -> str:
