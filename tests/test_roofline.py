@@ -278,7 +278,7 @@ def test_demo_eager_vs_sdpa_on_the_cpu_measured_roof_and_decomposition(demo_runs
     for r in (a, b):
         rf = r["roofline"]
         assert rf["roof"]["kind"] == "measured" and rf["roof"]["bandwidth_tbs"] > 0 and rf["roof"]["tflops"]["fp32"] > 0
-        assert r["metadata"]["peaks"]["host"] and r["metadata"]["peaks"]["method"].startswith("torch.utils.benchmark")
+        assert r["metadata"]["peaks"]["host"] and "torch.utils.benchmark" in r["metadata"]["peaks"]["method"]
         assert rf["layers"] and rf["layers"][0]["bound"] in ("memory", "compute", "launch")
     head = [ln for ln in render(a).splitlines() if ln.startswith("  roofline (")]
     assert len(head) == 1 and head[0].startswith("  roofline (measured on ") and "measured: measured" not in head[0]

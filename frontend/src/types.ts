@@ -316,6 +316,8 @@ export interface Roofline {
   convention: Record<string, string>;
   layers: RooflineLayer[];
   layers_omitted: number;
+  /** set when any point is above the roof: the sentence that says so and how to re-measure */
+  above_roof?: string;
   timing: RooflineTiming;
 }
 
@@ -325,6 +327,16 @@ export interface Roof {
   device: string | null;
   source: string | null;
   method?: string;
+  /** when it was measured, UTC ISO 8601; null: not recorded (a trace of an older collector) */
+  measured_at?: string | null;
+  /** measurements taken, the best kept */
+  runs?: number | null;
+  /** what makes the measurement doubtful (the machine's load when it was taken) */
+  note?: string;
+  /** the command that measures this machine's roof afresh */
+  remeasure?: string;
+  /** the file (--roof / TB_ATTN_ROOF) that replaced the trace's stored roof */
+  override?: string;
   tflops: Tflops;
   bandwidth_tbs: number | null;
 }
@@ -350,6 +362,8 @@ export interface RooflineLayer {
   /** achieved_tbs / bandwidth_tbs */
   bandwidth_fraction?: number | null;
   mean_unit_us?: number | null;
+  /** achieved above the roof (FLOP rate over attainable or bandwidth over the roof's): the roof is wrong, not the kernel */
+  above_roof?: boolean;
   bound: null | "compute" | "launch" | "memory";
   bound_reason: string;
   layer_type: string;
@@ -399,6 +413,8 @@ export interface RooflineStage {
   /** achieved_tbs / bandwidth_tbs */
   bandwidth_fraction?: number | null;
   mean_unit_us?: number | null;
+  /** achieved above the roof (FLOP rate over attainable or bandwidth over the roof's): the roof is wrong, not the kernel */
+  above_roof?: boolean;
   bound: null | "compute" | "launch" | "memory";
   bound_reason: string;
   stage: "av_matmul" | "dropout" | "fused" | "qk_matmul" | "scale_mask" | "softmax";

@@ -120,7 +120,7 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
     rows = [_group_row(g, the_roof, classes[(g["layer_type"], g["implementation"])] > 1, unit) for g in groups.values()]
     rows = [r for r in rows if r is not None]
     rows.sort(key=lambda r: -r["time_us"])
-    return {
+    out = {
         "roof": the_roof,
         "time_basis": "gpu" if has_gpu else "cpu",
         "convention": CONVENTION,
@@ -129,6 +129,24 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
         "timing": {"gpu": _timing("gpu", run["gpu"], t, the_roof if has_gpu else None) if has_gpu else None,
                    "cpu": _timing("cpu", run["cpu"], t, None if has_gpu else the_roof)},
     }
+    above = [r for r in rows if r.get("above_roof") or any(p.get("above_roof") for p in r["stages"])]
+    if above:
+        out["above_roof"] = above_roof_sentence(the_roof, len(above))
+    return out
+
+
+def above_roof_sentence(the_roof: dict[str, Any], n: int) -> str:
+    """What a rate above the roof means: for a measured roof, that it was measured low (a loaded machine);
+    for a data-sheet one, that the model's bytes overcount what reached memory (caches) or the device is
+    another."""
+    who = f"{n} point{'s' if n > 1 else ''} above the {the_roof['kind']} roof"
+    if the_roof["kind"] == "measured":
+        when = f" (measured {the_roof['measured_at']})" if the_roof.get("measured_at") else " (when measured: not recorded)"
+        return (f"{who}{when}: the roof is too low, likely measured under load; re-measure with "
+                f"{the_roof.get('remeasure') or roof.remeasure_command(None)} and pass the file with --roof "
+                f"(or {roof.OVERRIDE_ENV})")
+    return (f"{who}: more than the data sheet allows, so the modelled bytes or FLOPs overcount what reached "
+            f"memory (cache hits) or the device is not the one identified")
 
 
 def _bound(memo: dict, cost: tuple[float, float], tm: float, units: int, the_roof, prec: str) -> str | None:
@@ -216,6 +234,8 @@ def _group_row(g: dict[str, Any], the_roof, several: bool, unit: str) -> dict[st
     tm = sum(p["time_us"] for p in pts)
     units = sum(p["units"] for p in pts)
     row = {**g, **roof.point(f, b, tm, units, the_roof, prec, unit), "stages": pts}
+    if any(p.get("above_roof") for p in pts):
+        row["above_roof"] = True
     row["dominant_stage"] = pts[0]["stage"] if pts else None
     n = max(1, g["modelled_calls"])
     row["per_call"] = {"flops": f / n, "bytes": b / n, "time_us": round(tm / n, 3)}
@@ -231,6 +251,14 @@ def line(row: dict[str, Any]) -> str:
     bound = row.get("bound")
     top = row["stages"][0] if row.get("stages") else None
     where = f"; most time in {top['stage']} {top['pass']}" if top else ""
+    if row.get("above_roof"):  # never '800% of attainable': a rate above the roof says the roof is wrong
+        over = [p for p in [row] + list(row.get("stages") or []) if (p.get("fraction") or 0) > 1
+                or (p.get("bandwidth_fraction") or 0) > 1]
+        p = over[0]
+        what = "" if p is row else f" ({p['stage']} {p['pass']})"
+        return (f"{who}: {flops_rate_text(p['achieved_tflops'])}, {bandwidth_text(p['achieved_tbs'])}{what}: "
+                f"above the roof ({flops_rate_text(p.get('attainable_tflops'))} attainable, "
+                f"{bandwidth_text(p.get('bandwidth_tbs'))}): the roof is wrong, not the kernel{where}")
     if bound == "memory" and row.get("bandwidth_tbs"):
         return (f"{who}: memory-bound, {bandwidth_text(row['achieved_tbs'])} of {bandwidth_text(row['bandwidth_tbs'])} "
                 f"({percent_text(row['bandwidth_fraction'])}){where}")
