@@ -258,7 +258,7 @@ def demo_runs(tmp_path_factory):
     try:
         assert main(["--logdir", str(root / "logdir"), "--variants", "eager", "sdpa", "sdpa-math", "compiled", "hf-eager",
                      "hf-sdpa",
-                     "--lengths", "128"]) == 0
+                     "--lengths", "128", "--steps", "1"]) == 0
     finally:
         if old is None:
             os.environ.pop("TB_ATTN_CACHE_DIR")

@@ -335,6 +335,22 @@ def test_analysis_fits_crossovers_best_and_oom_boundary_by_hand():
     assert analysis.oom_boundary(recs) == [{"backend": "c", "batch": 1, "max_ok_seq_len": 50, "min_oom_seq_len": 200}]
     text = analysis.render(recs)
     assert "a faster below L~100, b above" in text and "c B=1 fits up to L=50, fails from L=200" in text
+    assert cross[0]["noise_unknown"] and "noise unknown" in text  # these cells have no IQR
+
+
+def test_a_crossover_from_noisy_cells_is_marked():
+    # a: 1e-6 * L^2, b: 1e-4 * L cross at L = 100, between the measured 50 and 200
+    def cells(iqr_at_200):
+        recs = [dict(_rec("a", 1, L, 1e-6 * L * L), iqr_s=0.02 * 1e-6 * L * L) for L in (50, 200)]
+        recs += [dict(_rec("b", 1, L, 1e-4 * L), iqr_s=(iqr_at_200 if L == 200 else 0.02) * 1e-4 * L) for L in (50, 200)]
+        return recs
+    (quiet,) = analysis.crossovers(cells(0.05))
+    assert quiet["noisy_fraction"] is None and not quiet["noise_unknown"]
+    assert "rely on" not in analysis.render(cells(0.05))
+    (noisy,) = analysis.crossovers(cells(0.4))
+    assert math.isclose(noisy["noisy_fraction"], 0.4)
+    line = next(ln for ln in analysis.render(cells(0.4)).splitlines() if "crossover" in ln)
+    assert line.endswith("noisy: a cell's IQR is 40% of its median, not a crossover to rely on")
 
 
 def test_an_exponent_fitted_to_noisy_cells_says_so():
