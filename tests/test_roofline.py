@@ -284,8 +284,10 @@ def test_demo_eager_vs_sdpa_on_the_cpu_measured_roof_and_decomposition(demo_runs
     assert len(head) == 1 and head[0].startswith("  roofline (measured on ") and "measured: measured" not in head[0]
     assert a["roofline"]["layers"][0]["score_bytes"] == 1 * 4 * 128 * 128 * 4  # B·H·L·L fp32, never in sdpa
     assert b["roofline"]["layers"][0]["score_bytes"] is None
-    # The measurement is cached per machine outside the logdir, and nothing was written into it.
-    assert list((cache / "peaks").glob("*.json"))
+    # The measurement is cached per machine outside the logdir, and nothing was written into it; a roof
+    # that a run's rates went above (measured on a loaded machine) is dropped, so the next profile measures again.
+    flagged = [run.name for run in sorted(logdir.iterdir()) if _report(run)["roofline"].get("above_roof")]
+    assert list((cache / "peaks").glob("*.json")) or flagged
     assert not [p for p in logdir.rglob("*") if "peak" in p.name]
     c = compare_reports([("eager", a), ("sdpa", b)])
     d = c["decomposition"]
