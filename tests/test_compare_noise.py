@@ -132,3 +132,18 @@ def test_identical_ops_count_identical_bytes_under_a_roof(recorded_traces, tmp_p
     per_call = {(st["stage"], st["pass"]): st["bytes"] for row in rows for st in row["stages"]}
     got = per_call.get(("softmax", "fwd"), 0.0)
     assert got in (0.0, len(soft) * nbytes), (got, len(soft) * nbytes)
+
+
+def test_one_step_runs_with_calls_enough_let_the_calls_spread_stand_in():
+    # the shared traces' README: 180 Owlv2Attention module calls, 4 BertSdpaSelfAttention calls, one step each
+    owl = analyze_file(str(shared_trace("tl_h100_owlv2_eager_bmm_softmax")))
+    bert = analyze_file(str(shared_trace("tl_h100_bert_small_sdpa_flash")))
+    mi300 = analyze_file(str(shared_trace("tl_mi300x_bert_small_sdpa_aotriton")))
+    assert len(owl["call_us"]) == 180 and len(bert["call_us"]) == 4 == len(mi300["call_us"])
+    assert sum(owl["call_us"]) == pytest.approx(owl["attention_gpu_us"], abs=0.1)
+    c = compare_reports([("owl", owl), ("bert", bert)])
+    assert c["noise"]["unit"] == "call" and [len(s) for s in c["noise"]["samples_us"]] == [180, 4]
+    assert c["noise"]["p_value"] is not None and "the calls' spread stands in" in c["summary"]
+    # 4 calls against 4 cannot reach p < 0.01 (the fewest orderings: 2 of 70)
+    c = compare_reports([("h100", bert), ("mi300x", mi300)])
+    assert c["noise"]["verdict"] == "cannot_tell" and "too few calls to stand in" in c["summary"]

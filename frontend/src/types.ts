@@ -26,6 +26,8 @@ export interface Report {
   attention_share: number;
   calls: number;
   steps: Step[];
+  /** each attention call's time on the report's time basis, in the order the engine found them (the first 10000): compare's noise test where a run has too few steps */
+  call_us?: number[];
   stages: StageRow[];
   layers: Layer[];
   /** layers left out of `layers` (the smallest by time) to keep the report compact */

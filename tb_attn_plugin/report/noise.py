@@ -1,7 +1,9 @@
 """Whether two runs' attention times differ beyond their step-to-step spread (numpy only, no scipy).
 
 The samples are each run's attention time per profiler step (report ``steps``, the steps with at
-least one attention call). The test is the two-sided Mann-Whitney U test: exact (the distribution
+least one attention call); where too few steps could never reach ALPHA (a one-step inference trace),
+each call's time (report ``call_us``) stands in, when both runs have calls enough timed on the
+comparison's basis. The test is the two-sided Mann-Whitney U test: exact (the distribution
 of U over every ordering of the pooled steps, counted by recursion) when there are no ties and at
 most EXACT_MAX steps per run, else the normal approximation with the tie correction. A difference
 is "beyond noise" at p < ALPHA; where no ordering of so few steps could reach ALPHA, the answer is
@@ -31,6 +33,14 @@ def step_samples(r: Mapping[str, Any], basis: str) -> list[float]:
                 and isinstance(calls, int) and calls > 0:
             out.append(float(v))
     return out
+
+
+def call_samples(r: Mapping[str, Any]) -> list[float]:
+    """Each attention call's time on the report's basis (report ``call_us``), positive and finite ones."""
+    got = r.get("call_us")
+    if not isinstance(got, list):
+        return []
+    return [float(v) for v in got if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0]
 
 
 def _u_counts(n1: int, n2: int) -> np.ndarray:
@@ -89,8 +99,15 @@ def judge(names: Sequence[str], reports: Sequence[Mapping[str, Any]], basis: str
     """The noise verdict for last vs first: "beyond_noise", "within_noise" or "cannot_tell", with the
     samples, their medians, p and the sentence that says it."""
     a, b = step_samples(reports[0], basis), step_samples(reports[-1], basis)
-    out: dict[str, Any] = {"test": TEST, "alpha": ALPHA, "unit": "step", "samples_us": [a, b],
-                           "median_us": [_median(a), _median(b)], "p_value": None, "method": None}
+    unit = "step"
+    same_basis = all(r.get("time_basis") == basis for r in (reports[0], reports[-1]))
+    if min_p(len(a), len(b)) >= ALPHA and same_basis:
+        # too few steps: the calls' spread stands in, where each run has calls enough and times on this basis
+        ca, cb = call_samples(reports[0]), call_samples(reports[-1])
+        if min_p(len(ca), len(cb)) < ALPHA:
+            a, b, unit = ca, cb, "call"
+    out: dict[str, Any] = {"test": TEST.replace("per-step", f"per-{unit}"), "alpha": ALPHA, "unit": unit,
+                           "samples_us": [a, b], "median_us": [_median(a), _median(b)], "p_value": None, "method": None}
     first, last = names[0], names[-1]
     if min_p(len(a), len(b)) >= ALPHA:
         few = [f"{n} has {len(s) or 'no'} profiler step{'s' if len(s) != 1 else ''} with attention"
@@ -98,8 +115,8 @@ def judge(names: Sequence[str], reports: Sequence[Mapping[str, Any]], basis: str
         need = next(k for k in range(1, 100) if min_p(k, k) < ALPHA)
         out["verdict"] = "cannot_tell"
         out["headline"] = "cannot tell whether this is noise"
-        out["why"] = (f"{' and '.join(few)}; no difference over so few steps can reach p < {ALPHA:g} "
-                      f"({TEST.split(';')[0]}): record at least {need} steps per run")
+        out["why"] = (f"{' and '.join(few)} ({'too few calls to stand in' if same_basis else 'their calls are timed on different bases'}); no difference over so few steps can "
+                      f"reach p < {ALPHA:g} ({TEST.split(';')[0]}): record at least {need} steps per run")
         out["sentence"] = f"{out['headline']}: {out['why']}"
         return out
     u, p, method = mann_whitney(a, b)
@@ -108,8 +125,9 @@ def judge(names: Sequence[str], reports: Sequence[Mapping[str, Any]], basis: str
     out["u"] = u
     beyond = p < ALPHA
     out["verdict"] = "beyond_noise" if beyond else "within_noise"
-    spread = (f"per-step medians {_us(out['median_us'][0])} and {_us(out['median_us'][1])} over {len(a)} and {len(b)} "
-              f"steps, p = {out['p_value']:g} by the {method} Mann-Whitney U test, two-sided")
+    over = "steps" if unit == "step" else "calls (too few steps: the calls' spread stands in for the steps')"
+    spread = (f"per-{unit} medians {_us(out['median_us'][0])} and {_us(out['median_us'][1])} over {len(a)} and {len(b)} "
+              f"{over}, p = {out['p_value']:g} by the {method} Mann-Whitney U test, two-sided")
     out["headline"] = "beyond noise" if beyond else "within noise"
     out["why"] = f"{spread}; beyond noise at p < {ALPHA:g}"
     out["sentence"] = f"{out['headline']}: {out['why']}"
