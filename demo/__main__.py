@@ -29,6 +29,9 @@ VARIANTS = ("eager", "sdpa", "sdpa-math", "compiled", "hf-eager", "hf-sdpa")  # 
 MORE_VARIANTS = ("sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "flex")
 GPU_ONLY = ("sdpa-efficient", "sdpa-cudnn", "flex")
 LENGTHS = (128, 512, 1024)
+# Profiled steps per run: the per-step spread is what says whether two runs differ (compare's
+# Mann-Whitney test needs 5 steps each to reach p < 0.01) and whether a Scaling point is reliable.
+STEPS = 5
 
 
 def build(variant: str, device: str):
@@ -70,7 +73,8 @@ def main(argv=None) -> int:
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS + MORE_VARIANTS)
     p.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--steps", type=int, default=1, help="profiled steps per run (after one warmup step)")
+    p.add_argument("--steps", type=int, default=None,
+                   help=f"profiled steps per run, after one warmup step (default {STEPS}; with --post 1)")
     p.add_argument("--post", action="store_true",
                    help="profile the post's attention variants instead (forward only under no_grad; demo/post.py): "
                         f"on the CPU {' '.join(post.CPU_VARIANTS)}, on CUDA {' '.join(post.CUDA_VARIANTS)}")
@@ -81,6 +85,9 @@ def main(argv=None) -> int:
         p.error("--device cuda: no CUDA device is available")
     if any(n < 2 for n in args.lengths):
         p.error("--lengths: each length must be at least 2")
+    if args.steps is not None and args.steps < 1:
+        p.error("--steps: at least 1")
+    args.steps = args.steps or (1 if args.post else STEPS)
     if args.post:
         return _post(args)
     gpu_only = [v for v in args.variants if v in GPU_ONLY]

@@ -299,6 +299,23 @@ class _Version(argparse._VersionAction):
         super().__call__(parser, namespace, values, option_string)
 
 
+def _install_roof(given: str | None) -> bool:
+    """--roof FILE (else TB_ATTN_ROOF): checked before any analysis, one line and exit 2 when unusable;
+    the analysis (in this process or its workers) reads it from TB_ATTN_ROOF."""
+    from .roofline.roof import OVERRIDE_ENV, load_override
+
+    path = given or os.environ.get(OVERRIDE_ENV)
+    if not path:
+        return True
+    try:
+        load_override(path)
+    except ValueError as e:
+        print(f"tb-attn: error: {path}: {e}", file=sys.stderr)
+        return False
+    os.environ[OVERRIDE_ENV] = path
+    return True
+
+
 def main(argv: list[str] | None = None, own_process: bool = False) -> int:
     """``own_process``: the process is this command's alone (run()), so it may tune its allocator."""
     from . import cli_kernels
@@ -322,6 +339,10 @@ def main(argv: list[str] | None = None, own_process: bool = False) -> int:
     cmp_.add_argument("paths", nargs="+", metavar="PATH", help="two or more trace files or run directories")
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
     cmp_.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    for p in (rep, cmp_):
+        p.add_argument("--roof", metavar="FILE", help="read the traces against this roof (JSON written by python -m "
+                       "tb_attn_plugin.collector.peaks --out FILE) instead of the one stored in them; same as "
+                       "TB_ATTN_ROOF=FILE")
     cli_kernels.add_commands(sub, common)
     from .sweeps import cli as sweep_cli
 
@@ -337,6 +358,8 @@ def main(argv: list[str] | None = None, own_process: bool = False) -> int:
         return _usage_error(sub.choices[args.command], f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "compare" and len(args.paths) < 2:
         return _usage_error(cmp_, "compare needs at least two paths")
+    if not _install_roof(getattr(args, "roof", None)):
+        return 2
     try:
         if not cli_kernels.install_patterns(args):
             return 2

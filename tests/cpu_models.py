@@ -86,3 +86,25 @@ def record(mode: str, out: Path) -> Path:
 
 def record_all(out: Path) -> dict[str, Path]:
     return {mode: record(mode, out) for mode in ("sdpa", "math", "eager", "mha", "tagged")}
+
+
+def record_steps(mode: str, path: Path, steps: int, seq: int = L) -> Path:
+    """``steps`` profiler steps (after one warm-up step) of the ``mode`` model at sequence length
+    ``seq``, forward and backward, to ``path``: the per-step samples compare's noise test needs."""
+    torch.manual_seed(0)
+    torch.set_num_threads(1)  # two recordings at once on a small machine: no intra-op threads spinning on each other
+    m = model(mode)
+    x = torch.randn(B, seq, D)
+    sched = schedule(wait=0, warmup=1, active=steps, repeat=1)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=sched,
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(1 + steps):
+            m(x).sum().backward()
+            prof.step()
+    return path
+
+
+if __name__ == "__main__":  # python -m tests.cpu_models MODE PATH STEPS SEQ (compare's noise tests record two at once)
+    import sys
+
+    record_steps(sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))

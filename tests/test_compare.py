@@ -42,8 +42,9 @@ def test_deltas_are_last_minus_first_and_sorted_by_size():
                             "delta_us": -380.0, "delta_pct": -76.0, "layers": [["Attn_0"], ["Attn_0"]]}]
     assert [k["name"] for k in c["kernels_only_in"]["eager"]] == ["softmax_k", "gemm_a", "gemm_b"]
     assert [k["name"] for k in c["kernels_only_in"]["flash"]] == ["flash_fwd"]
-    assert c["summary"] == ("flash vs eager: attention 500.0 µs -> 120.0 µs GPU time (-76.0%); "
-                            "implementation eager -> flash; largest stage change: softmax fwd -300.0 µs")
+    assert c["summary"].startswith("flash vs eager: cannot tell whether this is noise: attention 500.0 µs -> 120.0 µs "
+                                   "GPU time (-76.0%); eager has no profiler steps with attention and flash has no profiler steps")
+    assert c["summary"].endswith("; implementation eager -> flash; largest stage change: softmax fwd -300.0 µs")
 
 
 def test_cpu_basis_when_any_run_lacks_gpu_kernels():

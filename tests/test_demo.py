@@ -8,7 +8,7 @@ pytest.importorskip("torch")
 
 
 def test_demo_writes_runs_and_prints_the_tensorboard_command(tmp_path, capsys):
-    from demo.__main__ import main
+    from demo.__main__ import STEPS, main
     from tb_attn_plugin.report.build import analyze_file
     from tb_attn_plugin.trace.discover import find_traces
 
@@ -19,7 +19,8 @@ def test_demo_writes_runs_and_prints_the_tensorboard_command(tmp_path, capsys):
     assert sorted(runs) == ["eager-L32", "eager-L64", "sdpa-math-L32", "sdpa-math-L64"]
     for name, t in runs.items():
         report = analyze_file(t.path)
-        assert report["calls"] == 2  # two layers, one profiled step
+        # two layers, STEPS profiled steps by default: the per-step spread compare and Scaling read
+        assert STEPS >= 3 and report["calls"] == 2 * STEPS and len(report["steps"]) == STEPS
         assert report["metadata"]["variant"] == name.rsplit("-L", 1)[0]
         assert report["metadata"]["seq_len"] == int(name.rsplit("-L", 1)[1])
         assert {lay["shape"]["q_len"] for lay in report["layers"]} == {int(name.rsplit("-L", 1)[1])}
@@ -41,7 +42,7 @@ def test_pinned_sdpa_backend_variant_and_gpu_only_variants_refused_on_the_cpu(tm
     from tb_attn_plugin.report.build import analyze_file
     from tb_attn_plugin.trace.discover import find_traces
 
-    assert main(["--logdir", str(tmp_path), "--variants", "sdpa-flash", "--lengths", "32"]) == 0
+    assert main(["--logdir", str(tmp_path), "--variants", "sdpa-flash", "--lengths", "32", "--steps", "1"]) == 0
     (t,) = find_traces(str(tmp_path))
     report = analyze_file(t.path)
     assert report["calls"] == 2
@@ -60,7 +61,7 @@ def test_demo_output_has_no_usdt_lines_but_keeps_other_stderr(tmp_path):
 
     from tests.conftest import REPO
 
-    proc = subprocess.run([sys.executable, "-m", "demo", "--logdir", str(tmp_path), "--variants", "sdpa", "--lengths", "32"],
+    proc = subprocess.run([sys.executable, "-m", "demo", "--logdir", str(tmp_path), "--variants", "sdpa", "--lengths", "32", "--steps", "1"],
                           capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "USDT" not in proc.stderr and "USDT" not in proc.stdout

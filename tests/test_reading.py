@@ -209,7 +209,7 @@ def test_hf_llama_eager_rotary_is_outside_and_gqa_copies_are_named(tmp_path):
 
     if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
         pytest.skip("torch and transformers are needed to record a Llama layer")
-    subprocess.run([sys.executable, "-m", "demo", "--variants", "hf-eager", "--lengths", "32", "--logdir", str(tmp_path)],
+    subprocess.run([sys.executable, "-m", "demo", "--variants", "hf-eager", "--lengths", "32", "--steps", "1", "--logdir", str(tmp_path)],
                    cwd=REPO, check=True, timeout=300, capture_output=True)
     (t,) = find_traces(str(tmp_path))
     row = _row(analyze_file(t.path), "eager")

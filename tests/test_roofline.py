@@ -222,7 +222,8 @@ def test_eager_vs_flash_on_the_h100_decomposes_into_parts_that_sum():
     d = compare_reports([("eager", a), ("flash", b)])["decomposition"]
     assert d["basis"] == "gpu" and sum(d["parts_us"].values()) == pytest.approx(d["measured_us"], abs=1e-6)
     assert d["parts_us"]["memory"] < -100_000  # the memory-bound eager stages are gone
-    assert d["sentence"].startswith("flash saved") and "score matrix" in d["sentence"]
+    # one step each: where the difference lies, never called a saving (report/noise.py)
+    assert d["sentence"].startswith("cannot tell whether this is noise: flash took") and "score matrix" in d["sentence"]
 
 
 # --- real CPU runs -----------------------------------------------------------------------------------
@@ -257,7 +258,7 @@ def demo_runs(tmp_path_factory):
     try:
         assert main(["--logdir", str(root / "logdir"), "--variants", "eager", "sdpa", "sdpa-math", "compiled", "hf-eager",
                      "hf-sdpa",
-                     "--lengths", "128"]) == 0
+                     "--lengths", "128", "--steps", "1"]) == 0
     finally:
         if old is None:
             os.environ.pop("TB_ATTN_CACHE_DIR")
@@ -277,14 +278,16 @@ def test_demo_eager_vs_sdpa_on_the_cpu_measured_roof_and_decomposition(demo_runs
     for r in (a, b):
         rf = r["roofline"]
         assert rf["roof"]["kind"] == "measured" and rf["roof"]["bandwidth_tbs"] > 0 and rf["roof"]["tflops"]["fp32"] > 0
-        assert r["metadata"]["peaks"]["host"] and r["metadata"]["peaks"]["method"].startswith("torch.utils.benchmark")
+        assert r["metadata"]["peaks"]["host"] and "torch.utils.benchmark" in r["metadata"]["peaks"]["method"]
         assert rf["layers"] and rf["layers"][0]["bound"] in ("memory", "compute", "launch")
     head = [ln for ln in render(a).splitlines() if ln.startswith("  roofline (")]
     assert len(head) == 1 and head[0].startswith("  roofline (measured on ") and "measured: measured" not in head[0]
     assert a["roofline"]["layers"][0]["score_bytes"] == 1 * 4 * 128 * 128 * 4  # B·H·L·L fp32, never in sdpa
     assert b["roofline"]["layers"][0]["score_bytes"] is None
-    # The measurement is cached per machine outside the logdir, and nothing was written into it.
-    assert list((cache / "peaks").glob("*.json"))
+    # The measurement is cached per machine outside the logdir, and nothing was written into it; a roof
+    # that a run's rates went above (measured on a loaded machine) is dropped, so the next profile measures again.
+    flagged = [run.name for run in sorted(logdir.iterdir()) if _report(run)["roofline"].get("above_roof")]
+    assert list((cache / "peaks").glob("*.json")) or flagged
     assert not [p for p in logdir.rglob("*") if "peak" in p.name]
     c = compare_reports([("eager", a), ("sdpa", b)])
     d = c["decomposition"]
@@ -373,5 +376,5 @@ def test_the_same_model_on_two_gpus_decomposes_against_each_roof():
     d = compare_reports([("h100", h100), ("mi300x", mi300)])["decomposition"]
     assert d["bandwidth_tbs"] == [3.35, 5.3] and d["bytes"][0] == d["bytes"][1]  # the same shapes, the same bytes
     _check(d, h100, mi300)
-    assert d["measured_us"] > 0 and d["sentence"].startswith("mi300x spent")
+    assert d["measured_us"] > 0 and d["sentence"].startswith("cannot tell whether this is noise: mi300x took")
     assert d["units"][0] == d["units"][1] and "from the launch gaps between kernels" in d["sentence"]

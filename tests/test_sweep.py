@@ -335,6 +335,22 @@ def test_analysis_fits_crossovers_best_and_oom_boundary_by_hand():
     assert analysis.oom_boundary(recs) == [{"backend": "c", "batch": 1, "max_ok_seq_len": 50, "min_oom_seq_len": 200}]
     text = analysis.render(recs)
     assert "a faster below L~100, b above" in text and "c B=1 fits up to L=50, fails from L=200" in text
+    assert cross[0]["noise_unknown"] and "noise unknown" in text  # these cells have no IQR
+
+
+def test_a_crossover_from_noisy_cells_is_marked():
+    # a: 1e-6 * L^2, b: 1e-4 * L cross at L = 100, between the measured 50 and 200
+    def cells(iqr_at_200):
+        recs = [dict(_rec("a", 1, L, 1e-6 * L * L), iqr_s=0.02 * 1e-6 * L * L) for L in (50, 200)]
+        recs += [dict(_rec("b", 1, L, 1e-4 * L), iqr_s=(iqr_at_200 if L == 200 else 0.02) * 1e-4 * L) for L in (50, 200)]
+        return recs
+    (quiet,) = analysis.crossovers(cells(0.05))
+    assert quiet["noisy_fraction"] is None and not quiet["noise_unknown"]
+    assert "rely on" not in analysis.render(cells(0.05))
+    (noisy,) = analysis.crossovers(cells(0.4))
+    assert math.isclose(noisy["noisy_fraction"], 0.4)
+    line = next(ln for ln in analysis.render(cells(0.4)).splitlines() if "crossover" in ln)
+    assert line.endswith("noisy: a cell's IQR is 40% of its median, not a crossover to rely on")
 
 
 def test_an_exponent_fitted_to_noisy_cells_says_so():
@@ -417,12 +433,13 @@ def test_argparse_mistakes_are_one_line_too(tmp_path, capsys, argv):
 def test_printed_numbers_table_has_every_measured_cell(small_sweep, tmp_path):
     import io
 
+    from tb_attn_plugin.format.units import flops_rate_text
     from tb_attn_plugin.sweeps.table import metrics_table
 
     _, res = small_sweep
     lines = metrics_table(list(res)).splitlines()
     head = lines[0].split()
-    assert head[:3] == ["backend", "B", "L"] and "TFLOP/s" in head and "tokens/s" in head
+    assert head[:3] == ["backend", "B", "L"] and "FLOP rate" in lines[0] and "tokens/s" in head
     assert "%" not in lines[0]  # no peak is known for a CPU: the column is left out
     ok = [r for r in res if r["status"] == "ok"]
     assert len(lines) == 2 + len(ok)
@@ -431,14 +448,17 @@ def test_printed_numbers_table_has_every_measured_cell(small_sweep, tmp_path):
         assert cells[:3] == [r["backend"], str(r["batch"]), str(r["seq_len"])]
         # the median as printed (3 significant figures in its unit) is the record's
         value, unit = float(cells[3]), cells[4]
-        assert math.isclose(value * {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[unit], r["median_s"], rel_tol=5e-3)
-        assert f"{r['tflops']:.3g}" in cells
+        assert math.isclose(value * {"s": 1, "ms": 1e-3, "µs": 1e-6}[unit], r["median_s"], rel_tol=5e-3)
+        # the FLOP rate in the unit that reads, never a bare 'TFLOP/s 9.54e-05'
+        at = next(i for i, c in enumerate(cells) if c.endswith("FLOP/s"))
+        scale = {"TFLOP/s": 1.0, "GFLOP/s": 1e-3, "MFLOP/s": 1e-6, "kFLOP/s": 1e-9}[cells[at]]
+        assert 1 <= float(cells[at - 1]) < 1000 and math.isclose(float(cells[at - 1]) * scale, r["tflops"], rel_tol=5e-3)
     # and the sweep prints it after the Compare table
     buf = io.StringIO()
     one = sweep(tmp_path, backends="math", seq_len="64", batch="1", out=buf)
     text = buf.getvalue()
     assert text.index("Times are in") < text.index("max |err|") < text.index("FLOPs: FlashAttention convention")
-    assert f"{one[0]['tflops']:.3g}" in text.split("max |err|")[1]
+    assert flops_rate_text(one[0]["tflops"]) in text.split("max |err|")[1]
 
 
 def test_warnings_of_the_first_call_are_replayed_once_per_sweep():

@@ -292,7 +292,10 @@ await run(async (browser) => {
   await heads.waitFor({ timeout: 60000 });
   const C = (await api(`compare?run=${encodeURIComponent(RUNS.eager)}&run=${encodeURIComponent(RUNS.flash)}`)).body;
   const headline = await heads.locator(".headline").first().textContent();
-  ok(headline.startsWith(`${RUNS.flash}: attention \u2212`) && /flash|cpu_fused/.test(headline) && /replaces? .*softmax/.test(headline), `compare headline: ${headline}`);
+  // other models or devices, then whether the difference is beyond noise, are said before the percentage
+  const said = (C.differences || []).map((d) => `${d}; `).join("") + `${RUNS.flash}: `
+    + (C.noise && C.noise.verdict !== "beyond_noise" ? `${C.noise.headline}: ` : "");
+  ok(headline.startsWith(`${said}attention \u2212`) && /flash|cpu_fused/.test(headline) && /replaces? .*softmax/.test(headline), `compare headline: ${headline}`);
   ok((await heads.locator(".backend-summary").textContent()) === C.summary, "compare shows the backend's summary line");
   const cmpRows = frame.locator('[data-view="compare"] [data-testid="compare-stages"] tbody tr');
   ok(await cmpRows.count() === C.stages.length, `compare lists ${C.stages.length} stages`);

@@ -37,6 +37,10 @@ await run(async (browser) => {
   const roofText = await view.locator('[data-testid="roofline-roof"]').textContent();
   ok(rf.roof && roofText.includes(rf.roof.source) && roofText.startsWith(rf.roof.kind === "measured" ? "Measured" : "Data-sheet"),
     `the roof says where it comes from: ${roofText}`);
+  if (rf.roof.kind === "measured") {
+    ok(roofText.includes(rf.roof.measured_at ? `measured ${rf.roof.measured_at}` : "when measured: not recorded")
+      && roofText.includes(`Re-measure: ${rf.roof.remeasure}`), `a measured roof says when, and how to re-measure: ${roofText}`);
+  }
   const rows = view.locator('[data-testid="roofline-table"] tbody tr[data-layer-type]');
   ok(await rows.count() === rf.layers.length, `the table has the ${rf.layers.length} layer rows`);
   for (const [i, l] of rf.layers.entries()) {

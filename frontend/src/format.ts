@@ -18,6 +18,17 @@ export function fmtUs(us: unknown): string {
   return `${v.toFixed(1)} µs`;
 }
 
+/**
+ * A time axis's tick formatter: every tick in the unit of the axis's largest value, zero included
+ * ("0 ms" beside "2.5 ms", never "0.0 µs" under ms ticks). From 80% of a unit up the axis uses it,
+ * as the chart rounds its top up to a nice number ("1 ms", not "1000 µs").
+ */
+export function usAxis(maxUs: unknown): (v: number) => string {
+  const a = Math.abs(num(maxUs) ?? 0);
+  const [scale, unit] = a >= 8e5 ? [1e6, "s"] : a >= 800 ? [1e3, "ms"] : [1, "µs"];
+  return (v: number) => `${Number((v / scale).toPrecision(3))} ${unit}`;
+}
+
 /** A share in [0, 1] as a percentage with one decimal. */
 export function fmtShare(share: unknown): string {
   const v = num(share);

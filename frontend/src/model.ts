@@ -517,7 +517,12 @@ export function compareHeadline(doc: CompareDoc, index: number): string {
   const key = basis === "gpu" ? "attention_gpu_us" : "attention_cpu_us";
   const a0 = n0(first[key]);
   const a1 = n0(cur[key]);
-  let line = `${cur.run}: attention `;
+  // Only the last run is tested against the first; a percentage is said after whether it is noise.
+  const noise = doc.noise && index === totals.length - 1 ? doc.noise
+    : totals.length > 2 ? { verdict: "cannot_tell", headline: "not tested against noise (only the last run is)" } : null;
+  let line = (doc.differences || []).map((d) => `${d}; `).join("") + `${cur.run}: `;
+  if (noise && noise.verdict !== "beyond_noise") line += `${noise.headline}: `;
+  line += "attention ";
   if (a0 > 0) {
     const pct = (100 * (a1 - a0)) / a0;
     const r = Math.round(pct);

@@ -50,6 +50,11 @@ export interface Roof {
   device: string | null;
   source: string | null;
   method?: string;
+  measured_at?: string | null;
+  runs?: number | null;
+  note?: string;
+  remeasure?: string;
+  override?: string;
   tflops: Record<string, number | null>;
   bandwidth_tbs: number | null;
 }
@@ -60,6 +65,27 @@ export interface RooflineSection {
   convention?: Record<string, string>;
   layers: RoofLayer[];
   layers_omitted?: number;
+  above_roof?: string;
+}
+
+/** What the roof note says: where the roof comes from, when and how it was measured, how to re-measure it. */
+export function roofNoteText(roof: Roof | null): string {
+  if (!roof) return "No peak or bandwidth is known for this device: points without a roof.";
+  let out = `${roof.kind === "measured" ? "Measured" : "Data-sheet"} roof: ${roof.source || roof.device}`
+    + (roof.method ? ` (${roof.method})` : "");
+  if (roof.kind !== "measured") return out;
+  out += roof.measured_at ? `; measured ${roof.measured_at}` : "; when measured: not recorded (an older collector)";
+  if (roof.override) out += `; from ${roof.override} (--roof / TB_ATTN_ROOF), not the trace's own`;
+  if (roof.note) out += `; ${roof.note}`;
+  return `${out}. Re-measure: ${roof.remeasure || "python -m tb_attn_plugin.collector.peaks --device cpu --out roof-cpu.json"}`
+    + ", then read old traces with tb-attn report --roof FILE.";
+}
+
+/** A fraction of the roof as a percent; above 1 the roof is wrong, so never "800%". */
+export function fractionText(v: number | null | undefined): string {
+  if (v === null || v === undefined || !Number.isFinite(v)) return "–";
+  if (v > 1) return "above the roof";
+  return `${(v * 100).toFixed(v < 0.1 ? 1 : 0)}%`;
 }
 
 export interface Decomposition {

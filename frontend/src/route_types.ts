@@ -59,6 +59,10 @@ export interface CompareDoc {
   }[];
   kernels_only_in?: Record<string, { name: string; stage?: string; pass?: Pass; gpu_us?: number; count?: number }[]>;
   kernels_only_in_counts?: Record<string, number>;
+  /** What differs besides the change compared (devices, models), said before any percentage. */
+  differences?: string[];
+  /** Last run against the first: beyond the runs' step-to-step spread or not (report/noise.py). */
+  noise?: { verdict: "beyond_noise" | "within_noise" | "cannot_tell"; headline: string; why: string; p_value: number | null };
   totals?: {
     run: string;
     attention_gpu_us?: number;

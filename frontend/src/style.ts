@@ -124,6 +124,7 @@ details.numbers > summary { cursor: pointer; color: #1565c0; }
 .heatmap tr.clickable:hover td, .heatmap tr.clickable:focus td { outline: 1px solid #f57c00; }
 .heatmap tr.slowest td:first-child { font-weight: 500; color: #c62828; }
 .headline.warn { color: #c62828; font-size: 14px; }
+p.warn { color: #c62828; }
 .rank-compare .pickers { margin: 6px 0; }
 .chart-tall { height: 460px; }
 table.grid tr.sub td { color: #616161; font-size: 12px; }

@@ -52,6 +52,8 @@ export interface SweepCrossover {
   between: [number, number];
   faster_below: string;
   faster_above: string;
+  noisy_fraction?: number | null;
+  noise_unknown?: boolean;
 }
 
 export interface SweepBest {

@@ -28,6 +28,8 @@ export interface Report {
   attention_share: number;
   calls: number;
   steps: Step[];
+  /** each attention call's time on the report's time basis, in the order the engine found them (the first 10000): compare's noise test where a run has too few steps */
+  call_us?: number[];
   stages: StageRow[];
   layers: Layer[];
   /** layers left out of `layers` (the smallest by time) to keep the report compact */
@@ -332,6 +334,8 @@ export interface Roofline {
   convention: Record<string, string>;
   layers: RooflineLayer[];
   layers_omitted: number;
+  /** set when any point is above the roof: the sentence that says so and how to re-measure */
+  above_roof?: string;
   timing: RooflineTiming;
 }
 
@@ -341,6 +345,16 @@ export interface Roof {
   device: string | null;
   source: string | null;
   method?: string;
+  /** when it was measured, UTC ISO 8601; null: not recorded (a trace of an older collector) */
+  measured_at?: string | null;
+  /** measurements taken, the best kept */
+  runs?: number | null;
+  /** what makes the measurement doubtful (the machine's load when it was taken) */
+  note?: string;
+  /** the command that measures this machine's roof afresh */
+  remeasure?: string;
+  /** the file (--roof / TB_ATTN_ROOF) that replaced the trace's stored roof */
+  override?: string;
   tflops: Tflops;
   bandwidth_tbs: number | null;
 }
@@ -366,6 +380,8 @@ export interface RooflineLayer {
   /** achieved_tbs / bandwidth_tbs */
   bandwidth_fraction?: number | null;
   mean_unit_us?: number | null;
+  /** achieved above the roof (FLOP rate over attainable or bandwidth over the roof's): the roof is wrong, not the kernel */
+  above_roof?: boolean;
   bound: null | "compute" | "launch" | "memory";
   bound_reason: string;
   layer_type: string;
@@ -415,6 +431,8 @@ export interface RooflineStage {
   /** achieved_tbs / bandwidth_tbs */
   bandwidth_fraction?: number | null;
   mean_unit_us?: number | null;
+  /** achieved above the roof (FLOP rate over attainable or bandwidth over the roof's): the roof is wrong, not the kernel */
+  above_roof?: boolean;
   bound: null | "compute" | "launch" | "memory";
   bound_reason: string;
   stage: CoreStage;

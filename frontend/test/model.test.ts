@@ -361,3 +361,23 @@ describe("span picker", () => {
     expect(spanChoice({ span: "", status: "ready" })).toEqual({ label: "(no span)", tip: "" });
   });
 });
+
+// Issue 47, item 1: a difference within the runs' noise is never headlined as a saving.
+
+describe("compare headlines say noise first", () => {
+  const doc = (verdict: "beyond_noise" | "within_noise" | "cannot_tell", differences: string[] = []) => ({
+    runs: ["a", "b"], time_basis: "cpu" as const, differences,
+    noise: { verdict, headline: verdict === "within_noise" ? "within noise" : verdict === "beyond_noise" ? "beyond noise"
+      : "cannot tell whether this is noise", why: "", p_value: null },
+    totals: [{ run: "a", attention_cpu_us: 109090, implementations: [] }, { run: "b", attention_cpu_us: 39150, implementations: [] }],
+  });
+  it("within noise before the percentage", () => {
+    expect(compareHeadline(doc("within_noise"), 1)).toBe("b: within noise: attention −64% (CPU time)");
+    expect(compareHeadline(doc("beyond_noise"), 1)).toBe("b: attention −64% (CPU time)");
+  });
+  it("other devices before anything", () => {
+    const line = compareHeadline(doc("cannot_tell", ["different devices: a ran on NVIDIA H100, b on CPU"]), 1);
+    expect(line.startsWith("different devices: a ran on NVIDIA H100, b on CPU; b: cannot tell whether this is noise: attention"))
+      .toBe(true);
+  });
+});

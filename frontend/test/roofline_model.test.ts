@@ -90,3 +90,23 @@ describe("labels", () => {
     expect(rooflineChart([{ run: "o", report: old }]).points[0].label).toBe("Owlv2Attention (eager)");
   });
 });
+
+// Issue 47, item 2: the roof says when and how it was measured and how to re-measure; above it, no percent.
+import { fractionText, roofNoteText } from "../src/roofline_model";
+
+describe("a measured roof is dated and checked", () => {
+  it("says when it was measured and the command that re-measures it", () => {
+    const t = roofNoteText({ kind: "measured", device: "AMD EPYC", source: "measured on vm (AMD EPYC)", method: "best of 3 runs",
+      measured_at: "2026-12-07T18:35:09Z", runs: 3, remeasure: "python -m tb_attn_plugin.collector.peaks --device cpu --out roof-cpu.json",
+      tflops: { fp32: 0.017 }, bandwidth_tbs: 0.0048 });
+    expect(t).toContain("measured 2026-12-07T18:35:09Z");
+    expect(t).toContain("Re-measure: python -m tb_attn_plugin.collector.peaks --device cpu --out roof-cpu.json");
+    const old = roofNoteText({ kind: "measured", device: "x", source: null, tflops: {}, bandwidth_tbs: 1 });
+    expect(old).toContain("when measured: not recorded");
+  });
+  it("never prints a rate above the roof as a percent over 100", () => {
+    expect(fractionText(8.0)).toBe("above the roof");
+    expect(fractionText(0.63)).toBe("63%");
+    expect(fractionText(0.004)).toBe("0.4%");
+  });
+});

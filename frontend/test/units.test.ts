@@ -74,3 +74,16 @@ describe("the Summary's share of peak on a CPU", () => {
     expect(lt.peakPct).toBeCloseTo((100 * 0.0217) / 0.1958, 6); // was null: "peak unknown" under a verdict quoting 11%
   });
 });
+
+// Issue 47, item 3: a time axis reads in one unit, its zero included.
+import { usAxis } from "../src/format";
+
+describe("time axes in one unit", () => {
+  it("starts at a zero in the axis's unit, never 0.0 µs beside ms ticks", () => {
+    const f = usAxis(171559.4);
+    expect([0, 50000, 150000].map(f)).toEqual(["0 ms", "50 ms", "150 ms"]);
+    expect(usAxis(2.5e6)(0)).toBe("0 s");
+    expect(usAxis(350)(0)).toBe("0 µs");
+    expect(usAxis(950)(1000)).toBe("1 ms"); // the chart's nice top above a 950 µs maximum
+  });
+});

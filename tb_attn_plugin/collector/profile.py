@@ -208,6 +208,11 @@ class profile(torch.profiler.profile):
             log.warning("tb_attn: could not analyse %s: %s", path, e)
             return
         self.reports.append(report)
+        rf = report.get("roofline") or {}
+        if rf.get("above_roof") and (rf.get("roof") or {}).get("kind") == "measured" and self._peaks is not None:
+            # a rate above the roof this process measured: the measurement was low; the next profile measures again
+            log.warning("tb_attn: %s", rf["above_roof"])
+            peak_meter.forget(self._peaks.get("device_type") or "cpu")
         values = report_scalars(report, self._scalar_prefix)
         if not values:
             return

@@ -66,6 +66,20 @@ def percent_text(fraction: float | None) -> str:
     return "unknown" if finite(fraction) is None else f"{fraction:.0%}"
 
 
+def duration_text(us: float | None, digits: int | None = None) -> str:
+    """A time given in microseconds in the unit its magnitude picks: '12.3 µs', '4.56 ms', '1.23 s'
+    (the sign kept; never '171559.4 µs'); with ``digits``, that many significant digits ('171 ms');
+    'unknown' for None."""
+    if finite(us) is None:
+        return "unknown"
+    for scale, unit, places in ((1.0, "µs", 1), (1e3, "ms", 2), (1e6, "s", 2)):
+        v = us / scale
+        shown = float(f"{abs(v):.{digits}g}") if digits else round(abs(v), places)
+        if shown < 1000 or unit == "s":  # the smallest unit that shows it under 1000 (never '1000.0 µs')
+            return f"{_num(v, digits)} {unit}" if digits else f"{v:.{places}f} {unit}"
+    raise AssertionError("unreachable")
+
+
 def bytes_text(n: float | None) -> str:
     """Bytes in binary units with one decimal ('1.5 MiB', '820.0 MiB', '3.2 GiB'), whole bytes below 1 KiB."""
     if finite(n) is None:

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import msgspec
 import numpy as np
 
-from ..format.units import bytes_text
+from ..format.units import bytes_text, duration_text
 from ..table import columns
 from ..table.arrays import intern, ints
 from .attribute import Attribution
@@ -377,5 +377,5 @@ def explain(peak: dict[str, Any], att_peak: dict[str, Any] | None = None) -> str
         if att_peak and not peak["attention_bytes"]:
             share = f", {att_peak['share']:.0%} of what was live then" if att_peak.get("share") is not None else ""
             parts[-1] += (f" (its blocks are freed by then; attention's own peak was {gib(att_peak['bytes'])} at "
-                          f"{att_peak['t_us'] / 1e6:.3f} s{share})")
+                          f"{duration_text(att_peak['t_us'])}{share})")
     return f"peak {total} {where}: " + ", ".join(parts)

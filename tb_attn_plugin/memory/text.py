@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..format.units import duration_text
 from .engine import NO_MEMORY
 from .section import UNKNOWN, gib
 
@@ -60,7 +61,7 @@ def render(mem: dict[str, Any] | None) -> list[str]:
     ap = mem.get("attention_peak")
     if ap:
         share = f" ({ap['share']:.0%} of the {gib(ap['live_bytes'])} live then)" if ap.get("share") is not None else ""
-        out.append(f"  memory: attention's own peak {gib(ap['bytes'])} at {ap['t_us'] / 1e6:.3f} s{share}")
+        out.append(f"  memory: attention's own peak {gib(ap['bytes'])} at {duration_text(ap['t_us'])}{share}")
     sm = mem["score_matrix"]
     if sm["blocks"]:
         per = [lay for lay in mem["layers"] if lay["score_matrix_blocks"]]

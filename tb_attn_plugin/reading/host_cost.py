@@ -20,6 +20,7 @@ import msgspec
 import numpy as np
 
 from ..attention import patterns as P
+from ..format.units import duration_text
 from ..attention.detect import Call
 from ..trace.link import Linked
 from ..table.arrays import runs_of
@@ -216,10 +217,10 @@ def _summary(host: float, gpu: float | None, bound: bool | None, apis: list[dict
 
 def _summary_of(host: float, gpu: float | None, bound: bool | None, apis: list[dict], replay: bool) -> str:
     if replay:
-        return (f"{gpu or 0:.1f} µs per call on the GPU, replayed from a graph: the host launched it once at capture "
-                f"({host:.1f} µs then), so no host cost per call")
+        return (f"{duration_text(gpu or 0)} per call on the GPU, replayed from a graph: the host launched it once at capture "
+                f"({duration_text(host)} then), so no host cost per call")
     if gpu is None:
-        return f"{host:.1f} µs per call on the host; no GPU activity in this trace, so whether it is host-bound is unknown"
+        return f"{duration_text(host)} per call on the host; no GPU activity in this trace, so whether it is host-bound is unknown"
     via = ", ".join(f"{a['name']} ×{a['per_call']:g}" for a in apis[:3]) or "no launch recorded"
     verdict = "host-bound: the GPU waits for the CPU" if bound else "GPU-bound"
-    return f"{host:.1f} µs per call on the host vs {gpu:.1f} µs on the GPU ({verdict}); launches: {via}"
+    return f"{duration_text(host)} per call on the host vs {duration_text(gpu)} on the GPU ({verdict}); launches: {via}"

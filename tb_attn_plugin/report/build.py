@@ -48,6 +48,7 @@ MAX_SAMPLE_EVENTS = 400
 MAX_KERNEL_ROWS = 2000
 MAX_OP_ROWS = 500
 MAX_LAYER_KERNELS = 100
+MAX_CALL_TIMES = 10000  # call_us: each call's time, for compare's noise test where a run has one step
 MAX_LAYERS = 1000  # a trace without module scopes can name thousands of layers; keep the report compact
 
 
@@ -213,6 +214,7 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
     step_att_cpu: Counter = Counter()
     step_calls: Counter = Counter()
     impl_counts: Counter = Counter()
+    call_us: list[float] = []
     # Calls with kernel launches whose kernels the trace lacks (a cut window): their FLOPs stay out
     # of their layer's, so TFLOP/s is that of the calls whose time was recorded.
     lost = L.unrecorded
@@ -224,6 +226,8 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
         step_att_gpu[c.step] += gpu
         step_att_cpu[c.step] += cpu
         step_calls[c.step] += 1
+        if len(call_us) < MAX_CALL_TIMES:
+            call_us.append(round(gpu if has_gpu else cpu, 3))
         impl_counts[(c.layer_type, c.implementation)] += 1
         has_bwd = any(ps == "bwd" and (x.gpu_us or x.cpu_us) for (st, ps), x in cells.items())
         f = shapes.flops(c.info.get("shape"), c.info.get("causal"))
@@ -314,6 +318,7 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
         "attention_share": round(share, 6),
         "calls": len(calls),
         "steps": steps,
+        "call_us": call_us,
         "stages": _stage_rows(run_cells),
         "layers": layer_rows[:MAX_LAYERS],
         "layers_omitted": max(0, len(layer_rows) - MAX_LAYERS),

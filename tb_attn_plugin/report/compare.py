@@ -12,9 +12,9 @@ from typing import Any, Mapping, Sequence
 
 from ..format.tags import STAGES
 from ..roofline.decompose import decompose
-from . import kernel_changes, memory_compare
+from . import kernel_changes, memory_compare, noise
 from .layer_match import natural_key, layer_types, match_layers
-from .words import duration
+from .words import cut, duration
 
 PASS_ORDER = ("fwd", "bwd")
 MAX_ONLY_IN = 100  # kernels listed per run in kernels_only_in; the count is always exact
@@ -122,15 +122,73 @@ def _kernels_only_in(names: Sequence[str], reports: Sequence[Mapping[str, Any]])
     return only, counts
 
 
+def _ops_only_in(names: Sequence[str], reports: Sequence[Mapping[str, Any]]) -> tuple[dict, dict]:
+    """The attention op names (report ``ops``) of each run that no other run has, slowest first (capped,
+    counted): a CPU run launches no kernels, so its ops are what changed."""
+    per_run: list[dict[str, dict[str, Any]]] = []
+    for r in reports:
+        acc: dict[str, dict[str, Any]] = {}
+        for o in r.get("ops") or []:
+            if not isinstance(o, Mapping):
+                continue
+            row = acc.setdefault(str(o.get("name")), {"name": str(o.get("name")), "stages": [], "cpu_us": 0.0, "count": 0})
+            where = f"{o.get('stage')} {o.get('pass', 'fwd')}"
+            if where not in row["stages"]:
+                row["stages"].append(where)
+            row["cpu_us"] = round(row["cpu_us"] + _num(o.get("cpu_us")), 3)
+            row["count"] += int(_num(o.get("count")))
+        per_run.append(acc)
+    only: dict[str, list[dict[str, Any]]] = {}
+    counts: dict[str, int] = {}
+    for i, (name, acc) in enumerate(zip(names, per_run)):
+        others = set().union(*(set(a) for j, a in enumerate(per_run) if j != i))
+        rows = sorted((row for n, row in acc.items() if n not in others), key=lambda o: (-o["cpu_us"], o["name"]))
+        counts[name] = len(rows)
+        only[name] = rows[:MAX_ONLY_IN]
+    return only, counts
+
+
 def _impl_names(r: Mapping[str, Any]) -> list[str]:
     return sorted({str(i.get("implementation")) for i in r.get("implementations") or [] if i.get("implementation")})
 
 
-def _summary(names: Sequence[str], reports: Sequence[Mapping[str, Any]], basis: str, stages: list[dict]) -> str:
+def _device_name(r: Mapping[str, Any]) -> str:
+    dev = r.get("device") if isinstance(r.get("device"), Mapping) else {}
+    return str(dev.get("name") or ("unknown GPU" if r.get("time_basis") == "gpu" else "CPU"))
+
+
+def _model_of(r: Mapping[str, Any]) -> str:
+    """The model a run profiled, as far as the report says: the collector's ``metadata.model`` when
+    present, else its attention layer types."""
+    meta = r.get("metadata") if isinstance(r.get("metadata"), Mapping) else {}
+    if isinstance(meta.get("model"), str) and meta["model"]:
+        return meta["model"]
+    return ", ".join(sorted({str(i.get("layer_type")) for i in r.get("implementations") or []
+                             if isinstance(i, Mapping) and i.get("layer_type")})) or "no attention"
+
+
+def differences(names: Sequence[str], reports: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What differs between first and last run besides the change compared: other devices, other
+    models (no attention layer in common), said before any percentage."""
+    out = []
+    d0, d1 = _device_name(reports[0]), _device_name(reports[-1])
+    if d0 != d1:
+        out.append(f"different devices: {names[0]} ran on {d0}, {names[-1]} on {d1}")
+    keys = match_layers([reports[0], reports[-1]])
+    if any(k for k in keys) and not set(keys[0].values()) & set(keys[1].values()):
+        out.append(f"different models or inputs: no attention layer in common by name or shape ({names[0]}: {cut(_model_of(reports[0]), 80)}; "
+                   f"{names[-1]}: {cut(_model_of(reports[-1]), 80)})")
+    return out
+
+
+def _summary(names: Sequence[str], reports: Sequence[Mapping[str, Any]], basis: str, stages: list[dict],
+             said_first: list[str], verdict: dict[str, Any]) -> str:
     key = f"attention_{basis}_us"
     a0, a1 = _num(reports[0].get(key)), _num(reports[-1].get(key))
     change = f" ({100.0 * (a1 - a0) / a0:+.1f}%)" if a0 else ""
-    line = f"{names[-1]} vs {names[0]}: attention {duration(a0)} -> {duration(a1)} {basis.upper()} time{change}"
+    head = "".join(f"{d}; " for d in said_first)
+    line = (f"{head}{names[-1]} vs {names[0]}: {verdict['headline']}: attention {duration(a0)} -> {duration(a1)} "
+            f"{basis.upper()} time{change}; {verdict['why']}")
     i0, i1 = _impl_names(reports[0]), _impl_names(reports[-1])
     if i0 != i1:
         line += f"; implementation {'+'.join(i0) or 'none'} -> {'+'.join(i1) or 'none'}"
@@ -155,6 +213,9 @@ def compare_reports(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, 
     key = f"{basis}_us"
     stages = _stages(reports, key)
     only, counts = _kernels_only_in(names, reports)
+    ops_only, ops_counts = _ops_only_in(names, reports)
+    said_first = differences(names, reports)
+    verdict = noise.judge(names, reports, basis)
     totals = [{"run": n, "attention_gpu_us": _num(r.get("attention_gpu_us")),
                "attention_cpu_us": _num(r.get("attention_cpu_us")), "attention_share": r.get("attention_share"),
                "time_basis": r.get("time_basis"), "implementations": list(r.get("implementations") or []),
@@ -163,15 +224,19 @@ def compare_reports(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, 
         "runs": names,
         "time_basis": basis,
         "time_basis_note": why,
-        "summary": _summary(names, reports, basis, stages),
+        "differences": said_first,
+        "noise": verdict,
+        "summary": _summary(names, reports, basis, stages, said_first, verdict),
         "stages": stages,
         "layers": _layers(reports, key),
         "kernels_only_in": only,
         "kernels_only_in_counts": counts,
+        "ops_only_in": ops_only,  # CPU runs have ops, not kernels: what ran in one run only
+        "ops_only_in_counts": ops_counts,
         "kernel_changes": kernel_changes.changes(names, reports),  # same work, other tile/dtype/arch: by fingerprint
         "totals": totals,
         "memory": memory_compare.compare(runs),
-        "decomposition": decompose(names, reports, basis),
+        "decomposition": decompose(names, reports, basis, verdict),
         # what each run's reading skipped or cut short: a side that is not the whole run must say so
         "warnings": {n: list(r.get("warnings") or []) for n, r in runs if r.get("warnings")},
     }

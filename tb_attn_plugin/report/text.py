@@ -252,6 +252,14 @@ def render_compare(c: dict[str, Any], top: int = 12) -> str:
         out.append("")
     out.extend(f"  {plural(n, 'kernel name')} only in {name}, e.g. {cut(kernels[0]['name'], 100)}"
                for name, kernels, n in only if n)
+    if c["time_basis"] == "cpu":  # CPU runs have no kernels: the attention ops one run ran and the other did not
+        ops = [(name, rows, (c.get("ops_only_in_counts") or {}).get(name, len(rows)))
+               for name, rows in (c.get("ops_only_in") or {}).items()]
+        if any(n for _, _, n in ops) and not any(n for _, _, n in only):
+            out.append("")
+        out.extend(f"  {plural(n, 'attention op')} only in {name}: "
+                   + ", ".join(f"{o['name']} ({', '.join(o['stages'])})" for o in rows[:3]) + (", …" if n > 3 else "")
+                   for name, rows, n in ops if n)
     changed = c.get("kernel_changes") or []
     if changed:
         out.append("")

@@ -101,7 +101,7 @@ def verdicts(r: dict[str, Any]) -> list[dict[str, str]]:
         lay = max(best, key=lambda x: x["gpu_us"])
         msg = f"{lay['layer_type']} achieves {flops_rate_text(lay['tflops'])} in its attention core"
         if peak:
-            msg += f", {percent(lay['tflops'] / peak)} of the {dev.get('name')} dense 16-bit peak ({peak:.0f})"
+            msg += f", {percent(lay['tflops'] / peak)} of the {dev.get('name')} dense 16-bit peak ({flops_rate_text(peak)})"
         out.append({"id": "tflops", "severity": "info", "message": msg})
     roof_rows = (r.get("roofline") or {}).get("layers") or []
     if roof_rows and roof_rows[0].get("bound"):  # the slowest layer type's bound, with its number

@@ -3,6 +3,8 @@ times in the unit that reads best."""
 
 from __future__ import annotations
 
+from ..format.units import duration_text
+
 
 def plural(n: int, word: str, many: str | None = None) -> str:
     """``1 call``, ``2 calls``, ``1 profiler step``; ``many`` for irregular plurals."""
@@ -30,9 +32,5 @@ def cut(text: str, width: int, *, keep_end: bool = False) -> str:
 
 
 def duration(us: float) -> str:
-    """A time in microseconds as ``12.3 µs``, ``4.56 ms`` or ``1.23 s`` (the sign kept)."""
-    if abs(us) >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if abs(us) >= 1e3:
-        return f"{us / 1e3:.2f} ms"
-    return f"{us:.1f} µs"
+    """A time in microseconds as ``12.3 µs``, ``4.56 ms`` or ``1.23 s`` (the sign kept): format/units.py's."""
+    return duration_text(us)

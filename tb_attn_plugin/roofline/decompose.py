@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..format.units import bytes_text
+from ..format.units import bytes_text, duration_text
 
 PARTS = ("memory", "compute", "launch", "cpu", "rest")
 LABELS = {"memory": "memory traffic", "compute": "compute efficiency", "launch": "kernel launches",
@@ -36,9 +36,11 @@ def _score_bytes(r: Mapping[str, Any]) -> int:
     return max((int(_num(x.get("score_bytes"))) for x in rows if isinstance(x, Mapping)), default=0)
 
 
-def decompose(names: Sequence[str], reports: Sequence[Mapping[str, Any]], basis: str) -> dict[str, Any] | None:
+def decompose(names: Sequence[str], reports: Sequence[Mapping[str, Any]], basis: str,
+              noise: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The decomposition of last minus first in ``basis`` ("gpu"/"cpu"); None when a report has no
-    roofline timing (reports of an older engine)."""
+    roofline timing (reports of an older engine). ``noise`` (report/noise.py's verdict): a difference
+    not beyond noise is no saving, and its sentence says so instead."""
     a, b = _timing(reports[0], basis), _timing(reports[-1], basis)
     if a is None or b is None:
         return None
@@ -59,18 +61,14 @@ def decompose(names: Sequence[str], reports: Sequence[Mapping[str, Any]], basis:
         "units": [units_a, units_b],
         "unit": "kernels" if basis == "gpu" else "ops",
         "score_bytes": [_score_bytes(reports[0]), _score_bytes(reports[-1])],
+        "noise": str((noise or {}).get("verdict") or "cannot_tell"),
     }
     out["sentence"] = sentence(out)
     return out
 
 
 def _ms(us: float) -> str:
-    us = abs(us)
-    if us >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.3g} ms"
-    return f"{us:.3g} µs"
+    return duration_text(abs(us), 3)
 
 
 def _mib(n: float) -> str:
@@ -82,8 +80,16 @@ def sentence(d: dict[str, Any]) -> str:
     first, last = d["runs"]
     before = d["wall_us"][0]
     delta = d["measured_us"]
-    verb = "saved" if delta < 0 else "spent"
-    head = f"{last} {verb} {_ms(delta)} of {first}'s {_ms(before)} attention time ({d['basis'].upper()}, gaps included)"
+    noise = d.get("noise", "beyond_noise")
+    more = "more" if delta >= 0 else "less"
+    took = f"{last} took {_ms(delta)} {more} than {first}'s {_ms(before)} attention time ({d['basis'].upper()}, gaps included)"
+    if noise == "within_noise":  # no saving to explain: say what it is, split nothing
+        return f"within noise: {took}; the parts below split noise, not a saving"
+    if noise == "beyond_noise":
+        verb = "saved" if delta < 0 else "spent"
+        head = f"{last} {verb} {_ms(delta)} of {first}'s {_ms(before)} attention time ({d['basis'].upper()}, gaps included)"
+    else:  # too few steps to know: where the difference lies, never called a saving
+        head = f"cannot tell whether this is noise: {took}"
     pieces = []
     for p in sorted(PARTS, key=lambda p: -abs(d["parts_us"][p])):
         v = d["parts_us"][p]

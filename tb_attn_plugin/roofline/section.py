@@ -26,7 +26,9 @@ CONVENTION = {
     "bytes": "eager/math: QKᵀ reads Q, K and writes E; each scale/mask/softmax/dropout kernel reads and writes E; AV "
              "reads E, V and writes O (backward likewise, softmax backward reads E twice). fused: reads Q, K, V, "
              "writes O and the log-sum-exp; fused backward (FlashAttention-2, recomputing QKᵀ) reads Q, K, V, O, dO "
-             "and writes dQ, dK, dV. Projections, copies and other stages are not modelled.",
+             "and writes dQ, dK, dV. Projections, copies and other stages are not modelled. An elementwise stage "
+             "whose fastest call of its shape took under a quarter of moving E at the roof's bandwidth worked on Q or K "
+             "and is not modelled, for every call of that shape alike.",
     "attainable": "min(peak for the call's dtype, intensity × memory bandwidth)",
     "bound": f"launch when kernels (CPU: ops) average under {roof.LAUNCH_US:.0f} µs, or under {roof.SHORT_US:.0f} µs "
              f"reaching less than {roof.LOW_FRACTION:.0%} of attainable; else memory below the ridge point "
@@ -53,9 +55,10 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
     costs: dict[tuple, tuple[float, float] | None] = {}  # model.stage_cost per distinct input, likewise
     busy = [0.0, 0.0]  # (gpu, cpu): every cell's time, summed in the loop's order
     units = [0, 0]
-    for c in calls:
+    sizes = [model.sizes(c.info.get("shape"), c.info.get("dtype")) for c in calls]
+    fastest = _fastest_elementwise(calls, sizes, m, has_gpu)
+    for c, z in zip(calls, sizes):
         info = c.info
-        z = model.sizes(info.get("shape"), info.get("dtype"))
         prec = precision_of(info.get("dtype"))
         key = (c.layer_type, c.implementation, _length_class(info.get("shape")) if z is not None else None)
         g = groups.get(key)
@@ -84,7 +87,7 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
             units[0] += kernels
             busy[1] += cpu_us
             units[1] += ops
-            cost = _cost(costs, z, stage, ps, cell, has_gpu, causal, bw) if z is not None else None
+            cost = _cost(costs, z, stage, ps, cell, has_gpu, causal, bw, fastest) if z is not None else None
             if cost is None:
                 if z is not None and stage in model.ELEMENTWISE and (kernels if has_gpu else ops):
                     g["implausible"].add(stage)
@@ -117,7 +120,7 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
     rows = [_group_row(g, the_roof, classes[(g["layer_type"], g["implementation"])] > 1, unit) for g in groups.values()]
     rows = [r for r in rows if r is not None]
     rows.sort(key=lambda r: -r["time_us"])
-    return {
+    out = {
         "roof": the_roof,
         "time_basis": "gpu" if has_gpu else "cpu",
         "convention": CONVENTION,
@@ -126,6 +129,24 @@ def build(L: Linked, calls, call_of: list[int], m: Measured, device: dict[str, A
         "timing": {"gpu": _timing("gpu", run["gpu"], t, the_roof if has_gpu else None) if has_gpu else None,
                    "cpu": _timing("cpu", run["cpu"], t, None if has_gpu else the_roof)},
     }
+    above = [r for r in rows if r.get("above_roof") or any(p.get("above_roof") for p in r["stages"])]
+    if above:
+        out["above_roof"] = above_roof_sentence(the_roof, len(above))
+    return out
+
+
+def above_roof_sentence(the_roof: dict[str, Any], n: int) -> str:
+    """What a rate above the roof means: for a measured roof, that it was measured low (a loaded machine);
+    for a data-sheet one, that the model's bytes overcount what reached memory (caches) or the device is
+    another."""
+    who = f"{n} point{'s' if n > 1 else ''} above the {the_roof['kind']} roof"
+    if the_roof["kind"] == "measured":
+        when = f" (measured {the_roof['measured_at']})" if the_roof.get("measured_at") else " (when measured: not recorded)"
+        return (f"{who}{when}: the roof is too low, likely measured under load; re-measure with "
+                f"{the_roof.get('remeasure') or roof.remeasure_command(None)} and pass the file with --roof "
+                f"(or {roof.OVERRIDE_ENV})")
+    return (f"{who}: more than the data sheet allows, so the modelled bytes or FLOPs overcount what reached "
+            f"memory (cache hits) or the device is not the one identified")
 
 
 def _bound(memo: dict, cost: tuple[float, float], tm: float, units: int, the_roof, prec: str) -> str | None:
@@ -138,11 +159,29 @@ def _bound(memo: dict, cost: tuple[float, float], tm: float, units: int, the_roo
     return got
 
 
-def _cost(memo: dict, z, stage: str, ps: str, cell, has_gpu: bool, causal: bool, bw: float | None):
+def _fastest_elementwise(calls, sizes: list, m: Measured, has_gpu: bool) -> dict[tuple, float]:
+    """The fastest time of each elementwise (shape, stage, pass) over the run's calls: whether such a
+    stage moved the score matrix is decided once for all its calls, so calls with identical ops
+    count identical bytes (a per-call decision flipped with each call's noise)."""
+    out: dict[tuple, float] = {}
+    for c, z in zip(calls, sizes):
+        if z is None:
+            continue
+        for (stage, ps), cell in m.cells[c.id].items():
+            if stage in model.ELEMENTWISE:
+                spent = cell.gpu_us if has_gpu else cell.cpu_us
+                k = (z, stage, ps)
+                if spent > 0 and spent < out.get(k, float("inf")):
+                    out[k] = spent
+    return out
+
+
+def _cost(memo: dict, z, stage: str, ps: str, cell, has_gpu: bool, causal: bool, bw: float | None,
+          fastest: dict[tuple, float]):
     """(FLOP, bytes) of one stage of one call, or None: no model, no kernel ran (GPU) or no op (CPU),
-    or an elementwise stage far faster than moving the score matrix at the device's bandwidth
-    (under PLAUSIBLE of that time: its kernels worked on Q or K, e.g. the scale applied before QKᵀ).
-    The model's answer is computed once per distinct input (``memo``)."""
+    or an elementwise stage whose fastest call over the run (``fastest``) is far faster than moving the
+    score matrix at the device's bandwidth (under PLAUSIBLE of that time: its kernels worked on Q or
+    K, e.g. the scale applied before QKᵀ). The model's answer is computed once per distinct input (``memo``)."""
     if stage not in model.MODELLED_STAGES:
         return None
     passes = cell.kernels if has_gpu else (1 if cell.ops else 0)
@@ -153,8 +192,7 @@ def _cost(memo: dict, z, stage: str, ps: str, cell, has_gpu: bool, causal: bool,
     if cost is memo:
         cost = memo[key] = model.stage_cost(z, stage, ps, passes=passes, causal=causal)
     if cost is not None and stage in model.ELEMENTWISE and bw:
-        spent = cell.gpu_us if has_gpu else cell.cpu_us
-        if spent < PLAUSIBLE * cost[1] / (bw * 1e12) * 1e6:
+        if fastest.get((z, stage, ps), 0.0) < PLAUSIBLE * cost[1] / (bw * 1e12) * 1e6:
             return None
     return cost
 
@@ -196,6 +234,8 @@ def _group_row(g: dict[str, Any], the_roof, several: bool, unit: str) -> dict[st
     tm = sum(p["time_us"] for p in pts)
     units = sum(p["units"] for p in pts)
     row = {**g, **roof.point(f, b, tm, units, the_roof, prec, unit), "stages": pts}
+    if any(p.get("above_roof") for p in pts):
+        row["above_roof"] = True
     row["dominant_stage"] = pts[0]["stage"] if pts else None
     n = max(1, g["modelled_calls"])
     row["per_call"] = {"flops": f / n, "bytes": b / n, "time_us": round(tm / n, 3)}
@@ -211,6 +251,14 @@ def line(row: dict[str, Any]) -> str:
     bound = row.get("bound")
     top = row["stages"][0] if row.get("stages") else None
     where = f"; most time in {top['stage']} {top['pass']}" if top else ""
+    if row.get("above_roof"):  # never '800% of attainable': a rate above the roof says the roof is wrong
+        over = [p for p in [row] + list(row.get("stages") or []) if (p.get("fraction") or 0) > 1
+                or (p.get("bandwidth_fraction") or 0) > 1]
+        p = over[0]
+        what = "" if p is row else f" ({p['stage']} {p['pass']})"
+        return (f"{who}: {flops_rate_text(p['achieved_tflops'])}, {bandwidth_text(p['achieved_tbs'])}{what}: "
+                f"above the roof ({flops_rate_text(p.get('attainable_tflops'))} attainable, "
+                f"{bandwidth_text(p.get('bandwidth_tbs'))}): the roof is wrong, not the kernel{where}")
     if bound == "memory" and row.get("bandwidth_tbs"):
         return (f"{who}: memory-bound, {bandwidth_text(row['achieved_tbs'])} of {bandwidth_text(row['bandwidth_tbs'])} "
                 f"({percent_text(row['bandwidth_fraction'])}){where}")

@@ -24,7 +24,17 @@ def roofline_lines(r: dict[str, Any], top: int = 6) -> list[str]:
                 f"  roofline ({where}): no bandwidth known, peaks {tf or 'unknown'}")
     else:
         head = "  roofline: no peak or bandwidth known for this device (the collector measures them on the CPU)"
-    return [head] + [f"  - {row['line']}" for row in rows[:top]]
+    out = [head]
+    if roof and roof.get("kind") == "measured":
+        runs = f", best of {roof['runs']} runs" if roof.get("runs") else ""
+        when = f"measured {roof['measured_at']}{runs}" if roof.get("measured_at") else "when measured: not recorded"
+        given = f"; from {roof['override']} (--roof), not the trace's" if roof.get("override") else ""
+        out.append(f"    roof {when}{given}; re-measure: {roof.get('remeasure')}")
+        if roof.get("note"):
+            out.append(f"    roof note: {roof['note']}")
+    if rf.get("above_roof"):
+        out.append(f"  warning: {rf['above_roof']}")
+    return out + [f"  - {row['line']}" for row in rows[:top]]
 
 
 def _ms(us: float) -> str:

@@ -82,11 +82,17 @@ def fits(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def crossovers(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Where two backends swap places in time, per batch: the length where the log-log lines between
-    two measured lengths cross (geometric interpolation), with the lengths it lies between."""
+    two measured lengths cross (geometric interpolation), with the lengths it lies between. A crossover
+    drawn from a noisy cell (IQR over NOISY_IQR of its median) carries ``noisy_fraction``; one drawn from
+    a cell with no known spread, ``noise_unknown``: either is not a crossover to rely on."""
     series = _by_series(records)
     by_batch: dict[int, dict[str, dict[int, float]]] = defaultdict(dict)
+    spread: dict[tuple[str, int, int], float | None] = {}
     for (name, batch), rs in series.items():
         by_batch[batch][name] = {r["seq_len"]: t for r in rs if r["status"] == "ok" and (t := _num(r.get("median_s")))}
+        for r in rs:
+            if r["status"] == "ok":
+                spread[(name, batch, r["seq_len"])] = _spread(r)
     out = []
     for batch, named in sorted(by_batch.items()):
         names = sorted(named)
@@ -100,8 +106,12 @@ def crossovers(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         continue
                     frac = d_lo / (d_lo - d_hi)
                     at = math.exp(math.log(lo) + frac * (math.log(hi) - math.log(lo)))
+                    cells = [spread.get((n, batch, L)) for n in (a, b) for L in (lo, hi)]
+                    noise = max((x for x in cells if x is not None), default=None)
                     out.append({"batch": batch, "backends": [a, b], "seq_len": at, "between": [lo, hi],
-                                "faster_below": a if d_lo < 0 else b, "faster_above": a if d_hi < 0 else b})
+                                "faster_below": a if d_lo < 0 else b, "faster_above": a if d_hi < 0 else b,
+                                "noisy_fraction": noise if noise is not None and noise > NOISY_IQR else None,
+                                "noise_unknown": any(x is None for x in cells)})
     return out
 
 
@@ -151,6 +161,16 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
             "crossovers": crossovers(records), "best": best(records), "oom_boundary": oom_boundary(records)}
 
 
+def crossover_caveat(c: dict[str, Any]) -> str:
+    """'' for a crossover of quiet cells, else why it is not one to rely on."""
+    if c.get("noisy_fraction") is not None:
+        return (f"; noisy: a cell's IQR is {100 * c['noisy_fraction']:.0f}% of its median, "
+                "not a crossover to rely on")
+    if c.get("noise_unknown"):
+        return f"; noise unknown: a cell timed fewer than {MIN_SAMPLES} times or without its IQR, not a crossover to rely on"
+    return ""
+
+
 def render(records: list[dict[str, Any]]) -> str:
     """A few lines for the terminal after the Compare table."""
     s = summarize(records)
@@ -176,7 +196,7 @@ def render(records: list[dict[str, Any]]) -> str:
                          f"{100 * b['noisy_fraction']:.0f}% of the median): not a ranking to rely on")
     for c in s["crossovers"]:
         lines.append(f"  crossover B={c['batch']}: {c['faster_below']} faster below L~{c['seq_len']:.0f}, "
-                     f"{c['faster_above']} above (between {c['between'][0]} and {c['between'][1]})")
+                     f"{c['faster_above']} above (between {c['between'][0]} and {c['between'][1]})" + crossover_caveat(c))
     for o in s["oom_boundary"]:
         fit = f"fits up to L={o['max_ok_seq_len']}" if o["max_ok_seq_len"] else "never fits"
         lines.append(f"  out of memory: {o['backend']} B={o['batch']} {fit}, fails from L={o['min_oom_seq_len']}")

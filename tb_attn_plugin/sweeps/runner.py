@@ -11,6 +11,7 @@ from typing import Any
 
 from . import analysis, store
 from .flops import CONVENTION
+from ..format.units import duration_text
 from .grid import BACKENDS, Cell, Grid, GridError, cell_key, parse_bytes, parse_ints, parse_names
 from .progress import SweepProgress
 from .table import metrics_table
@@ -214,7 +215,7 @@ def run_sweep(logdir: str, *, backends: str | list[str] | None = "math,flash,eff
             result.measured += 1
             if tb is not None:
                 tb.cell(rec)
-            detail = f"{rec['median_s'] * 1e3:.3f} ms" if rec["status"] == "ok" else (rec.get("reason") or "")[:60]
+            detail = duration_text(rec['median_s'] * 1e6) if rec["status"] == "ok" else (rec.get("reason") or "")[:60]
             bar.finish(what, rec["status"], detail)
     except KeyboardInterrupt:
         result.interrupted = True

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..format.units import duration_text, flops_rate_text
 from .analysis import series_name
 
-COLUMNS = ("backend", "B", "L", "median", "IQR", "TFLOP/s", "% peak", "tokens/s", "peak mem", "max |err|")
+COLUMNS = ("backend", "B", "L", "median", "IQR", "FLOP rate", "% peak", "tokens/s", "peak mem", "max |err|")
 
 
 def _seconds(v: Any) -> str:
-    if not isinstance(v, (int, float)):
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
         return "-"
-    for unit, f in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if v >= f:
-            return f"{v / f:.3g} {unit}"
-    return f"{v / 1e-9:.3g} ns"
+    return duration_text(v * 1e6, 3)
+
+
+def _rate(v: Any) -> str:
+    """A FLOP rate given in TFLOP/s in the unit that reads ('95.4 MFLOP/s', never 'TFLOP/s 9.54e-05')."""
+    return flops_rate_text(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
 
 
 def _bytes(v: Any) -> str:
@@ -43,7 +46,7 @@ def _num(v: Any, fmt: str) -> str:
 
 def row(rec: dict[str, Any]) -> list[str]:
     return [series_name(rec), str(rec["batch"]), str(rec["seq_len"]), _seconds(rec.get("median_s")),
-            _seconds(rec.get("iqr_s")), _num(rec.get("tflops"), ".3g"), _num(rec.get("pct_of_peak"), ".1f"),
+            _seconds(rec.get("iqr_s")), _rate(rec.get("tflops")), _num(rec.get("pct_of_peak"), ".1f"),
             _count(rec.get("tokens_per_s")), _bytes(rec.get("peak_bytes")), _num(rec.get("max_abs_error"), ".2g")]
 
 

@@ -2,7 +2,7 @@ import { splitSweepRuns } from "../sweep_runs";
 import { api, untilReady } from "../api";
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
-import { distinctShortNames, fmtCount, fmtDeltaPct, fmtDeltaUs, fmtShare, fmtUs } from "../format";
+import { distinctShortNames, fmtCount, fmtDeltaPct, fmtDeltaUs, fmtShare, fmtUs, usAxis } from "../format";
 import { runColors } from "../colors";
 import { compareModel } from "../model";
 import type { CompareDoc } from "../types";
@@ -86,7 +86,8 @@ export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
             tip(ps[0]?.axisValue ?? "", ps.map((p) => [p.seriesName, fmtUs(p.value)] as [string, string])),
         },
         xAxis: { type: "category", data: m.chart.categories, axisLabel: { rotate: 30, interval: 0 } },
-        yAxis: { type: "value", name: basisWord(m.basis), axisLabel: { formatter: (v: number) => fmtUs(v) } },
+        yAxis: { type: "value", name: basisWord(m.basis),
+          axisLabel: { formatter: usAxis(Math.max(0, ...m.chart.series.flatMap((s) => s.values))) } },
         series: m.chart.series.map((s) => ({
           type: "bar", name: s.run, data: s.values, itemStyle: { color: colors.get(s.run) },
         })),

@@ -8,7 +8,7 @@ import { fmtTbs, fmtTflops, fmtUs } from "../format";
 import { defaultTarget } from "../model";
 import { BOUND_COLOR, ROOF_COLORS } from "../colors";
 import {
-  decompositionModel, rooflineChart, rooflineOf, type ChartPoint, type RooflineChart,
+  decompositionModel, fractionText, roofNoteText, rooflineChart, rooflineOf, type ChartPoint, type RooflineChart,
 } from "../roofline_model";
 import type { CompareDoc, Report } from "../types";
 import { badge } from "./common";
@@ -19,7 +19,7 @@ const GRID = { left: 80, right: 30, top: 60, bottom: 55 };
 
 const sig = (v: number | null | undefined, d = 3): string =>
   v === null || v === undefined || !Number.isFinite(v) ? "–" : Number(v.toPrecision(d)).toString();
-const pct = (v: number | null | undefined): string => (v === null || v === undefined ? "–" : `${(v * 100).toFixed(v < 0.1 ? 1 : 0)}%`);
+const pct = fractionText;
 const tbs = (v: number | null | undefined): string => (v === null || v === undefined ? "–" : fmtTbs(v));
 
 let perStage = false; // the points toggle: per layer type (default) or per stage; not worth a URL key
@@ -46,8 +46,8 @@ export async function rooflineView(ctx: Ctx, root: HTMLElement): Promise<void> {
       type: "button", class: (v === "all") === byStage ? "on" : "", "aria-pressed": (v === "all") === byStage ? "true" : "false",
       "data-value": v, onclick: () => { if ((v === "all") !== perStage) { perStage = v === "all"; ctx.set({}); } },
     }, text))));
-  el.appendChild(roofNote(rf.roof ? `${rf.roof.kind === "measured" ? "Measured" : "Data-sheet"} roof: ${rf.roof.source || rf.roof.device}`
-    + (rf.roof.method ? ` (${rf.roof.method})` : "") : "No peak or bandwidth is known for this device: points without a roof."));
+  el.appendChild(roofNote(roofNoteText(rf.roof)));
+  if (rf.above_roof) el.appendChild(h("p", { class: "warn", "data-testid": "roofline-above-roof" }, rf.above_roof));
   const chart = rooflineChart([{ run: ctx.target?.run || "", report }], byStage);
   drawChart(ctx, el, chart, "roofline");
   el.appendChild(layerTable(report));

@@ -1,7 +1,7 @@
 import { api, untilReady } from "../api";
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
-import { distinctShortNames, fmtBytes, fmtCount, fmtTflops, fmtUs } from "../format";
+import { distinctShortNames, fmtBytes, fmtCount, fmtTflops, fmtUs, usAxis } from "../format";
 import { basisOf, layerDetail, shapeText, stagesByLayer } from "../model";
 import type { Basis, Pass, Report } from "../types";
 import { badge, basisWord, kernelName, stageChip, toggle, usCell } from "./common";
@@ -63,7 +63,7 @@ export async function stagesView(ctx: Ctx, root: HTMLElement): Promise<void> {
       },
       xAxis: { type: "category", data: m.layers, axisLabel: { rotate: 45, interval: many ? "auto" : 0, fontSize: 10 } },
       // The ticks carry their unit (µs, ms, s): the title names only what is measured.
-      yAxis: { type: "value", name: basisWord(basis), axisLabel: { formatter: (v: number) => fmtUs(v) } },
+      yAxis: { type: "value", name: basisWord(basis), axisLabel: { formatter: usAxis(Math.max(0, ...m.totals)) } },
       dataZoom: many ? [{ type: "slider", bottom: 5, height: 18 }, { type: "inside" }] : [],
       series: m.series.map((s) => ({
         type: "bar", stack: "layer", name: s.label, data: s.values, itemStyle: { color: s.color }, cursor: "pointer",

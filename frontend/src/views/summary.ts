@@ -1,6 +1,6 @@
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
-import { fmtBytes, fmtCount, fmtShare, fmtSpan, fmtTflops, fmtUs } from "../format";
+import { fmtBytes, fmtCount, fmtShare, fmtSpan, fmtTflops, fmtUs, usAxis } from "../format";
 import { stageColor, stageLabel, summaryModel } from "../model";
 import type { Report } from "../types";
 import { badge, basisWord, usCell } from "./common";
@@ -75,7 +75,8 @@ export function summaryPanel(ctx: Ctx, report: Report): HTMLElement {
           formatter: (p: { seriesName: string; value: number; color: string }) =>
             tip(p.seriesName, [["time", fmtUs(p.value)], ["share", fmtShare(p.value / (m.stages.reduce((a, s) => a + s.us, 0) || 1))]], p.color),
         },
-        xAxis: { type: "value", name: basisWord(m.basis), nameLocation: "middle", nameGap: 26, axisLabel: { formatter: (v: number) => fmtUs(v) } },
+        xAxis: { type: "value", name: basisWord(m.basis), nameLocation: "middle", nameGap: 26,
+          axisLabel: { formatter: usAxis(Math.max(0, ...passes.map((p) => m.stages.filter((s) => s.pass === p).reduce((a, s) => a + s.us, 0)))) } },
         yAxis: { type: "category", data: passes, inverse: true },
         series: [...new Set(m.stages.map((s) => s.stage))].map((stage) => ({
           type: "bar", stack: "all", name: stageLabel(stage), itemStyle: { color: stageColor(stage) },

@@ -117,7 +117,9 @@ function drawSweep(ctx: Ctx, el: HTMLElement, doc: SweepDoc): void {
   el.appendChild(doc.analysis.crossovers.length
     ? h("ul", { class: "exponents", "data-testid": "sweep-crossovers" }, ...doc.analysis.crossovers.map((x) => h("li", null,
       `B=${x.batch}: ${x.faster_below} is faster below L ≈ ${fmtCount(x.seq_len)}, ${x.faster_above} above `
-      + `(between the measured lengths ${fmtCount(x.between[0])} and ${fmtCount(x.between[1])}).`)))
+      + `(between the measured lengths ${fmtCount(x.between[0])} and ${fmtCount(x.between[1])}).`
+      + (x.noisy_fraction != null ? ` Noisy: a cell's IQR is ${Math.round(100 * x.noisy_fraction)}% of its median, not a crossover to rely on.`
+        : x.noise_unknown ? " Noise unknown: a cell has no spread, not a crossover to rely on." : ""))))
     : h("p", { class: "hint", "data-testid": "sweep-crossovers" }, "No two backends swap places between the measured lengths."));
 
   el.appendChild(h("h3", null, "Out-of-memory boundary"));

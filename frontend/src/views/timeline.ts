@@ -1,7 +1,7 @@
 import { api, untilReady } from "../api";
 import { echarts, makeChart, tip } from "../charts";
 import { h } from "../dom";
-import { distinctShortNames, fmtUs } from "../format";
+import { distinctShortNames, fmtUs, usAxis } from "../format";
 import { stageColor, stageLabel } from "../model";
 import { callChoices, timelineModel, type TimelineSegment } from "../timeline_model";
 import type { CallAnswer } from "../types";
@@ -99,7 +99,7 @@ function drawSegment(chartEl: HTMLElement, seg: TimelineSegment, split: boolean)
       },
     },
     // The ticks carry their unit (µs, ms, s): the title names only what is measured.
-    xAxis: { type: "value", min: 0, max: seg.span || 1, axisLabel: { formatter: (v: number) => fmtUs(v) }, name: `time ${since}`,
+    xAxis: { type: "value", min: 0, max: seg.span || 1, axisLabel: { formatter: usAxis(seg.span || 1) }, name: `time ${since}`,
       nameLocation: "middle", nameGap: 30 },
     yAxis: { type: "category", data: seg.lanes, inverse: true, name: "", axisLabel: { fontSize: 10 } },
     dataZoom: [{ type: "inside", filterMode: "weakFilter" }, { type: "slider", height: 14, bottom: 2, filterMode: "weakFilter" }],

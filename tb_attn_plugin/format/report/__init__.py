@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from msgspec import UNSET, Meta
+from msgspec import UNSET, Meta, UnsetType
 
 from .base import TS_ALIASES, TS_CONSTANTS, Basis, Count, Row, doc
 from .layers import Layer
@@ -56,6 +56,9 @@ class Report(Row, kw_only=True):
     attention_share: Annotated[float, Meta(ge=0, le=1)]
     calls: Count
     steps: list[Step]
+    call_us: Annotated[list[float], doc("each attention call's time on the report's time basis, in the order the "
+                                        "engine found them (the first 10000): compare's noise test where a run has "
+                                        "too few steps")] | UnsetType = UNSET
     stages: list[StageRow]
     layers: list[Layer]
     layers_omitted: Annotated[int, Meta(ge=0), doc("layers left out of `layers` (the smallest by time) to keep "

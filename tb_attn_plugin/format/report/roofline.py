@@ -17,6 +17,12 @@ class Roof(Row, kw_only=True):
     device: str | None
     source: str | None
     method: str | UnsetType = UNSET
+    measured_at: Annotated[str | None, doc("when it was measured, UTC ISO 8601; null: not recorded "
+                                           "(a trace of an older collector)")] | UnsetType = UNSET
+    runs: Annotated[int | None, doc("measurements taken, the best kept")] | UnsetType = UNSET
+    note: Annotated[str, doc("what makes the measurement doubtful (the machine's load when it was taken)")] | UnsetType = UNSET
+    remeasure: Annotated[str, doc("the command that measures this machine's roof afresh")] | UnsetType = UNSET
+    override: Annotated[str, doc("the file (--roof / TB_ATTN_ROOF) that replaced the trace's stored roof")] | UnsetType = UNSET
     tflops: Tflops
     bandwidth_tbs: float | None
 
@@ -50,6 +56,8 @@ class RooflinePoint(Row, kw_only=True):
     fraction: Annotated[float | None, doc("achieved / attainable")]
     bandwidth_fraction: Annotated[float | None, doc("achieved_tbs / bandwidth_tbs")] | UnsetType = UNSET
     mean_unit_us: float | None | UnsetType = UNSET
+    above_roof: Annotated[bool, doc("achieved above the roof (FLOP rate over attainable or bandwidth over the "
+                                    "roof's): the roof is wrong, not the kernel")] | UnsetType = UNSET
     bound: Literal["compute", "memory", "launch", None]
     bound_reason: str
 
@@ -122,4 +130,6 @@ class Roofline(Row, kw_only=True):
     convention: dict[str, str]
     layers: list[RooflineLayer]
     layers_omitted: Count
+    above_roof: Annotated[str, doc("set when any point is above the roof: the sentence that says so and how to "
+                                   "re-measure")] | UnsetType = UNSET
     timing: RooflineTiming
