@@ -138,6 +138,9 @@ class _Frames:
         self.codes: dict[tuple, int] = {}
         self.stacks: list[tuple] = []
         self.stack_codes: dict[tuple, int] = {}
+        # torch shares one frame list among the entries of one traceback: each list is read once
+        # (the document holds them all while rows are made, so an id is never reused).
+        self.by_list: dict[int, tuple[int, int]] = {}
 
     def code(self, f: Any) -> int:
         if type(f) is not dict:
@@ -162,6 +165,12 @@ class _Frames:
         """(the shown frame or the first, -1: none; the stack, -1: none) of one entry's frame list."""
         if type(frames) is not list:
             return -1, -1
+        got = self.by_list.get(id(frames))
+        if got is None:
+            got = self.by_list[id(frames)] = self._read(frames)
+        return got
+
+    def _read(self, frames: list) -> tuple[int, int]:
         first = shown = rule = -1
         kept: list[int] = []
         keep = KEPT | PYTHON if len(self.stack_codes) < MAX_PYTHON_STACKS else KEPT
