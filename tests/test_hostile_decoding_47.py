@@ -7,6 +7,7 @@ in seconds, never a traceback, a hang or gigabytes of memory."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import pickle
 import struct
@@ -112,3 +113,50 @@ def test_a_shared_reference_is_refused(tmp_path, shape, what):
     p = tmp_path / "shared.pickle.gz"
     p.write_bytes(gzip.compress(pickle.dumps(doc, protocol=4), 9))
     one_error(cli("report", str(p)), p, f"one {what} referenced more than once")
+
+
+# --- item 8: gzip streams of many members, blanks split across their boundaries ---------------------
+
+DOC = (b'{"traceEvents": [{"ph": "X", "name": "aten::mm", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 1.0, '
+       b'"dur": 2.0}]}')  # a kineto-layout document (aten::mm: an op name torch records)
+
+
+def _members(texts) -> bytes:
+    """Each text a gzip member of its own (gzip(1) concatenations read the same way)."""
+    return b"".join(gzip.compress(t, 9) for t in texts)
+
+
+@pytest.mark.parametrize("where", ["before the document", "inside the document's object"])
+def test_a_megabyte_of_blanks_per_member_is_refused_by_its_ratio(tmp_path, where):
+    # 150 members of 1 MiB of blanks each, about 1 KB compressed: a 158 KB file of 150 MiB of text.
+    # Main: 25 s (before; the head grew by copies) or 7 s (inside; the whole-text path) and exit 0.
+    blanks = [b" " * (1 << 20)] * 150
+    texts = blanks + [DOC] if where == "before the document" else [b"{"] + blanks + [DOC[1:]]
+    p = tmp_path / "blanks.pt.trace.json.gz"
+    p.write_bytes(_members(texts))
+    assert p.stat().st_size < 200_000
+    one_error(cli("report", str(p)), p, "over 100 times its")
+
+
+def test_tiny_members_with_blanks_split_across_them_read_as_one_member(tmp_path):
+    # 6,000 members of 7 blanks, then the document cut into members at every 3rd byte: read in
+    # linear time, the same report as the document in one member (and the bound lifted by the
+    # variable the error names).
+    cut = [DOC[i:i + 3] for i in range(0, len(DOC), 3)]
+    many = tmp_path / "many.pt.trace.json.gz"
+    many.write_bytes(_members([b" " * 7] * 6000 + cut))
+    one = tmp_path / "one.pt.trace.json.gz"
+    one.write_bytes(gzip.compress(DOC))
+    a, b = cli("report", str(many), "--json"), cli("report", str(one), "--json")
+    assert a.returncode == 0 and b.returncode == 0, (a.stderr[-2000:], b.stderr[-2000:])
+    ra, rb = json.loads(a.stdout)["reports"][0], json.loads(b.stdout)["reports"][0]
+    assert ra["source"]["json_bytes"] == 6000 * 7 + len(DOC)  # every member's text, none twice
+    for r in (ra, rb):
+        del r["source"], r["analysis_seconds"]
+    assert ra == rb
+    # 1 MiB of blanks in each of 80 members, the bound lifted: read (80 MiB of text), not refused
+    big = tmp_path / "big.pt.trace.json.gz"
+    big.write_bytes(_members([b" " * (1 << 20)] * 80 + [DOC]))
+    assert cli("report", str(big), "-q").returncode == 2
+    lifted = cli("report", str(big), "-q", env={"TB_ATTN_MAX_TRACE_BYTES": "1G"})
+    assert lifted.returncode == 0, lifted.stderr[-2000:]

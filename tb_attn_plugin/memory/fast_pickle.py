@@ -13,7 +13,7 @@ from typing import Any
 from ..format.errors import TraceError
 from ..trace.stream import open_pieces
 from . import rows as rows_mod
-from .safe_pickle import check_size, max_snapshot_bytes
+from .safe_pickle import ENV, check_size, max_snapshot_bytes
 
 try:
     from ._snapshot_decode import Decoder, Refused, Unsupported
@@ -32,7 +32,7 @@ def load(path: str) -> tuple[dict[str, Any], dict[int, rows_mod.EntryRows]] | No
         return None
     limit = max_snapshot_bytes(path)
     try:
-        pieces = open_pieces(path, limit)
+        pieces = open_pieces(path, limit, ENV)
     except Exception:  # TraceError included: the plain loader opens it again and words what is wrong
         return None
     dec = Decoder(rows_mod.frame_bits)
