@@ -160,3 +160,137 @@ def test_tiny_members_with_blanks_split_across_them_read_as_one_member(tmp_path)
     assert cli("report", str(big), "-q").returncode == 2
     lifted = cli("report", str(big), "-q", env={"TB_ATTN_MAX_TRACE_BYTES": "1G"})
     assert lifted.returncode == 0, lifted.stderr[-2000:]
+
+
+# --- the plugin: each hostile file a 4xx; /annotated under a storm ---------------------------------
+
+P = "/data/plugin/tb_attn"
+
+
+def _place(path, data: bytes):
+    from tests.conftest import OLD
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    os.utime(path, (OLD, OLD))
+
+
+def test_the_plugin_answers_4xx_for_each_hostile_file(tb_app, tmp_path):
+    from tests.conftest import all_settled, wait_runs
+
+    logdir = tmp_path / "logdir"
+    memo = PROTO4 + NONE + LONG_BINPUT + struct.pack("<I", 1 << 28) + STOP
+    _place(logdir / "memo" / "x.pickle", memo)
+    _place(logdir / "shared" / "x.pickle", gzip.compress(pickle.dumps(
+        {"segments": [_segment([BLOCK] * 5000)] * 5000, "device_traces": [[dict(ENTRY)]]}, protocol=4)))
+    _place(logdir / "blanks" / "w.1.pt.trace.json.gz", _members([b" " * (1 << 20)] * 150 + [DOC]))
+    client, _ = tb_app(logdir)
+    runs = ["memo", "shared", "blanks"]
+    doc = wait_runs(client, lambda d: all_settled(d, runs), timeout=120)
+    spans = {r["run"]: r["workers"][0]["spans"][0] for r in doc["runs"]}
+    causes = {"memo": "memo index 268435456", "shared": "one segment referenced more than once",
+              "blanks": "over 100 times its"}
+    for run in runs:
+        assert spans[run]["status"] == "error" and causes[run] in spans[run]["message"], spans[run]
+        r = client.get(f"{P}/report?run={run}")
+        assert 400 <= r.status_code < 500 and causes[run] in r.json["error"], (run, r.status_code, r.data[:300])
+        assert "Traceback" not in r.json["error"] and "\n" not in r.json["error"]
+
+
+def _annotated_dirs(root) -> list:
+    return sorted(p.name for p in root.iterdir() if p.name.startswith("tb-attn-annotated-"))
+
+
+def test_annotated_under_a_storm_answers_503_and_leaves_no_temp_dir(tb_app, tmp_path, recorded_traces, monkeypatch):
+    import tempfile
+    import threading
+
+    from tests.conftest import all_settled, wait_runs
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # this process's copies go here, to be counted
+    logdir = tmp_path / "logdir"
+    _place(logdir / "run" / "w.1.pt.trace.json.gz", recorded_traces.joinpath("sdpa.json.gz").read_bytes())
+    client, plugins = tb_app(logdir, env={"TB_ATTN_WORKERS": "1"})
+    wait_runs(client, lambda d: all_settled(d, ["run"]))
+    answers: list = []
+
+    def one():
+        r = client.get(f"{P}/annotated?run=run")
+        answers.append((r.status_code, r.headers.get("Retry-After"), len(r.data)))
+        r.close()  # as a WSGI server closes every response once it is sent
+
+    storm = [threading.Thread(target=one) for _ in range(24)]
+    for t in storm:
+        t.start()
+    for t in storm:
+        t.join(300)
+    codes = sorted(a[0] for a in answers)
+    assert len(answers) == 24 and set(codes) <= {200, 503}, codes
+    assert codes.count(200) >= 1 and codes.count(503) >= 1, codes  # a bound of 2 (twice the one worker)
+    assert all(a[1] == "30" for a in answers if a[0] == 503)
+    # every copy's directory is gone; what is left is this process's empty root, removed at exit
+    left = [p for d in _annotated_dirs(tmp) for p in (tmp / d).iterdir()]
+    assert left == [], left
+
+
+def test_sigterm_to_tensorboard_leaves_no_annotated_copy(tmp_path, recorded_traces):
+    import threading
+    import time
+    import urllib.request
+
+    from tests.test_plugin_tensorboard import tensorboard_process, poll
+
+    logdir = tmp_path / "logdir"
+    _place(logdir / "run" / "w.1.pt.trace.json.gz", recorded_traces.joinpath("sdpa.json.gz").read_bytes())
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    os.environ["TMPDIR"], saved = str(tmp), os.environ.get("TMPDIR")
+    os.environ["TB_ATTN_WORKERS"], saved_w = "1", os.environ.get("TB_ATTN_WORKERS")
+    try:
+        with tensorboard_process(logdir, tmp_path, settle_s="1", reload_s="1") as (base, proc):
+            poll(f"{base}{P}/runs", lambda d: all(s["status"] == "ready" for r in d["runs"]
+                                                  for w in r["workers"] for s in w["spans"]) and d["runs"],
+                 proc=proc)
+
+            def ask():
+                try:
+                    urllib.request.urlopen(f"{base}{P}/annotated?run=run", timeout=60).read()
+                except Exception:
+                    pass
+
+            for _ in range(3):
+                threading.Thread(target=ask, daemon=True).start()
+            deadline = time.monotonic() + 60
+            while not any((tmp / d).is_dir() and any((tmp / d).iterdir()) for d in _annotated_dirs(tmp)):
+                assert time.monotonic() < deadline, "no annotated copy was ever begun"
+                time.sleep(0.01)
+            proc.terminate()  # TensorBoard's SIGTERM handler exits through atexit
+            proc.wait(60)
+    finally:
+        for k, v in (("TMPDIR", saved), ("TB_ATTN_WORKERS", saved_w)):
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert _annotated_dirs(tmp) == []
+
+
+def test_a_worker_past_its_memory_limit_answers_one_line(tb_app, tmp_path):
+    # The reader's bound lifted (TB_ATTN_MAX_TRACE_BYTES=100G): a 2 GiB bomb of blanks after a
+    # document must stop at the worker's address-space limit (1.5 GiB), as one line, not grow.
+    from tests.conftest import all_settled, wait_runs
+    from tests.test_hostile_files import _bomb
+
+    logdir = tmp_path / "logdir"
+    (logdir / "bomb").mkdir(parents=True)
+    _bomb(logdir / "bomb" / "w.1.pt.trace.json.gz", 2 << 30)
+    os.utime(logdir / "bomb" / "w.1.pt.trace.json.gz", (1, 1))
+    client, _ = tb_app(logdir, env={"TB_ATTN_MAX_TRACE_BYTES": "100G", "TB_ATTN_WORKER_MEMORY": "1536M"})
+    doc = wait_runs(client, lambda d: all_settled(d, ["bomb"]), timeout=300)
+    span = doc["runs"][0]["workers"][0]["spans"][0]
+    assert span["status"] == "error" and "not enough memory" in span["message"], span
+    assert "TB_ATTN_WORKER_MEMORY" in span["message"]
+    r = client.get(f"{P}/report?run=bomb")
+    assert 400 <= r.status_code < 500, r.status_code

@@ -14,7 +14,8 @@ import os
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 
-from . import work
+from . import work, worker_limits
+from .worker_limits import default_memory
 
 logger = logging.getLogger(__name__)
 TASKS_PER_WORKER = 4
@@ -82,6 +83,10 @@ class AnalysisPool:
         self._pending = 0  # of those, not finished yet
         self._closed = False
         self._env = remote_env()
+        # Each worker's limits (worker_limits.py): the machine's memory shared among this pool's workers.
+        mem = os.environ.get(worker_limits.MEMORY_ENV) or default_memory(self.workers)
+        self._env[worker_limits.MEMORY_ENV] = str(mem) if mem else None
+        self._env[worker_limits.CPU_ENV] = os.environ.get(worker_limits.CPU_ENV)
 
     def submit(self, path: str, display_name: str, snapshots: list[str] | None = None
                ) -> tuple[Future, ProcessPoolExecutor]:
