@@ -294,3 +294,61 @@ def test_a_worker_past_its_memory_limit_answers_one_line(tb_app, tmp_path):
     assert "TB_ATTN_WORKER_MEMORY" in span["message"]
     r = client.get(f"{P}/report?run=bomb")
     assert 400 <= r.status_code < 500, r.status_code
+
+
+# --- interrupting what runs the plugin leaves no process behind -----------------------------------
+
+BUSY = """
+import sys, time
+sys.path.insert(0, {repo!r})
+from tb_attn_plugin.plugin.pool import AnalysisPool
+pool = AnalysisPool(workers=1)
+fut = pool.call(exec, "import time; time.sleep(300)", {{}})  # a worker deep in a long task
+print("busy", flush=True)
+time.sleep(300)
+"""
+
+
+def _session(sid: int) -> list[str]:
+    """The processes of session ``sid`` (the script's, started with start_new_session), itself excluded."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == sid:
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid and fields[0] != "Z":
+                with open(f"/proc/{d}/cmdline", "rb") as fh:
+                    out.append(fh.read().replace(b"\0", b" ").decode(errors="replace")[:120])
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
+def test_interrupting_a_process_with_a_busy_worker_leaves_no_process(sig):
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", BUSY.format(repo=str(REPO))], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, start_new_session=True, cwd=REPO,
+                            env=dict(os.environ, PYTHONPATH=str(REPO)))
+    try:
+        assert proc.stdout.readline().strip() == b"busy"
+        deadline = time.monotonic() + 60
+        while not any("forkserver" in c for c in _session(proc.pid)):
+            assert time.monotonic() < deadline, "no worker started"
+            time.sleep(0.1)
+        time.sleep(1.0)  # the worker has taken its task
+        os.kill(proc.pid, getattr(signal, sig))
+        proc.wait(30)  # main: a SIGINT waits out the worker's task (300 s)
+        deadline = time.monotonic() + 30
+        while _session(proc.pid):
+            assert time.monotonic() < deadline, _session(proc.pid)  # main: the worker runs on after a SIGKILL
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL) if _session(proc.pid) else None

@@ -33,6 +33,33 @@ def summary_of(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def die_with_parent(pid: int) -> None:
+    """Worker initializer: end this worker when the plugin's process ``pid`` ends, however it ends
+    (a SIGKILL, an interrupted script). Its parent is the forkserver, which stays while any worker
+    holds its pipe, so nothing else would stop a worker busy with a hostile file."""
+    import select
+    import threading
+
+    def watch():
+        try:
+            fd = os.pidfd_open(pid)  # Linux 5.3+: readable once pid exits, no polling
+            select.select([fd], [], [])
+        except (AttributeError, OSError):
+            import time
+
+            while True:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                except OSError:
+                    pass
+                time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="tb-attn-parent-watch", daemon=True).start()
+
+
 def _apply(env: dict[str, str | None] | None) -> None:
     """The TensorBoard process's settings for this task (see pool.remote_env); None unsets one."""
     import os
