@@ -115,6 +115,15 @@ def test_a_shared_reference_is_refused(tmp_path, shape, what):
     one_error(cli("report", str(p)), p, f"one {what} referenced more than once")
 
 
+def test_more_device_traces_than_devices_are_refused(tmp_path):
+    # torch writes one device trace per visible device; 5,000 one-entry traces cost a timeline each
+    # (main: 8.9 s and exit 0)
+    doc = {"segments": [], "device_traces": [[dict(ENTRY, time_us=i)] for i in range(5000)]}
+    p = tmp_path / "devices.pickle"
+    p.write_bytes(pickle.dumps(doc, protocol=4))
+    one_error(cli("report", str(p)), p, "snapshot has 5000 device traces")
+
+
 # --- item 8: gzip streams of many members, blanks split across their boundaries ---------------------
 
 DOC = (b'{"traceEvents": [{"ph": "X", "name": "aten::mm", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 1.0, '

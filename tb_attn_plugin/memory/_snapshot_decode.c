@@ -76,6 +76,7 @@ typedef struct {
     PyObject **memo;
     Py_ssize_t memo_n, memo_cap, puts;
     PyObject *targets, *last_target;
+    PyObject *target_group; /* {address of a list in targets: its group}: a lookup, not a scan per entry */
     Py_ssize_t last_group;
     PyObject *actions, *action_codes;
     PyObject *frames, *frame_codes, *stacks, *stack_codes, *classify;
@@ -372,10 +373,24 @@ static int to_row(Decoder *d, PyObject *list, Py_ssize_t slot, PyObject *action)
     if (list == d->last_target) {
         group = (int32_t)d->last_group;
     } else {
-        Py_ssize_t n = PyList_GET_SIZE(d->targets), k;
-        for (k = 0; k < n && PyList_GET_ITEM(d->targets, k) != list; k++) {
+        /* targets holds each list, so its address names it while the decoder lives. */
+        PyObject *addr = PyLong_FromVoidPtr(list);
+        if (addr == NULL) return -1;
+        PyObject *g = PyDict_GetItemWithError(d->target_group, addr);
+        Py_ssize_t k;
+        if (g != NULL) {
+            k = PyLong_AsSsize_t(g);
+        } else {
+            k = PyList_GET_SIZE(d->targets);
+            PyObject *kv = PyErr_Occurred() ? NULL : PyLong_FromSsize_t(k);
+            if (kv == NULL || PyDict_SetItem(d->target_group, addr, kv) < 0 || PyList_Append(d->targets, list) < 0) {
+                Py_XDECREF(kv);
+                Py_DECREF(addr);
+                return -1;
+            }
+            Py_DECREF(kv);
         }
-        if (k == n && PyList_Append(d->targets, list) < 0) return -1;
+        Py_DECREF(addr);
         d->last_target = list;
         d->last_group = k;
         group = (int32_t)k;
@@ -795,6 +810,7 @@ static int Decoder_init(Decoder *d, PyObject *args, PyObject *kw) {
     Py_INCREF(classify);
     Py_XSETREF(d->classify, classify);
     d->targets = PyList_New(0);
+    d->target_group = PyDict_New();
     d->actions = PyList_New(0);
     d->action_codes = PyDict_New();
     d->frames = PyList_New(0);
@@ -802,7 +818,7 @@ static int Decoder_init(Decoder *d, PyObject *args, PyObject *kw) {
     d->stacks = PyList_New(0);
     d->stack_codes = PyDict_New();
 #define KEY(f, s) (d->f = PyUnicode_InternFromString(s))
-    if (!d->targets || !d->actions || !d->action_codes || !d->frames || !d->frame_codes || !d->stacks ||
+    if (!d->targets || !d->target_group || !d->actions || !d->action_codes || !d->frames || !d->frame_codes || !d->stacks ||
         !d->stack_codes || !KEY(k_action, "action") || !KEY(k_addr, "addr") || !KEY(k_size, "size") ||
         !KEY(k_stream, "stream") || !KEY(k_time, "time_us") || !KEY(k_dfree, "device_free") ||
         !KEY(k_frames, "frames") || !KEY(k_filename, "filename") || !KEY(k_line, "line") || !KEY(k_name, "name"))
@@ -825,6 +841,7 @@ static void Decoder_dealloc(Decoder *d) {
     for (int i = 0; i < N_COLS; i++) PyMem_Free(d->col[i].p);
     Py_XDECREF(d->result);
     Py_XDECREF(d->targets);
+    Py_XDECREF(d->target_group);
     Py_XDECREF(d->actions);
     Py_XDECREF(d->action_codes);
     Py_XDECREF(d->frames);

@@ -68,9 +68,10 @@ def from_columns(cols: dict[str, bytes], n: int, groups: list[int], actions: lis
         return {devices[0]: _rows(views, actions, frames, stacks)}
     out = {}
     group = views.pop("group")
-    for dev in devices:
-        mine = {g for g, d in enumerate(groups) if d == dev}
-        keep = [i for i in range(n) if group[i] in mine]
+    rows_of: dict[int, list[int]] = {dev: [] for dev in devices}  # one pass: devices x rows would be quadratic
+    for i in range(n):
+        rows_of[groups[group[i]]].append(i)
+    for dev, keep in rows_of.items():
         out[dev] = _rows({k: array(_VIEWS[k], (col[i] for i in keep)) for k, col in views.items()}, actions, frames,
                          stacks)
     return out

@@ -22,6 +22,7 @@ ALLOC = "alloc"
 FREES = ("free_completed", "free_requested", "free")  # the first one a trace records is the free
 SEGMENT_GROW = ("segment_alloc", "segment_map")
 SEGMENT_SHRINK = ("segment_free", "segment_unmap")
+MAX_DEVICES = 4096  # device_traces: one per device torch.cuda sees (a node has 8-16; an NVL72 rack 72)
 MAX_TIME_US = 1e17  # as for trace events: beyond ~3000 years of microseconds is not a time stamp
 LIVE_STATES = ("active_allocated", "active_pending_free", "active_awaiting_free")
 
@@ -71,6 +72,9 @@ def parse(doc: Any, rows: dict[int, EntryRows] | None = None, *, path: str) -> S
         traces = []
     if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
         raise TraceError(path, "snapshot's 'device_traces' is not a list of lists of entries")
+    if len(traces) > MAX_DEVICES:
+        raise TraceError(path, f"snapshot has {len(traces)} device traces; torch writes one per visible device "
+                               f"(refused past {MAX_DEVICES}: each costs a timeline)")
     segments = doc.get("segments") or []
     if not isinstance(segments, list):
         raise TraceError(path, "snapshot's 'segments' is not a list")

@@ -120,6 +120,7 @@ class AnalysisPool:
         mem = os.environ.get(worker_limits.MEMORY_ENV) or default_memory(self.workers)
         self._env[worker_limits.MEMORY_ENV] = str(mem) if mem else None
         self._env[worker_limits.CPU_ENV] = os.environ.get(worker_limits.CPU_ENV)
+        self._worker_given = [k for k in (worker_limits.MEMORY_ENV, worker_limits.CPU_ENV) if os.environ.get(k)]
         _live.add(self)
 
     def submit(self, path: str, display_name: str, snapshots: list[str] | None = None
@@ -166,7 +167,10 @@ class AnalysisPool:
     def limits(self) -> str:
         """The size limits the workers apply, set ones only: part of the cache key, since a file
         refused under one limit may be read under another."""
-        return ";".join(f"{k}={self._env[k]}" for k in LIMIT_ENV if self._env.get(k) is not None)
+        given = [k for k in LIMIT_ENV if self._env.get(k) is not None]
+        # a worker's limits when the user set them (a file refused at one may be read at another)
+        given += self._worker_given
+        return ";".join(f"{k}={self._env[k]}" for k in given)
 
     def call(self, fn, *args) -> Future:
         """Run ``fn(*args, env)`` in a worker (fn: a function of work.py), e.g. work.annotate."""

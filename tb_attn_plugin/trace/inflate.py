@@ -97,9 +97,9 @@ def members(chunks: Iterator[bytes], zmod, piece: int, limit: int, too_big: Call
                     buf, off, feed = feed, 0, b""
             else:
                 feed = d.unconsumed_tail
+    if parts:  # what inflated, before saying the stream ends early (the reader keeps it)
+        yield b"".join(parts)
     if d is not None:
         raise Cut()
     if between:
         raise Trailing()
-    if parts:
-        yield b"".join(parts)
