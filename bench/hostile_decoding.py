@@ -46,7 +46,7 @@ def inputs(d: Path) -> dict[str, Path]:
         gzip.compress(pickle.dumps({"segments": [], "device_traces": [[ENTRY] * 3_000_000]}, protocol=4), 9))
     entry = [dict(ENTRY, addr=(1 << 20) + 512 * i, time_us=i) for i in range(200_000)]
     put("entries_in_100k_lists.pickle",
-        pickle.dumps({"segments": [], "device_traces": [entry[:1]], "x": [[e] for e in entry[:100_000]]}, protocol=4))
+        pickle.dumps({"segments": [], "device_traces": [entry[:1]], "x": [[e] for e in entry[1:100_001]]}, protocol=4))
     put("2000_devices_x100.pickle",
         pickle.dumps({"segments": [], "device_traces": [entry[k * 100:k * 100 + 100] for k in range(2000)]},
                      protocol=4))
