@@ -1,11 +1,11 @@
 """The /annotated route: a run's trace with tb-attn's analysis on its own track, streamed as a download.
 
 The copy is written by a worker process (work.annotate) into a private temporary directory, never
-into the logdir, sent in chunks, and deleted once the response is closed. At most QUEUE copies are
-being made or sent at once (a request beyond that is answered 503 with Retry-After, so requests
-never pile up behind busy workers, each holding a thread and a directory); every copy lives under one
-directory of this process, removed at exit (TensorBoard's SIGTERM runs atexit) and, after a crash
-or SIGKILL, by the next process that makes a copy.
+into the logdir, sent in chunks, and deleted once the response is closed. At most
+TB_ATTN_ANNOTATE_QUEUE copies are being made at once (a request beyond that is answered 503 with
+Retry-After, so requests never pile up behind busy workers, each holding a thread and a directory);
+every copy lives under one directory of this process, removed at exit (TensorBoard's SIGTERM runs
+atexit) and, after a crash or SIGKILL, by the next process that makes a copy.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from werkzeug.wsgi import ClosingIterator, wrap_file
 from . import work
 
 TIMEOUT_S = 900.0
-QUEUE_ENV = "TB_ATTN_ANNOTATE_QUEUE"  # copies being made or sent at once; default twice the workers
+QUEUE_ENV = "TB_ATTN_ANNOTATE_QUEUE"  # copies being made at once; default twice the workers
 RETRY_AFTER_S = 30
 PREFIX = "tb-attn-annotated-"  # then this process's id: tb-attn-annotated-<pid>-<random>
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -108,10 +108,10 @@ def respond(request, entry, pool, error):
     """``error(code, message[, headers])`` builds the plugin's ApiError."""
     slots, size = _slots_for(pool)
     if not slots.acquire(blocking=False):
-        raise error(503, f"{entry.display}: {size} annotated copies are being made or sent already; "
+        raise error(503, f"{entry.display}: {size} annotated copies are being made already; "
                          f"try again in {RETRY_AFTER_S} s", {"Retry-After": str(RETRY_AFTER_S)})
     tmpdir = None
-    handed = False  # the response's close releases the slot and removes the directory
+    handed = False  # the response's close removes the directory
     try:
         tmpdir = tempfile.mkdtemp(dir=own_root())
         out = os.path.join(tmpdir, "annotated.json.gz")
@@ -122,6 +122,8 @@ def respond(request, entry, pool, error):
             fut.cancel()
             raise error(503, f"{entry.display}: cannot annotate now ({type(exc).__name__}); try again",
                         {"Retry-After": str(RETRY_AFTER_S)}) from None
+        finally:
+            slots.release()  # the worker is done with it: the next request may queue
         if status != "ready":
             raise error(422, f"{entry.display}: {message}")
         fh = open(out, "rb")
@@ -131,7 +133,6 @@ def respond(request, entry, pool, error):
         def cleanup():
             fh.close()
             shutil.rmtree(done, ignore_errors=True)
-            slots.release()
 
         # The server closes the iterable it is given: with direct_passthrough that is this one (a
         # Response's own call_on_close would never run, and every download left its directory).
@@ -143,7 +144,5 @@ def respond(request, entry, pool, error):
         resp.headers["X-Content-Type-Options"] = "nosniff"  # as http_util.Respond sets on every other answer
         return resp
     finally:
-        if not handed:
-            if tmpdir is not None:
-                shutil.rmtree(tmpdir, ignore_errors=True)
-            slots.release()
+        if not handed and tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)
