@@ -361,3 +361,38 @@ def test_interrupting_a_process_with_a_busy_worker_leaves_no_process(sig):
         if proc.poll() is None:
             proc.kill()
         os.killpg(proc.pid, signal.SIGKILL) if _session(proc.pid) else None
+
+
+def test_a_worker_task_past_its_cpu_seconds_is_stopped(tmp_path):
+    # worker_limits.apply in a real pool worker (forkserver child), TB_ATTN_WORKER_CPU_S=1: a task
+    # spinning on the CPU gets CpuTimeExceeded (SIGXCPU) after about a second, and the same worker's
+    # next task gets a fresh second.
+    from tb_attn_plugin.plugin.pool import AnalysisPool
+
+    out = tmp_path / "out"
+    code = ("import os, time\n"
+            "from tb_attn_plugin.plugin import worker_limits as w\n"
+            "os.environ[w.CPU_ENV] = '1'\n"
+            "assert w.apply() is None\n"
+            "t = time.process_time()\n"
+            "try:\n"
+            "    while time.process_time() - t < 30: pass\n"
+            "    r = 'ran on'\n"
+            "except w.CpuTimeExceeded:\n"
+            "    r = 'stopped after %.0f s' % (time.process_time() - t)\n"
+            f"open({str(out)!r}, 'a').write(r + '\\n')\n")
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(REPO)
+    pool = AnalysisPool(workers=1)
+    try:
+        pool.call(exec, code, {}).result(timeout=120)
+        pool.call(exec, code, {}).result(timeout=120)
+    finally:
+        pool.close()
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+    lines = out.read_text().splitlines()
+    assert len(lines) == 2 and all(line.startswith("stopped after") for line in lines), lines
+    assert all(int(line.split()[2]) <= 3 for line in lines), lines
