@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -96,4 +97,7 @@ def http_batch(seeds: list[int], counts: Counter) -> list[str]:
 
 
 if __name__ == "__main__":
+    # SIGTERM as SIGINT: the open plugin's finally closes it, which terminates its worker processes
+    # (a worker busy with a hostile case would otherwise run on after this process).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     sys.exit(main())

@@ -87,15 +87,27 @@ def test_shared_frame_lists_and_dicts_as_torch_writes_them(tmp_path):
     same_both_ways(p)
 
 
-@pytest.mark.parametrize("what", ["shared entry", "entry outside device traces", "set", "stray item"])
+@pytest.mark.parametrize("where", ["a later list", "the same batch of appends"])
+def test_a_shared_entry_is_refused_both_ways(tmp_path, where):
+    # The same dict twice: pickled once, then referenced. torch writes each entry once; a reference
+    # (2 bytes) that costs a row each time is refused by the decoder and by the plain path alike.
+    doc, _ = known_snapshot()
+    trace = doc["device_traces"][0]
+    if where == "a later list":
+        doc["device_traces"].append([trace[1]])
+    else:
+        trace.append(trace[1])
+    p = tmp_path / "s.pickle"
+    p.write_bytes(pickle.dumps(doc))
+    out = same_both_ways(p)
+    assert out.startswith("error: ") and "referenced" in out and "\n" not in out
+
+
+@pytest.mark.parametrize("what", ["entry outside device traces", "set", "stray item"])
 def test_what_the_decoder_does_not_take_goes_to_the_unpickler(tmp_path, what):
     doc, _ = known_snapshot()
     trace = doc["device_traces"][0]
-    if what == "shared entry":
-        # The same dict in a later list: pickled once, then referenced (within one batch of
-        # appends both copies are simply read as rows, as the unpickler reads them twice too).
-        doc["device_traces"].append([trace[1]])
-    elif what == "entry outside device traces":
+    if what == "entry outside device traces":
         doc["segments"][0]["blocks"].append({"action": "alloc", "size": 1})
     elif what == "set":
         doc["allocator_settings"] = {"x": {1, 2}}

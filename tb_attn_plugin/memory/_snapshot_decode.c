@@ -11,8 +11,12 @@
  * (attention functions, ops, autograd nodes), innermost first, interned. classify runs once per
  * distinct frame; frame dicts torch shares are looked up by identity.
  *
+ * A pickle no pickler writes whose cost would be far beyond its size raises Refused: a memo index
+ * beyond the objects stored so far (the unpickler would zero-fill a table that large), a trace entry
+ * referenced twice (torch writes each once; a reference costs 2 bytes, a row 61).
+ *
  * It only speeds up the common case. On anything it does not handle plainly (an opcode outside
- * that subset, a damaged or truncated stream, an entry referenced twice) it raises Unsupported and
+ * that subset, a damaged or truncated stream) it raises Unsupported and
  * the caller loads the file with the plain unpickler (memory/safe_pickle.py), which judges it and
  * says what is wrong.
  */
@@ -23,8 +27,10 @@
 
 #define ADDR_MASK 0x7fffffffffffffffULL /* as memory/timeline.py: addresses stored signed */
 #define MAX_ACTIONS 30000
+#define MEMO_SLACK 1024 /* memo indexes allowed beyond the number of objects stored so far */
 
 static PyObject *Unsupported;
+static PyObject *Refused;   /* a pickle no pickler writes that would cost far more than its size: never retried */
 static PyObject *Tombstone; /* memo slot of an entry already turned into a row */
 static PyObject *TokenTag;  /* (TokenTag, frame, stack): memo slot of a frame list already read */
 #define SHOWN 1 /* classify's bits: a frame a report may show */
@@ -68,8 +74,9 @@ typedef struct {
     Py_ssize_t *marks;
     Py_ssize_t mn, mcap;
     PyObject **memo;
-    Py_ssize_t memo_n, memo_cap;
+    Py_ssize_t memo_n, memo_cap, puts;
     PyObject *targets, *last_target;
+    PyObject *target_group; /* {address of a list in targets: its group}: a lookup, not a scan per entry */
     Py_ssize_t last_group;
     PyObject *actions, *action_codes;
     PyObject *frames, *frame_codes, *stacks, *stack_codes, *classify;
@@ -91,7 +98,9 @@ static int unsupported(const char *why) {
 
 /* Any error but running out of memory means "not plain": the careful path judges the file. */
 static int as_unsupported(void) {
-    if (PyErr_ExceptionMatches(PyExc_MemoryError) || PyErr_ExceptionMatches(Unsupported)) return -1;
+    if (PyErr_ExceptionMatches(PyExc_MemoryError) || PyErr_ExceptionMatches(Unsupported) ||
+        PyErr_ExceptionMatches(Refused))
+        return -1;
     PyObject *t, *v, *tb;
     PyErr_Fetch(&t, &v, &tb);
     PyObject *s = v ? PyObject_Str(v) : NULL;
@@ -138,7 +147,15 @@ static Py_ssize_t mark_base(Decoder *d) { return d->mn ? d->marks[d->mn - 1] : 0
 
 static int memo_put(Decoder *d, Py_ssize_t idx) {
     if (d->sn == 0) return unsupported("memo put on an empty stack");
-    if (idx < 0 || idx > 2 * d->memo_n + 1024) return unsupported("sparse memo index");
+    /* A pickler numbers its memo 0, 1, 2, ... (one index per stored object), so an index beyond the
+     * number of stores so far (plus slack) is no pickler's: refused, as memo_scan does for the
+     * plain unpickler, which would zero-fill a table as large as the index. */
+    if (idx < 0 || idx > d->puts + MEMO_SLACK) {
+        PyErr_Format(Refused, "memo index %zd after %zd stored objects (a pickler numbers them 0, 1, 2, ...)", idx,
+                     d->puts);
+        return -1;
+    }
+    d->puts++;
     if (idx >= d->memo_cap) {
         Py_ssize_t cap = d->memo_cap ? d->memo_cap : 1024;
         while (cap <= idx) cap *= 2;
@@ -162,7 +179,11 @@ static int memo_put(Decoder *d, Py_ssize_t idx) {
 static int memo_get(Decoder *d, Py_ssize_t idx) {
     if (idx < 0 || idx >= d->memo_n || d->memo[idx] == NULL) return unsupported("memo index not stored");
     PyObject *o = d->memo[idx];
-    if (o == Tombstone) return unsupported("an entry referenced twice");
+    if (o == Tombstone) {
+        /* torch writes each trace entry once; a reference reused would make one entry cost a row each time. */
+        PyErr_SetString(Refused, "one trace entry referenced more than once (a snapshot torch writes holds each once)");
+        return -1;
+    }
     if (PyTuple_CheckExact(o) && PyTuple_GET_SIZE(o) == 3 && PyTuple_GET_ITEM(o, 0) == TokenTag) d->tokens_pushed++;
     Py_INCREF(o);
     if (push(d, o) < 0) return -1;
@@ -343,14 +364,33 @@ static PyObject *token_for(int32_t frame, int32_t stack) {
 /* The entry at stack slot ``slot`` becomes a row of group ``list``; its dict is dropped. */
 static int to_row(Decoder *d, PyObject *list, Py_ssize_t slot, PyObject *action) {
     PyObject *e = d->stack[slot];
+    Py_ssize_t m0 = d->smemo[slot];
+    if (m0 >= 0 && m0 < d->memo_n && d->memo[m0] == Tombstone) { /* a copy fetched before its first became a row */
+        PyErr_SetString(Refused, "one trace entry referenced more than once (a snapshot torch writes holds each once)");
+        return -1;
+    }
     int32_t group;
     if (list == d->last_target) {
         group = (int32_t)d->last_group;
     } else {
-        Py_ssize_t n = PyList_GET_SIZE(d->targets), k;
-        for (k = 0; k < n && PyList_GET_ITEM(d->targets, k) != list; k++) {
+        /* targets holds each list, so its address names it while the decoder lives. */
+        PyObject *addr = PyLong_FromVoidPtr(list);
+        if (addr == NULL) return -1;
+        PyObject *g = PyDict_GetItemWithError(d->target_group, addr);
+        Py_ssize_t k;
+        if (g != NULL) {
+            k = PyLong_AsSsize_t(g);
+        } else {
+            k = PyList_GET_SIZE(d->targets);
+            PyObject *kv = PyErr_Occurred() ? NULL : PyLong_FromSsize_t(k);
+            if (kv == NULL || PyDict_SetItem(d->target_group, addr, kv) < 0 || PyList_Append(d->targets, list) < 0) {
+                Py_XDECREF(kv);
+                Py_DECREF(addr);
+                return -1;
+            }
+            Py_DECREF(kv);
         }
-        if (k == n && PyList_Append(d->targets, list) < 0) return -1;
+        Py_DECREF(addr);
         d->last_target = list;
         d->last_group = k;
         group = (int32_t)k;
@@ -770,6 +810,7 @@ static int Decoder_init(Decoder *d, PyObject *args, PyObject *kw) {
     Py_INCREF(classify);
     Py_XSETREF(d->classify, classify);
     d->targets = PyList_New(0);
+    d->target_group = PyDict_New();
     d->actions = PyList_New(0);
     d->action_codes = PyDict_New();
     d->frames = PyList_New(0);
@@ -777,7 +818,7 @@ static int Decoder_init(Decoder *d, PyObject *args, PyObject *kw) {
     d->stacks = PyList_New(0);
     d->stack_codes = PyDict_New();
 #define KEY(f, s) (d->f = PyUnicode_InternFromString(s))
-    if (!d->targets || !d->actions || !d->action_codes || !d->frames || !d->frame_codes || !d->stacks ||
+    if (!d->targets || !d->target_group || !d->actions || !d->action_codes || !d->frames || !d->frame_codes || !d->stacks ||
         !d->stack_codes || !KEY(k_action, "action") || !KEY(k_addr, "addr") || !KEY(k_size, "size") ||
         !KEY(k_stream, "stream") || !KEY(k_time, "time_us") || !KEY(k_dfree, "device_free") ||
         !KEY(k_frames, "frames") || !KEY(k_filename, "filename") || !KEY(k_line, "line") || !KEY(k_name, "name"))
@@ -800,6 +841,7 @@ static void Decoder_dealloc(Decoder *d) {
     for (int i = 0; i < N_COLS; i++) PyMem_Free(d->col[i].p);
     Py_XDECREF(d->result);
     Py_XDECREF(d->targets);
+    Py_XDECREF(d->target_group);
     Py_XDECREF(d->actions);
     Py_XDECREF(d->action_codes);
     Py_XDECREF(d->frames);
@@ -849,9 +891,113 @@ static PyTypeObject DecoderType = {
     .tp_getset = Decoder_getset,
 };
 
+/* memo_scan(buffer) -> None, or (offset, index, stores): the first memo index (PUT or GET) beyond the
+ * number of objects stored before it plus MEMO_SLACK. Runs every opcode of any protocol without
+ * building anything, so the plain unpickler (memory/safe_pickle.py) is never handed an index that
+ * makes it zero-fill a memo table of gigabytes. Stops quietly at an unknown opcode or the end of the
+ * data: the unpickler stops there too. */
+static Py_ssize_t line_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t pos) {
+    const unsigned char *e = memchr(s + pos, '\n', (size_t)(n - pos));
+    return e ? (Py_ssize_t)(e - s) : -1;
+}
+
+static PyObject *memo_scan(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *s = view.buf;
+    Py_ssize_t n = view.len, pos = 0, puts = 0, at = -1;
+    long long idx = -1;
+    while (pos < n) {
+        unsigned char op = s[pos];
+        Py_ssize_t arg_at = pos + 1, w = 0, e;
+        long long got = -1;
+        int put = 0;
+        switch (op) {
+        case 0x94: got = puts; put = 1; break; /* MEMOIZE */
+        case 'q': case 'h': w = 1; break;
+        case 'r': case 'j': w = 4; break;
+        case 'p': case 'g': /* PUT / GET: a decimal index and a newline */
+            e = line_end(s, n, arg_at);
+            if (e < 0) goto done;
+            got = 0;
+            for (Py_ssize_t i = arg_at; i < e; i++) {
+                if (s[i] < '0' || s[i] > '9') { if (s[i] == ' ' || s[i] == '\r') continue; goto done; }
+                got = got * 10 + (s[i] - '0');
+                if (got > ((long long)1 << 40)) break;
+            }
+            put = op == 'p';
+            pos = e + 1;
+            break;
+        case 'K': case 0x80: case 0x82: w = 1; break;
+        case 'M': case 0x83: w = 2; break;
+        case 'J': case 0x84: w = 4; break;
+        case 'G': case 0x95: w = 8; break;
+        case 'I': case 'L': case 'F': case 'S': case 'V': case 'P': /* a newline-terminated argument */
+            e = line_end(s, n, arg_at);
+            if (e < 0) goto done;
+            pos = e + 1;
+            continue;
+        case 'c': case 'i': /* two lines */
+            e = line_end(s, n, arg_at);
+            e = e < 0 ? -1 : line_end(s, n, e + 1);
+            if (e < 0) goto done;
+            pos = e + 1;
+            continue;
+        case 0x8a: case 'U': case 'C': case 0x8c: case 0x8b: case 'T': case 'X': case 'B': case 0x8d: case 0x8e:
+        case 0x96: { /* a length, then that many bytes */
+            int lw = (op == 0x8a || op == 'U' || op == 'C' || op == 0x8c) ? 1
+                     : (op == 0x8b || op == 'T' || op == 'X' || op == 'B') ? 4 : 8;
+            if (arg_at + lw > n) goto done;
+            uint64_t l = le(s + arg_at, lw);
+            if ((op == 0x8b || op == 'T') && (l & 0x80000000u)) goto done; /* negative: the unpickler refuses */
+            if (l > (uint64_t)(n - arg_at - lw)) goto done;
+            pos = arg_at + lw + (Py_ssize_t)l;
+            continue;
+        }
+        case '(': case ')': case ']': case '}': case 'N': case 0x88: case 0x89: case '0': case '1': case '2':
+        case 'a': case 'e': case 's': case 'u': case 't': case 0x85: case 0x86: case 0x87: case 'l': case 'd':
+        case 'o': case 'R': case 'b': case 0x81: case 0x92: case 0x93: case 0x8f: case 0x90: case 0x91: case 0x97:
+        case 0x98: case 'Q':
+            pos++;
+            continue;
+        case '.':
+        default:
+            goto done;
+        }
+        if (op != 'p' && op != 'g') {
+            if (arg_at + w > n) goto done;
+            if (op == 'q' || op == 'h' || op == 'r' || op == 'j') {
+                got = (long long)le(s + arg_at, (int)w);
+                put = op == 'q' || op == 'r';
+            }
+            pos = arg_at + w;
+        }
+        if (got >= 0) {
+            if (got > puts + MEMO_SLACK) {
+                at = arg_at - 1;
+                idx = got;
+                break;
+            }
+            puts += put;
+        }
+    }
+done:
+    PyBuffer_Release(&view);
+    if (at < 0) Py_RETURN_NONE;
+    return Py_BuildValue("(nLn)", at, idx, puts);
+}
+
+static PyMethodDef module_methods[] = {
+    {"memo_scan", (PyCFunction)memo_scan, METH_O,
+     "memo_scan(buffer) -> None, or (offset, index, stores) of the first memo index beyond the objects stored "
+     "before it (plus 1024): an index no pickler writes"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_snapshot_decode",
-    "CUDA memory snapshot pickles into columns, for plain data only (see memory/fast_pickle.py).", -1, NULL,
+    "CUDA memory snapshot pickles into columns, for plain data only (see memory/fast_pickle.py).", -1,
+    module_methods,
 };
 
 PyMODINIT_FUNC PyInit__snapshot_decode(void) {
@@ -861,11 +1007,14 @@ PyMODINIT_FUNC PyInit__snapshot_decode(void) {
     Unsupported = PyErr_NewException("tb_attn_plugin.memory._snapshot_decode.Unsupported", PyExc_ValueError, NULL);
     Tombstone = PyUnicode_FromString("<entry already read>");
     TokenTag = PyUnicode_FromString("<frame list already read>");
-    if (!Unsupported || !Tombstone || !TokenTag) return NULL;
+    Refused = PyErr_NewException("tb_attn_plugin.memory._snapshot_decode.Refused", PyExc_ValueError, NULL);
+    if (!Unsupported || !Refused || !Tombstone || !TokenTag) return NULL;
     Py_INCREF(&DecoderType);
     if (PyModule_AddObject(m, "Decoder", (PyObject *)&DecoderType) < 0 ||
         PyModule_AddObject(m, "Unsupported", Unsupported) < 0)
         return NULL;
     Py_INCREF(Unsupported);
+    Py_INCREF(Refused);
+    if (PyModule_AddObject(m, "Refused", Refused) < 0) return NULL;
     return m;
 }

@@ -13,12 +13,12 @@ from typing import Any
 from ..format.errors import TraceError
 from ..trace.stream import open_pieces
 from . import rows as rows_mod
-from .safe_pickle import check_size, max_snapshot_bytes
+from .safe_pickle import ENV, check_size, max_snapshot_bytes
 
 try:
-    from ._snapshot_decode import Decoder, Unsupported
+    from ._snapshot_decode import Decoder, Refused, Unsupported
 except ImportError:  # no compiler at install time
-    Decoder = Unsupported = None
+    Decoder = Refused = Unsupported = None
 
 
 def available() -> bool:
@@ -32,7 +32,7 @@ def load(path: str) -> tuple[dict[str, Any], dict[int, rows_mod.EntryRows]] | No
         return None
     limit = max_snapshot_bytes(path)
     try:
-        pieces = open_pieces(path, limit)
+        pieces = open_pieces(path, limit, ENV)
     except Exception:  # TraceError included: the plain loader opens it again and words what is wrong
         return None
     dec = Decoder(rows_mod.frame_bits)
@@ -49,6 +49,8 @@ def load(path: str) -> tuple[dict[str, Any], dict[int, rows_mod.EntryRows]] | No
             if dec.stopped:
                 break
         out = dec.result()
+    except Refused as exc:  # a pickle no pickler writes, whose cost would be far beyond its size
+        raise TraceError(path, f"refused: {exc}") from None
     except Unsupported:
         return None
     except TraceError:

@@ -68,9 +68,10 @@ def from_columns(cols: dict[str, bytes], n: int, groups: list[int], actions: lis
         return {devices[0]: _rows(views, actions, frames, stacks)}
     out = {}
     group = views.pop("group")
-    for dev in devices:
-        mine = {g for g, d in enumerate(groups) if d == dev}
-        keep = [i for i in range(n) if group[i] in mine]
+    rows_of: dict[int, list[int]] = {dev: [] for dev in devices}  # one pass: devices x rows would be quadratic
+    for i in range(n):
+        rows_of[groups[group[i]]].append(i)
+    for dev, keep in rows_of.items():
         out[dev] = _rows({k: array(_VIEWS[k], (col[i] for i in keep)) for k, col in views.items()}, actions, frames,
                          stacks)
     return out
@@ -138,6 +139,9 @@ class _Frames:
         self.codes: dict[tuple, int] = {}
         self.stacks: list[tuple] = []
         self.stack_codes: dict[tuple, int] = {}
+        # torch shares one frame list among the entries of one traceback: each list is read once
+        # (the document holds them all while rows are made, so an id is never reused).
+        self.by_list: dict[int, tuple[int, int]] = {}
 
     def code(self, f: Any) -> int:
         if type(f) is not dict:
@@ -162,6 +166,12 @@ class _Frames:
         """(the shown frame or the first, -1: none; the stack, -1: none) of one entry's frame list."""
         if type(frames) is not list:
             return -1, -1
+        got = self.by_list.get(id(frames))
+        if got is None:
+            got = self.by_list[id(frames)] = self._read(frames)
+        return got
+
+    def _read(self, frames: list) -> tuple[int, int]:
         first = shown = rule = -1
         kept: list[int] = []
         keep = KEPT | PYTHON if len(self.stack_codes) < MAX_PYTHON_STACKS else KEPT

@@ -37,6 +37,51 @@ def check_size(path: str, size: int) -> None:
         raise TraceError(path, f"snapshot of {size >> 20} MiB is over the {limit >> 20} MiB limit ({ENV})")
 
 
+MEMO_SLACK = 1024  # as _snapshot_decode.c: memo indexes allowed beyond the objects stored so far
+
+
+def _memo_scan(data: bytes):
+    """(offset, index, stores) of the first memo index no pickler writes, or None (see
+    _snapshot_decode.c's memo_scan; pickletools walks the opcodes where it is not built)."""
+    try:
+        from ._snapshot_decode import memo_scan
+    except ImportError:  # no compiler at install time: the same walk in Python
+        return _memo_scan_py(data)
+    return memo_scan(data)
+
+
+def _memo_scan_py(data: bytes):
+    import pickletools
+
+    puts = 0
+    try:
+        for op, arg, pos in pickletools.genops(data):
+            if op.name == "MEMOIZE":
+                idx, store = puts, True
+            elif op.name in ("PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET"):
+                idx, store = int(arg), "PUT" in op.name
+            elif op.name == "STOP":
+                return None
+            else:
+                continue
+            if idx > puts + MEMO_SLACK:
+                return pos, idx, puts
+            puts += store
+    except Exception:  # a damaged stream: the unpickler stops where this walk stopped
+        return None
+    return None
+
+
+def check_memo(path: str, data: bytes) -> None:
+    """TraceError for a memo index far beyond the objects stored before it: the unpickler would
+    zero-fill a memo table as large as the index (a 9-byte pickle asking for 4 GB)."""
+    bad = _memo_scan(data)
+    if bad is not None:
+        at, idx, puts = bad
+        raise TraceError(path, f"refused: memo index {idx} at byte {at} after {puts} stored objects (a pickler "
+                               "numbers them 0, 1, 2, ...); loading it would reserve memory far beyond the file's size")
+
+
 class RefusedGlobal(pickle.UnpicklingError):
     """The pickle names a global (a class or function): loading it could run code."""
 
@@ -57,6 +102,7 @@ def loads_plain(data: bytes, path: str = "<bytes>"):
     # Protocol 2+ pickles (every torch release writes 4 or 5) start with PROTO.
     if data[:1] != b"\x80" or data[1:2] not in (b"\x02", b"\x03", b"\x04", b"\x05"):
         raise TraceError(path, "not a pickle (a CUDA memory snapshot is written by torch.cuda.memory._dump_snapshot)")
+    check_memo(path, data)
     gc_was = gc.isenabled()
     gc.disable()  # a million small dicts, none cyclic: the collector would only rescan them
     try:

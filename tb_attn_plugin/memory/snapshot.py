@@ -22,6 +22,7 @@ ALLOC = "alloc"
 FREES = ("free_completed", "free_requested", "free")  # the first one a trace records is the free
 SEGMENT_GROW = ("segment_alloc", "segment_map")
 SEGMENT_SHRINK = ("segment_free", "segment_unmap")
+MAX_DEVICES = 4096  # device_traces: one per device torch.cuda sees (a node has 8-16; an NVL72 rack 72)
 MAX_TIME_US = 1e17  # as for trace events: beyond ~3000 years of microseconds is not a time stamp
 LIVE_STATES = ("active_allocated", "active_pending_free", "active_awaiting_free")
 
@@ -71,9 +72,20 @@ def parse(doc: Any, rows: dict[int, EntryRows] | None = None, *, path: str) -> S
         traces = []
     if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
         raise TraceError(path, "snapshot's 'device_traces' is not a list of lists of entries")
+    if len(traces) > MAX_DEVICES:
+        raise TraceError(path, f"snapshot has {len(traces)} device traces; torch writes one per visible device "
+                               f"(refused past {MAX_DEVICES}: each costs a timeline)")
     segments = doc.get("segments") or []
     if not isinstance(segments, list):
         raise TraceError(path, "snapshot's 'segments' is not a list")
+    # torch builds one dict per entry, segment and block (torch/csrc/cuda/Module.cpp's
+    # _cuda_memorySnapshot); a pickle reference reused would cost a whole walk for 2 bytes, so the
+    # work of a file that shares them would grow with the square of its size.
+    _each_once(path, traces, "device trace")
+    _each_once(path, (e for t in traces for e in t if type(e) is dict), "trace entry")
+    _each_once(path, segments, "segment")
+    _each_once(path, (s.get("blocks") for s in segments if type(s) is dict and type(s.get("blocks")) is list),
+               "segment's list of blocks")
     end_alloc, end_reserved = _segment_totals(segments)
     devices: dict[int, DeviceRecord] = {}
     total = 0
@@ -93,6 +105,19 @@ def parse(doc: Any, rows: dict[int, EntryRows] | None = None, *, path: str) -> S
     settings = doc.get("allocator_settings")
     return Snapshot(path, devices, _annotations(doc.get("external_annotations")),
                     settings if isinstance(settings, dict) else {}, len(segments), total)
+
+
+def _each_once(path: str, items, what: str) -> None:
+    """TraceError when one container object appears twice among ``items`` (a shared pickle reference)."""
+    seen: set[int] = set()
+    add = seen.add
+    n = 0
+    for x in items:
+        add(id(x))
+        n += 1
+        if len(seen) != n:
+            raise TraceError(path, f"refused: one {what} referenced more than once (a snapshot torch writes "
+                                   "holds each once)")
 
 
 def _segment_totals(segments: list) -> tuple[dict[int, int], dict[int, int]]:

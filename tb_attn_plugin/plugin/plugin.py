@@ -62,10 +62,11 @@ class _CallsView(msgspec.Struct):
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, message: str):
+    def __init__(self, code: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.headers = headers or {}  # e.g. Retry-After on a 503
 
 
 def _json(request, body: Any, code: int = 200):
@@ -87,7 +88,10 @@ def _route(handler: Callable) -> Callable:
                 return resp
             return handler(self, request)
         except ApiError as exc:
-            return _json(request, {"error": exc.message}, exc.code)
+            resp = _json(request, {"error": exc.message}, exc.code)
+            for k, v in exc.headers.items():
+                resp.headers[k] = v
+            return resp
         except Exception as exc:
             logger.exception("tb-attn: %s %s failed", request.method, request.path)
             return _json(request, {"error": f"internal error in the Attention plugin ({type(exc).__name__}); "

@@ -8,13 +8,16 @@ and rebuilt if a worker dies (killed for memory, crashed), so one bad trace neve
 
 from __future__ import annotations
 
+import atexit
 import logging
 import multiprocessing
 import os
 import threading
+import weakref
 from concurrent.futures import Future, ProcessPoolExecutor
 
-from . import work
+from . import work, worker_limits
+from .worker_limits import default_memory
 
 logger = logging.getLogger(__name__)
 TASKS_PER_WORKER = 4
@@ -59,6 +62,37 @@ def _context():
     return multiprocessing.get_context("spawn")
 
 
+def _new_executor(workers: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=work.die_with_parent,
+                               initargs=(os.getpid(),))
+
+
+def _stop(ex: ProcessPoolExecutor) -> None:
+    """Shut the executor down and stop its worker processes now, busy or not: a worker deep in a
+    hostile file would otherwise run on (and hold the interpreter's exit) until its task ends."""
+    procs = list((getattr(ex, "_processes", None) or {}).values())  # shutdown forgets them
+    ex.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        try:
+            if proc.is_alive():
+                proc.terminate()
+        except Exception:  # already reaped
+            pass
+
+
+_live: "weakref.WeakSet[AnalysisPool]" = weakref.WeakSet()
+
+
+def _stop_all() -> None:
+    for pool in list(_live):
+        pool.close()
+
+
+# Run at interpreter exit before concurrent.futures joins its executors (which waits for every
+# running task: a SIGINT or TensorBoard's SIGTERM would wait out a busy worker); atexit runs later.
+getattr(threading, "_register_atexit", atexit.register)(_stop_all)
+
+
 class Unavailable(RuntimeError):
     """The pool cannot run analyses now (a Dask scheduler that cannot be reached); str() says why."""
 
@@ -82,6 +116,12 @@ class AnalysisPool:
         self._pending = 0  # of those, not finished yet
         self._closed = False
         self._env = remote_env()
+        # Each worker's limits (worker_limits.py): the machine's memory shared among this pool's workers.
+        mem = os.environ.get(worker_limits.MEMORY_ENV) or default_memory(self.workers)
+        self._env[worker_limits.MEMORY_ENV] = str(mem) if mem else None
+        self._env[worker_limits.CPU_ENV] = os.environ.get(worker_limits.CPU_ENV)
+        self._worker_given = [k for k in (worker_limits.MEMORY_ENV, worker_limits.CPU_ENV) if os.environ.get(k)]
+        _live.add(self)
 
     def submit(self, path: str, display_name: str, snapshots: list[str] | None = None
                ) -> tuple[Future, ProcessPoolExecutor]:
@@ -95,7 +135,7 @@ class AnalysisPool:
                 self._executor.shutdown(wait=False)
                 self._executor = None
             if self._executor is None:
-                self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=_context())
+                self._executor = _new_executor(self.workers)
                 self._submitted = self._pending = 0
             ex = self._executor
             fut = ex.submit(work.analyze, path, display_name, self._env, snapshots)
@@ -127,7 +167,10 @@ class AnalysisPool:
     def limits(self) -> str:
         """The size limits the workers apply, set ones only: part of the cache key, since a file
         refused under one limit may be read under another."""
-        return ";".join(f"{k}={self._env[k]}" for k in LIMIT_ENV if self._env.get(k) is not None)
+        given = [k for k in LIMIT_ENV if self._env.get(k) is not None]
+        # a worker's limits when the user set them (a file refused at one may be read at another)
+        given += self._worker_given
+        return ";".join(f"{k}={self._env[k]}" for k in given)
 
     def call(self, fn, *args) -> Future:
         """Run ``fn(*args, env)`` in a worker (fn: a function of work.py), e.g. work.annotate."""
@@ -135,7 +178,7 @@ class AnalysisPool:
             if self._closed:
                 raise RuntimeError("analysis pool is closed")
             if self._executor is None:
-                self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=_context())
+                self._executor = _new_executor(self.workers)
                 self._submitted = self._pending = 0
             return self._executor.submit(fn, *args, self._env)
 
@@ -144,8 +187,9 @@ class AnalysisPool:
         return self._executor
 
     def close(self) -> None:
+        """Stop: queued tasks cancelled, worker processes terminated (busy ones too)."""
         with self._lock:
             self._closed = True
             ex, self._executor = self._executor, None
         if ex is not None:
-            ex.shutdown(wait=False, cancel_futures=True)
+            _stop(ex)

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from ..report.spans import is_empty
+from . import worker_limits
 
 
 def summary_of(report: dict[str, Any]) -> dict[str, Any]:
@@ -30,6 +31,33 @@ def summary_of(report: dict[str, Any]) -> dict[str, Any]:
         "warnings": len(report.get("warnings") or []),
         "empty": is_empty(report),  # no step took time and no attention: never the default span
     }
+
+
+def die_with_parent(pid: int) -> None:
+    """Worker initializer: end this worker when the plugin's process ``pid`` ends, however it ends
+    (a SIGKILL, an interrupted script). Its parent is the forkserver, which stays while any worker
+    holds its pipe, so nothing else would stop a worker busy with a hostile file."""
+    import select
+    import threading
+
+    def watch():
+        try:
+            fd = os.pidfd_open(pid)  # Linux 5.3+: readable once pid exits, no polling
+            select.select([fd], [], [])
+        except (AttributeError, OSError):
+            import time
+
+            while True:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                except OSError:
+                    pass
+                time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="tb-attn-parent-watch", daemon=True).start()
 
 
 def _apply(env: dict[str, str | None] | None) -> None:
@@ -54,7 +82,7 @@ def analyze(path: str, display_name: str, env: dict[str, str] | None = None, sna
     from ..memory.engine import is_snapshot_path, snapshot_report
     from ..report.build import analyze_file
 
-    bad = _use_patterns()
+    bad = worker_limits.apply() or _use_patterns()
     if bad:
         return "error", f"{display_name}: {bad}", {}, None
     try:
@@ -63,7 +91,9 @@ def analyze(path: str, display_name: str, env: dict[str, str] | None = None, sna
     except TraceError as exc:
         return "error", f"{display_name}: {_strip_root(exc.cause, _root(path, display_name))}", {}, None
     except MemoryError:
-        return "error", f"{display_name}: not enough memory to analyse this trace", {}, None
+        return "error", f"{display_name}: not enough memory to analyse this trace{worker_limits.describe_memory()}", {}, None
+    except worker_limits.CpuTimeExceeded:
+        return "error", f"{display_name}: {_cpu_message('analysis')}", {}, None
     except Exception as exc:  # an engine bug must not look like a bad trace, nor kill the worker
         return "error", f"{display_name}: analysis failed ({type(exc).__name__}: {exc}); please report this", {}, None
     if (report.get("trace") or {}).get("truncated"):
@@ -78,6 +108,11 @@ def analyze(path: str, display_name: str, env: dict[str, str] | None = None, sna
     _relative(report, path, display_name)
     return "ready", None, summary_of(report), msgspec.json.encode(report)
 
+
+
+def _cpu_message(what: str) -> str:
+    return (f"{what} stopped after {os.environ.get(worker_limits.CPU_ENV) or worker_limits.DEFAULT_CPU_S} s "
+            f"of CPU time ({worker_limits.CPU_ENV})")
 
 
 def _root(path: str, display_name: str) -> str:
@@ -138,7 +173,7 @@ def annotate(path: str, out: str, env: dict[str, str] | None = None) -> tuple[st
     from ..format.errors import TraceError
     from ..report.annotate import annotate as run
 
-    bad = _use_patterns()
+    bad = worker_limits.apply() or _use_patterns()
     if bad:
         return "error", bad
     try:
@@ -147,7 +182,9 @@ def annotate(path: str, out: str, env: dict[str, str] | None = None) -> tuple[st
         # Neither the plugin's private output directory nor the logdir's place on the server.
         return "error", _strip_root(_strip_root(str(exc.cause), os.path.dirname(out) + os.sep), os.path.dirname(path) + os.sep)
     except MemoryError:
-        return "error", "not enough memory to annotate this trace"
+        return "error", f"not enough memory to annotate this trace{worker_limits.describe_memory()}"
+    except worker_limits.CpuTimeExceeded:
+        return "error", _cpu_message("annotation")
     except Exception as exc:
         return "error", f"annotation failed ({type(exc).__name__}: {exc}); please report this"
     return "ready", None

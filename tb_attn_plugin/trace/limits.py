@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import re
 import stat
+from typing import Callable
 
 from ..format.errors import TraceError
+from . import inflate
 
 ENV = "TB_ATTN_MAX_TRACE_BYTES"
 MIN_DEFAULT = 64 << 20
@@ -103,6 +105,23 @@ def open_regular(path: str, limit: int):
     return os.fdopen(fd, "rb")
 
 
+RATIO = 100  # text per compressed byte beyond which a gzip file is refused (kineto's: 11-18, docs/robustness.md)
+MIN_INFLATED = 64 << 20  # a file of any size may inflate to this much
+
+
+def inflate_bound(path: str, limit: int, compressed: int, env: str = ENV) -> tuple[int, Callable[[], TraceError]]:
+    """(the most text a gzip file of ``compressed`` bytes may inflate to, the error past it): ``limit``,
+    lowered to RATIO times the file (at least MIN_INFLATED) unless ``env`` sets the limit itself, so
+    a file of a few KB cannot make seconds of work and gigabytes of text."""
+    if compressed > 0 and not os.environ.get(env, "").strip():
+        cap = max(MIN_INFLATED, RATIO * compressed)
+        if cap < limit:
+            return cap, lambda: TooBig(path, f"inflates to more than {human(cap)}, over {RATIO} times its "
+                                             f"{human(compressed)} (a trace compresses 10-20 times: a gzip bomb?); "
+                                             f"set {env} to read it anyway")
+    return limit, lambda: too_big(path, limit, "inflates to")
+
+
 class Cut(Exception):
     """The gzip stream ended early; ``data`` is what inflated."""
 
@@ -112,24 +131,20 @@ class Cut(Exception):
 
 def gunzip(path: str, raw: bytes, zmod, limit: int) -> bytes:
     """Inflate every gzip member of ``raw`` with ``zmod`` (zlib or isal's isal_zlib), stopping as soon
-    as the output passes ``limit``. Raises TraceError (broken, too big) or Cut (ends early)."""
+    as the output passes ``limit`` (or inflate_bound's ratio). Raises TraceError (broken, too big) or
+    Cut (ends early)."""
+    limit, big = inflate_bound(path, limit, len(raw))
     parts: list[bytes] = []
-    total = 0
-    rest = raw
-    while True:
-        d = zmod.decompressobj(16 + zmod.MAX_WBITS)
-        try:
-            out = d.decompress(rest, limit - total + 1)
-        except zmod.error as exc:
-            raise TraceError(path, f"broken gzip stream: {exc}") from None
-        total += len(out)
-        parts.append(out)
-        if total > limit:
-            raise too_big(path, limit, "inflates to")
-        if not d.eof:
-            raise Cut(b"".join(parts))
-        rest = d.unused_data.lstrip(b"\0")  # trailing zero padding ends a file, as gzip(1) allows
-        if not rest:
-            return b"".join(parts)
-        if rest[:2] != b"\x1f\x8b":
-            raise TraceError(path, "broken gzip stream: trailing bytes after the last member")
+    try:
+        for out in inflate.members([raw], zmod, WHOLE_PIECE, limit, big, zero_padding=True):
+            parts.append(out)
+    except inflate.Broken as exc:
+        raise TraceError(path, f"broken gzip stream: {exc}") from None
+    except inflate.Trailing:
+        raise TraceError(path, "broken gzip stream: trailing bytes after the last member") from None
+    except inflate.Cut:
+        raise Cut(b"".join(parts)) from None
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+WHOLE_PIECE = 1 << 62  # the whole-text path: a member inflates in one piece (one copy of the text, not two)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import msgspec
 
-from . import limits, native, rules
+from . import inflate, limits, native, rules
 from .pipeline import Ahead, pipe
 from .read import is_url
 
@@ -109,7 +109,7 @@ def _begin(path: str, ahead: int, keep_shapes, learn: bool = False) -> "_Reading
         fh = _open(path, limit)
     except Exception:
         return None  # the whole-text path opens it again and says what is wrong
-    return _Reading(fh, lambda: limits.too_big(path, limit, "inflates to"), limit, ahead,
+    return _Reading(fh, path, lambda: limits.too_big(path, limit, "inflates to"), limit, ahead,
                     rules.ShapesWanted(keep_shapes), learn)
 
 
@@ -117,9 +117,9 @@ class _Reading:
     """The first two stages at work on an open file: its text read (and inflated) on one thread, its
     windows scanned on another, up to ``ahead`` scanned chunks waiting for the decoding thread."""
 
-    def __init__(self, fh, too_big, limit: int, ahead: int, shapes: rules.ShapesWanted, learn: bool):
+    def __init__(self, fh, path: str, too_big, limit: int, ahead: int, shapes: rules.ShapesWanted, learn: bool):
         self.fh = fh
-        self.reader = _Reader(fh)
+        self.reader = _Reader(fh, path, limit)
         self.shapes = shapes
         self.scan = _Scan(pipe(_bounded(self.reader.pieces(), limit, too_big)))
         # Slimmed from the first window; the names refused join the windows after, learned by the
@@ -133,12 +133,13 @@ class _Reading:
         self.fh.close()
 
 
-def open_pieces(path: str, limit: int) -> Iterator[bytes]:
+def open_pieces(path: str, limit: int, env: str = limits.ENV) -> Iterator[bytes]:
     """The bytes of a local file or URL in pieces of at most a few MB, gzip members inflated a
     window at a time, the file closed when the generator ends: what the snapshot decoder reads
-    through too. Raises as opening does; an unusual gzip stream raises while iterating."""
+    through too. Raises as opening does; an unusual gzip stream raises while iterating, and one that
+    inflates past limits.inflate_bound raises its TraceError (``env``: the variable that lifts it)."""
     fh = _open(path, limit)
-    reader = _Reader(fh)
+    reader = _Reader(fh, path, limit, env)
 
     def gen() -> Iterator[bytes]:
         try:
@@ -169,10 +170,14 @@ def _file_size(fh) -> int:
 
 
 class _Reader:
-    """Yields the file's text in pieces; counts raw bytes read for progress."""
+    """Yields the file's text in pieces; counts raw bytes read for progress. With a ``limit``, a
+    gzip file's text is bounded by limits.inflate_bound (its TraceError raised while iterating)."""
 
-    def __init__(self, fh):
+    def __init__(self, fh, path: str = "", limit: int | None = None, env: str = limits.ENV):
         self.fh = fh
+        self.path = path
+        self.limit = limit
+        self.env = env
         self.raw_read = 0
         self.size = _file_size(fh)
 
@@ -193,42 +198,29 @@ class _Reader:
             yield first
             yield from raw
             return
-        yield from self._inflate(first, raw)
+        if self.limit is None:
+            bound, big = 1 << 62, None
+        else:
+            bound, big = limits.inflate_bound(self.path, self.limit, self.size, self.env)
+        yield from self._inflate(first, raw, bound, big)
 
     @staticmethod
-    def _inflate(first: bytes, raw: Iterator[bytes]) -> Iterator[bytes]:
+    def _inflate(first: bytes, raw: Iterator[bytes], bound: int = 1 << 62, big=None) -> Iterator[bytes]:
         """Gzip members one after the other (as gzip.decompress reads them), each output piece at
-        most rules.CHUNK_BYTES: a highly compressed read never inflates into one huge block. Anything
-        unusual (bytes after the last member, a stream cut short) goes to the careful path."""
-        d = _inflate_mod.decompressobj(16 + zlib.MAX_WBITS)
-        data = first
-        while True:
-            while data:
-                try:
-                    out = d.decompress(data, rules.CHUNK_BYTES)
-                except Exception as exc:  # zlib.error, or ISA-L's own types: the careful path words it
-                    raise _NotPlain(f"broken gzip stream: {exc}") from None
-                if out:
-                    yield out
-                data = d.unconsumed_tail
-                if d.eof:
-                    rest = d.unused_data + data
-                    while 0 < len(rest) < 2:
-                        more = next(raw, b"")
-                        if not more:
-                            break
-                        rest += more
-                    if not rest:
-                        break
-                    if rest[:2] != b"\x1f\x8b":
-                        raise _NotPlain("data after the gzip stream")
-                    d = _inflate_mod.decompressobj(16 + zlib.MAX_WBITS)
-                    data = rest
-            data = next(raw, b"")
-            if not data:
-                if not d.eof:
-                    raise _NotPlain("gzip stream ends early")  # the careful path salvages and warns
-                return
+        most rules.CHUNK_BYTES: a highly compressed read never inflates into one huge block; work
+        linear in the file however many members it holds (trace/inflate.py). Anything unusual (bytes
+        after the last member, a stream cut short) goes to the careful path."""
+        def chunks():
+            yield first
+            yield from raw
+        try:
+            yield from inflate.members(chunks(), _inflate_mod, rules.CHUNK_BYTES, bound, big)
+        except inflate.Broken as exc:  # the careful path words it
+            raise _NotPlain(f"broken gzip stream: {exc}") from None
+        except inflate.Trailing:
+            raise _NotPlain("data after the gzip stream") from None
+        except inflate.Cut:
+            raise _NotPlain("gzip stream ends early") from None  # the careful path salvages and warns
 
 
 class _Scan:
@@ -297,29 +289,39 @@ class _Scan:
             pos = nxt
 
     def _find_array(self) -> bytes:
-        buf = b""
+        # One pass over the head however it arrives (thousands of tiny gzip members, a MB of blanks
+        # each): leading blanks are dropped as they come, the head grows in place, and the key is
+        # looked for only in what arrived since the last look (a match is 16 bytes in kineto's files;
+        # a longer one across pieces is left to the careful path, which finds it).
+        buf = bytearray()
+        searched = 0
         while True:
             b = self._more()
             if b is None:
                 raise _NotPlain("no event array")
+            if not buf:
+                b = b.lstrip()
+                if not b:
+                    continue
             buf += b
-            body = buf.lstrip()
-            if not body:
-                continue
-            if body[:1] == b"[":
+            if buf[:1] == b"[":
                 self.array = True
-                start = len(buf) - len(body)
-            elif body[:1] == b"{":
-                m = rules.EVENTS_KEY.search(buf)
+                start = 0
+            elif buf[:1] == b"{":
+                m = rules.EVENTS_KEY.search(buf, max(0, searched - KEY_SPAN))
                 if m is None:
                     if len(buf) > MAX_HEAD:
                         raise _NotPlain("no traceEvents array near the start")
+                    searched = len(buf)
                     continue
                 start = m.end() - 1
             else:
                 raise _NotPlain("not JSON")
-            self.head = buf[:start]
-            return buf[start:]
+            self.head = bytes(buf[:start])
+            return bytes(memoryview(buf)[start:])
+
+
+KEY_SPAN = 256  # bytes of the last look searched again: "traceEvents" with blanks around its colon
 
 
 def _bounded(pieces: Iterator[bytes], limit: int, too_big) -> Iterator[bytes]:
