@@ -1,0 +1,55 @@
+"""What limits the step, in one sentence with the figure that shows it: the largest part of the GPU span
+over all steps (idle: the host, or a synchronisation; exposed communication; attention; other matmul;
+other compute; memcpy). The attention advice that follows is read in its light."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# part -> (limit kind, what the sentence calls it)
+KINDS = {
+    "idle": ("host", "the host"),
+    "communication": ("communication", "communication not hidden under compute"),
+    "attention": ("attention", "attention"),
+    "other_matmul": ("matmul", "matmul outside attention (projections, MLP)"),
+    "other_compute": ("other_compute", "other compute kernels (elementwise, normalisation, ...)"),
+    "memcpy": ("memcpy", "memory copies"),
+    "memset": ("memset", "memsets"),
+}
+CLOSE = 0.9  # a runner-up within 10% of the first is named too
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
+
+
+def limit(total: dict[str, Any] | None, calls: int = 1) -> dict[str, Any]:
+    """Limit (format/report/overview.py) of the steps' summed figures."""
+    if total is None or not total.get("gpu_span_us"):
+        return {"kind": "unknown", "part": None, "share": None, "us": None,
+                "sentence": "what limits the step is unknown: the trace recorded no GPU activity"}
+    span = total["gpu_span_us"]
+    parts = {p["part"]: p["us"] for p in total["parts"]}
+    if "not_recorded" in parts:
+        return {"kind": "unknown", "part": None, "share": None, "us": None,
+                "sentence": "what limits the step is unknown: the GPU window was cut (kernel launches without their "
+                            f"kernels), so {parts['not_recorded'] / 1e3:.2f} ms of the span is not known to be idle"}
+    merged = {"attention": parts.get("attention_fwd", 0.0) + parts.get("attention_bwd", 0.0)}
+    merged.update((k, v) for k, v in parts.items() if not k.startswith("attention_"))
+    ranked = sorted(((v, k) for k, v in merged.items() if k in KINDS), reverse=True)
+    us, part = ranked[0]
+    kind, what = KINDS[part]
+    if part == "idle" and (total.get("idle_sync_us") or 0) > (total.get("idle_host_us") or 0):
+        kind, what = "synchronisation", "a synchronisation (the host waits in cudaDeviceSynchronize/StreamSynchronize/EventSynchronize)"
+    busy = total["busy_us"]
+    att = merged["attention"]
+    lead = ("no attention call in this trace" if not calls else
+            f"attention is {_pct(att / busy)} of busy time" if busy > 0 else "the GPU never ran")
+    figure = (f"the GPU is idle {_pct(us / span)} of the step" if part == "idle" else
+              f"{what} takes {_pct(us / span)} of the step" if part != "attention" else
+              f"attention takes {_pct(us / span)} of the step")
+    sentence = f"{lead}; {figure}: {what} is the first limit"
+    if len(ranked) > 1 and ranked[1][0] >= CLOSE * us and ranked[1][0] > 0:
+        second = KINDS[ranked[1][1]][1]
+        sentence += f", {second} a close second ({_pct(ranked[1][0] / span)})"
+    return {"kind": kind, "part": part, "share": round(us / span, 6), "us": round(us, 3), "sentence": sentence}
