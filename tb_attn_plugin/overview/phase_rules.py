@@ -8,6 +8,7 @@ mixed; a call with no evidence is "unknown", never guessed.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import NamedTuple
 
 
@@ -52,6 +53,16 @@ PHASE_RULES = (
 _COMPILED = [(re.compile(r.pattern), r) for r in PHASE_RULES]
 
 
-def rules_for(on: str, name: str) -> list[PhaseRule]:
-    """The rows of ``on`` whose pattern the name matches, first row first."""
-    return [r for rx, r in _COMPILED if r.on == on and rx.search(name)]
+@lru_cache(maxsize=8192)
+def rules_for(on: str, name: str) -> tuple[PhaseRule, ...]:
+    """The rows of ``on`` whose pattern the name matches, first row first (asked once per name: a
+    trace repeats a few names over thousands of calls)."""
+    return tuple(r for rx, r in _COMPILED if r.on == on and rx.search(name))
+
+
+_ANY_OP = re.compile("|".join(f"(?:{r.pattern})" for r in PHASE_RULES if r.on == "op"))
+
+
+def is_phase_op(name: str) -> bool:
+    """Whether some op row matches the name (one search, for the op names of a whole trace)."""
+    return _ANY_OP.search(name) is not None

@@ -25,19 +25,28 @@ def _from_shape(shape: dict | None, op_says_shape: bool) -> str | None:
     return None
 
 
+def _kernel_evidence(names: frozenset) -> tuple[Counter, list[str]]:
+    said: Counter = Counter()
+    why: list[str] = []
+    for nm in sorted(names):
+        for r in R.rules_for("kernel", nm)[:1]:
+            said[r.phase] += 1
+            if len(why) < 3:
+                why.append(f"kernel {nm[:80]} ({r.phase})")
+    return said, why
+
+
 def phase_of_calls(L, calls, m) -> dict[int, tuple[str, list[str]]]:
     """call id -> (phase, the evidence: one short line per rule that fired)."""
-    op_hits = L.where_name(lambda nm: bool(R.rules_for("op", nm))) if len(L.names) else []
+    op_hits = L.where_name(R.is_phase_op) if len(L.names) else []
     out: dict[int, tuple[str, list[str]]] = {}
+    by_kernels: dict[frozenset, tuple[Counter, list[str]]] = {}  # calls of one layer share their kernel names
     for c in calls:
-        said: Counter = Counter()
-        why: list[str] = []
-        names = {k[0] for k in m.call_kernels[c.id]} | {k.name for k in c.kernels}
-        for nm in sorted(names):
-            for r in R.rules_for("kernel", nm)[:1]:
-                said[r.phase] += 1
-                if len(why) < 3:
-                    why.append(f"kernel {nm[:80]} ({r.phase})")
+        names = frozenset(k[0] for k in m.call_kernels[c.id]) | frozenset(k.name for k in c.kernels)
+        got = by_kernels.get(names)
+        if got is None:
+            got = by_kernels[names] = _kernel_evidence(names)
+        said, why = Counter(got[0]), list(got[1])
         shape_op = False
         k = bisect_left(op_hits, c.lo)
         while k < len(op_hits) and op_hits[k] < c.hi:
@@ -72,10 +81,10 @@ def summary(calls, m, phase_of: dict[int, tuple[str, list[str]]]) -> list[dict[s
     for c in calls:
         ph, why = phase_of[c.id]
         row = acc.setdefault(ph, [0, 0.0, 0.0, why[:1]])
-        cells = m.cells[c.id].values()
         row[0] += 1
-        row[1] += sum(x.gpu_us for x in cells)
-        row[2] += sum(x.cpu_us for x in cells)
+        for x in m.cells[c.id].values():
+            row[1] += x.gpu_us
+            row[2] += x.cpu_us
     return [{"phase": ph, "calls": acc[ph][0], "gpu_us": round(acc[ph][1], 3), "cpu_us": round(acc[ph][2], 3),
              "evidence": acc[ph][3] if ph != "unknown" else ["no kernel, op or query length in the trace says"]}
             for ph in PHASES if ph in acc]

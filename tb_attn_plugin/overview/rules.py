@@ -60,17 +60,31 @@ HOST_OPS = (
 
 def first_role(rules: tuple[NameRule, ...], name: str) -> str | None:
     """The role of the first row whose pattern the name matches, else None."""
-    for r in _compiled(rules):
-        if r[0].search(name):
-            return r[1]
-    return None
+    any_row, rows = _compiled(rules)
+    if any_row.search(name) is None:  # most names match no row: one search says so
+        return None
+    return next((role for rx, role in rows if rx.search(name)), None)
 
 
-_CACHE: dict[int, list] = {}
+def role_pattern(rules: tuple[NameRule, ...], role: str) -> re.Pattern:
+    """One pattern matching a name that some row of ``role`` matches (first_role's answer aside: a
+    name of two roles is asked of each)."""
+    key = (id(rules), role)
+    got = _ROLE.get(key)
+    if got is None:
+        got = _ROLE[key] = re.compile("|".join(f"(?:{r.pattern})" for r in rules if r.role == role))
+    return got
 
 
-def _compiled(rules: tuple[NameRule, ...]) -> list:
+_ROLE: dict[tuple, re.Pattern] = {}
+
+
+_CACHE: dict[int, tuple] = {}
+
+
+def _compiled(rules: tuple[NameRule, ...]) -> tuple:
     got = _CACHE.get(id(rules))
     if got is None:
-        got = _CACHE[id(rules)] = [(re.compile(r.pattern), r.role) for r in rules]
+        got = _CACHE[id(rules)] = (re.compile("|".join(f"(?:{r.pattern})" for r in rules)),
+                                   [(re.compile(r.pattern), r.role) for r in rules])
     return got

@@ -15,6 +15,7 @@ a synchronising call (rules.SYNC_CALLS) is waiting on a synchronisation, the res
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -32,12 +33,14 @@ MEMSET_CATS = frozenset({"gpu_memset", "Memset"})
 _ATT_FWD, _ATT_BWD, _MATMUL, _OTHER, _COMM, _MEMCPY, _MEMSET = range(7)
 
 
+_GEMM = re.compile(next(f.pattern for f in patterns.KERNEL_FAMILIES if f.family == "gemm"))
+
+
 def _name_class(name: str) -> int:
-    """A kernel's part by its name alone (outside attention calls)."""
+    """A kernel's part by its name alone (outside attention calls): the kernel table's gemm row says matmul."""
     if rules.first_role(rules.COMMUNICATION, name):
         return _COMM
-    fam = patterns.kernel_family(name)
-    return _MATMUL if fam is not None and fam.family == "gemm" else _OTHER
+    return _MATMUL if _GEMM.search(name) else _OTHER
 
 
 def classify(L, m) -> tuple[np.ndarray, np.ndarray]:
@@ -87,7 +90,8 @@ def _step_of_activities(L, starts: np.ndarray) -> np.ndarray:
 def _named_intervals(names: list[str], ids: np.ndarray, ts: np.ndarray, dur: np.ndarray,
                      table: tuple[rules.NameRule, ...], role: str) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) of the events whose name has ``role`` in ``table``."""
-    want = np.array([rules.first_role(table, v) == role for v in names], bool)
+    rx = rules.role_pattern(table, role)
+    want = np.array([rx.search(v) is not None for v in names], bool)
     sel = want[ids] if len(ids) else np.zeros(0, bool)
     return ts[sel], ts[sel] + dur[sel]
 
@@ -173,7 +177,7 @@ def _gpu_parts(part, direction, start, end, stream, sync_s, sync_e) -> dict[str,
         by_dir.append({"direction": "other", "us": round(iv.covered(start[sel], end[sel]), 3), "count": int(sel.sum())})
     memset = part == _MEMSET
     streams = []
-    for sid in np.unique(stream).tolist():
+    for sid in sorted(set(stream.tolist())):  # np.unique would import numpy.ma (tens of ms) on first use
         sel = stream == sid
         streams.append({"stream": int(sid) if sid >= 0 else None, "busy_us": round(iv.covered(start[sel], end[sel]), 3),
                         "activities": int(sel.sum())})
