@@ -6,15 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-# part -> (limit kind, what the sentence calls it)
+# part -> (limit kind, the figure that shows it ({p}: its share of the span), what the sentence calls it)
 KINDS = {
-    "idle": ("host", "the host"),
-    "communication": ("communication", "communication not hidden under compute"),
-    "attention": ("attention", "attention"),
-    "other_matmul": ("matmul", "matmul outside attention (projections, MLP)"),
-    "other_compute": ("other_compute", "other compute kernels (elementwise, normalisation, ...)"),
-    "memcpy": ("memcpy", "memory copies"),
-    "memset": ("memset", "memsets"),
+    "idle": ("host", "the GPU is idle {p} of the step", "the host"),
+    "communication": ("communication", "communication not hidden under compute is {p} of the step", "communication"),
+    "attention": ("attention", "attention kernels are {p} of the step", "attention"),
+    "other_matmul": ("matmul", "matmul outside attention is {p} of the step",
+                     "matmul outside attention (projections, MLP)"),
+    "other_compute": ("other_compute", "other compute kernels are {p} of the step",
+                      "other compute (elementwise, normalisation, ...)"),
+    "memcpy": ("memcpy", "memory copies are {p} of the step", "memcpy"),
+    "memset": ("memset", "memsets are {p} of the step", "memset"),
 }
 CLOSE = 0.9  # a runner-up within 10% of the first is named too
 
@@ -38,18 +40,14 @@ def limit(total: dict[str, Any] | None, calls: int = 1) -> dict[str, Any]:
     merged.update((k, v) for k, v in parts.items() if not k.startswith("attention_"))
     ranked = sorted(((v, k) for k, v in merged.items() if k in KINDS), reverse=True)
     us, part = ranked[0]
-    kind, what = KINDS[part]
+    kind, figure, what = KINDS[part]
     if part == "idle" and (total.get("idle_sync_us") or 0) > (total.get("idle_host_us") or 0):
-        kind, what = "synchronisation", "a synchronisation (the host waits in cudaDeviceSynchronize/StreamSynchronize/EventSynchronize)"
+        kind, what = "synchronisation", "a synchronisation (the host waits in a cuda/hip ...Synchronize call)"
     busy = total["busy_us"]
     att = merged["attention"]
     lead = ("no attention call in this trace" if not calls else
             f"attention is {_pct(att / busy)} of busy time" if busy > 0 else "the GPU never ran")
-    figure = (f"the GPU is idle {_pct(us / span)} of the step" if part == "idle" else
-              f"{what} takes {_pct(us / span)} of the step" if part != "attention" else
-              f"attention takes {_pct(us / span)} of the step")
-    sentence = f"{lead}; {figure}: {what} is the first limit"
+    sentence = f"{lead}; {figure.format(p=_pct(us / span))}: {what} is the first limit"
     if len(ranked) > 1 and ranked[1][0] >= CLOSE * us and ranked[1][0] > 0:
-        second = KINDS[ranked[1][1]][1]
-        sentence += f", {second} a close second ({_pct(ranked[1][0] / span)})"
+        sentence += f", {KINDS[ranked[1][1]][2]} a close second ({_pct(ranked[1][0] / span)} of the step)"
     return {"kind": kind, "part": part, "share": round(us / span, 6), "us": round(us, 3), "sentence": sentence}
