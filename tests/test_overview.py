@@ -319,3 +319,40 @@ def test_phase_from_kernel_names(tmp_path, kernels, phase):
         assert "serving phases: " in render(r)
     else:
         assert rows["unknown"]["evidence"] and "serving phases" not in render(r)
+
+
+def test_phase_from_an_op_name(tmp_path):
+    """aiter's batch-prefill op (ROCm/aiter csrc/include/torch/mha_batch_prefill.h) around a CK kernel whose
+    name says no phase: the op says prefill."""
+    b = TraceBuilder()
+    b.eager_calls([[(_example("ck_fmha"), 40.0)] + MLP] * 2, op_name="aiter::mha_batch_prefill")
+    r = analyze_file(str(b.write(tmp_path / "aiter.json")))
+    assert r["calls"] == 2
+    (row,) = r["overview"]["phases"]
+    assert row["phase"] == "prefill" and row["calls"] == 2 and "aiter::mha_batch_prefill" in row["evidence"][0]
+
+
+def test_phase_from_query_length_on_a_cpu_recorded_decode(tmp_path):
+    """A KV-cache decode step as Hugging Face runs one through SDPA (one new query token against the
+    cached keys) and the prompt before it, recorded on the CPU with record_shapes: query length 1 with a
+    longer key is decode; the prompt's 16 x 16 call says no phase (an encoder's call looks the same)."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    q_prompt, kv = torch.randn(1, 4, 16, 32), torch.randn(1, 4, 16, 32)
+    q_new, kv_cache = torch.randn(1, 4, 1, 32), torch.randn(1, 4, 17, 32)
+    path = tmp_path / "decode.pt.trace.json"
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        F.scaled_dot_product_attention(q_prompt, kv, kv, is_causal=True)
+        F.scaled_dot_product_attention(q_new, kv_cache, kv_cache)
+    prof.export_chrome_trace(str(path))
+    # From the raw events: the SDPA ops' query and key lengths (Input Dims [B, H, L, D]).
+    sdpa = [e for e in events(path) if e["name"] == "aten::scaled_dot_product_attention"]
+    lengths = sorted((e["args"]["Input Dims"][0][2], e["args"]["Input Dims"][1][2]) for e in sdpa)
+    assert lengths == [(1, 17), (16, 16)]
+    r = analyze_file(str(path))
+    rows = {p["phase"]: p for p in r["overview"]["phases"]}
+    assert set(rows) == {"decode", "unknown"} and rows["decode"]["calls"] == 1 and rows["unknown"]["calls"] == 1
+    assert rows["decode"]["evidence"] == ["query length 1 (decode)"]
+    assert sorted(s["phase"] for s in r["call_samples"]) == ["decode", "unknown"]
