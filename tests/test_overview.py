@@ -356,3 +356,20 @@ def test_phase_from_query_length_on_a_cpu_recorded_decode(tmp_path):
     assert set(rows) == {"decode", "unknown"} and rows["decode"]["calls"] == 1 and rows["unknown"]["calls"] == 1
     assert rows["decode"]["evidence"] == ["query length 1 (decode)"]
     assert sorted(s["phase"] for s in r["call_samples"]) == ["decode", "unknown"]
+
+
+def test_compare_a_cpu_run_keeps_gpu_figures_unknown(tmp_path):
+    """A CPU-only run beside a GPU one: its step figures are unknown, never 0 (nor a -100% delta)."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    path = tmp_path / "cpu.pt.trace.json"
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        torch.nn.functional.scaled_dot_product_attention(*torch.randn(3, 1, 2, 8, 16))
+    prof.export_chrome_trace(str(path))
+    gpu = analyze_file(str(shared_trace("tl_h100_bert_small_sdpa_flash")))
+    c = compare_reports([("cpu", analyze_file(str(path))), ("bert", gpu)])
+    rows = {r["figure"]: r for r in c["steps"]["rows"]}
+    assert rows["idle"]["values"][0] is None and rows["idle"]["delta_us"] is None
+    assert rows["gpu_span_us"]["values"][1] == pytest.approx(total(gpu)["gpu_span_us"])
+    assert "unknown" in render_compare(c)

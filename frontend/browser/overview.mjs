@@ -82,4 +82,26 @@ await run(async (browser) => {
     }
     await shot(page, key === "owl" ? "overview" : `overview_${key}`);
   }
+
+  // ---- Compare: the step's deltas beside attention's -------------------------------------------
+  const [a, b] = [RUNS.cpu, RUNS.owl ?? RUNS.nccl ?? null];
+  if (b) {
+    const C = (await api(`compare?run=${encodeURIComponent(a)}&run=${encodeURIComponent(b)}`)).body;
+    const { frame } = await openTab(page, `#tb_attn&attn_view=compare&attn_compare=${encodeURIComponent(a)},${encodeURIComponent(b)}`);
+    const box = frame.locator('[data-view="compare"] [data-testid="compare-steps"]');
+    await box.waitFor({ timeout: 60000 });
+    const rows = box.locator("tbody tr");
+    ok(await rows.count() === C.steps.rows.length, `compare: one row per step figure (${C.steps.rows.length})`);
+    for (const [i, r] of C.steps.rows.entries()) {
+      ok((await rows.nth(i).getAttribute("data-figure")) === r.figure, `compare: row ${r.figure}`);
+      for (const [j, v] of r.values.entries()) {
+        const cell = await rows.nth(i).locator("td").nth(1 + j).textContent();
+        if (v === null) ok(cell === "unknown", `compare: ${r.figure} unknown in run ${j}, never 0`);
+        else sameUs(cell, v, `compare: ${r.figure} of run ${j}`);
+      }
+    }
+    for (const [run, sentence] of Object.entries(C.steps.limits)) {
+      if (sentence) ok((await box.locator(`[data-testid="compare-limits"] li[data-run="${run}"]`).textContent()) === `${run}: ${sentence}`, `compare: the limit of ${run}`);
+    }
+  }
 });

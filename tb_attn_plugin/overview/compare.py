@@ -33,7 +33,7 @@ def compare(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any] | N
 
 
 def _value(total: Mapping[str, Any] | None, name: str) -> float | None:
-    if not total:
+    if not total or total.get("gpu_span_us") is None:  # no GPU activity: every figure unknown, never 0
         return None
     if name in total:
         return total[name]
