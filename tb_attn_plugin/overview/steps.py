@@ -123,8 +123,14 @@ def breakdown(L, ev, m, unrecorded_by_step: dict[int, int]) -> list[dict[str, An
         hi = float((op_ts + op_dur).max()) if len(op_ts) else (float(end.max()) if len(ts) else 0.0)
         windows = [(None, (lo, hi))]
     rows = []
+    # Each step's activities as one slice of the activities sorted by step (not a scan per step).
+    by_step = np.argsort(step, kind="stable")
+    sorted_steps = step[by_step]
     for s, (h_lo, h_hi) in windows:
-        sel = np.flatnonzero(step == (s if s is not None else -1)) if L.steps else np.arange(len(ts))
+        if L.steps:
+            sel = by_step[np.searchsorted(sorted_steps, s, "left"):np.searchsorted(sorted_steps, s, "right")]
+        else:
+            sel = np.arange(len(ts))
         row = _gpu_parts(part[sel], direction[sel], ts[sel], end[sel], stream[sel], sync_s, sync_e)
         lost = unrecorded_by_step.get(s if s is not None else -1, 0) if L.steps else sum(unrecorded_by_step.values())
         if lost:  # kernels of this step were never recorded: the gaps are not known to be idle
