@@ -53,7 +53,7 @@ def _total(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     out: dict[str, Any] = {"step": None, "label": "all steps" if len(rows) > 1 else rows[0]["label"]}
     for k in SUMMED:
         vals = [r[k] for r in (gpu if k not in ("host_us", "data_loading_us", "optimizer_us") else rows)]
-        out[k] = None if not vals or any(v is None for v in vals) else round(sum(vals), 3)
+        out[k] = None if not vals or None in vals else round(sum(vals), 3)
     parts: dict[str, float] = {}
     for r in gpu:
         for p in r["parts"]:
@@ -93,9 +93,10 @@ def _spread(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({"figure": k, "min_us": round(min(vals), 3), "median_us": round(median(vals), 3),
                         "max_us": round(max(vals), 3)})
     names = [p["part"] for p in rows[0]["parts"]] if rows and rows[0]["parts"] else []
+    by_name = [{p["part"]: p["us"] for p in r["parts"]} for r in rows]
     for name in names:
-        vals = [next((p["us"] for p in r["parts"] if p["part"] == name), None) for r in rows]
-        if all(v is not None for v in vals):
+        vals = [parts.get(name) for parts in by_name]
+        if None not in vals:
             out.append({"figure": name, "min_us": round(min(vals), 3), "median_us": round(median(vals), 3),
                         "max_us": round(max(vals), 3)})
     return out

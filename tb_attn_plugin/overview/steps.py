@@ -98,14 +98,14 @@ def _named_intervals(names: list[str], ids: np.ndarray, ts: np.ndarray, dur: np.
 
 def breakdown(L, ev, m, unrecorded_by_step: dict[int, int]) -> list[dict[str, Any]]:
     """One row per step (StepBreakdown in format/report/overview.py), in step order; one row with
-    step None for a trace without step markers."""
+    step None for a trace without step markers. Every figure of every step comes from a handful of
+    grouped unions (intervals.lengths_by_group), never a pass per step."""
     part, direction = classify(L, m)
     ts = L.kernel_ts if len(L.kernels) else np.zeros(0)
     dur = floats(L.kernel_dur) if len(L.kernels) else np.zeros(0)
     end = ts + dur
     kt = L.kernel_table
     stream = np.where(kt.has("stream"), kt["stream"], -1) if kt is not None and len(ts) else np.full(len(ts), -1)
-    step = _step_of_activities(L, ts) if L.steps else np.full(len(ts), -1, np.int64)
 
     # Host side: synchronising calls, data loading and optimizer ops, as intervals.
     lt = ev.launch_table
@@ -117,21 +117,30 @@ def breakdown(L, ev, m, unrecorded_by_step: dict[int, int]) -> list[dict[str, An
     host = {r: _named_intervals(values, codes, op_ts, op_dur, rules.HOST_OPS, r) for r in ("data_loading", "optimizer")}
 
     if L.steps:
-        windows = [(s, L.steps[s]) for s in sorted(L.steps)]
+        ids = sorted(L.steps)
+        step = _step_of_activities(L, ts)
+        pos = np.searchsorted(np.array(ids, np.int64), step)
+        found = pos < len(ids)
+        found[found] = np.array(ids, np.int64)[pos[found]] == step[found]
+        group = np.where(found, pos, -1)  # each activity's row; -1: in no step
+        h_lo = np.array([L.steps[s][0] for s in ids])
+        h_hi = np.array([L.steps[s][1] for s in ids])
+        labels: list[int | None] = list(ids)
     else:
+        group = np.zeros(len(ts), np.int64)
         lo = float(op_ts.min()) if len(op_ts) else (float(ts.min()) if len(ts) else 0.0)
         hi = float((op_ts + op_dur).max()) if len(op_ts) else (float(end.max()) if len(ts) else 0.0)
-        windows = [(None, (lo, hi))]
+        h_lo, h_hi, labels = np.array([lo]), np.array([hi]), [None]
+    G = len(labels)
+    keep = group >= 0
+    g, part, direction, s0, e0, stream = group[keep], part[keep], direction[keep], ts[keep], end[keep], stream[keep]
+    fig = _gpu_figures(g, part, direction, s0, e0, stream, G, sync_s, sync_e)
+    data = {r: iv.lengths_by_group(*iv.overlapping(h_lo, h_hi, a, b), G).tolist() for r, (a, b) in host.items()}
+    host_us, h_end = (h_hi - h_lo).tolist(), h_hi.tolist()
+
     rows = []
-    # Each step's activities as one slice of the activities sorted by step (not a scan per step).
-    by_step = np.argsort(step, kind="stable")
-    sorted_steps = step[by_step]
-    for s, (h_lo, h_hi) in windows:
-        if L.steps:
-            sel = by_step[np.searchsorted(sorted_steps, s, "left"):np.searchsorted(sorted_steps, s, "right")]
-        else:
-            sel = np.arange(len(ts))
-        row = _gpu_parts(part[sel], direction[sel], ts[sel], end[sel], stream[sel], sync_s, sync_e)
+    for k, s in enumerate(labels):
+        row = _row(fig, k)
         lost = unrecorded_by_step.get(s if s is not None else -1, 0) if L.steps else sum(unrecorded_by_step.values())
         if lost:  # kernels of this step were never recorded: the gaps are not known to be idle
             row["unrecorded_launches"] = lost
@@ -139,62 +148,75 @@ def breakdown(L, ev, m, unrecorded_by_step: dict[int, int]) -> list[dict[str, An
                 row["parts"][-1]["part"] = "not_recorded"
                 row["idle_us"] = row["idle_host_us"] = row["idle_sync_us"] = None
         row.update(step=s, label=f"ProfilerStep#{s}" if s is not None else "whole trace",
-                   host_us=round(h_hi - h_lo, 3))
-        for r, (a, b) in host.items():
-            a, b = iv.clip(a, b, h_lo, h_hi)
-            row[f"{r}_us"] = round(iv.covered(a, b), 3) if len(a) else 0.0
-        gpu_end = row.pop("_gpu_end")
-        row["gpu_end_after_host_us"] = round(gpu_end - h_hi, 3) if gpu_end is not None else None
+                   host_us=round(host_us[k], 3))
+        for r in host:
+            row[f"{r}_us"] = round(data[r][k], 3)
+        row["gpu_end_after_host_us"] = round(fig["hi"][k] - h_end[k], 3) if fig["count"][k] else None
         rows.append(row)
     return rows
 
 
-def _gpu_parts(part, direction, start, end, stream, sync_s, sync_e) -> dict[str, Any]:
-    """The GPU figures of one step's activities."""
-    if not len(start):
+def _gpu_figures(g, part, direction, start, end, stream, G: int, sync_s, sync_e) -> dict[str, Any]:
+    """Each step's GPU figures as arrays over the steps (g: each activity's step row)."""
+    by = iv.lengths_by_group
+    count = np.bincount(g, minlength=G)
+    lo, hi = np.full(G, np.inf), np.full(G, -np.inf)
+    np.minimum.at(lo, g, start)
+    np.maximum.at(hi, g, end)
+    span = np.where(count > 0, hi - lo, 0.0)
+    cum = [by(g[part <= k], start[part <= k], end[part <= k], G) for k in range(len(PRECEDENCE))]
+    busy = cum[-1]
+    # idle under a synchronising call: |busy ∪ (sync ∩ span)| - |busy|, per step
+    w, ss, se = iv.overlapping(np.where(count > 0, lo, 0.0), np.where(count > 0, hi, 0.0), sync_s, sync_e)
+    with_sync = by(np.concatenate([g, w]), np.concatenate([start, ss]), np.concatenate([end, se]), G)
+    one = {name: by(g[part == k], start[part == k], end[part == k], G)
+           for name, k in (("communication", _COMM), ("memcpy", _MEMCPY), ("memset", _MEMSET))}
+    # memcpy by direction and busy by stream: grouped by (step, key)
+    nd = len(rules.MEMCPY_DIRECTIONS) + 1  # the last: a copy no direction row names
+    copy = part == _MEMCPY
+    dkey = g[copy] * nd + np.where(direction[copy] >= 0, direction[copy], nd - 1)
+    d_us = by(dkey, start[copy], end[copy], G * nd).reshape(G, nd)
+    d_n = np.bincount(dkey, minlength=G * nd).reshape(G, nd)
+    sids = sorted(set(stream.tolist()))
+    sidx = np.searchsorted(np.array(sids, np.int64), stream) if len(sids) else np.zeros(0, np.int64)
+    skey = g * max(len(sids), 1) + sidx
+    s_us = by(skey, start, end, G * max(len(sids), 1)).reshape(G, -1)
+    s_n = np.bincount(skey, minlength=G * max(len(sids), 1)).reshape(G, -1)
+    # as Python lists: each step's row reads single values, which numpy scalars make slow
+    return {"count": count.tolist(), "lo": lo.tolist(), "hi": hi.tolist(), "span": span.tolist(),
+            "cum": [c.tolist() for c in cum], "busy": busy.tolist(), "idle_sync": (with_sync - busy).tolist(),
+            "one": {k: v.tolist() for k, v in one.items()}, "d_us": d_us.tolist(), "d_n": d_n.tolist(), "sids": sids,
+            "s_us": s_us.tolist(), "s_n": s_n.tolist()}
+
+
+def _row(f: dict[str, Any], k: int) -> dict[str, Any]:
+    """Step row k's GPU figures (StepBreakdown's), rounded; unknown (None) where it ran nothing on the GPU."""
+    if not f["count"][k]:
         return {"gpu_start_us": None, "gpu_span_us": None, "busy_us": None, "parts": [], "idle_us": None,
                 "idle_host_us": None, "idle_sync_us": None, "communication_us": None,
                 "communication_exposed_us": None, "communication_hidden_us": None, "memcpy_us": None,
-                "memcpy_by_direction": [], "memset_us": None, "activities": 0, "streams": [], "_gpu_end": None}
-    lo, hi = float(start.min()), float(end.max())
-    span = hi - lo
-    parts, before = [], 0.0
-    for k, name in enumerate(PRECEDENCE):  # each part: what its kernels add to the union of those before it
-        sel = part <= k
-        now = iv.covered(start[sel], end[sel])
-        parts.append({"part": name, "us": now - before})
-        before = now
-    busy = before
+                "memcpy_by_direction": [], "memset_us": None, "activities": 0, "streams": []}
+    span, busy = f["span"][k], f["busy"][k]
+    before, parts = 0.0, []
+    for name, c in zip(PRECEDENCE, f["cum"]):  # each part: what its activities add to the union of those before it
+        parts.append({"part": name, "us": c[k] - before})
+        before = c[k]
     parts.append({"part": "idle", "us": span - busy})
-    bs, be = iv.union(start, end)
-    s, e = iv.clip(sync_s, sync_e, lo, hi)
-    idle_sync = iv.covered(np.concatenate([bs, s]), np.concatenate([be, e])) - busy if len(s) else 0.0
-    comm = part == _COMM
-    comm_us = iv.covered(start[comm], end[comm])
-    exposed = parts[_COMM]["us"]
-    copy = part == _MEMCPY
-    by_dir = []
-    for d, r in enumerate(rules.MEMCPY_DIRECTIONS):
-        sel = copy & (direction == d)
-        if sel.any():
-            by_dir.append({"direction": r.role, "us": round(iv.covered(start[sel], end[sel]), 3), "count": int(sel.sum())})
-    sel = copy & (direction < 0)
-    if sel.any():
-        by_dir.append({"direction": "other", "us": round(iv.covered(start[sel], end[sel]), 3), "count": int(sel.sum())})
-    memset = part == _MEMSET
-    streams = []
-    for sid in sorted(set(stream.tolist())):  # np.unique would import numpy.ma (tens of ms) on first use
-        sel = stream == sid
-        streams.append({"stream": int(sid) if sid >= 0 else None, "busy_us": round(iv.covered(start[sel], end[sel]), 3),
-                        "activities": int(sel.sum())})
-    streams.sort(key=lambda r: -r["busy_us"])
     for p in parts:
-        p["us"] = round(p["us"], 3)
+        p["us"] = round(max(p["us"], 0.0), 3)
         p["share"] = round(p["us"] / span, 6) if span > 0 else None
-    return {"gpu_start_us": round(lo, 3), "gpu_span_us": round(span, 3), "busy_us": round(busy, 3), "parts": parts,
-            "idle_us": round(span - busy, 3), "idle_host_us": round(span - busy - idle_sync, 3),
-            "idle_sync_us": round(idle_sync, 3), "communication_us": round(comm_us, 3),
-            "communication_exposed_us": round(exposed, 3), "communication_hidden_us": round(comm_us - exposed, 3),
-            "memcpy_us": round(iv.covered(start[copy], end[copy]), 3), "memcpy_by_direction": by_dir,
-            "memset_us": round(iv.covered(start[memset], end[memset]), 3), "activities": int(len(start)),
-            "streams": streams[:16], "_gpu_end": hi}
+    idle_sync = f["idle_sync"][k]
+    comm, exposed = f["one"]["communication"][k], f["cum"][_COMM][k] - f["cum"][_COMM - 1][k]
+    names = [r.role for r in rules.MEMCPY_DIRECTIONS] + ["other"]
+    d_us, d_n, s_us, s_n = f["d_us"][k], f["d_n"][k], f["s_us"][k], f["s_n"][k]
+    by_dir = [{"direction": names[d], "us": round(d_us[d], 3), "count": d_n[d]} for d in range(len(names)) if d_n[d]]
+    streams = [{"stream": int(sid) if sid >= 0 else None, "busy_us": round(s_us[j], 3), "activities": s_n[j]}
+               for j, sid in enumerate(f["sids"]) if s_n[j]]
+    streams.sort(key=lambda r: -r["busy_us"])
+    return {"gpu_start_us": round(f["lo"][k], 3), "gpu_span_us": round(span, 3), "busy_us": round(busy, 3),
+            "parts": parts, "idle_us": round(span - busy, 3), "idle_host_us": round(span - busy - idle_sync, 3),
+            "idle_sync_us": round(idle_sync, 3), "communication_us": round(comm, 3),
+            "communication_exposed_us": round(exposed, 3), "communication_hidden_us": round(comm - exposed, 3),
+            "memcpy_us": round(f["one"]["memcpy"][k], 3), "memcpy_by_direction": by_dir,
+            "memset_us": round(f["one"]["memset"][k], 3), "activities": f["count"][k],
+            "streams": streams[:16]}
