@@ -373,3 +373,20 @@ def test_compare_a_cpu_run_keeps_gpu_figures_unknown(tmp_path):
     assert rows["idle"]["values"][0] is None and rows["idle"]["delta_us"] is None
     assert rows["gpu_span_us"]["values"][1] == pytest.approx(total(gpu)["gpu_span_us"])
     assert "unknown" in render_compare(c)
+
+
+def test_grouped_unions_never_merge_across_groups_and_split_by_window():
+    """The grouped union behind every per-step figure against the plain walker: two steps whose
+    intervals interleave in time keep their own unions; an interval under two windows counts in each."""
+    import numpy as np
+
+    from tb_attn_plugin.overview import intervals
+
+    start = np.array([0.0, 5.0, 2.0, 3.0, 100.0, 1.0])
+    end = np.array([4.0, 9.0, 6.0, 3.5, 101.0, 1.5])
+    group = np.array([0, 0, 1, 1, 1, 2])
+    got = intervals.lengths_by_group(group, start, end, 4)
+    want = [length([(a, b) for a, b, g in zip(start, end, group) if g == k]) for k in range(4)]
+    assert got.tolist() == pytest.approx(want) and want == [8.0, 5.0, 0.5, 0.0]
+    w, s, e = intervals.overlapping(np.array([10.0, 0.0]), np.array([20.0, 12.0]), np.array([11.0, 30.0]), np.array([15.0, 31.0]))
+    assert sorted(zip(w.tolist(), s.tolist(), e.tolist())) == [(0, 11.0, 15.0), (1, 11.0, 12.0)]
