@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..trace.events import CATS
+from ..trace import columns
 from ..trace.table import floats, ints
 from ..attention import patterns
 from . import intervals as iv
@@ -151,7 +152,7 @@ def breakdown(L, ev, m, unrecorded_by_step: dict[int, int]) -> list[dict[str, An
                    host_us=round(host_us[k], 3))
         for r in host:
             row[f"{r}_us"] = round(data[r][k], 3)
-        row["gpu_end_after_host_us"] = round(fig["hi"][k] - h_end[k], 3) if fig["count"][k] else None
+        row["gpu_end_after_host_us"] = round(fig["end"][k] - h_end[k], 3) if fig["count"][k] else None
         rows.append(row)
     return rows
 
@@ -182,41 +183,41 @@ def _gpu_figures(g, part, direction, start, end, stream, G: int, sync_s, sync_e)
     skey = g * max(len(sids), 1) + sidx
     s_us = by(skey, start, end, G * max(len(sids), 1)).reshape(G, -1)
     s_n = np.bincount(skey, minlength=G * max(len(sids), 1)).reshape(G, -1)
-    # as Python lists: each step's row reads single values, which numpy scalars make slow
-    return {"count": count.tolist(), "lo": lo.tolist(), "hi": hi.tolist(), "span": span.tolist(),
-            "cum": [c.tolist() for c in cum], "busy": busy.tolist(), "idle_sync": (with_sync - busy).tolist(),
-            "one": {k: v.tolist() for k, v in one.items()}, "d_us": d_us.tolist(), "d_n": d_n.tolist(), "sids": sids,
-            "s_us": s_us.tolist(), "s_n": s_n.tolist()}
+    # Every figure as an array over the steps, rounded at C speed (columns.rounded: round(x, 3) to the
+    # bit), then as Python lists: each step's row only picks its values.
+    parts = [np.maximum(cum[0], 0.0)] + [np.maximum(cum[k] - cum[k - 1], 0.0) for k in range(1, len(cum))]
+    parts.append(np.maximum(span - busy, 0.0))
+    idle_sync = with_sync - busy
+    exposed = cum[_COMM] - cum[_COMM - 1]
+    safe = np.where(span > 0, span, 1.0)
+    r3 = lambda a: columns.rounded(np.asarray(a, np.float64).ravel())  # noqa: E731
+    return {"count": count.tolist(), "lo": r3(lo), "end": hi.tolist(), "span": r3(span), "busy": r3(busy),
+            "parts": [r3(p) for p in parts], "shares": [columns.rounded(p / safe, 6) for p in parts],
+            "idle": r3(span - busy), "idle_host": r3(span - busy - idle_sync), "idle_sync": r3(idle_sync),
+            "comm": r3(one["communication"]), "exposed": r3(exposed), "hidden": r3(one["communication"] - exposed),
+            "memcpy": r3(one["memcpy"]), "memset": r3(one["memset"]),
+            "d_us": np.array(r3(d_us)).reshape(G, nd).tolist(), "d_n": d_n.tolist(), "sids": sids,
+            "s_us": np.array(r3(s_us)).reshape(G, -1).tolist(), "s_n": s_n.tolist()}
 
 
 def _row(f: dict[str, Any], k: int) -> dict[str, Any]:
-    """Step row k's GPU figures (StepBreakdown's), rounded; unknown (None) where it ran nothing on the GPU."""
+    """Step row k's GPU figures (StepBreakdown's); unknown (None) where it ran nothing on the GPU."""
     if not f["count"][k]:
         return {"gpu_start_us": None, "gpu_span_us": None, "busy_us": None, "parts": [], "idle_us": None,
                 "idle_host_us": None, "idle_sync_us": None, "communication_us": None,
                 "communication_exposed_us": None, "communication_hidden_us": None, "memcpy_us": None,
                 "memcpy_by_direction": [], "memset_us": None, "activities": 0, "streams": []}
-    span, busy = f["span"][k], f["busy"][k]
-    before, parts = 0.0, []
-    for name, c in zip(PRECEDENCE, f["cum"]):  # each part: what its activities add to the union of those before it
-        parts.append({"part": name, "us": c[k] - before})
-        before = c[k]
-    parts.append({"part": "idle", "us": span - busy})
-    for p in parts:
-        p["us"] = round(max(p["us"], 0.0), 3)
-        p["share"] = round(p["us"] / span, 6) if span > 0 else None
-    idle_sync = f["idle_sync"][k]
-    comm, exposed = f["one"]["communication"][k], f["cum"][_COMM][k] - f["cum"][_COMM - 1][k]
+    span = f["span"][k]
+    parts = [{"part": name, "us": us[k], "share": sh[k] if span > 0 else None}
+             for name, us, sh in zip(PRECEDENCE + ("idle",), f["parts"], f["shares"])]
     names = [r.role for r in rules.MEMCPY_DIRECTIONS] + ["other"]
     d_us, d_n, s_us, s_n = f["d_us"][k], f["d_n"][k], f["s_us"][k], f["s_n"][k]
-    by_dir = [{"direction": names[d], "us": round(d_us[d], 3), "count": d_n[d]} for d in range(len(names)) if d_n[d]]
-    streams = [{"stream": int(sid) if sid >= 0 else None, "busy_us": round(s_us[j], 3), "activities": s_n[j]}
+    by_dir = [{"direction": names[d], "us": d_us[d], "count": d_n[d]} for d in range(len(names)) if d_n[d]]
+    streams = [{"stream": int(sid) if sid >= 0 else None, "busy_us": s_us[j], "activities": s_n[j]}
                for j, sid in enumerate(f["sids"]) if s_n[j]]
     streams.sort(key=lambda r: -r["busy_us"])
-    return {"gpu_start_us": round(f["lo"][k], 3), "gpu_span_us": round(span, 3), "busy_us": round(busy, 3),
-            "parts": parts, "idle_us": round(span - busy, 3), "idle_host_us": round(span - busy - idle_sync, 3),
-            "idle_sync_us": round(idle_sync, 3), "communication_us": round(comm, 3),
-            "communication_exposed_us": round(exposed, 3), "communication_hidden_us": round(comm - exposed, 3),
-            "memcpy_us": round(f["one"]["memcpy"][k], 3), "memcpy_by_direction": by_dir,
-            "memset_us": round(f["one"]["memset"][k], 3), "activities": f["count"][k],
-            "streams": streams[:16]}
+    return {"gpu_start_us": f["lo"][k], "gpu_span_us": span, "busy_us": f["busy"][k], "parts": parts,
+            "idle_us": f["idle"][k], "idle_host_us": f["idle_host"][k], "idle_sync_us": f["idle_sync"][k],
+            "communication_us": f["comm"][k], "communication_exposed_us": f["exposed"][k],
+            "communication_hidden_us": f["hidden"][k], "memcpy_us": f["memcpy"][k], "memcpy_by_direction": by_dir,
+            "memset_us": f["memset"][k], "activities": f["count"][k], "streams": streams[:16]}
