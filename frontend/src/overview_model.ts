@@ -45,7 +45,7 @@ export function overviewModel(report: Report): OverviewModel {
   const o = (report as Partial<Report>).overview as Overview | undefined;
   const t = o?.total ?? null;
   const empty: OverviewModel = {
-    present: false, sentence: o?.limit.sentence ?? "this report has no step overview (made before engine support)",
+    present: false, sentence: o?.limit.sentence ?? "this report has no step overview (made by a tb-attn before engine 14)",
     kind: o?.limit.kind ?? "unknown", span: null, busy: null, label: "", bar: [], attentionUs: 0, attentionOfBusy: null,
     attentionOfSpan: null, idleHost: null, idleSync: null, communication: null, memcpy: [],
     host: { step: null, dataLoading: 0, optimizer: 0 }, steps: [], cut: !!o?.window_cut, phases: [],
