@@ -50,19 +50,23 @@ PHASE_RULES = (
               "decode and for prefill against a cache)"),
 )
 
-_COMPILED = [(re.compile(r.pattern), r) for r in PHASE_RULES]
+# One pattern per kind says whether any row matches (most names match none); the rows' own patterns
+# are compiled only when a name does (a report pays for the compiles it uses).
+_ANY = {on: re.compile("|".join(f"(?:{r.pattern})" for r in PHASE_RULES if r.on == on)) for on in ("kernel", "op")}
+_COMPILED: list = []
 
 
 @lru_cache(maxsize=8192)
 def rules_for(on: str, name: str) -> tuple[PhaseRule, ...]:
     """The rows of ``on`` whose pattern the name matches, first row first (asked once per name: a
     trace repeats a few names over thousands of calls)."""
+    if _ANY[on].search(name) is None:
+        return ()
+    if not _COMPILED:
+        _COMPILED.extend((re.compile(r.pattern), r) for r in PHASE_RULES)
     return tuple(r for rx, r in _COMPILED if r.on == on and rx.search(name))
-
-
-_ANY_OP = re.compile("|".join(f"(?:{r.pattern})" for r in PHASE_RULES if r.on == "op"))
 
 
 def is_phase_op(name: str) -> bool:
     """Whether some op row matches the name (one search, for the op names of a whole trace)."""
-    return _ANY_OP.search(name) is not None
+    return _ANY["op"].search(name) is not None

@@ -39,14 +39,21 @@ def _kernel_evidence(names: frozenset) -> tuple[Counter, list[str]]:
 def phase_of_calls(L, calls, m) -> dict[int, tuple[str, list[str]]]:
     """call id -> (phase, the evidence: one short line per rule that fired)."""
     op_hits = L.where_name(R.is_phase_op) if len(L.names) else []
+    # The kernel names that say a phase, found once among the trace's distinct names: most traces
+    # (training, encoders) have none, and then no call's kernels need a look.
+    saying = {v for v in L.kernel_names.values if R.rules_for("kernel", v)} if L.kernels else set()
     out: dict[int, tuple[str, list[str]]] = {}
     by_kernels: dict[frozenset, tuple[Counter, list[str]]] = {}  # calls of one layer share their kernel names
     for c in calls:
-        names = frozenset(k[0] for k in m.call_kernels[c.id]) | frozenset(k.name for k in c.kernels)
-        got = by_kernels.get(names)
-        if got is None:
-            got = by_kernels[names] = _kernel_evidence(names)
-        said, why = Counter(got[0]), list(got[1])
+        if saying:
+            names = frozenset(k[0] for k in m.call_kernels[c.id] if k[0] in saying) | \
+                frozenset(k.name for k in c.kernels if k.name in saying)
+            got = by_kernels.get(names)
+            if got is None:
+                got = by_kernels[names] = _kernel_evidence(names)
+            said, why = Counter(got[0]), list(got[1])
+        else:
+            said, why = Counter(), []
         shape_op = False
         k = bisect_left(op_hits, c.lo)
         while k < len(op_hits) and op_hits[k] < c.hi:

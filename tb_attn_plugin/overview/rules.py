@@ -60,15 +60,16 @@ HOST_OPS = (
 
 def first_role(rules: tuple[NameRule, ...], name: str) -> str | None:
     """The role of the first row whose pattern the name matches, else None."""
-    any_row, rows = _compiled(rules)
-    if any_row.search(name) is None:  # most names match no row: one search says so
+    if _any(rules).search(name) is None:  # most names match no row: one search says so
         return None
+    rows = _ROWS.get(id(rules))
+    if rows is None:  # compiled only once a name matches: a report pays for the compiles it uses
+        rows = _ROWS[id(rules)] = [(re.compile(r.pattern), r.role) for r in rules]
     return next((role for rx, role in rows if rx.search(name)), None)
 
 
 def role_pattern(rules: tuple[NameRule, ...], role: str) -> re.Pattern:
-    """One pattern matching a name that some row of ``role`` matches (first_role's answer aside: a
-    name of two roles is asked of each)."""
+    """One pattern matching a name that some row of ``role`` matches."""
     key = (id(rules), role)
     got = _ROLE.get(key)
     if got is None:
@@ -76,15 +77,13 @@ def role_pattern(rules: tuple[NameRule, ...], role: str) -> re.Pattern:
     return got
 
 
-_ROLE: dict[tuple, re.Pattern] = {}
-
-
-_CACHE: dict[int, tuple] = {}
-
-
-def _compiled(rules: tuple[NameRule, ...]) -> tuple:
-    got = _CACHE.get(id(rules))
+def _any(rules: tuple[NameRule, ...]) -> re.Pattern:
+    got = _ANY.get(id(rules))
     if got is None:
-        got = _CACHE[id(rules)] = (re.compile("|".join(f"(?:{r.pattern})" for r in rules)),
-                                   [(re.compile(r.pattern), r.role) for r in rules])
+        got = _ANY[id(rules)] = re.compile("|".join(f"(?:{r.pattern})" for r in rules))
     return got
+
+
+_ROLE: dict[tuple, re.Pattern] = {}
+_ANY: dict[int, re.Pattern] = {}
+_ROWS: dict[int, list] = {}

@@ -114,8 +114,10 @@ def breakdown(L, ev, m, unrecorded_by_step: dict[int, int]) -> list[dict[str, An
     sync_s, sync_e = _named_intervals(ev.launch_names.values, np.asarray(ev.launch_names.ids), l_ts, l_dur,
                                       rules.SYNC_CALLS, "sync")
     op_ts, op_dur = floats(L.ts), floats(L.dur)
-    codes, values = L.name_codes() if len(L.names) else (np.zeros(0, np.int64), [])
-    host = {r: _named_intervals(values, codes, op_ts, op_dur, rules.HOST_OPS, r) for r in ("data_loading", "optimizer")}
+    host = {}
+    for r in ("data_loading", "optimizer"):  # the ops by name, asked once per distinct name (Linked.where_name)
+        at = np.asarray(L.where_name(rules.role_pattern(rules.HOST_OPS, r).search) if len(L.names) else [], np.int64)
+        host[r] = (op_ts[at], op_ts[at] + op_dur[at])
 
     if L.steps:
         ids = sorted(L.steps)
