@@ -277,7 +277,7 @@ def test_cpu_training_loop_host_side(tmp_path):
     for n, m in marks.items():
         lo, hi = m["ts"], m["ts"] + m["dur"]
 
-        def inside(prefix):
+        def inside(prefix, lo=lo, hi=hi):
             got = [(max(a, lo), min(b, hi)) for a, b in iv([e for e in ev if e["name"].startswith(prefix)])]
             return length([x for x in got if x[1] > x[0]])
 
