@@ -27,9 +27,12 @@ def _pct(x: float) -> str:
 
 def limit(total: dict[str, Any] | None, calls: int = 1) -> dict[str, Any]:
     """Limit (format/report/overview.py) of the steps' summed figures."""
-    if total is None or not total.get("gpu_span_us"):
+    if total is None or total.get("gpu_span_us") is None:
         return {"kind": "unknown", "part": None, "share": None, "us": None,
                 "sentence": "what limits the step is unknown: the trace recorded no GPU activity"}
+    if total["gpu_span_us"] <= 0:
+        return {"kind": "unknown", "part": None, "share": None, "us": None,
+                "sentence": "what limits the step is unknown: its GPU activities take no time (a 0 µs span)"}
     span = total["gpu_span_us"]
     parts = {p["part"]: p["us"] for p in total["parts"]}
     if "not_recorded" in parts:

@@ -34,7 +34,7 @@ def lines(r: dict[str, Any]) -> list[str]:
         return []
     t = o["total"]
     out = []
-    if t["gpu_span_us"]:
+    if t["gpu_span_us"] is not None:
         where = t["label"] if t.get("steps", 1) == 1 else f"{plural(t['steps'], 'step')} summed"
         out.append(f"  step ({where}, GPU span {duration(t['gpu_span_us'])}, busy {duration(t['busy_us'])}):")
         out.append(f"    [{bar(t['parts'])}]")
@@ -52,6 +52,9 @@ def lines(r: dict[str, Any]) -> list[str]:
         if t.get("memcpy_by_direction"):
             out.append(f"    memcpy {duration(t['memcpy_us'])} (its own union; the bar shows what no kernel covers): " + ", ".join(f"{d['direction']} {duration(d['us'])} ×{d['count']}"
                                                  for d in t["memcpy_by_direction"]))
+    else:
+        where = t["label"] if t.get("steps", 1) == 1 else f"{plural(t['steps'], 'step')}"
+        out.append(f"  step ({where}): no GPU activity recorded, so its GPU split is unknown")
     if o.get("window_cut"):
         out.append("    the GPU window was cut: the gaps of steps that lost kernels are 'not recorded', not idle")
     host = [f"{w} {duration(t[k])}" for k, w in (("data_loading_us", "data loading"), ("optimizer_us", "optimizer"))
