@@ -87,6 +87,12 @@ await run(async (browser) => {
   const B = E.time_basis === "cpu" ? "cpu" : "gpu";
   const K = `${B}_us`;
   const unit = B === "cpu" ? "op" : "kernel";
+  // The Overview opens first (attention in its step); the Summary is one tab over.
+  const ovView = frame.locator('[data-view="overview"]');
+  await ovView.waitFor({ timeout: 60000 });
+  ok((await ovView.locator('[data-testid="limit"]').textContent()) === E.overview.limit.sentence,
+    `the tab opens on the Overview and its limit sentence: ${E.overview.limit.sentence}`);
+  await frame.locator('.attn-tabs [data-tab="summary"]').click();
   const sumView = frame.locator('[data-view="summary"]');
   await sumView.waitFor({ timeout: 60000 });
   const deviceName = E.device?.name || "CPU only (no GPU kernels in this trace)";

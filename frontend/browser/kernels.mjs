@@ -13,7 +13,7 @@ await run(async (browser) => {
   ok(Array.isArray(R.unknown_kernels) && R.unknown_kernels.length > 0, "the backend reports unknown attention kernels");
   const page = await browser.newPage();
   watch(page);
-  const { frame } = await openTab(page, "#tb_attn");
+  const { frame } = await openTab(page, "#tb_attn&attn_view=summary");  // the tab opens on the Overview; the safety net is the Summary's
   const panel = frame.locator('[data-view="summary"] [data-testid="unknown-kernels"]');
   await panel.waitFor({ timeout: 60000 });
   const first = R.unknown_kernels[0];

@@ -22,6 +22,17 @@ export const STAGE_COLOR: Record<string, string> = {
 };
 export const UNKNOWN_STAGE_COLOR = "#999999";
 
+/** One colour per part of a step (the Overview's bar): attention in the fused stage's orange, the
+ *  rest in colours no stage uses, idle pale. */
+export const PART_COLOR: Record<string, string> = {
+  attention_fwd: "#f28e2b", attention_bwd: "#b6651b", other_matmul: "#4e79a7", other_compute: "#a0cbe8",
+  communication: "#8cd17d", memcpy: "#b6992d", memset: "#f1ce63", idle: "#eeeeee", not_recorded: "#d7b5a6",
+};
+
+export function partColor(part: string): string {
+  return PART_COLOR[part] ?? UNKNOWN_STAGE_COLOR;
+}
+
 export function stageColor(stage: string | undefined): string {
   return (stage && STAGE_COLOR[stage]) || UNKNOWN_STAGE_COLOR;
 }

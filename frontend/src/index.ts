@@ -14,6 +14,7 @@ import type { Ctx, Target } from "./views/context";
 import { kernelsView } from "./views/kernels";
 import { ranksView } from "./views/ranks";
 import { memoryView } from "./views/memory";
+import { overviewView } from "./views/overview";
 import { rooflineView } from "./views/roofline";
 import { scalingView } from "./views/scaling";
 import { stagesView } from "./views/stages";
@@ -24,6 +25,7 @@ import { timelineView } from "./views/timeline";
 const TAB = "tb_attn";
 
 const VIEW_TABS: { view: View; text: string; draw: (ctx: Ctx, root: HTMLElement) => Promise<void> }[] = [
+  { view: "overview", text: "Overview", draw: overviewView },  // opens first: attention in its step
   { view: "summary", text: "Summary", draw: summaryView },
   { view: "stages", text: "Stages by layer", draw: stagesView },
   { view: "kernels", text: "Kernels by stage", draw: kernelsView },

@@ -72,6 +72,11 @@ export interface CompareDoc {
     implementations?: { layer_type?: string; implementation?: string; calls?: number }[];
     calls?: number;
   }[];
+  /** the step's span, busy, parts and idle per run (tb_attn_plugin/overview/compare.py); null for older reports */
+  steps?: {
+    rows: { figure: string; values: (number | null)[]; delta_us: number | null; delta_pct: number | null }[];
+    limits: Record<string, string | null>;
+  } | null;
 }
 
 export interface MemoryDoc {

@@ -4,7 +4,7 @@
 
 import type { Basis, Pass } from "./types";
 
-export const VIEWS = ["summary", "stages", "kernels", "compare", "scaling", "timeline", "roofline", "memory", "ranks", "sweep"] as const;
+export const VIEWS = ["overview", "summary", "stages", "kernels", "compare", "scaling", "timeline", "roofline", "memory", "ranks", "sweep"] as const;
 export type View = (typeof VIEWS)[number];
 
 export interface State {
@@ -23,7 +23,7 @@ export interface State {
 }
 
 export const DEFAULT_STATE: State = {
-  view: "summary", run: null, worker: null, span: null, compare: [], layer: null, call: null,
+  view: "overview", run: null, worker: null, span: null, compare: [], layer: null, call: null,
   pass: "fwd", basis: null, stage: null, filter: "", sweep: null,
 };
 
@@ -100,7 +100,7 @@ export function stateFromParams(params: [string, string][]): State {
 /** Our keys for a state; defaults are left out so that links stay short. */
 export function stateToParams(s: State): [string, string][] {
   const out: [string, string][] = [];
-  if (s.view !== "summary") out.push([PREFIX + "view", s.view]);
+  if (s.view !== DEFAULT_STATE.view) out.push([PREFIX + "view", s.view]);
   if (s.run) out.push([PREFIX + "run", s.run]);
   if (s.worker) out.push([PREFIX + "worker", s.worker]);
   if (s.span !== null) out.push([PREFIX + "span", s.span]);

@@ -17,6 +17,12 @@ h2 { font-size: 18px; font-weight: 500; margin: 18px 0 10px; }
 h2 .sub { font-size: 13px; color: #757575; font-weight: 400; margin-left: 6px; }
 h3 { font-size: 14px; font-weight: 500; margin: 18px 0 8px; }
 h4 { font-size: 13px; font-weight: 500; margin: 12px 0 6px; }
+.step-bar { display: flex; height: 28px; border: 1px solid #bdbdbd; border-radius: 4px; overflow: hidden; margin: 6px 0 10px; }
+.step-seg { height: 100%; min-width: 0; }
+.limit { font-size: 15px; font-weight: 500; background: #fff8e1; border-left: 4px solid #f28e2b; padding: 8px 12px; margin: 8px 0 12px; }
+.step-notes { color: #424242; font-size: 13px; margin: 6px 0; }
+.host-line { color: #424242; font-size: 13px; }
+tr.spread td { color: #616161; font-style: italic; }
 .cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(220px, 1fr)); gap: 10px; }
 .card { background: #fff; border: 1px solid #e0e0e0; border-radius: 6px; padding: 10px 12px; }
 .card-title { color: #757575; font-size: 12px; }

@@ -56,6 +56,8 @@ export interface Report {
   /** null when every kernel launch has its kernel (launches inside a stream capture run nothing and are not counted) */
   gpu_window: GpuWindow | null;
   kernel_reading: KernelReading;
+  /** attention in its step: the steps' GPU split, what limits them, serving phases */
+  overview: Overview;
   /** wall time of the analysis, s */
   analysis_seconds: number;
 }
@@ -296,6 +298,8 @@ export interface CallSample {
   events: CallEvent[];
   /** present when the call lost kernel launches (gpu_window): none or only part of its GPU work was recorded */
   gpu_recorded?: "none" | "partly";
+  /** the call's serving phase from evidence (overview/phase_rules.py) */
+  phase?: "decode" | "mixed" | "prefill" | "unknown";
 }
 
 /** One op or kernel of a sampled call; times relative to the call's start. */
@@ -693,6 +697,114 @@ export interface Fingerprint {
   causal: string | null;
   knob: string | null;
   split: string | null;
+}
+
+/** Attention in its step: each step's GPU span split into parts, what limits the step, serving phases. */
+export interface Overview {
+  /** the parts in the order that takes each instant first */
+  precedence: string[];
+  steps: StepBreakdown[];
+  total: StepBreakdown | null;
+  spread: Spread[];
+  limit: Limit;
+  /** the GPU window was cut (gpu_window.cut) */
+  window_cut: boolean;
+  phases: PhaseRow[];
+}
+
+/** One profiler step (or the whole trace without step markers, or the steps' sum as ``total``). GPU figures are null where the step ran nothing on the GPU (unknown, not 0); idle is null where launches lost kernels. */
+export interface StepBreakdown {
+  /** the ProfilerStep number; null: the whole trace, or the sum of steps */
+  step: number | null;
+  label: string;
+  /** first activity's start, trace clock, µs */
+  gpu_start_us?: number | null;
+  /** first activity's start to last one's end (summed over steps in total) */
+  gpu_span_us: number | null;
+  /** union of kernel, memcpy and memset intervals across streams */
+  busy_us: number | null;
+  parts: StepPart[];
+  /** span - busy */
+  idle_us: number | null;
+  /** idle while the host was not in a synchronising call: waiting on the host */
+  idle_host_us: number | null;
+  /** idle while the host sat in cuda/hip Device/Stream/EventSynchronize */
+  idle_sync_us: number | null;
+  /** union of NCCL/RCCL/custom all-reduce kernels */
+  communication_us: number | null;
+  /** communication not under any compute kernel */
+  communication_exposed_us: number | null;
+  /** communication under compute */
+  communication_hidden_us: number | null;
+  /** union of memcpy intervals (its own, before precedence) */
+  memcpy_us: number | null;
+  memcpy_by_direction: MemcpyDirection[];
+  memset_us: number | null;
+  /** kernels, memcpys and memsets of the step */
+  activities: number;
+  streams?: StreamBusy[];
+  unrecorded_launches?: number;
+  /** the ProfilerStep's duration on the host (whole trace: first op to last) */
+  host_us: number | null;
+  /** union of enumerate(DataLoader)# ops in the step, host */
+  data_loading_us: number;
+  /** union of Optimizer.step# ops in the step, host */
+  optimizer_us: number;
+  /** last GPU activity's end minus the host step's end: > 0 the GPU still works when the host moves on */
+  gpu_end_after_host_us?: number | null;
+  /** steps summed (total only) */
+  steps?: number;
+}
+
+/** One part of a step's GPU span: the time its activities add to the union of the parts before it (overview.precedence), so the parts sum to the span. */
+export interface StepPart {
+  /** not_recorded: span - busy of a step whose kernel launches lost their kernels (GPU window cut): not known to be idle */
+  part: "attention_bwd" | "attention_fwd" | "communication" | "idle" | "memcpy" | "memset" | "not_recorded" | "other_compute" | "other_matmul";
+  us: number;
+  /** of the GPU span; null when the span is 0 */
+  share: number | null;
+}
+
+/** Copies of one direction (HtoD, DtoH, DtoD, PtoP, other), their own union. */
+export interface MemcpyDirection {
+  direction: string;
+  us: number;
+  count: number;
+}
+
+/** The union of one stream's activities in the step. */
+export interface StreamBusy {
+  stream: number | null;
+  busy_us: number;
+  activities: number;
+}
+
+/** One figure (or part) across steps. */
+export interface Spread {
+  figure: string;
+  min_us: number;
+  median_us: number;
+  max_us: number;
+}
+
+/** What limits the step: the largest part of the GPU span over all steps, in one sentence. */
+export interface Limit {
+  kind: "attention" | "communication" | "host" | "matmul" | "memcpy" | "memset" | "other_compute" | "synchronisation" | "unknown";
+  part: string | null;
+  /** of the GPU span */
+  share: number | null;
+  us: number | null;
+  sentence: string;
+}
+
+/** Attention calls of one serving phase (overview/phase_rules.py). */
+export interface PhaseRow {
+  phase: "decode" | "mixed" | "prefill" | "unknown";
+  calls: number;
+  gpu_us: number;
+  cpu_us: number;
+  /** an example of what said so */
+  evidence: string[];
 }
 
 /** ``tb-attn report FILE.pickle`` (memory/engine.py snapshot_report): a report holding only a CUDA memory snapshot's memory section. */

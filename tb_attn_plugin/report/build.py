@@ -29,6 +29,7 @@ from ..attention.metrics import PASSES, Cell, layer_type_of_path, measure
 from ..attention.stages import kernel_stage
 from ..format import tags, units
 from ..memory import engine as memory
+from ..overview import section as overview
 from ..reading import section as reading
 from ..roofline.section import build as build_roofline
 from ..table import columns
@@ -89,6 +90,7 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
         _add_memory(report, ev, L, calls, call_of, m, path, snapshots)
         _safety_net(report, L, call_of, m)
         gpu_window.add(report, L, calls, call_of, m)
+        overview.add(report, L, ev, calls, m)  # the steps' split, what limits them, serving phases
         reading.add(report, ev, L, calls, call_of, m)  # fingerprints, occupancy, why not flash
         if keep is not None:
             keep.update(L=L, calls=calls, call_of=call_of, measured=m, events=ev)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ..format.tags import STAGES
+from ..overview import compare as step_compare
 from ..roofline.decompose import decompose
 from . import kernel_changes, memory_compare, noise
 from .layer_match import natural_key, layer_types, match_layers
@@ -236,6 +237,7 @@ def compare_reports(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, 
         "kernel_changes": kernel_changes.changes(names, reports),  # same work, other tile/dtype/arch: by fingerprint
         "totals": totals,
         "memory": memory_compare.compare(runs),
+        "steps": step_compare.compare(runs),  # the step's span, parts and idle beside attention's deltas
         "decomposition": decompose(names, reports, basis, verdict),
         # what each run's reading skipped or cut short: a side that is not the whole run must say so
         "warnings": {n: list(r.get("warnings") or []) for n, r in runs if r.get("warnings")},

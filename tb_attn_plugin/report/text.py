@@ -8,6 +8,7 @@ from typing import Any
 from ..format.tags import STAGES
 from ..format.units import flops_rate_text
 from ..memory import text as memory_text
+from ..overview import text as overview_text
 from ..reading import call as call_reading
 from ..reading import text as kernel_reading_text
 from ..roofline.text import decomposition_lines, roofline_lines
@@ -35,6 +36,7 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     out.append(f"  device: {what} · {plural(len(r['steps']), 'profiler step')} · {plural(r['trace']['events'], 'event')}")
     for w in r.get("warnings", []):
         out.append(f"  warning: {w}")
+    out.extend(overview_text.lines(r))  # the step first: the attention figures below are read in its light
     total = r["total_gpu_us"] if basis == "gpu" else r["total_cpu_us"]
     att = r["attention_gpu_us"] if basis == "gpu" else r["attention_cpu_us"]
     win = r.get("gpu_window") or {}
@@ -229,6 +231,19 @@ def _accounting(r: dict[str, Any]) -> list[str]:
             + (f": the report accounts for {share:.1%} of it" if share is not None else "") + lost]
 
 
+def _step_deltas(c: dict[str, Any], names: list[str], pct) -> list[str]:
+    """The step's span, busy, idle and parts per run (overview/compare.py), then each run's limit."""
+    st = c.get("steps")
+    if not st or not st["rows"]:
+        return []
+    rows = [[r["figure"].replace("_us", "").replace("_", " ")] + [duration(v) if v is not None else "unknown" for v in r["values"]]
+            + [("-" if r["delta_us"] < 0 else "") + duration(abs(r["delta_us"])) if r["delta_us"] is not None else "-",
+               pct(r) if r["delta_us"] is not None else "-"] for r in st["rows"]]
+    out = ["  " + line for line in _table(rows, ["step"] + list(names) + ["change", "%"])]
+    out.extend(f"  limit in {cut(n, 40, keep_end=True)}: {s}" for n, s in st["limits"].items() if s)
+    return out + [""]
+
+
 def render_compare(c: dict[str, Any], top: int = 12) -> str:
     """The comparison of compare.compare_reports as text: summary, stage and layer-type deltas."""
     names = [cut(n, 24, keep_end=True) for n in c["runs"]]
@@ -237,6 +252,7 @@ def render_compare(c: dict[str, Any], top: int = 12) -> str:
     def pct(row):
         return f"{row['delta_pct']:+.0f}%" if row.get("delta_pct") is not None else "new"
 
+    out.extend(_step_deltas(c, names, pct))
     rows = [[f"{r['stage']} {r['pass']}"] + [duration(v) for v in r["values"]] + [duration(r["delta_us"]) if r["delta_us"] >= 0
             else "-" + duration(-r["delta_us"]), pct(r)] for r in c["stages"][:top]]
     if rows:

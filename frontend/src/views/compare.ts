@@ -5,6 +5,7 @@ import { h } from "../dom";
 import { distinctShortNames, fmtCount, fmtDeltaPct, fmtDeltaUs, fmtShare, fmtUs, usAxis } from "../format";
 import { runColors } from "../colors";
 import { compareModel } from "../model";
+import { PART_LABEL } from "../overview_model";
 import type { CompareDoc } from "../types";
 import { badge, basisWord, kernelName, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
@@ -14,6 +15,27 @@ import { rooflineCompareSection } from "./roofline";
 /** The backend compares at most this many runs at once (plugin.py MAX_COMPARE). */
 export const MAX_COMPARE = 8;
 
+
+const FIGURE_LABEL: Record<string, string> = {
+  gpu_span_us: "GPU span", busy_us: "busy", communication_us: "communication (all)", ...PART_LABEL,
+};
+
+/** The step beside attention: span, busy and each part of the step per run, and each run's limit. */
+function stepDeltas(steps: NonNullable<CompareDoc["steps"]>, runs: string[]): HTMLElement {
+  const box = h("div", { "data-testid": "compare-steps" });
+  box.appendChild(h("h3", null, "The step (GPU span and its parts)"));
+  box.appendChild(h("table", { class: "grid" },
+    h("thead", null, h("tr", null, h("th", null, "Figure"), ...runs.map((r) => h("th", { class: "num" }, r)),
+      h("th", { class: "num" }, "Δ"), h("th", { class: "num" }, "Δ%"))),
+    h("tbody", null, ...steps.rows.map((r) => h("tr", { "data-figure": r.figure },
+      h("td", null, FIGURE_LABEL[r.figure] ?? r.figure),
+      ...r.values.map((v) => h("td", { class: "num", "data-us": String(v) }, v === null ? "unknown" : fmtUs(v))),
+      h("td", { class: "num", "data-us": String(r.delta_us) }, r.delta_us === null ? "—" : fmtDeltaUs(r.delta_us)),
+      h("td", { class: "num" }, r.delta_us === null ? "—" : fmtDeltaPct(r.delta_pct)))))));
+  box.appendChild(h("ul", { class: "step-notes", "data-testid": "compare-limits" },
+    ...runs.filter((r) => steps.limits[r]).map((r) => h("li", { "data-run": r }, `${r}: ${steps.limits[r]}`))));
+  return box;
+}
 
 export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
   const el = h("section", { class: "view view-compare", "data-view": "compare" });
@@ -67,6 +89,8 @@ export async function compareView(ctx: Ctx, root: HTMLElement): Promise<void> {
       h("td", null, h("span", { class: "attn-dot", "data-color": colors.get(t.run) ?? "", style: `background:${colors.get(t.run)}` }), t.run),
       usCell(t.us), h("td", { class: "num" }, fmtShare(t.share)), h("td", { class: "num" }, fmtCount(t.calls)),
       h("td", null, ...t.implementations.map((impl) => badge(impl))))))));
+
+  if (doc.steps?.rows.length) out.appendChild(stepDeltas(doc.steps, m.runs));
 
   const roofBox = h("div");
   out.appendChild(roofBox);

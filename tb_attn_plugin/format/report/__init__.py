@@ -31,6 +31,7 @@ from msgspec import UNSET, Meta, UnsetType
 from .base import TS_ALIASES, TS_CONSTANTS, Basis, Count, Row, doc
 from .layers import Layer
 from .memory import MemorySection
+from .overview import Overview
 from .reading import KernelReading, ReadingRow
 from .roofline import Roofline
 from .rows import (CallSample, Device, GpuAccounting, GpuWindow, Implementation, Kernel, KernelTable, Op, Source,
@@ -89,6 +90,7 @@ class Report(Row, kw_only=True):
         "null when every kernel launch has its kernel (launches inside a stream capture run nothing and are "
         "not counted)")]
     kernel_reading: KernelReading
+    overview: Annotated[Overview, doc("attention in its step: the steps' GPU split, what limits them, serving phases")]
     analysis_seconds: Annotated[float, doc("wall time of the analysis, s")]
 
 

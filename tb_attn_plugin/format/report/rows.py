@@ -121,6 +121,8 @@ class CallSample(Row, kw_only=True):
     gpu_recorded: Annotated[Literal["none", "partly"], doc(
         "present when the call lost kernel launches (gpu_window): none or only part of its GPU work was "
         "recorded")] | UnsetType = UNSET
+    phase: Annotated[Literal["prefill", "decode", "mixed", "unknown"], doc(
+        "the call's serving phase from evidence (overview/phase_rules.py)")] | UnsetType = UNSET
 
 
 class Verdict(Row, kw_only=True):

@@ -1,0 +1,72 @@
+"""Which serving phase a name says, as data: one row per rule, with a real name and its public source.
+
+phase: "prefill", "decode", "mixed" (prefill and decode in one launch), or "shape" (the op runs either
+phase: its query length decides, 1 = decode). A call whose evidence says both prefill and decode is
+mixed; a call with no evidence is "unknown", never guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import NamedTuple
+
+
+class PhaseRule(NamedTuple):
+    on: str  # "kernel" (a kernel of the call) or "op" (an op inside the call)
+    pattern: str  # re.search on the name
+    phase: str
+    example: str
+    source: str
+
+
+PHASE_RULES = (
+    PhaseRule("kernel", r"PODWithKVCache", "mixed", "flashinfer::PODWithKVCacheTensorKernel<...>",
+              "source: flashinfer-ai/flashinfer include/flashinfer/attention/pod.cuh (prefill and decode blocks in one kernel)"),
+    PhaseRule("kernel", r"Prefill", "prefill", "flashinfer::BatchPrefillWithPagedKVCacheKernel<...>",
+              "source: flashinfer-ai/flashinfer include/flashinfer/attention/prefill.cuh"),
+    PhaseRule("kernel", r"Context", "prefill",
+              "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext",
+              "source: TensorRT-LLM / FlashInfer trtllm-gen FMHA kernels (context phase), as in attention/patterns.py's trtllm_fmha row"),
+    PhaseRule("kernel", r"[Dd]ecode", "decode", "flashinfer::BatchDecodeWithPagedKVCacheKernel<...>",
+              "source: flashinfer-ai/flashinfer include/flashinfer/attention/decode.cuh"),
+    PhaseRule("kernel", r"paged_attention", "decode",
+              "void vllm::paged_attention_v2_kernel<__nv_bfloat16, __nv_bfloat16, 128, 16, 128, (vllm::Fp8KVCacheDataType)0, false, 512>(...)",
+              "source: vllm-project/vllm csrc/attention/paged_attention_v2.cu (ROCm: paged_attention_ll4mi_QKV_mfma16_kernel, csrc/rocm/attention.cu)"),
+    PhaseRule("kernel", r"masked_multihead_attention_kernel", "decode",
+              "tensorrt_llm::kernels::mmha::masked_multihead_attention_kernel<...>",
+              "source: NVIDIA/TensorRT-LLM cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention (generation phase)"),
+    PhaseRule("kernel", r"^_fwd_(grouped_)?kernel_stage1$", "decode", "_fwd_grouped_kernel_stage1",
+              "source: sgl-project/sglang python/sglang/srt/layers/attention/triton_ops/decode_attention.py"),
+    PhaseRule("op", r"mha_batch_prefill|batch_prefill", "prefill", "aiter::mha_batch_prefill",
+              "source: ROCm/aiter csrc/include/torch/mha_batch_prefill.h"),
+    PhaseRule("op", r"flashinfer::\w*batch_decode", "decode",
+              "flashinfer::batch_decode_with_kv_cache_dtype_q_bf16_dtype_kv_bf16_dtype_o_bf16_dtype_idx_i32_head_dim_qk_128_head_dim_vo_128_posenc_0_use_swa_False_use_logits_cap_False_run",
+              "source: flashinfer-ai/flashinfer python/flashinfer/decode.py (register_custom_op flashinfer::{uri}_run)"),
+    PhaseRule("op", r"paged_attention", "decode", "_C::paged_attention_v2",
+              "source: vllm-project/vllm csrc/torch_bindings.cpp (ops.def paged_attention_v2)"),
+    PhaseRule("op", r"fwd_kvcache|flash_attn_with_kvcache", "shape", "_vllm_fa2_C::fwd_kvcache",
+              "source: vllm-project/flash-attention (flash_attn_with_kvcache: q (batch, seqlen_q, heads, dim), used for "
+              "decode and for prefill against a cache)"),
+)
+
+# One pattern per kind says whether any row matches (most names match none); the rows' own patterns
+# are compiled only when a name does (a report pays for the compiles it uses).
+_ANY = {on: re.compile("|".join(f"(?:{r.pattern})" for r in PHASE_RULES if r.on == on)) for on in ("kernel", "op")}
+_COMPILED: list = []
+
+
+@lru_cache(maxsize=8192)
+def rules_for(on: str, name: str) -> tuple[PhaseRule, ...]:
+    """The rows of ``on`` whose pattern the name matches, first row first (asked once per name: a
+    trace repeats a few names over thousands of calls)."""
+    if _ANY[on].search(name) is None:
+        return ()
+    if not _COMPILED:
+        _COMPILED.extend((re.compile(r.pattern), r) for r in PHASE_RULES)
+    return tuple(r for rx, r in _COMPILED if r.on == on and rx.search(name))
+
+
+def is_phase_op(name: str) -> bool:
+    """Whether some op row matches the name (one search, for the op names of a whole trace)."""
+    return _ANY["op"].search(name) is not None

@@ -1,0 +1,55 @@
+"""The Overview view (attention in its step, issue 48) in a real browser: a real ``tensorboard
+--logdir`` over a CPU training loop recorded here with torch.profiler (a DataLoader and an optimizer
+step: the host side) and, when ../shared is present, the H100 OWLv2 eager trace (the step bar, idle)
+and the A100 NCCL trace (three steps: communication, the per-step spread); Debian's chromium driven
+by playwright-core (frontend/browser/overview.mjs) checks that the tab opens on the Overview and
+compares what it shows with the backend's JSON. With TB_ATTN_UPDATE_SCREENSHOTS=1 the OWLv2 shot goes
+to docs/screenshots/overview.png."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.browser import require_browser, run_script, serving, shots_dir
+from tests.conftest import SHARED_TRACES
+from tests.test_browser import SPAN, _put
+
+
+def _training_loop(path) -> bytes:
+    """Three profiled steps of a small encoder layer fed by a DataLoader and stepped by SGD, on the CPU."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.randn(64, 16, 32), torch.randn(64, 16, 32))
+    loader = torch.utils.data.DataLoader(data, batch_size=8)
+    model = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for x, y in loader:
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step()
+    return path.read_bytes()
+
+
+def test_overview_view_in_a_real_browser(tmp_path):
+    require_browser()
+    logdir = tmp_path / "logdir"
+    _put(logdir / "cpu_training_loop" / f"worker0.{SPAN}.pt.trace.json", _training_loop(tmp_path / "loop.json"))
+    runs = {"cpu": "cpu_training_loop"}
+    for key, name in (("owl", "tl_h100_owlv2_eager_bmm_softmax"), ("nccl", "hta_a100_negative_log_softmax_fwdbwd")):
+        src = SHARED_TRACES / f"{name}.json.gz"
+        if src.exists():  # without ../shared the CPU loop alone is checked
+            _put(logdir / name / f"worker0.{SPAN}.pt.trace.json.gz", src.read_bytes())
+            runs[key] = name
+    shots = shots_dir(tmp_path)
+    with serving(logdir, tmp_path) as (url, _):
+        run_script("overview.mjs", url, shots, RUNS_JSON=json.dumps(runs))
+    for key in runs:
+        name = "overview" if key == "owl" else f"overview_{key}"
+        assert (shots / f"{name}.png").stat().st_size > 10_000, f"screenshot {name}.png is missing or blank"
