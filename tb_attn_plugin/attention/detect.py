@@ -354,18 +354,16 @@ class Detector:
 
     def _shapes_agree(self, qk: int, s: int, av: int) -> bool:
         sa, qa, aa = self.L.args(s), self.L.args(qk), self.L.args(av)
-        sd = sa.dims if sa else None
-        qd = qa.dims if qa else None
-        ad = aa.dims if aa else None
-        if not sd or not isinstance(sd[0], list) or len(sd[0]) < 2:
+        sd = shapes.shape_at(sa.dims if sa else None, 0, min_rank=2)[0]
+        if sd is None:
             return True
-        lq, lk = sd[0][-2], sd[0][-1]
-        if qd and len(qd) >= 2 and isinstance(qd[0], list) and isinstance(qd[1], list) and qd[0] and qd[1]:
-            if qd[0][-2] != lq or qd[1][-1] != lk:
-                return False
-        if ad and len(ad) >= 2 and isinstance(ad[0], list) and isinstance(ad[1], list) and len(ad[0]) >= 2 and ad[1]:
-            if ad[0][-2] != lq or ad[0][-1] != lk or len(ad[1]) < 2 or ad[1][-2] != lk:
-                return False
+        lq, lk = sd[-2], sd[-1]
+        q0, q1 = shapes.shape_at(qa.dims if qa else None, 0, 2)[0], shapes.shape_at(qa.dims if qa else None, 1)[0]
+        if q0 and q1 and (q0[-2] != lq or q1[-1] != lk):
+            return False
+        a0, a1 = shapes.shape_at(aa.dims if aa else None, 0, 2)[0], shapes.shape_at(aa.dims if aa else None, 1)[0]
+        if a0 and a1 and (a0[-2] != lq or a0[-1] != lk or len(a1) < 2 or a1[-2] != lk):
+            return False
         return True
 
     def _step_at(self, ts: float) -> int:
