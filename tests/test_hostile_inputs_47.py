@@ -103,3 +103,68 @@ def test_one_helper_says_why_a_shape_is_bent():
     assert shapes.sdpa_qkv([[2, 4, 8, "16"]] * 3)[1].startswith("query: a shape no tensor has")
     x, why = why_not_flash.inputs_of([[2, 4, 8, 16], [2, 4, 8, 16], [2, 4, 8, 16], [8, -3]], None, None, None, None)
     assert why is None and x.mask_known is False  # a bent mask is not "no mask"
+
+
+# -- item 7: names built to make a backtracking regex slow ---------------------------------------
+def _adversarial():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("adversarial_names", REPO / "bench" / "adversarial_names.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+KIB64 = 64 * 1024
+
+
+def _is_re2(rx) -> bool:
+    return type(rx).__module__.startswith("re2")
+
+
+def test_every_built_in_name_table_is_compiled_linear():
+    """The tables that read names out of a trace run on RE2, like the user's (on 216150a: Python re)."""
+    from tb_attn_plugin.attention import helper_kernels, patterns as P, safety
+    from tb_attn_plugin.memory import frame_rules
+    from tb_attn_plugin.reading import expectations, fingerprint, host_cost
+    from tb_attn_plugin.roofline import devices
+    from tb_attn_plugin.trace import window
+
+    programs = [rx for rx, _ in P._BUILT_IN] + [rx for rx, _ in P._OP_RULES] + [
+        P.BACKWARD_NODE_SUFFIX, P.ATTENTION_MODULE, P.ATTENTION_MODULE_EXCLUDE, P.COMPILED_REGION, P.TRITON_OP,
+        window._LAUNCH, window.CAPTURE_BEGIN, window.CAPTURE_END, frame_rules.NODE_NAME, frame_rules.TORCH_FILES,
+        frame_rules.PYTHON_FILE, expectations.HOST_SCALAR_PARENTS, expectations.FP32_GEMM, devices._STATES_MEMORY,
+        safety._GENERIC, safety._QUALIFIED]
+    programs += [rx for _, rx, _ in fingerprint._COMPILED] + [rx for rx, _ in host_cost._COMPILED]
+    programs += [rx for _, rx in helper_kernels._COMPILED] + [rx for rx, _ in devices._COMPILED]
+    programs += [rx for r in frame_rules._compiled() for rx in (r.name, r.file) if rx is not None]
+    programs += [getattr(c, f"{k}_rx") for c in expectations.CAUSES for k in ("item", "inside", "not_inside", "within",
+                                                                             "item_not") if getattr(c, k)]
+    programs += [rx for rx, _ in safety._TAILS]
+    assert len(programs) > 150 and all(_is_re2(rx) for rx in programs)
+
+
+def test_64k_adversarial_names_get_the_tables_answers():
+    """Each name here took seconds on Python re (bench/adversarial_names.py); the answers are checked."""
+    from tb_attn_plugin.attention import patterns as P
+    from tb_attn_plugin.memory import frame_rules
+    from tb_attn_plugin.roofline import devices
+
+    adv = _adversarial()
+    names = adv.names(KIB64)
+    for name in names.values():  # none of these is a kernel, op, module or device any table knows
+        assert P.kernel_family.__wrapped__(name) is None
+        assert P.op_rule.__wrapped__(name) is None
+        assert devices.by_name(name) is None
+    # the same prefixes before real names: the real name's family still wins (search is unanchored)
+    pre = names["flash_traits"] + " "
+    for fam in P.KERNEL_FAMILIES:
+        if not fam.pattern.startswith("^"):
+            assert P.kernel_family.__wrapped__(pre + fam.example) is P.kernel_family.__wrapped__(fam.example), fam.family
+    # an op rule read whole: a 64 KiB Function name that is one (\w*(Attn|Attention)\w*(Func|Function)\w*)
+    assert P.op_rule.__wrapped__(names["attn_func"][:-1] + "Func").rule == "attention_functions"
+    # a memory frame: the node named by a 64 KiB C++ symbol
+    frame = names["backward_frames"] + "SoftmaxBackward0::apply"
+    assert frame_rules.node_name(frame) == frame[:-len("::apply")]
+    assert frame_rules.node_name(names["backward_frames"]) is None
+    assert P.is_attention_module.__wrapped__(names["attn_func"]) is True

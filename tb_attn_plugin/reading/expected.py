@@ -113,6 +113,8 @@ def _cause_of(name: str, path: tuple[str, ...]) -> X.Cause | None:
     for rule in X.CAUSES:
         if rule.item and not rule.item_rx.search(name):
             continue
+        if rule.item_not and rule.item_not_rx.search(name):
+            continue
         if rule.inside and not any(rule.inside_rx.search(a) for a in path):
             continue
         if rule.within and not any(rule.within_rx.search(a) for a in path):
