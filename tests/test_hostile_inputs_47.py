@@ -168,3 +168,44 @@ def test_64k_adversarial_names_get_the_tables_answers():
     assert frame_rules.node_name(frame) == frame[:-len("::apply")]
     assert frame_rules.node_name(names["backward_frames"]) is None
     assert P.is_attention_module.__wrapped__(names["attn_func"]) is True
+
+
+# -- item 5: the C scanner on junk ---------------------------------------------------------------
+def _scanner():
+    from tb_attn_plugin.trace import native
+    from tests.test_prefilter import RULES
+
+    if not native.available:
+        pytest.skip("the C scanner is not built (python setup.py build_ext --inplace)")
+    return native._scan_events, RULES
+
+
+def test_the_scanner_gives_no_event_from_junk_nor_a_position_past_its_input():
+    """tests/test_prefilter.py::test_any_bytes_any_start_no_crash failed on about one seed in six on
+    216150a: b'\\x00,' with a budget of 0 gave the event b'\\x00' and a next position of 2 (its length)."""
+    scan, rules = _scanner()
+    assert scan(b"\x00,", 0, 0, *rules) == (None, 0, 0, False)
+    assert scan(b"1,", 0, 0, *rules) == (None, 0, 0, False)  # cut after a ',': no next position inside
+    assert scan(b'{"ph": "X"},{}]', 0, 0, *rules)[2] == 12  # a real event then the budget: the next one's start
+
+
+def test_every_short_text_over_json_bytes_keeps_the_scanners_contract():
+    """Every text of up to 3 bytes over JSON's structural bytes and junk, from every start, at budgets
+    0, 1 and 5: "not understood", or a well-formed array of items that are JSON values and a next
+    position inside the text (the property test's contract, exhaustively instead of by chance)."""
+    import itertools
+
+    scan, rules = _scanner()
+    alphabet = [bytes([c]) for c in b'\x00{}[],"1 a']
+    for n in (1, 2, 3):
+        for parts in itertools.product(alphabet, repeat=n):
+            data = b"".join(parts)
+            for pos in range(len(data) + 1):
+                for budget in (0, 1, 5):
+                    out, dropped, nxt, done = scan(data, pos, budget, *rules)
+                    if out is None:
+                        assert (dropped, nxt, done) == (0, 0, False)
+                        continue
+                    assert out.startswith(b"[") and out.endswith(b"]") and pos <= nxt < len(data), (data, pos, budget)
+                    assert not done or data[nxt:nxt + 1] == b"]"
+                    assert b"\x00" not in out and b"a" not in out.replace(b'"a', b"")  # no junk item
