@@ -209,3 +209,33 @@ def test_every_short_text_over_json_bytes_keeps_the_scanners_contract():
                     assert out.startswith(b"[") and out.endswith(b"]") and pos <= nxt < len(data), (data, pos, budget)
                     assert not done or data[nxt:nxt + 1] == b"]"
                     assert b"\x00" not in out and b"a" not in out.replace(b'"a', b"")  # no junk item
+
+
+# -- item 12: a FIFO or a device as a pattern file ------------------------------------------------
+@pytest.fixture
+def fifo(tmp_path):
+    path = tmp_path / "patterns.toml"
+    os.mkfifo(path)  # nobody writes it: open() for reading blocks forever (216150a did)
+    return str(path)
+
+
+def test_a_fifo_as_patterns_is_refused_in_one_line(tmp_path, fifo):
+    trace = tmp_path / "t.json.gz"
+    trace.write_bytes(recorded_trace("small").read_bytes())
+    line = one_error_line(cli("report", "--patterns", fifo, str(trace), timeout=60))
+    assert line == f"tb-attn: error: {fifo}: is a FIFO (named pipe), not a pattern file; only regular files are read"
+    line = one_error_line(cli("compare", "--patterns", "/dev/zero", str(trace), str(trace), timeout=60))
+    assert "/dev/zero: is a character device, not a pattern file" in line
+
+
+def test_a_fifo_in_tb_attn_patterns_is_refused_where_the_plugin_reads_it(fifo):
+    """TB_ATTN_PATTERNS is read by the plugin (its start check, its cache key, each worker): each
+    reads through user_table._read; in a subprocess so that a blocking open fails the test, not hangs it."""
+    code = ("from tb_attn_plugin.attention import user_table as U\n"
+            "try:\n    U.load_files(U.env_paths())\nexcept U.PatternError as e:\n    print(e)\n"
+            "print(len(U.fingerprint()))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO,
+                          env=dict(os.environ, PYTHONPATH=str(REPO), TB_ATTN_PATTERNS=fifo))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"{fifo}: is a FIFO (named pipe), not a pattern file; only regular files are read",
+                                        "16"]
