@@ -239,3 +239,65 @@ def test_a_fifo_in_tb_attn_patterns_is_refused_where_the_plugin_reads_it(fifo):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [f"{fifo}: is a FIFO (named pipe), not a pattern file; only regular files are read",
                                         "16"]
+
+
+# -- item 11: a hostile sweep.jsonl behind /sweep --------------------------------------------------
+def _sweep_cell(backend: str, seq_len: int, median_s: float, **bend) -> dict:
+    """A cell as `tb-attn sweep` writes it (sweeps/runner.py: the identifying fields, status, times)."""
+    cell = {"backend": backend, "batch": 1, "seq_len": seq_len, "heads": 8, "kv_heads": 8, "head_dim": 64,
+            "dtype": "float32", "causal": False, "pass": "fwd", "device": "cpu", "module": None, "status": "ok",
+            "median_s": median_s, "iqr_s": median_s / 100, "times_s": [median_s] * 5}
+    return {**cell, **bend}
+
+
+def _good_cells() -> list[dict]:
+    return [_sweep_cell("math", L, 1e-3 * (L / 128) ** 2) for L in (128, 256, 512)] + [
+        _sweep_cell("flash", L, 1.5e-3 * (L / 128)) for L in (128, 256, 512)]
+
+
+HOSTILE_SWEEPS = {
+    # each: lines appended after the six good cells, and the 1-based line the note must name
+    "list_field": ['{"backend": "math", "batch": 1, "seq_len": 64, "status": "ok", "heads": [8], "median_s": 0.001}'],
+    "huge_seq_len": ['{"backend": "math", "batch": 1, "seq_len": 1' + "0" * 400 + ', "status": "ok", "median_s": 0.001}'],
+    "tiny_median": [json.dumps(_sweep_cell("math", 1024, 1e-300)), json.dumps(_sweep_cell("flash", 1024, 1e300))],
+    "nan_median": ['{"backend": "math", "batch": 1, "seq_len": 2048, "status": "ok", "median_s": NaN}'],
+}
+
+
+@pytest.fixture(scope="module")
+def sweep_app(tmp_path_factory):
+    from tests.conftest import make_tb_app, wait_for
+
+    root = tmp_path_factory.mktemp("hostile_sweeps")
+    for run, extra in HOSTILE_SWEEPS.items():
+        (root / run).mkdir()
+        (root / run / "sweep.jsonl").write_text("\n".join([json.dumps(c) for c in _good_cells()] + extra) + "\n")
+    client, plugins = make_tb_app(root, tmp_path_factory.mktemp("cache"))
+    wait_for(lambda: len(json.loads(client.get("/data/plugin/tb_attn/sweeps").data)["sweeps"]) == len(HOSTILE_SWEEPS))
+    yield client
+    plugins["tb_attn"].close()
+
+
+@pytest.mark.parametrize("run", sorted(HOSTILE_SWEEPS))
+def test_a_hostile_sweep_answers_200_with_its_valid_cells_and_a_note_per_bad_line(sweep_app, run):
+    r = sweep_app.get(f"/data/plugin/tb_attn/sweep?run={run}")
+    assert r.status_code == 200, r.data[:300]  # 216150a: 500 (TypeError, OverflowError) or 422 (math domain error)
+    doc = json.loads(r.data)
+    assert len(doc["cells"]) == 6 and doc["skipped_lines"] == len(HOSTILE_SWEEPS[run])
+    assert [n.split(":")[0] for n in doc["skipped_notes"]] == [f"line {7 + i}" for i in range(len(HOSTILE_SWEEPS[run]))]
+    # the analysis of the six real cells: math's time grows as L^2, flash's as L (fitted exponents)
+    fits = {f["backend"]: f["time_exponent"] for f in doc["analysis"]["fits"]}
+    assert fits == pytest.approx({"math": 2.0, "flash": 1.0})
+
+
+def test_the_notes_say_why_each_line_is_no_cell():
+    from tb_attn_plugin.sweeps import store
+
+    lines = [json.dumps(_good_cells()[0])] + HOSTILE_SWEEPS["list_field"] + HOSTILE_SWEEPS["huge_seq_len"] + \
+        HOSTILE_SWEEPS["tiny_median"]
+    records, notes = store.parse(lines)
+    assert len(records) == 1
+    assert notes == ["line 2: heads is a JSON list, not a value",
+                     "line 3: seq_len 100000000000... (401 digits) is no tensor size (an integer from 1 to 2^40)",
+                     "line 4: median_s 1e-300 is no time a timer measures (1e-12 to 1e+06 s)",
+                     "line 5: median_s 1e+300 is no time a timer measures (1e-12 to 1e+06 s)"]
