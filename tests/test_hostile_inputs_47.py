@@ -301,3 +301,70 @@ def test_the_notes_say_why_each_line_is_no_cell():
                      "line 3: seq_len 100000000000... (401 digits) is no tensor size (an integer from 1 to 2^40)",
                      "line 4: median_s 1e-300 is no time a timer measures (1e-12 to 1e+06 s)",
                      "line 5: median_s 1e+300 is no time a timer measures (1e-12 to 1e+06 s)"]
+
+
+# -- item 14: paths as given, names checked to the end, copies strict JSON ------------------------
+def test_a_relative_directory_is_named_as_given_in_reports_and_errors(tmp_path):
+    (tmp_path / "logs" / "run1").mkdir(parents=True)
+    (tmp_path / "logs" / "run1" / "w.1.pt.trace.json.gz").write_bytes(recorded_trace("small").read_bytes())
+    (tmp_path / "logs" / "run1" / "bad.2.pt.trace.json").write_bytes(b"garbage")
+    proc = cli("report", "--json", "logs", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == ("tb-attn: error: logs/run1/bad.2.pt.trace.json: not JSON: "
+                                   "a trace starts with '{' or '['")
+    doc = json.loads(proc.stdout)
+    assert [r["source"]["path"] for r in doc["reports"]] == ["logs/run1/w.1.pt.trace.json.gz"]
+    assert [e["path"] for e in doc["errors"]] == ["logs/run1/bad.2.pt.trace.json"]
+    assert str(tmp_path) not in proc.stdout + proc.stderr  # 216150a printed /tmp/.../logs/run1/...
+
+
+def test_a_family_name_ending_in_a_newline_fails_the_name_check(tmp_path):
+    from tb_attn_plugin.attention import patterns as P, user_table as U
+
+    path = tmp_path / "mine.toml"
+    path.write_text('[[family]]\nname = "my_attention_fwd\\n"\npattern = "my_attn_fwd_kernel"\nstage = "fused"\n'
+                    'pass = "fwd"\nimplementation = "custom"\nexample = "my_attn_fwd_kernel<128>"\nsource = "x"\n')
+    try:
+        with pytest.raises(U.PatternError, match="my_attention_fwd"):  # 216150a loaded it ('$' matches before \n)
+            U.load_files([str(path)])
+    finally:
+        P.set_user_families(())
+
+
+def _trace_with_a_skipped_event(tmp_path, raw_event: bytes) -> str:
+    """A recorded trace with one more event of a category no list keeps, so the analysis skips it unread."""
+    text = gzip.decompress(recorded_trace("small").read_bytes())
+    key = b'"traceEvents": ['
+    assert text.count(key) == 1
+    path = tmp_path / "t.json"
+    path.write_bytes(text.replace(key, key + raw_event + b",", 1))
+    return str(path)
+
+
+@pytest.mark.parametrize("raw_event, why", [
+    (b'{"ph": "X", "cat": "user_annotation_x", "name": "n", "ts": NaN, "dur": 1, "pid": 1, "tid": 1}',
+     "JSON is malformed: invalid character"),
+    (b'{"ph": "X", "cat": "user_annotation_x", "name": "\xff\xfe", "ts": 1, "dur": 1, "pid": 1, "tid": 1}',
+     "invalid UTF-8 at byte"),
+])
+def test_annotate_copies_out_no_bytes_a_strict_parser_rejects(tmp_path, raw_event, why):
+    src = _trace_with_a_skipped_event(tmp_path, raw_event)
+    assert cli("report", src).returncode == 0  # the analysis skips the event unread: a report, as before
+    out = tmp_path / "out.json"
+    line = one_error_line(cli("annotate", src, "-o", str(out)))
+    assert line.startswith(f"tb-attn: error: {src}: holds bytes a strict JSON parser rejects (") and why in line
+    assert not out.exists() and not list(tmp_path.glob(".tb-attn-annotate-*"))  # 216150a wrote a copy json rejects
+
+
+def test_annotate_of_a_clean_trace_still_writes_strict_json(tmp_path):
+    src = _trace_with_a_skipped_event(tmp_path, b'{"ph": "X", "cat": "user_annotation_x", "name": "\xc3\xa9", '
+                                                b'"ts": 1, "dur": 1, "pid": 1, "tid": 1}')
+    out = tmp_path / "out.json"
+    proc = cli("annotate", src, "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+
+    def refuse(c):
+        raise ValueError(c)
+
+    doc = json.loads(out.read_bytes().decode("utf-8"), parse_constant=refuse)
+    assert any(e.get("name") == "é" for e in doc["traceEvents"])

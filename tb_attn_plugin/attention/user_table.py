@@ -39,7 +39,7 @@ KEYS = ("name", "pattern", "stage", "pass", "implementation", "example", "source
 REQUIRED = ("name", "pattern", "stage", "example", "source")
 KERNEL_STAGES = tuple(s for s in STAGES) + ("matmul", "exclude")
 PASSES = ("fwd", "bwd", "")
-NAME = re.compile(r"^[A-Za-z0-9_.:+-]{1,80}$")
+NAME = re.compile(r"[A-Za-z0-9_.:+-]{1,80}")  # fullmatch: "$" would let a final newline through
 
 
 class PatternError(ValueError):
@@ -136,7 +136,7 @@ def parse(path: str, data: bytes) -> list[P.KernelFamily]:
         for k in KEYS:
             if k in row and not isinstance(row[k], str):
                 raise _row_error(path, i, name, f"{k!r} must be a string, not {type(row[k]).__name__}")
-        if not NAME.match(name):
+        if not NAME.fullmatch(name):
             raise _row_error(path, i, name, "'name' must be 1-80 letters, digits or _.:+-")
         if name in seen:
             raise _row_error(path, i, name, "the same name is used by an earlier row")

@@ -16,7 +16,7 @@ from ..format.errors import TraceError
 
 ENV = "TB_ATTN_MAX_TRACE_BYTES"
 MIN_DEFAULT = 64 << 20
-_SIZE = re.compile(r"^([0-9]+)([KMG]i?B?|B)?$", re.IGNORECASE)
+_SIZE = re.compile(r"([0-9]+)([KMG]i?B?|B)?", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
@@ -49,7 +49,7 @@ def max_trace_bytes(path: str = "") -> int:
     """The most bytes of JSON text one trace may have (before or after inflating)."""
     raw = os.environ.get(ENV, "").strip()
     if raw:
-        m = _SIZE.match(raw) if raw.isascii() else None
+        m = _SIZE.fullmatch(raw) if raw.isascii() else None
         if not m:
             raise TraceError(path or ENV, f"{ENV}={raw[:40]!r} is not a size (bytes, or a number with K, M or G)")
         return int(m.group(1)) * _UNITS[(m.group(2) or "")[:1].upper()]
