@@ -368,3 +368,26 @@ def test_annotate_of_a_clean_trace_still_writes_strict_json(tmp_path):
 
     doc = json.loads(out.read_bytes().decode("utf-8"), parse_constant=refuse)
     assert any(e.get("name") == "é" for e in doc["traceEvents"])
+
+
+# -- item 4 (minors): one line for a bad --device-arch, help for every sweep option ------------------
+def test_fingerprint_with_an_unknown_device_arch_is_one_line_and_exit_2():
+    line = one_error_line(cli("fingerprint", "--device-arch", "banana", "flash_fwd_kernel"))  # 216150a: exit 0
+    assert line == ("tb-attn: error: --device-arch 'banana' is no architecture this reads "
+                    "(sm<N> as sm80 or sm90a, gfx<N> as gfx942)")
+    ok = cli("fingerprint", "--device-arch", "sm90a", "flash_fwd_kernel")
+    assert ok.returncode == 0 and ok.stderr == ""
+
+
+def test_sweep_help_says_what_every_option_is():
+    import argparse
+
+    from tb_attn_plugin.sweeps import cli as sweep_cli
+
+    parser = argparse.ArgumentParser()
+    sweep_cli.add_parser(parser.add_subparsers(dest="command"))
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["sweep"]
+    silent = [a.option_strings[0] for a in sub._actions if a.option_strings and not a.help]
+    assert silent == []  # 216150a: --heads, --head-dim, --causal
+    text = cli("sweep", "--help").stdout
+    assert "query heads of every cell (default: 16)" in text and "is_causal=True" in text
