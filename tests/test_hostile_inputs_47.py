@@ -119,7 +119,9 @@ KIB64 = 64 * 1024
 
 
 def _is_re2(rx) -> bool:
-    return type(rx).__module__.startswith("re2")
+    from tb_attn_plugin.format.linear_regex import Linear
+
+    return isinstance(rx, Linear) and type(rx.program).__module__.startswith("re2")
 
 
 def test_every_built_in_name_table_is_compiled_linear():
