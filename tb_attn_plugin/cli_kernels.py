@@ -82,6 +82,10 @@ def _fingerprint(args) -> int:
             print(f"{r.field:<9} {r.value:<40} {r.pattern}\n{'':<10}e.g. {r.example[:100]}; {r.source}")
         print(f"\n{len(RULES)} rules; per field the first match wins.")
         return 0
+    if args.device_arch is not None and F.arch_key(args.device_arch) is None:
+        print(f"tb-attn: error: --device-arch {args.device_arch[:40]!r} is no architecture this reads "
+              "(sm<N> as sm80 or sm90a, gfx<N> as gfx942)", file=sys.stderr)
+        return 2
     rows = [{"name": n, **F.decode(n), "flags": F.flags(F.decode(n), args.device_arch)} for n in args.names]
     if args.json:
         sys.stdout.write(json_text.dumps({"kernels": rows}) + "\n")

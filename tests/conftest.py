@@ -6,8 +6,16 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Under CI (CI set, as .ci/run's callers do) the property tests draw the same examples every run and
+# keep no example database: a failure found once on a machine cannot fail every later run there, and
+# a clean clone runs what the last one ran. Elsewhere hypothesis draws new examples and keeps failures.
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 SHARED_TRACES = Path(os.environ.get("TB_ATTN_SHARED_TRACES", REPO.parent / "shared" / "traces"))
 
 

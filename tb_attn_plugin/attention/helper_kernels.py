@@ -8,8 +8,9 @@ example and where it was seen; tests/test_helper_kernels.py checks every row aga
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
+
+from ..format.linear_regex import compile_linear
 
 # (name, pattern, example, source)
 HELPER_KERNELS: tuple[tuple[str, str, str, str], ...] = (
@@ -23,7 +24,7 @@ HELPER_KERNELS: tuple[tuple[str, str, str, str], ...] = (
      "Memcpy DtoD (Device -> Device)",
      "source: kineto names of gpu_memcpy / gpu_memset activities"),
 )
-_COMPILED = tuple((name, re.compile(pattern)) for name, pattern, _, _ in HELPER_KERNELS)
+_COMPILED = tuple((name, compile_linear(pattern)) for name, pattern, _, _ in HELPER_KERNELS)
 
 
 @lru_cache(maxsize=65536)

@@ -13,10 +13,11 @@ add rows from TOML (user_table.py); theirs are searched first.
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 import msgspec
+
+from ..format.linear_regex import compile_linear
 
 
 class KernelFamily(msgspec.Struct, frozen=True):
@@ -190,7 +191,7 @@ KERNEL_FAMILIES: tuple[KernelFamily, ...] = (
 )
 
 _user_families: tuple[KernelFamily, ...] = ()
-_BUILT_IN = [(re.compile(f.pattern), f) for f in KERNEL_FAMILIES]
+_BUILT_IN = [(compile_linear(f.pattern), f) for f in KERNEL_FAMILIES]  # RE2: a name cannot make them slow
 _COMPILED = list(_BUILT_IN)
 
 
@@ -200,7 +201,7 @@ def set_user_families(rows: tuple[KernelFamily, ...] | list[KernelFamily]) -> No
     from .safe_regex import compile_untrusted
 
     _user_families = tuple(rows)
-    # A user's pattern is untrusted: RE2, which cannot backtrack (safe_regex.py); ours stay on re.
+    # A user's pattern is untrusted: RE2, which cannot backtrack (safe_regex.py), as ours are.
     _COMPILED = [(compile_untrusted(f.pattern), f) for f in _user_families] + _BUILT_IN
     kernel_family.cache_clear()
 
@@ -330,8 +331,8 @@ ATTENTION_OP_RULES: tuple[AttentionOpRule, ...] = (
     _o("triton_tutorial_function", r"_attention", "function",
        "_attention", "source: triton-lang/triton python/tutorials/06-fused-attention.py (class _attention(torch.autograd.Function))"),
 )
-_OP_RULES = [(re.compile(r.pattern), r) for r in ATTENTION_OP_RULES]
-BACKWARD_NODE_SUFFIX = re.compile(r"Backward\d*$")
+_OP_RULES = [(compile_linear(r.pattern), r) for r in ATTENTION_OP_RULES]
+BACKWARD_NODE_SUFFIX = compile_linear(r"Backward\d*$")
 
 
 @lru_cache(maxsize=65536)
@@ -360,8 +361,8 @@ def attention_function_backward(name: str) -> AttentionOpRule | None:
 
 # Module scopes that enclose one attention call: class names with "Attention" (HF eager and sdpa
 # classes, nn.MultiheadAttention), but not containers of several layers.
-ATTENTION_MODULE = re.compile(r"Attention|Attn", re.I)
-ATTENTION_MODULE_EXCLUDE = re.compile(r"(Output|Block|Layer|Stack|Model|Encoder|Decoder|Pooler|Processor)s?$", re.I)
+ATTENTION_MODULE = compile_linear(r"Attention|Attn", ignore_case=True)
+ATTENTION_MODULE_EXCLUDE = compile_linear(r"(Output|Block|Layer|Stack|Model|Encoder|Decoder|Pooler|Processor)s?$", ignore_case=True)
 
 SOFTMAX_OPS = frozenset({"aten::softmax", "aten::_softmax", "aten::_safe_softmax", "aten::special_softmax"})
 SOFTMAX_BACKWARD_OPS = frozenset({"aten::_softmax_backward_data"})  # softmax's backward, inside a Function's backward
@@ -380,8 +381,8 @@ DROPOUT_OPS = frozenset({"aten::dropout", "aten::native_dropout", "aten::feature
 SCALE_MASK_OPS = frozenset({"aten::mul", "aten::div", "aten::add", "aten::sub", "aten::masked_fill",
                             "aten::where", "aten::mul_", "aten::div_", "aten::add_", "aten::masked_fill_",
                             "aten::_masked_scale", "aten::tanh", "aten::clamp", "aten::maximum"})
-COMPILED_REGION = re.compile(r"^(Torch-Compiled Region|CompiledFunction$|## Call CompiledFxGraph)")
-TRITON_OP = re.compile(r"^triton_")
+COMPILED_REGION = compile_linear(r"^(Torch-Compiled Region|CompiledFunction$|## Call CompiledFxGraph)")
+TRITON_OP = compile_linear(r"^triton_")
 
 
 @lru_cache(maxsize=65536)

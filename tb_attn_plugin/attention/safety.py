@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from ..format.linear_regex import compile_linear
 from ..trace.link import Linked
 from . import kernel_path
 from . import patterns as P
@@ -30,7 +31,7 @@ HINT_TOKENS = frozenset({"mha", "mqa", "gqa", "mla", "sage", "paged"})
 _TOKEN = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 MAX_ROWS = 50
 # A C++ name, qualified or not: "flash::FlashAttnBwd", "cutlass::device_kernel", "quant_per_block".
-_QUALIFIED = re.compile(r"[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
+_QUALIFIED = compile_linear(r"[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
 # Tokens that wrap or parametrise kernels of every kind, never a suggested pattern (unless the token
 # itself says attention): (regex, example kernel name it wraps, source).
 GENERIC_TOKENS: tuple[tuple[str, str, str], ...] = (
@@ -52,19 +53,19 @@ GENERIC_TOKENS: tuple[tuple[str, str, str], ...] = (
      "triton_per_fused__softmax_0",
      "source: torch._inductor kernel names (triton_poi_/triton_red_/triton_per_ prefixes) and parameter structs"),
 )
-_GENERIC = re.compile("|".join(f"(?:{rx})" for rx, _, _ in GENERIC_TOKENS))
+_GENERIC = compile_linear("|".join(f"(?:{rx})" for rx, _, _ in GENERIC_TOKENS))
 MIN_TOKEN = 4  # characters: shorter tokens ("Sm90", "fwd") say nothing on their own
 # Tails of a token that change from one compile to the next, and what the row's pattern puts in
-# their place: (tail regex, its pattern, example, source).
+# their place: (tail regex, its group 1 the tail, its pattern, example, source).
 UNSTABLE_TAILS: tuple[tuple[str, str, str, str], ...] = (
-    (r"_object_at_\w*$", r"_object_at_\w*",
+    (r"(_object_at_\w*)$", r"_object_at_\w*",
      "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at__tensorptrbf16gmemalign16odiv8_0",
      "source: Dao-AILab/flash-attention flash_attn/cute/flash_fwd_sm100.py (CuTe DSL names a kernel "
      "kernel_cutlass_kernel_<module><class>_object_at_<argument descriptors>; the descriptors follow the arguments)"),
-    (r"(?<=[A-Za-z])_\d+$", r"_\d+", "triton_per_fused__softmax_0",
+    (r"[A-Za-z](_\d+)$", r"_\d+", "triton_per_fused__softmax_0",
      "source: pytorch/pytorch torch/_inductor (a compiled graph numbers its kernels)"),
 )
-_TAILS = tuple((re.compile(tail), rx) for tail, rx, _, _ in UNSTABLE_TAILS)
+_TAILS = tuple((compile_linear(tail), rx) for tail, rx, _, _ in UNSTABLE_TAILS)  # group 1: the tail
 
 
 def looks_like_attention(name: str) -> bool:
@@ -108,8 +109,8 @@ def _token_pattern(token: str) -> tuple[str, str]:
     flash::FlashAttnBwdPreprocess), a tail that changes between compiles matched by its form."""
     for tail, rx in _TAILS:
         m = tail.search(token)
-        if m is not None and m.start() >= MIN_TOKEN:
-            core = token[:m.start()]
+        if m is not None and m.start(1) >= MIN_TOKEN:
+            core = token[:m.start(1)]
             return _WHOLE_START + re.escape(core) + rx + _WHOLE_END, core
     return _WHOLE_START + re.escape(token) + _WHOLE_END, token
 
@@ -131,7 +132,7 @@ def suggest_pattern(name: str, others: list[str], unknown: frozenset[str] | set[
             continue
         seen.add(tok)
         pattern, core = _token_pattern(tok)
-        rx = re.compile(pattern)
+        rx = compile_linear(pattern)
         if not rx.search(name) or any(core in o and rx.search(o) for o in others):
             continue  # claims a kernel outside the unknown set
         reach = sum(1 for u in unknown if core in u and rx.search(u))
@@ -147,7 +148,7 @@ def suggest_pattern(name: str, others: list[str], unknown: frozenset[str] | set[
     if len(exact) <= MAX_PATTERN:
         return exact, "the whole name: no token of it is distinctive enough on this trace"
     prefix = "^" + re.escape(name[:MAX_PATTERN // 2])
-    rx = re.compile(prefix)
+    rx = compile_linear(prefix)
     if len(prefix) <= MAX_PATTERN and not any(rx.search(o) for o in others):
         return prefix, "the start of the name: no token of it is distinctive enough on this trace"
     return None, "no pattern taken from this name leaves the trace's other kernels alone; write one by hand"

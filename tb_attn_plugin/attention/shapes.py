@@ -51,13 +51,51 @@ def _flag(concrete: list[Any] | None, i: int | None) -> str | None:
     return v if isinstance(v, str) and v != "" else None
 
 
-def _dims(dims: list[Any] | None, i: int) -> list[int] | None:
-    if not dims or i >= len(dims):
-        return None
+def shape_at(dims: Any, i: int, min_rank: int = 1) -> tuple[list[int] | None, str | None]:
+    """The i-th entry of an op's ``Input Dims`` when it is a shape a tensor can have: ``(shape, None)``;
+    ``(None, None)`` when it is not recorded (absent, empty, not a tensor); ``(None, why)`` when it is bent
+    (a dimension that is no int, negative, past 2^40, or fewer than ``min_rank`` dimensions).
+    Every reader of ``Input Dims`` goes through here, so no reader indexes an unchecked shape."""
+    if not isinstance(dims, list) or i >= len(dims):
+        return None, None
     d = dims[i]
-    if isinstance(d, list) and d and all(plausible_dim(x) for x in d):
-        return d
-    return None
+    if not isinstance(d, list) or not d:
+        return None, None  # a scalar, None or an empty list: not a recorded tensor
+    if not all(plausible_dim(x) for x in d):
+        return None, f"a shape no tensor has ({_short(d)})"
+    if len(d) < min_rank:
+        return None, f"{len(d)} dimension{'' if len(d) == 1 else 's'} ({_short(d)}) where at least {min_rank} are needed"
+    return d, None
+
+
+def _short(v: Any) -> str:
+    text = str(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _dims(dims: list[Any] | None, i: int) -> list[int] | None:
+    return shape_at(dims, i)[0]
+
+
+SDPA_NAMES = ("query", "key", "value")
+
+
+def sdpa_qkv(dims: Any) -> tuple[list[list[int]] | None, str | None]:
+    """q, k, v of an SDPA-signature op, each (..., L, E); 4-D ones (B, H, L, E) with B and H at least 1.
+    ``(None, None)``: not recorded; ``(None, why)``: recorded bent, so what reads them must say unknown."""
+    out = []
+    for i, name in enumerate(SDPA_NAMES):
+        d, why = shape_at(dims, i, min_rank=2)
+        if why:
+            return None, f"{name}: {why}"
+        if d is None:
+            return None, None
+        out.append(d)
+    if all(len(d) == 4 for d in out):
+        for d, name in zip(out, SDPA_NAMES):
+            if d[0] < 1 or d[1] < 1:
+                return None, f"{name}: {'batch' if d[0] < 1 else 'heads'} 0 ({_short(d)})"
+    return out, None
 
 
 def make_shape(b, hq, hkv, lq, lk, d) -> dict[str, int | None]:

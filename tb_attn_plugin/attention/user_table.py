@@ -24,7 +24,9 @@ import re
 import sys
 from typing import Any
 
+from ..format.errors import TraceError
 from ..format.tags import STAGES
+from ..trace import limits
 from . import patterns as P
 from .safe_regex import UnsafePattern, compile_untrusted
 
@@ -37,7 +39,7 @@ KEYS = ("name", "pattern", "stage", "pass", "implementation", "example", "source
 REQUIRED = ("name", "pattern", "stage", "example", "source")
 KERNEL_STAGES = tuple(s for s in STAGES) + ("matmul", "exclude")
 PASSES = ("fwd", "bwd", "")
-NAME = re.compile(r"^[A-Za-z0-9_.:+-]{1,80}$")
+NAME = re.compile(r"[A-Za-z0-9_.:+-]{1,80}")  # fullmatch: "$" would let a final newline through
 
 
 class PatternError(ValueError):
@@ -134,7 +136,7 @@ def parse(path: str, data: bytes) -> list[P.KernelFamily]:
         for k in KEYS:
             if k in row and not isinstance(row[k], str):
                 raise _row_error(path, i, name, f"{k!r} must be a string, not {type(row[k]).__name__}")
-        if not NAME.match(name):
+        if not NAME.fullmatch(name):
             raise _row_error(path, i, name, "'name' must be 1-80 letters, digits or _.:+-")
         if name in seen:
             raise _row_error(path, i, name, "the same name is used by an earlier row")
@@ -162,16 +164,24 @@ def parse(path: str, data: bytes) -> list[P.KernelFamily]:
     return out
 
 
+def _read(path: str) -> bytes:
+    """A pattern file's bytes, opened as traces are (trace/limits.py): a regular file of at most
+    MAX_FILE_BYTES, so a FIFO or a device named as one is refused, never read (a FIFO would block)."""
+    try:
+        with limits.open_regular(path, MAX_FILE_BYTES, "pattern file") as fh:
+            return fh.read(MAX_FILE_BYTES + 1)
+    except TraceError as exc:
+        raise PatternError(path, exc.cause) from None
+    except OSError as exc:
+        raise PatternError(path, f"cannot read the pattern file ({exc.strerror or exc})") from None
+
+
 def load_files(paths: list[str]) -> list[P.KernelFamily]:
     """Every row of every file, in order; raises PatternError for the first bad file."""
     rows: list[P.KernelFamily] = []
     names: dict[str, str] = {}
     for path in paths:
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read(MAX_FILE_BYTES + 1)
-        except OSError as exc:
-            raise PatternError(path, f"cannot read the pattern file ({exc.strerror or exc})") from None
+        data = _read(path)
         for fam in parse(path, data):
             if fam.family in names:
                 raise PatternError(path, f"[[family]] {fam.family!r} is also defined in {names[fam.family]}")
@@ -225,9 +235,8 @@ def fingerprint(paths: list[str] | None = None) -> str:
     for path in paths:
         h.update(path.encode("utf-8", "surrogateescape") + b"\0")
         try:
-            with open(path, "rb") as fh:
-                h.update(fh.read(MAX_FILE_BYTES + 1))
-        except OSError as exc:
+            h.update(_read(path))
+        except PatternError as exc:
             h.update(f"unreadable: {exc}".encode())
         h.update(b"\0")
     return h.hexdigest()[:16]

@@ -18,10 +18,12 @@ The first row that matches a frame wins.
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
+from typing import Any
 
 import msgspec
+
+from ..format.linear_regex import compile_linear
 
 # kind "not_attention": functions whose name says attention but that only build its inputs.
 # kind "attention": the frame is inside an attention call (value: its implementation word).
@@ -144,7 +146,7 @@ RULES: list[dict] = [
 ATTENTION, OP, NODE, NOT_ATTENTION, RELEASE, BACKWARD = "attention", "op", "node", "not_attention", "release", "backward"
 # Op classes that are not the op's meaning: "aten" (an op no row names) says only that the op is known.
 GENERIC_OPS = ("aten",)
-NODE_NAME = re.compile(r"(\w+Backwards?\d*)(::apply|::release_variables|_apply_functional)")
+NODE_NAME = compile_linear(r"(\w+Backwards?\d*)(::apply|::release_variables|_apply_functional)")
 
 
 def node_name(name: str) -> str | None:
@@ -153,22 +155,22 @@ def node_name(name: str) -> str | None:
     return m.group(1) if m else None
 SHOWN, KEPT, PYTHON = 1, 2, 4  # bits the snapshot decoder takes (memory/_snapshot_decode.c)
 # Frames a report does not show as a block's location: torch's own Python and C++ frames.
-TORCH_FILES = re.compile(r"/torch/|/site-packages/torch|^<frozen |^\?\?|^$")
-PYTHON_FILE = re.compile(r"\.py$|^<(stdin|string|ipython-input)[^>]*>$|^/tmp/torchinductor")
+TORCH_FILES = compile_linear(r"/torch/|/site-packages/torch|^<frozen |^\?\?|^$")
+PYTHON_FILE = compile_linear(r"\.py$|^<(stdin|string|ipython-input)[^>]*>$|^/tmp/torchinductor")
 
 
 class Rule(msgspec.Struct, frozen=True):
     kind: str
     value: str
-    name: re.Pattern | None
-    file: re.Pattern | None
+    name: Any | None  # RE2 programs (format/linear_regex.py)
+    file: Any | None
 
 
 @lru_cache(maxsize=1)
 def _compiled() -> list[Rule]:
     """The rules compiled on first use: only a snapshot's frames need them (a few ms at every start else)."""
-    return [Rule(r["kind"], r["value"], re.compile(r["name"], re.I) if "name" in r else None,
-                 re.compile(r["file"]) if "file" in r else None) for r in RULES]
+    return [Rule(r["kind"], r["value"], compile_linear(r["name"], ignore_case=True) if "name" in r else None,
+                 compile_linear(r["file"]) if "file" in r else None) for r in RULES]
 
 
 def function_name(name: str) -> str:

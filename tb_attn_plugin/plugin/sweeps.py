@@ -4,6 +4,7 @@ in the background like trace runs, read on request with a size limit and cached 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import posixpath
 import re
@@ -26,6 +27,14 @@ _NUMBER = ("batch", "seq_len", "heads", "kv_heads", "head_dim", "median_s", "iqr
            "tflops", "tokens_per_s", "pct_of_peak", "max_abs_error", "memory_cap_bytes", "number_per_run",
            "num_threads", "wall_time")
 MAX_TEXT = 2000
+MAX_NOTES = 20  # of the skipped lines' notes served; skipped_lines counts them all
+
+
+def _finite_number(v: Any) -> bool:
+    """A float that is finite, or an int a browser's JSON.parse reads exactly (|v| < 2^53)."""
+    if isinstance(v, bool):
+        return False
+    return (isinstance(v, float) and math.isfinite(v)) or (isinstance(v, int) and abs(v) < 1 << 53)
 
 
 def _clean(rec: dict[str, Any]) -> dict[str, Any]:
@@ -35,7 +44,7 @@ def _clean(rec: dict[str, Any]) -> dict[str, Any]:
         out[k] = v[:MAX_TEXT] if isinstance(v, str) else None
     for k in _NUMBER:
         v = rec.get(k)
-        out[k] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        out[k] = v if _finite_number(v) else None
     out["causal"] = rec.get("causal") if isinstance(rec.get("causal"), bool) else None
     out["samples"] = analysis.samples(rec)  # the times themselves stay in the file; ranking needs their count
     return out
@@ -168,14 +177,15 @@ class SweepIndex:
                     data = fh.read(store.MAX_BYTES + 1)
         except OSError as exc:
             raise ValueError(f"{display}: cannot be read: {exc}") from None
-        records, skipped = store.parse_lines(data.splitlines())
+        records, skipped = store.parse(data.splitlines())  # bad cells skipped, each with a note naming its line
         records = [_clean(r) for r in records]
         records.sort(key=lambda r: (str(r.get("module") or r["backend"]), r["batch"], r["seq_len"]))
         devices = sorted({str(r.get("device")) for r in records})
         return {
             "run": f.run,
             "cells": records,
-            "skipped_lines": skipped,
+            "skipped_lines": len(skipped),
+            "skipped_notes": skipped[:MAX_NOTES],
             "analysis": analysis.summarize(records),
             "conventions": {"flops": conventions.FLOPS, "timing": conventions.TIMING,
                             "peak_memory": {d: conventions.PEAK_MEMORY[d] for d in devices

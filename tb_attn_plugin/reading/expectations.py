@@ -12,10 +12,12 @@ the expected steps is an extra, named by the first CAUSES row that explains it.
 
 from __future__ import annotations
 
-import re
 from functools import cached_property
+from typing import Any
 
 import msgspec
+
+from ..format.linear_regex import compile_linear
 
 
 class Expectation(msgspec.Struct, frozen=True):
@@ -109,22 +111,27 @@ class Cause(msgspec.Struct, frozen=True, dict=True):  # dict: room for its cache
     example: str
     source: str
     within: str = ""  # regex a second enclosing op must match; "" = none asked
+    item_not: str = ""  # regex the op must not match (RE2 has no lookahead); "" = none
 
     @cached_property
-    def within_rx(self) -> re.Pattern:
-        return re.compile(self.within)
+    def within_rx(self) -> Any:
+        return compile_linear(self.within)
 
     @cached_property
-    def item_rx(self) -> re.Pattern:
-        return re.compile(self.item)
+    def item_rx(self) -> Any:
+        return compile_linear(self.item)
 
     @cached_property
-    def inside_rx(self) -> re.Pattern:
-        return re.compile(self.inside)
+    def item_not_rx(self) -> Any:
+        return compile_linear(self.item_not)
 
     @cached_property
-    def not_inside_rx(self) -> re.Pattern:
-        return re.compile(self.not_inside)
+    def inside_rx(self) -> Any:
+        return compile_linear(self.inside)
+
+    @cached_property
+    def not_inside_rx(self) -> Any:
+        return compile_linear(self.not_inside)
 
 
 # The ops of the fused SDPA backends (attention/patterns.py FUSED_OPS): a fill inside them is a buffer, not a mask.
@@ -132,11 +139,11 @@ FUSED_OP = r"^aten::_(scaled_dot_product_(flash|efficient|cudnn|fused)_attention
 
 # First match wins: an item under aten::_safe_softmax is the guard, not the mask, though both use where.
 CAUSES: tuple[Cause, ...] = (
-    Cause("safe_softmax_guard", r"^aten::(?!_?softmax$)", r"^aten::_safe_softmax$", "",
+    Cause("safe_softmax_guard", r"^aten::", r"^aten::_safe_softmax$", "",
           "safe-softmax guard: fully masked rows set to 0 instead of NaN (isneginf, all, where)",
           "a fused backend (flash, efficient, cuDNN) has no guard kernels; or accept it as the price of NaN safety",
           "aten::_safe_softmax > aten::isneginf",
-          "blog: 'The safe softmax' (Figure 13); cpu: torch 2.13 math backend"),
+          "blog: 'The safe softmax' (Figure 13); cpu: torch 2.13 math backend", item_not=r"^aten::_?softmax$"),
     Cause("hidden_copy", r"^aten::(clone|copy_|empty_like)$|^Memcpy DtoD", r"^aten::(masked_fill|index_put|index_fill|scatter|"
           r"masked_scatter)$", "",
           "hidden copy from an out-of-place op: it copies the scores before writing into them",
@@ -226,7 +233,7 @@ WORK_FREE_OPS = frozenset({
 # An aten::to directly under an elementwise op with a Python number is the number's conversion on
 # the host (a 0-dim wrapped scalar): no kernel on a GPU. Example (cpu): aten::mul > aten::to >
 # aten::_to_copy > aten::copy_ for scores * 0.125.
-HOST_SCALAR_PARENTS = re.compile(r"^aten::(mul|div|add|sub|rsub|mul_|div_|add_|sub_|masked_fill|masked_fill_|where|"
+HOST_SCALAR_PARENTS = compile_linear(r"^aten::(mul|div|add|sub|rsub|mul_|div_|add_|sub_|masked_fill|masked_fill_|where|"
                                  r"pow|clamp|fill_)$")
 
 # Repeated steps: more kernels for one step than expected, explained per implementation.
@@ -239,7 +246,7 @@ REPEATED_DEFAULT = ("this step ran as several kernels", "a fused backend runs th
                     "blog: 'every backend ... is trying to collapse the 20 GPU kernels into essentially one fused kernel'")
 
 # FP32 GEMM on CUDA cores (no tensor cores) while the call's inputs are bf16/fp16.
-FP32_GEMM = re.compile(r"sgemm")  # e.g. ampere_sgemm_128x64_nn (blog Figure 11: sgemm, not the s16816 bf16 GEMM)
+FP32_GEMM = compile_linear(r"sgemm")  # e.g. ampere_sgemm_128x64_nn (blog Figure 11: sgemm, not the s16816 bf16 GEMM)
 FP32_GEMM_EXAMPLES = ("ampere_sgemm_128x64_nn", "volta_sgemm_128x64_tn")  # source: cuBLAS kernel names in PyTorch profiles
 # A call's dtype (as shapes.py records it, e.g. "c10::BFloat16", "bfloat16") is 16-bit when its lower case holds one of these.
 LOW_PRECISION = ("bfloat16", "bf16", "float16", "half", "fp16")

@@ -114,11 +114,13 @@ def _cause_of(name: str, path: tuple[str, ...]) -> X.Cause | None:
     for rule in X.CAUSES:
         if rule.item and not rule.item_rx.search(name):
             continue
-        if rule.inside and not any(rule.inside_rx.search(a) for a in path):
+        if rule.item_not and rule.item_not_rx.search(name):
             continue
-        if rule.within and not any(rule.within_rx.search(a) for a in path):
+        if rule.inside and not any(map(rule.inside_rx.search, path)):
             continue
-        if rule.not_inside and any(rule.not_inside_rx.search(a) for a in path):
+        if rule.within and not any(map(rule.within_rx.search, path)):
+            continue
+        if rule.not_inside and any(map(rule.not_inside_rx.search, path)):
             continue
         return rule
     return None

@@ -47,7 +47,7 @@ def device_arch(device: dict[str, Any] | None) -> str | None:
     return None
 
 
-def _arch_key(arch: str | None) -> tuple[str, int] | None:
+def arch_key(arch: str | None) -> tuple[str, int] | None:
     """(family, comparable number): sm90 -> ('sm', 90); gfx942 and gfx94x -> ('gfx', 94)."""
     if not arch:
         return None
@@ -69,7 +69,7 @@ def flags(fp: dict[str, str | None], device_arch_name: str | None, stage: str | 
         where = f" in the {stage} stage" if stage and stage not in ("other", "fused") else ""
         out.append(f"{fp['dtype'].upper()} matmul on CUDA cores{where}: no tensor cores; bf16/fp16 inputs "
                    "(autocast) or a fused attention backend use them")
-    k, d = _arch_key(fp.get("arch")), _arch_key(device_arch_name)
+    k, d = arch_key(fp.get("arch")), arch_key(device_arch_name)
     if k and d and k[0] == d[0] and k[1] < d[1]:
         out.append(f"built for {fp['arch']}, ran on {device_arch_name}: the newer architecture's instructions "
                    "(e.g. wgmma/TMA on sm90) go unused")

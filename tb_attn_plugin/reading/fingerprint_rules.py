@@ -10,9 +10,11 @@ and the libraries' own naming (FlashAttention csrc/flash_attn/src, CUTLASS, Tens
 
 from __future__ import annotations
 
-import re
+from typing import Any
 
 import msgspec
+
+from ..format.linear_regex import compile_linear
 
 
 class Rule(msgspec.Struct, frozen=True):
@@ -22,8 +24,8 @@ class Rule(msgspec.Struct, frozen=True):
     example: str
     source: str
 
-    def compiled(self) -> re.Pattern:
-        return re.compile(self.pattern)
+    def compiled(self) -> Any:
+        return compile_linear(self.pattern)  # RE2: linear in the kernel name
 
 
 H100_BERT = "shared trace tl_h100_bert_small_sdpa_flash (TraceLens, H100)"
@@ -148,7 +150,7 @@ RULES: tuple[Rule, ...] = (
     Rule("dtype", r"Qkv([A-Z][a-z]*\d+[a-z]*\d*)O([A-Z][a-z]*\d+[a-z]*\d*)", "QKV {1}, O {2}", TRTLLM_EX, TRTLLM_SRC),
     Rule("dtype", r"xmma_gemm_f32f32_f32f32_", "fp32", FFMA_EX, FFMA_SRC),
     Rule("dtype", r"bf16|bfloat16|BFloat16|__nv_bfloat16|_BBS_|_B_BS_", "bf16", CUTLASS80_EX, H100_OWL),
-    Rule("dtype", r"(?<!b)f16|fp16|half_t|c10::Half|_HHS_|_H_HS_|h16816|h1688|hgemm", "fp16", CUDNN_SDPA_EX, HF_POST),
+    Rule("dtype", r"(^|[^b])f16|fp16|half_t|c10::Half|_HHS_|_H_HS_|h16816|h1688|hgemm", "fp16", CUDNN_SDPA_EX, HF_POST),
     Rule("dtype", r"tf32|tensorop_s1688gemm_\d", "tf32", TF32_EX, A100_HTA),
     Rule("dtype", r"int8|i16832|i8816", "int8", INT8_EX, NV_MODS),
     Rule("dtype", r"sgemm|<float, float|\bfloat\*", "fp32", ATEN_FP32_EX, MI300_FLUX),
@@ -159,7 +161,7 @@ RULES: tuple[Rule, ...] = (
          AMPERE_EX, NV_MODS),
     # "xmma" and "warpgroupsize" alone say nothing: cuBLAS's FP32 (FFMA) kernels carry them too; a
     # low-precision or TF32 operand type next to a warpgroup size is Hopper's wgmma.
-    Rule("math_unit", r"^(?=.*(?:bf16|f16|tf32|e4m3|e5m2)).*warpgroup", "tensor cores (wgmma)", SM90_GEMM_EX, H100_BERT),
+    Rule("math_unit", r"(bf16|f16|tf32|e4m3|e5m2).*warpgroup|warpgroup.*(bf16|f16|tf32|e4m3|e5m2)", "tensor cores (wgmma)", SM90_GEMM_EX, H100_BERT),
     Rule("math_unit", r"(wmma|hmma|tensorop)", "tensor cores ({1})", CUDNN_SDPA_EX, HF_POST),
     # a split-KV combine only reduces the splits' partial outputs: no matmul, whatever traits it carries
     Rule("math_unit", r"splitkv\w*combine|FlashAttnFwdCombine|FlashAttentionForwardCombine|SplitKVCombine",

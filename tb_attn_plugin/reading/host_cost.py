@@ -10,7 +10,6 @@ host-bound: the GPU waits for the CPU.
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left
 from collections import Counter
 from functools import lru_cache
@@ -19,6 +18,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from ..format.linear_regex import compile_linear
 from ..attention import patterns as P
 from ..format.units import duration_text
 from ..attention.detect import Call
@@ -51,7 +51,7 @@ LAUNCH_APIS: tuple[HostApi, ...] = (
     HostApi("sync", r"^(cuda|hip)(Stream|Device|Event)Synchronize$", "the host waits for the GPU",
             "cudaStreamSynchronize", "trace: tl_h100_owlv2_eager_bmm_softmax (80)"),
 )
-_COMPILED = [(re.compile(a.pattern), a) for a in LAUNCH_APIS]
+_COMPILED = [(compile_linear(a.pattern), a) for a in LAUNCH_APIS]
 HOST_BOUND_FIX = ("capture the step in a CUDA graph (torch.compile mode='reduce-overhead' or torch.cuda.graphs), "
                   "give each call more work (a larger batch), or pick a backend with less host work")
 HOST_BOUND_SOURCE = "blog: 'The cost moved to the CPU' (cuDNN: 214 µs per forward on the host vs 186.3 µs on the GPU)"

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from ..attention.shapes import DTYPES
+from ..attention.shapes import DTYPES, sdpa_qkv, shape_at
 from .eligibility_rules import BACKENDS, CHECKS, CPU_BACKENDS, CPU_CHECKS, TORCH_SOURCE, UNANSWERABLE
 
 SDPA_OP = "aten::scaled_dot_product_attention"  # (q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
@@ -37,13 +37,12 @@ def _list(v: Any) -> list[int] | None:
 
 
 def inputs_of(dims: list | None, types: list | None, concrete: list | None, training: bool | None,
-              device: dict[str, Any] | None, strides: list | None = None) -> Inputs | None:
-    """The inputs of one SDPA op from its recorded Input Dims / type / Strides / Concrete Inputs; None without dims."""
-    if not dims or len(dims) < 3:
-        return None
-    d = [_list(dims[i]) for i in range(3)]
-    if any(x is None for x in d):
-        return None
+              device: dict[str, Any] | None, strides: list | None = None) -> tuple[Inputs | None, str | None]:
+    """The inputs of one SDPA op from its recorded Input Dims / type / Strides / Concrete Inputs:
+    ``(inputs, None)``; ``(None, None)`` without dims; ``(None, why)`` when the dims are no tensor's."""
+    d, why = sdpa_qkv(dims)
+    if d is None:
+        return None, why
     types = types or []
     concrete = concrete or []
 
@@ -51,7 +50,7 @@ def inputs_of(dims: list | None, types: list | None, concrete: list | None, trai
         v = concrete[i] if i < len(concrete) else None
         return v if isinstance(v, str) and v else None
 
-    mask = _list(dims[3]) if len(dims) > 3 else None
+    mask, mask_bent = shape_at(dims, 3)
     drop = flag(4)
     try:
         dropout = float(drop) if drop is not None else None
@@ -67,11 +66,11 @@ def inputs_of(dims: list | None, types: list | None, concrete: list | None, trai
         except ValueError:
             cc = None
     return Inputs(dims=d, dtypes=[_dtype(types[i]) if i < len(types) else None for i in range(3)],
-                  mask_dims=mask or None, mask_known=len(dims) > 3, dropout=dropout,
+                  mask_dims=mask, mask_known=len(dims) > 3 and not mask_bent, dropout=dropout,
                   causal=None if causal is None else causal == "True",
                   enable_gqa=None if gqa is None else gqa == "True", training=training, cc=cc, vendor=vendor,
                   strides=[_list(strides[i]) if i < len(strides) else None for i in range(4)]
-                  if isinstance(strides, list) and len(strides) >= 3 else None)
+                  if isinstance(strides, list) and len(strides) >= 3 else None), None
 
 
 # -- the predicates: True passes, False refuses (with the values its message needs), None cannot tell ------
@@ -313,6 +312,7 @@ def judge(x: Inputs, cpu: bool = False) -> dict[str, Any]:
     every check is run, so that one reading lists every fix needed. ``cpu``: the call ran on the CPU,
     judged by the CPU's rules (CPU_CHECKS), never by a GPU's."""
     out = []
+    four_d = all(len(v) == 4 for v in x.dims)  # the other checks read (B, H, L, E): PyTorch stops at this one
     for backend in CPU_BACKENDS if cpu else BACKENDS:
         refusals, unknown = [], []
         for row in (r for r in (CPU_CHECKS if cpu else CHECKS) if r.backend == backend):
@@ -320,6 +320,9 @@ def judge(x: Inputs, cpu: bool = False) -> dict[str, Any]:
                     else PREDICATES.get((backend, row.check)) or PREDICATES.get(("*", row.check)))
             if pred is None:
                 unknown.append({"check": row.check, "why": UNANSWERABLE.get(row.check, "not replayed")})
+                continue
+            if not four_d and pred is not _four_d:
+                unknown.append({"check": row.check, "why": "not replayed: it reads 4-D (B, H, L, E) inputs"})
                 continue
             ok, values = pred(x)
             if ok is None:

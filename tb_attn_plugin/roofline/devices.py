@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..format.linear_regex import compile_linear
 from .device_table import DEVICES, GFX_COMPUTE, PRECISIONS, DeviceRow
 
 GIB = 1 << 30
-_COMPILED = [(re.compile(row.pattern), row) for row in DEVICES]
+_COMPILED = [(compile_linear(row.pattern), row) for row in DEVICES]
+_STATES_MEMORY = compile_linear(r"\d+\s*GB")  # "A100-SXM4-80GB"
 # torch dtype name -> the precision whose peak bounds its matmuls (FP32 matmuls do not use TF32 by
 # default in PyTorch: torch.backends.cuda.matmul.allow_tf32 is False).
 PRECISION_OF_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp32",
@@ -29,7 +31,7 @@ def by_name(name: str, memory_bytes: int | None = None) -> DeviceRow | None:
     if not hits:
         return None
     first = hits[0]
-    if memory_bytes and not re.search(r"\d+\s*GB", name):
+    if memory_bytes and not _STATES_MEMORY.search(name):
         same = [r for r in DEVICES if _family(r) == _family(first) and r.units == first.units
                 and r.tflops == first.tflops and r.by_facts]  # variants that differ only in memory
         if same:

@@ -28,12 +28,14 @@ def add_parser(sub, parents=()) -> None:
     p.add_argument("--seq-len", default="128,512,2048",
                    help="lengths: 128,512 or a range 128:8192:x2 (default: %(default)s)")
     p.add_argument("--batch", default="1,8", help="batch sizes, as --seq-len (default: %(default)s)")
-    p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--head-dim", type=int, default=64)
+    p.add_argument("--heads", type=int, default=16, help="query heads of every cell (default: %(default)s)")
+    p.add_argument("--head-dim", type=int, default=64,
+                   help="head dimension D of q, k and v (default: %(default)s)")
     p.add_argument("--kv-heads", type=int, default=None,
                    help="key/value heads for grouped-query attention (default: --heads)")
     p.add_argument("--dtype", default=None, help=f"{'|'.join(DTYPES)} (default: bfloat16 on cuda, float32 on cpu)")
-    p.add_argument("--causal", action="store_true")
+    p.add_argument("--causal", action="store_true",
+                   help="causal attention (is_causal=True; FLOPs counted halved); default: not causal")
     p.add_argument("--pass", dest="pass_", metavar="PASS", default="fwd", help="fwd or fwd+bwd (default: %(default)s)")
     p.add_argument("--min-run-time", type=float, default=0.2,
                    help="seconds per cell for blocked_autorange (default: %(default)s)")

@@ -13,7 +13,7 @@ DTYPES = ("bfloat16", "float16", "float32")
 PASSES = ("fwd", "fwd+bwd")
 DEVICES = ("cpu", "cuda")
 MAX_CELLS = 10_000  # a grid this big is a typo (a range with a step of x1.0001), not an experiment
-_RANGE = re.compile(r"^(\d+):(\d+):(x|\+)?(\d+)$")
+_RANGE = re.compile(r"(\d+):(\d+):(x|\+)?(\d+)")
 
 
 class GridError(ValueError):
@@ -31,7 +31,7 @@ def parse_ints(text: str, what: str, *, minimum: int = 1) -> list[int]:
         if part.isdigit():
             out.add(int(part))
             continue
-        m = _RANGE.match(part)
+        m = _RANGE.fullmatch(part)
         if not m:
             raise GridError(f"--{what}: {part!r} is neither a number nor a range "
                             "START:STOP:xFACTOR or START:STOP:+STEP")

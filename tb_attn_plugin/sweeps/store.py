@@ -23,21 +23,57 @@ def path_in(logdir: str) -> str:
     return os.path.join(logdir, FILENAME)
 
 
-def valid(rec: Any) -> bool:
+# Bounds of a cell a sweep can have written: sizes no tensor passes (shapes.MAX_DIM: 2^40), and times
+# no timer gives (below a picosecond, above 11 days). A line outside them is skipped with its reason,
+# so that no analysis divides, logs or converts a number that only an edited file holds.
+MAX_SIZE = 1 << 40
+SIZES = ("batch", "seq_len", "heads", "kv_heads", "head_dim")
+TIMES = ("median_s", "iqr_s", "mean_s")
+MIN_TIME_S, MAX_TIME_S = 1e-12, 1e6
+KEY_FIELDS = ("backend", "batch", "seq_len", "heads", "kv_heads", "head_dim", "dtype", "causal", "pass", "device",
+              "module")  # grid.cell_key's: each a JSON scalar, or the cell has no key
+
+
+def problem(rec: Any) -> str | None:
+    """Why a decoded line is no sweep cell, or None when it is one."""
     if not isinstance(rec, dict):
-        return False
+        return f"a JSON {type(rec).__name__}, not an object"
     for k, t in REQUIRED.items():
         v = rec.get(k)
         if not isinstance(v, t) or isinstance(v, bool):
-            return False
-    return rec["status"] in STATUSES and rec["batch"] > 0 and rec["seq_len"] > 0
+            return f"{k} is {_short(v)}, not a{'n' if t is int else ''} {t.__name__}"
+    if rec["status"] not in STATUSES:
+        return f"status {_short(rec['status'])} is none of {', '.join(STATUSES)}"
+    for k in KEY_FIELDS:
+        if isinstance(rec.get(k), (list, dict)):
+            return f"{k} is a JSON {type(rec[k]).__name__}, not a value"
+    for k in SIZES:
+        v = rec.get(k)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not 0 < v < MAX_SIZE):
+            return f"{k} {_short(v)} is no tensor size (an integer from 1 to 2^40)"
+    for k in TIMES:  # a time that is no number is read as unknown (the plugin serves it as null)
+        v = rec.get(k)
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            continue
+        if not (v == 0 and k == "iqr_s" or MIN_TIME_S <= v <= MAX_TIME_S):  # NaN fails too; no float() of a big int
+            return f"{k} {_short(v)} is no time a timer measures ({MIN_TIME_S:g} to {MAX_TIME_S:g} s)"
+    return None
 
 
-def parse_lines(lines: Iterable[str | bytes]) -> tuple[list[dict[str, Any]], int]:
-    """(records, number of lines skipped). A later record of the same cell replaces an earlier one."""
+def _short(v: Any) -> str:
+    text = repr(v) if not isinstance(v, int) or isinstance(v, bool) or abs(v) < 10 ** 30 else f"{str(v)[:12]}... ({len(str(v))} digits)"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def valid(rec: Any) -> bool:
+    return problem(rec) is None
+
+
+def parse(lines: Iterable[str | bytes]) -> tuple[list[dict[str, Any]], list[str]]:
+    """(records, one note per skipped line: "line N: why"). A later record of the same cell replaces an earlier one."""
     by_key: dict[tuple, dict[str, Any]] = {}
-    skipped = 0
-    for line in lines:
+    skipped: list[str] = []
+    for n, line in enumerate(lines, 1):
         if isinstance(line, bytes):
             line = line.decode("utf-8", "replace")
         if not line.strip():
@@ -45,13 +81,20 @@ def parse_lines(lines: Iterable[str | bytes]) -> tuple[list[dict[str, Any]], int
         try:
             rec = json.loads(line)
         except (ValueError, RecursionError):  # RecursionError: a line of nested brackets
-            skipped += 1
+            skipped.append(f"line {n}: not JSON")
             continue
-        if not valid(rec):
-            skipped += 1
+        why = problem(rec)
+        if why is not None:
+            skipped.append(f"line {n}: {why}")
             continue
         by_key[cell_key(rec)] = rec
     return list(by_key.values()), skipped
+
+
+def parse_lines(lines: Iterable[str | bytes]) -> tuple[list[dict[str, Any]], int]:
+    """(records, number of lines skipped)."""
+    records, skipped = parse(lines)
+    return records, len(skipped)
 
 
 def read(logdir: str) -> tuple[list[dict[str, Any]], int]:

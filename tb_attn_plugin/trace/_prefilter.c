@@ -835,6 +835,9 @@ static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t
                           hook, rt != NULL ? &sp : NULL);
         if (e1 < 0 && partial) goto more;
         if (e1 < 0) return SCAN_NOT_PLAIN;
+        /* An item that is no event object is handed on only when it is plain JSON; junk (b"\x00", b"1\x00")
+         * never is: the whole text goes to the decoder, which words what is wrong. */
+        if (s[p] != '{' && strict_value(s, e0, e1, 0) != e1) return SCAN_NOT_PLAIN;
         if (rt == NULL) { /* the plain way: kept unless keep_event drops it (not an object: for the decoder to word) */
             int keep = s[p] != '{' || doubt || keep_event(r, &cat, &name);
             *dropped += !keep;
@@ -909,6 +912,7 @@ static int scan_chunk(const char *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t
         if (s[p] != ',') return SCAN_NOT_PLAIN;
         p = skip_ws(s, p + 1, stop);
         if (p < stop && s[p] == ']') return SCAN_NOT_PLAIN;
+        if (p >= stop && !partial) return SCAN_NOT_PLAIN; /* cut after a ',': no next position inside the text */
         if (p - pos >= budget) {
             *next = p;
             goto close;

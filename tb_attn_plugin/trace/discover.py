@@ -13,8 +13,8 @@ import re
 
 import msgspec
 
-TRACE_FILE = re.compile(r"^(?P<worker>.+?)\.(?P<span>\d+)\.pt\.trace\.json(\.gz)?$")
-PT_TRACE = re.compile(r"^(?P<stem>.+?)\.pt\.trace\.json(\.gz)?$")
+TRACE_FILE = re.compile(r"^(?P<worker>.+?)\.(?P<span>\d+)\.pt\.trace\.json(\.gz)?\Z")
+PT_TRACE = re.compile(r"^(?P<stem>.+?)\.pt\.trace\.json(\.gz)?\Z")
 ANY_TRACE = re.compile(r"\.(pt\.trace\.)?json(\.gz)?$")
 
 
@@ -50,8 +50,9 @@ def trace_name(filename: str) -> tuple[str, str] | None:
 
 def find_traces(root: str, *, loose: bool = False) -> list[TraceFile]:
     """Every trace under ``root``. With ``loose``, any ``*.json``/``*.json.gz`` counts too (CLI use);
-    the plugin stays strict so that unrelated JSON in a logdir is never parsed."""
-    root = os.path.abspath(root)
+    the plugin stays strict so that unrelated JSON in a logdir is never parsed. Paths are joined onto
+    ``root`` as given: a relative directory gives relative paths, so reports and errors name the files
+    as the user named them, never the machine's absolute path."""
     found: list[TraceFile] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))

@@ -36,9 +36,9 @@ CPU_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "cud
                             "cpu_instant_event", "fwdbwd"})
 # Without baseTimeNanoseconds, old kineto (torch 1.x) wrote microseconds since the epoch: from 2001 on.
 EPOCH_US_MIN, EPOCH_US_MAX = 1e15, 1e17
-_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")  # fullmatch, not "$": no final newline
 _EVENTS = re.compile(r'"traceEvents"\s*:\s*\[')
-_STEP = re.compile(r"^ProfilerStep#(\d{1,9})$")
+_STEP = re.compile(r"ProfilerStep#(\d{1,9})")
 
 
 class Head(msgspec.Struct, frozen=True):
@@ -90,7 +90,7 @@ def parse_head(text: str) -> Head:
         raise NoHead("it is not a JSON object")
     rank, world = _rank(top.get("distributedInfo"))
     host = top.get("host_name")
-    host = host if isinstance(host, str) and _HOST.match(host) else None
+    host = host if isinstance(host, str) and _HOST.fullmatch(host) else None
     base = top.get("baseTimeNanoseconds")
     base = base if _is_int(base) and 0 < base < 1 << 63 else None
     pid, ts, step = None, None, None
@@ -101,7 +101,7 @@ def parse_head(text: str) -> Head:
         if pid is None and _is_int(e.get("pid")) and (e.get("cat") in CPU_CATEGORIES or _cpu_label(e)):
             pid = e["pid"]
         if step is None and e.get("ph") == "X" and isinstance(e.get("name"), str):
-            s = _STEP.match(e["name"])
+            s = _STEP.fullmatch(e["name"])
             step = int(s.group(1)) if s else None
     return Head(rank, world, host, pid, _start_ns(base, ts), step)
 

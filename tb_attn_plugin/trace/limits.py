@@ -18,7 +18,7 @@ from . import inflate
 
 ENV = "TB_ATTN_MAX_TRACE_BYTES"
 MIN_DEFAULT = 64 << 20
-_SIZE = re.compile(r"^([0-9]+)([KMG]i?B?|B)?$", re.IGNORECASE)
+_SIZE = re.compile(r"([0-9]+)([KMG]i?B?|B)?", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
@@ -51,7 +51,7 @@ def max_trace_bytes(path: str = "") -> int:
     """The most bytes of JSON text one trace may have (before or after inflating)."""
     raw = os.environ.get(ENV, "").strip()
     if raw:
-        m = _SIZE.match(raw) if raw.isascii() else None
+        m = _SIZE.fullmatch(raw) if raw.isascii() else None
         if not m:
             raise TraceError(path or ENV, f"{ENV}={raw[:40]!r} is not a size (bytes, or a number with K, M or G)")
         return int(m.group(1)) * _UNITS[(m.group(2) or "")[:1].upper()]
@@ -79,26 +79,32 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character de
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
-def refuse_non_regular(path: str, mode: int) -> None:
+TRACE = "trace file"
+
+
+def refuse_non_regular(path: str, mode: int, what: str = TRACE) -> None:
     if stat.S_ISREG(mode):
         return
     if stat.S_ISDIR(mode):
-        raise TraceError(path, "is a directory, not a trace file")
+        raise TraceError(path, f"is a directory, not a {what}")
     kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-    raise TraceError(path, f"is {kind}, not a trace file; only regular files are read")
+    raise TraceError(path, f"is {kind}, not a {what}; only regular files are read")
 
 
-def open_regular(path: str, limit: int):
+def open_regular(path: str, limit: int, what: str = TRACE):
     """Open ``path`` for reading only if it is a regular file no larger than ``limit``. A FIFO, a
     device or a socket is refused from its stat, never opened for reading (a FIFO nobody writes
-    would block); the file is then opened non-blocking and checked again, in case it was swapped."""
-    refuse_non_regular(path, os.stat(path).st_mode)
+    would block); the file is then opened non-blocking and checked again, in case it was swapped.
+    ``what`` names the file in the refusals: traces, and the users' pattern files, are opened here."""
+    refuse_non_regular(path, os.stat(path).st_mode, what)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
-        refuse_non_regular(path, st.st_mode)
-        if st.st_size > limit:
+        refuse_non_regular(path, st.st_mode, what)
+        if st.st_size > limit and what == TRACE:
             raise too_big(path, limit, f"is {human(st.st_size)},")
+        if st.st_size > limit:
+            raise TraceError(path, f"{what} is {st.st_size} bytes; at most {limit} are accepted")
     except BaseException:
         os.close(fd)
         raise

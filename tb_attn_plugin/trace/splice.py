@@ -123,12 +123,44 @@ def _umask() -> int:
     return mask
 
 
+def check_strict_json(src: str) -> None:
+    """Raise TraceError unless the trace is JSON a strict parser accepts, UTF-8 included. The analysis
+    skips events it does not need without decoding them (the C scanner only walks their structure), so
+    a NaN, a bad escape or invalid UTF-8 inside one passes it; a copy must not carry them out."""
+    import codecs
+
+    import msgspec
+
+    from .read import read_trace_text
+
+    text, cut = read_trace_text(src)  # bounded as the analysis' read is
+    if cut:
+        return  # a stream cut short: the copy ends early either way, as the analysis' warning says
+    why = None
+    try:
+        msgspec.json.decode(text, type=msgspec.Raw)  # the grammar, strictly (no NaN, no trailing comma)
+    except msgspec.DecodeError as exc:
+        why = str(exc)
+    if why is None:
+        utf8 = codecs.getincrementaldecoder("utf-8")()
+        view, step = memoryview(text), 16 << 20
+        try:
+            for i in range(0, len(text), step):
+                utf8.decode(view[i:i + step], final=i + step >= len(text))
+        except UnicodeDecodeError as exc:
+            why = f"invalid UTF-8 at byte {i + exc.start}"
+    if why is not None:
+        raise TraceError(src, f"holds bytes a strict JSON parser rejects ({why}) in events the analysis skips; "
+                              "an annotated copy would not be JSON, so none is written")
+
+
 def write_spliced(src: str, dst: str, events: Iterable[bytes], progress=None) -> int:
     """Copy ``src`` to ``dst`` (gzip when ``dst`` ends in .gz) with ``events`` (encoded JSON objects)
     first in its traceEvents; returns how many events were added. ``progress(fraction)`` is called
     as the input is read. Raises TraceError."""
     if not is_url(src) and os.path.exists(dst) and os.path.samefile(src, dst):
         raise TraceError(dst, "the output would overwrite the input trace; choose another -o")
+    check_strict_json(src)  # what is copied out unread must be JSON too
     out_dir = os.path.dirname(os.path.abspath(dst))
     try:
         fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tb-attn-annotate-", suffix=".tmp")

@@ -10,12 +10,12 @@ Tables, one row per API with a real example and where it was seen.
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 
 import msgspec
 import numpy as np
 
+from ..format.linear_regex import compile_linear
 from ..table.arrays import values_at
 
 # APIs after which the GPU runs one activity of the same correlation id: (regex, example, source).
@@ -31,12 +31,12 @@ KERNEL_LAUNCH_APIS: tuple[tuple[str, str, str], ...] = (
      "trace: tl_mi300x_xdit_flux1_aiter_fmha_hipgraph (one hipGraphLaunch, every replayed kernel points at it)"),
 )
 # A stream capture's begin and end: launches between them on the same thread only build a graph.
-CAPTURE_BEGIN = re.compile(r"^(cuda|cu|hip)StreamBeginCapture\w*$")
-CAPTURE_END = re.compile(r"^(cuda|cu|hip)StreamEndCapture\w*$")
+CAPTURE_BEGIN = compile_linear(r"^(cuda|cu|hip)StreamBeginCapture\w*$")
+CAPTURE_END = compile_linear(r"^(cuda|cu|hip)StreamEndCapture\w*$")
 # Example: tl_mi300x_xdit_flux1_aiter_fmha_hipgraph has 994 kernel launches, none with a kernel,
 # all between one hipStreamBeginCapture and its hipStreamEndCapture.
 
-_LAUNCH = re.compile("|".join(f"(?:{rx})" for rx, _, _ in KERNEL_LAUNCH_APIS))
+_LAUNCH = compile_linear("|".join(f"(?:{rx})" for rx, _, _ in KERNEL_LAUNCH_APIS))
 
 
 def is_kernel_launch(api_name: str) -> bool:
