@@ -28,7 +28,7 @@ while True:  # the whole array, chunk by chunk as the engine reads it
 print(f"whole trace: kept {kept} of {pos - start} bytes, dropped {dropped} events")
 import json
 import numpy as np
-from tb_attn_plugin.trace.table import JSON, REC, Table
+from tb_attn_plugin.trace.records import JSON, REC, Table
 
 
 def check_records(out):

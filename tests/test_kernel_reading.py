@@ -196,7 +196,7 @@ def _refusals(path: Path, device: dict = SM80) -> dict[str, list[str]]:
     """The CUDA rules replayed on a CPU recording's SDPA inputs, judged for an sm80 GPU (the report of a CPU
     trace judges it by the CPU's rules: test_cpu_why_not_flash.py)."""
     a = _sdpa_args(path)
-    x = why_not_flash.inputs_of(a.get("Input Dims"), a.get("Input type"), a.get("Concrete Inputs"), False, device,
+    x, _ = why_not_flash.inputs_of(a.get("Input Dims"), a.get("Input type"), a.get("Concrete Inputs"), False, device,
                                 a.get("Input Strides"))
     w = why_not_flash.judge(x)
     assert "sm80" in w["device"] and "assumed" not in w["device"]
@@ -205,7 +205,7 @@ def _refusals(path: Path, device: dict = SM80) -> dict[str, list[str]]:
 
 def _backends(path: Path) -> dict[str, dict]:
     a = _sdpa_args(path)
-    x = why_not_flash.inputs_of(a.get("Input Dims"), a.get("Input type"), a.get("Concrete Inputs"), False, SM80,
+    x, _ = why_not_flash.inputs_of(a.get("Input Dims"), a.get("Input type"), a.get("Concrete Inputs"), False, SM80,
                                 a.get("Input Strides"))
     return {b["backend"]: b for b in why_not_flash.judge(x)["backends"]}
 
