@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tb_attn_plugin.report.words import cut, plural
+from tb_attn_plugin.text.words import cut, plural
 from tb_attn_plugin.format.version import ENGINE_VERSION, SCHEMA_VERSION, __version__
 from tests.conftest import REPO, recorded_trace
 

@@ -27,7 +27,8 @@ from ..roofline.devices import describe
 from ..attention.patterns import is_vendor_op, needs_shapes
 from ..attention.metrics import PASSES, Cell, layer_type_of_path, measure
 from ..attention.stages import kernel_stage
-from ..format import tags, units
+from ..format import tags
+from ..text import units
 from ..memory import engine as memory
 from ..overview import section as overview
 from ..reading import section as reading

@@ -15,7 +15,7 @@ from ..overview import compare as step_compare
 from ..roofline.decompose import decompose
 from . import kernel_changes, memory_compare, noise
 from .layer_match import natural_key, layer_types, match_layers
-from .words import cut, duration
+from ..text.words import cut, duration
 
 PASS_ORDER = ("fwd", "bwd")
 MAX_ONLY_IN = 100  # kernels listed per run in kernels_only_in; the count is always exact

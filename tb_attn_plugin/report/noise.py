@@ -139,6 +139,6 @@ def _median(s: list[float]) -> float | None:
 
 
 def _us(v: float | None) -> str:
-    from .words import duration
+    from ..text.words import duration
 
     return "unknown" if v is None else duration(v)
