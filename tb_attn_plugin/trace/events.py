@@ -341,7 +341,7 @@ class _Kept:
         self._shared: dict[Any, Any] = {}
 
     def slim(self) -> tuple:
-        """The scanner's slim rules (see _prefilter.scan_events): what is left out of the chunks
+        """The scanner's slim rules (see _scanner.scan_events): what is left out of the chunks
         scanned from now on is what add_scanned would drop from them anyway."""
         return self.shapes.slim()
 
