@@ -36,5 +36,7 @@ fi
 (cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run --silent typecheck && npm test --silent && bash check-bundle.sh)
 # The lint (ruff.toml: pyflakes and syntax errors) over the Python of the repository.
 "$VENV/bin/ruff" check --quiet .
+# The type check of format/ and report/ (mypy.ini).
+"$VENV/bin/mypy" --no-error-summary
 if [ -x /usr/bin/chromium ]; then export TB_ATTN_REQUIRE_BROWSER=1; fi  # a missing piece fails the browser test
 exec "$VENV/bin/python" -m pytest -q "$@"

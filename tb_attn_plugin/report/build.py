@@ -425,6 +425,7 @@ def _streams(L: Linked):
     """The GPU stream a kernel ran on, as a function of the kernel: kineto writes it in args and as
     the event's tid (read from the kernels' columns)."""
     kt = L.kernel_table
+    assert kt is not None  # link always sets it
     has, stream = kt.has("stream"), kt["stream"]
     return lambda k: str(stream[k.i] if has[k.i] else k.tid)
 
