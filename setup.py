@@ -31,7 +31,7 @@ setup(
     # and nests the ops in Python, with the same results. The other reads
     # CUDA memory snapshot pickles into columns (a third of the memory the unpickler's objects take);
     # without it snapshots load with the plain unpickler, same results.
-    ext_modules=[Extension("tb_attn_plugin.trace._prefilter", ["tb_attn_plugin/trace/_prefilter.c"],
+    ext_modules=[Extension("tb_attn_plugin.trace._scanner", ["tb_attn_plugin/trace/_scanner.c"],
                            optional=True),
                  Extension("tb_attn_plugin.memory._snapshot_decode", ["tb_attn_plugin/memory/_snapshot_decode.c"],
                            optional=True)],

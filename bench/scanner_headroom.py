@@ -2,7 +2,7 @@
 
 The scanner's calls are first recorded once (their results and the thread CPU each took). Each timed
 run is then a fresh process running `tb-attn report --json` on the same trace, in which every call
-into _prefilter.scan_events returns its recorded result after burning a given fraction of its
+into _scanner.scan_events returns its recorded result after burning a given fraction of its
 recorded CPU time with the GIL released (sha256 over a buffer, calibrated in that process): fraction
 1.0 stands for today's scanner, 0.5 for one twice as fast, 0.0 for a free one. The file is still read
 (by the reading thread, as always), and everything after the scanner runs for real, so the gap

@@ -6,7 +6,7 @@ scanner change of a few percent. This times only the scanner's calls: each run i
 that begins the reading the way `tb-attn report` does (trace/stream.py's _begin with the patterns'
 needs_shapes and learn=True: the same windows, routes and slimming), drains its chunks without
 decoding them, and sums the thread CPU time (time.thread_time) spent inside each call into
-_prefilter.scan_events. Each process does this --repeat times and keeps its best; the checkouts then
+_scanner.scan_events. Each process does this --repeat times and keeps its best; the checkouts then
 take turns (A B A B ...), and the medians of each are quoted with the median of the pair ratios.
 
     python bench/scanner_speed.py --a . --b /path/to/worktree /tmp/owlv2x4.json -n 5

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The op tree's stack pass (nest_sorted in tb_attn_plugin/trace/_prefilter.c) under AddressSanitizer
+# The op tree's stack pass (nest_sorted in tb_attn_plugin/trace/_scanner.c) under AddressSanitizer
 # and UBSan: an instrumented copy built in a temporary directory gets the op columns of a real
 # trace, then random columns, offsets and thread tables, in range and out of it (those must raise,
 # not read out of bounds). CI runs it short (tests/test_sanitizers.py, 400 cases); the long run is
@@ -10,15 +10,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-3000}
 source scripts/asan_build.sh
-asan_build tb_attn_plugin/trace/_prefilter.c _prefilter
+asan_build tb_attn_plugin/trace/_scanner.c _scanner
 TRACE=${TRACE:-${TB_ATTN_SHARED_TRACES:-../shared/traces}/tl_h100_owlv2_eager_bmm_softmax.json.gz}
 asan_python - "$TMP" "$N" "$TRACE" <<'PYEOF'
 import random, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-import _prefilter
+import _scanner
 from tb_attn_plugin.trace import link, native, stream
-native.nest_sorted = _prefilter.nest_sorted  # the instrumented pass builds the tree below
+native.nest_sorted = _scanner.nest_sorted  # the instrumented pass builds the tree below
 ev, _ = stream.decode_file(sys.argv[3])
 tree = link.op_tree(ev)
 assert sorted(tree.order) == list(range(len(ev.op_table)))
@@ -38,7 +38,7 @@ for i in range(int(sys.argv[2])):
         return np.array(at, np.int64)
     out = [np.zeros(max(0, n + (rnd.choice([1, -1]) if bad and rnd.random() < 0.2 else 0)), np.int64) for _ in range(3)]
     try:
-        _prefilter.nest_sorted(ts.astype(np.float64), du.astype(np.float64), offsets(n), lts, offsets(m), *out,
+        _scanner.nest_sorted(ts.astype(np.float64), du.astype(np.float64), offsets(n), lts, offsets(m), *out,
                                np.zeros(m, np.int64))
     except (ValueError, TypeError):
         raised += 1

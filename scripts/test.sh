@@ -19,10 +19,10 @@ TEST_EXTRAS=(
 # so it is pinned on every install line.
 "$VENV/bin/pip" install -q torch==2.13.0
 "$VENV/bin/pip" install -q torch==2.13.0 -e ".[$(IFS=,; echo "${TEST_EXTRAS[*]}")]"
-# The install compiles the C event scanner (tb_attn_plugin/trace/_prefilter.c) and the snapshot
+# The install compiles the C event scanner (tb_attn_plugin/trace/_scanner.c) and the snapshot
 # decoder (tb_attn_plugin/memory/_snapshot_decode.c) with gcc and brings
 # ISA-L's gzip ([fast]); the engine works without either, but here their absence must fail the tests
-# of those paths (tests/test_prefilter.py, tests/test_bad_input.py), not skip them.
+# of those paths (tests/test_scanner.py, tests/test_bad_input.py), not skip them.
 export TB_ATTN_REQUIRE_NATIVE=1
 # The Attention tab (frontend/): Debian's chromium for the browser test (never a downloaded browser),
 # the pinned npm packages, the unit tests, and a check that the committed bundle is what the source builds.
@@ -36,5 +36,7 @@ fi
 (cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run --silent typecheck && npm test --silent && bash check-bundle.sh)
 # The lint (ruff.toml: pyflakes and syntax errors) over the Python of the repository.
 "$VENV/bin/ruff" check --quiet .
+# The type check of format/ and report/ (mypy.ini).
+"$VENV/bin/mypy" --no-error-summary
 if [ -x /usr/bin/chromium ]; then export TB_ATTN_REQUIRE_BROWSER=1; fi  # a missing piece fails the browser test
 exec "$VENV/bin/python" -m pytest -q "$@"

@@ -25,7 +25,7 @@ import glob
 import os
 import sys
 
-from .format import json_text
+from .text import json_text
 from .cli_common import ProgressBar, fail_json_message
 from .format.errors import TraceError
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 import time
 
-from .format import json_text
-from .report.words import cut
+from .text import json_text
+from .text.words import cut
 
 
 class ProgressBar:

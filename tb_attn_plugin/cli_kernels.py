@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 
-from .format import json_text
+from .text import json_text
 
 COMMANDS = ("patterns", "annotate", "fingerprint")
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tb_attn_plugin.report.words import cut, plural
+from tb_attn_plugin.text.words import cut, plural
 from tb_attn_plugin.format.version import ENGINE_VERSION, SCHEMA_VERSION, __version__
 from tests.conftest import REPO, recorded_trace
 
@@ -51,7 +51,7 @@ NO_SCANNER = """
 import sys
 class Block:
     def find_spec(self, name, path=None, target=None):
-        if name == "tb_attn_plugin.trace._prefilter":
+        if name == "tb_attn_plugin.trace._scanner":
             raise ImportError("blocked: as if no compiler had built it")
 sys.meta_path.insert(0, Block())
 from tb_attn_plugin.cli import main

@@ -1,5 +1,5 @@
 """Simple linters for the C-API mistakes that are easy to make and easy to catch in our two C files
-(trace/_prefilter.c, memory/_snapshot_decode.c), in the manner of msgspec's tests/unit/test_cpylint.py.
+(trace/_scanner.c, memory/_snapshot_decode.c), in the manner of msgspec's tests/unit/test_cpylint.py.
 These are naive text checks: a line that is right but trips one carries ``/* cpylint-ignore */``.
 
 - Code that runs with the GIL released (between Py_BEGIN_ALLOW_THREADS and Py_END_ALLOW_THREADS, and every
@@ -127,7 +127,7 @@ def test_c_sources_pass_the_lints(path):
 
 
 def test_there_are_sources_to_lint():
-    assert {p.name for p in SOURCES} >= {"_prefilter.c", "_snapshot_decode.c"}
+    assert {p.name for p in SOURCES} >= {"_scanner.c", "_snapshot_decode.c"}
 
 
 # Each lint catches what it is for: small wrong programs.

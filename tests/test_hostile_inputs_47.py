@@ -174,7 +174,7 @@ def test_64k_adversarial_names_get_the_tables_answers():
 # -- item 5: the C scanner on junk ---------------------------------------------------------------
 def _scanner():
     from tb_attn_plugin.trace import native
-    from tests.test_prefilter import RULES
+    from tests.test_scanner import RULES
 
     if not native.available:
         pytest.skip("the C scanner is not built (python setup.py build_ext --inplace)")
@@ -182,7 +182,7 @@ def _scanner():
 
 
 def test_the_scanner_gives_no_event_from_junk_nor_a_position_past_its_input():
-    """tests/test_prefilter.py::test_any_bytes_any_start_no_crash failed on about one seed in six on
+    """tests/test_scanner.py::test_any_bytes_any_start_no_crash failed on about one seed in six on
     216150a: b'\\x00,' with a budget of 0 gave the event b'\\x00' and a next position of 2 (its length)."""
     scan, rules = _scanner()
     assert scan(b"\x00,", 0, 0, *rules) == (None, 0, 0, False)

@@ -15,7 +15,8 @@ import math
 import pytest
 
 from tb_attn_plugin.attention import shapes
-from tb_attn_plugin.format import tags, units
+from tb_attn_plugin.format import tags
+from tb_attn_plugin.text import units
 from tb_attn_plugin.report import finite
 from tb_attn_plugin.report.build import analyze_file
 from tests.conftest import recorded_trace

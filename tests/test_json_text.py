@@ -1,4 +1,4 @@
-"""The CLI's JSON text (format/json_text.py) is json.dumps's, byte for byte, on the values reports hold."""
+"""The CLI's JSON text (text/json_text.py) is json.dumps's, byte for byte, on the values reports hold."""
 
 import json
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tb_attn_plugin.format.json_text import _tokens, dumps
+from tb_attn_plugin.text.json_text import _tokens, dumps
 
 CASES = [
     {"reports": [{"a": 1e-05, "b": 1e16, "c": -0.0, "d": 2 ** 70, "e": [], "f": {}, "g": [[], [{}]], "h": None,
@@ -24,7 +24,7 @@ def test_same_text_as_json_dumps(doc, indent):
     assert dumps(doc, indent) == json.dumps(doc, indent=indent)
 
 
-# Documents msgspec's encoder writes (the fast path, format/json_text._tokens) next to ones it leaves
+# Documents msgspec's encoder writes (the fast path, text/json_text._tokens) next to ones it leaves
 # to json.dumps: non-ASCII text past the BMP too, floats as keys, keys json.dumps alone takes.
 FAST = {"line": "Owlv2Attention (eager): L 5185×5185, 2.1 TB/s · 3.35 TB/s (63%) — µs \U0001F600",
         "ctrl": "".join(map(chr, range(32))) + "\x7f", "n": [0.0001, 123456789012345.67, 1e15, -2.5, 2 ** 64]}

@@ -1,4 +1,4 @@
-"""The op tree (trace/link.op_tree: numpy sorts, then the one stack pass of _prefilter.nest_sorted):
+"""The op tree (trace/link.op_tree: numpy sorts, then the one stack pass of _scanner.nest_sorted):
 for any times, ties, threads, launches and ops that overlap without nesting, what one loop over each
 thread's ops sorted by (start, -duration) gives: the order, parents, subtree ends, depths, self times
 and launch ops. The loop below is the specification the tests hold the engine to."""
@@ -21,7 +21,7 @@ from tb_attn_plugin.trace.records import Table
 def test_the_tree_pass_is_built_where_required():
     if os.environ.get("TB_ATTN_REQUIRE_NATIVE"):
         assert native.nest_sorted is not native._nest_sorted_python, \
-            "tb_attn_plugin/trace/_prefilter.c was not compiled (pip install -e . needs gcc)"
+            "tb_attn_plugin/trace/_scanner.c was not compiled (pip install -e . needs gcc)"
 
 
 # Few distinct values, so equal starts, equal ends and launches at an op's very start or end abound.
@@ -180,7 +180,7 @@ def test_by_correlation_a_later_launch_wins():
     assert link.launches_by_correlation(_events([], launches)) == {5: 2, 6: 1}
 
 
-@pytest.mark.skipif(native.nest_sorted is native._nest_sorted_python, reason="_prefilter.c is not built")
+@pytest.mark.skipif(native.nest_sorted is native._nest_sorted_python, reason="_scanner.c is not built")
 def test_the_pass_refuses_buffers_that_do_not_fit():
     f, q = (lambda *v: np.array(v, np.float64)), (lambda *v: np.array(v, np.int64))
     out = lambda n: np.zeros(n, np.int64)  # noqa: E731

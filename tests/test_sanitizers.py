@@ -1,5 +1,5 @@
 """The two C extensions under AddressSanitizer and UBSan, short runs on every CI submission: the event
-scanner on a real trace and 400 mutated pieces of it (scripts/asan_prefilter.sh), the op tree's stack
+scanner on a real trace and 400 mutated pieces of it (scripts/asan_scanner.sh), the op tree's stack
 pass of the same extension on a real trace's ops and 400 random column sets (scripts/asan_op_tree.sh),
 the snapshot decoder on a real-format snapshot in every window size and 400 mutated pickles
 (scripts/asan_snapshot_decoder.sh).
@@ -46,7 +46,7 @@ def _real_trace() -> str:
 
 
 def test_event_scanner_under_asan_and_ubsan():
-    out = _run("asan_prefilter.sh", TRACE=_real_trace())
+    out = _run("asan_scanner.sh", TRACE=_real_trace())
     assert f"{SHORT} mutated pieces: no memory error" in out and "whole trace routed" in out
 
 

@@ -66,7 +66,7 @@ def _no_stream_threads():
 
 def test_the_scanner_streams_where_required():
     if os.environ.get("TB_ATTN_REQUIRE_NATIVE"):
-        assert stream.available(), "the built _prefilter does not take streamed windows: rebuild it (setup.py build_ext)"
+        assert stream.available(), "the built _scanner does not take streamed windows: rebuild it (setup.py build_ext)"
 
 
 @pytest.mark.parametrize("window,read", SIZES)

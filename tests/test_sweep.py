@@ -433,7 +433,7 @@ def test_argparse_mistakes_are_one_line_too(tmp_path, capsys, argv):
 def test_printed_numbers_table_has_every_measured_cell(small_sweep, tmp_path):
     import io
 
-    from tb_attn_plugin.format.units import flops_rate_text
+    from tb_attn_plugin.text.units import flops_rate_text
     from tb_attn_plugin.sweeps.table import metrics_table
 
     _, res = small_sweep

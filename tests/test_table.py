@@ -30,7 +30,7 @@ def _streamed(monkeypatch, path, window):
 
 
 def test_the_record_is_the_scanners():
-    # _prefilter.c's Rec: times, thread, category, Args' int members in Args' order, nulls
+    # _scanner.c's Rec: times, thread, category, Args' int members in Args' order, nulls
     ints = [f.name for f in msgspec.structs.fields(Args) if f.type == (int | None)]
     assert list(INT_ARGS) == ints
     if native.available:

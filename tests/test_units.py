@@ -1,11 +1,11 @@
-"""format/units.py: one place for rates and their text, and the roofline line that uses it (issue 27,
+"""text/units.py: one place for rates and their text, and the roofline line that uses it (issue 27,
 items 4 and 8): one bound per point, small rates in their own unit, never '0.0 TFLOP/s'."""
 
 from __future__ import annotations
 
 import pytest
 
-from tb_attn_plugin.format.units import bandwidth_text, flops_rate_pair_text, flops_rate_text
+from tb_attn_plugin.text.units import bandwidth_text, flops_rate_pair_text, flops_rate_text
 from tb_attn_plugin.roofline import roof
 from tb_attn_plugin.roofline.section import line
 
@@ -58,7 +58,7 @@ def test_the_safety_nets_warning_agrees_in_number():
 
 import re  # noqa: E402
 
-from tb_attn_plugin.format.units import duration_text  # noqa: E402
+from tb_attn_plugin.text.units import duration_text  # noqa: E402
 
 BIG_MICROSECONDS = re.compile(r"(?<![\d.])\d{4,}(?:\.\d+)? ?µs")  # '171559.4 µs': a time that should be ms or s
 # a peak followed by a bare number: 'dense 16-bit peak (990)', 'peak 990,' (a unit or % must follow the number)

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import msgspec
 import numpy as np
 
-from ..format.units import bytes_text, duration_text
+from ..text.units import bytes_text, duration_text
 from ..table import columns
 from ..table.arrays import intern, ints
 from .attribute import Attribution
@@ -74,7 +74,7 @@ def score_path_events(delta, att: Attribution, calls: list[CallInfo], L=None) ->
     return bytearray(got.tobytes())
 
 
-gib = bytes_text  # the one byte formatter (format/units.py); the name memory/ has always used
+gib = bytes_text  # the one byte formatter (text/units.py); the name memory/ has always used
 
 
 def build(tl: Timeline, att: Attribution, calls: list[CallInfo], *, source: str,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..format.units import duration_text
+from ..text.units import duration_text
 from .engine import NO_MEMORY
 from .section import UNKNOWN, gib
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..report.words import duration, percent, plural
+from ..text.words import duration, percent, plural
 
 BAR_WIDTH = 60
 # part -> (bar letter, words)

@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..format.tags import STAGES
-from ..report.words import duration
+from ..text.words import duration
 from .identify import rank_of, worker_of
 
 MAX_LAYERS = 200  # rows of the per-layer spread table, largest spread first

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..report.words import duration
+from ..text.words import duration
 
 MAX_RANK_ROWS = 16  # the slowest ones; a job of 1,024 ranks prints its extremes, not every rank
 MAX_LAYER_ROWS = 5

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..format.linear_regex import compile_linear
 from ..attention import patterns as P
-from ..format.units import duration_text
+from ..text.units import duration_text
 from ..attention.detect import Call
 from ..trace.link import Linked
 from ..table.arrays import runs_of

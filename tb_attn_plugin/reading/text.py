@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..report.words import cut
+from ..text.words import cut
 
 GROUPS = 4  # layer type x implementation groups shown
 KERNELS = 4  # kernels per group

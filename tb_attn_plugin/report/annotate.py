@@ -23,7 +23,8 @@ from typing import Any, Iterator
 
 from ..attention import patterns as P
 from ..attention import shapes
-from ..format import tags, units
+from ..format import tags
+from ..text import units
 from ..attention.stages import kernel_stage
 from ..memory.engine import score_blocks
 from ..trace.link import Kernel, Linked

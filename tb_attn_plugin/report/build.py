@@ -27,7 +27,8 @@ from ..roofline.devices import describe
 from ..attention.patterns import is_vendor_op, needs_shapes
 from ..attention.metrics import PASSES, Cell, layer_type_of_path, measure
 from ..attention.stages import kernel_stage
-from ..format import tags, units
+from ..format import tags
+from ..text import units
 from ..memory import engine as memory
 from ..overview import section as overview
 from ..reading import section as reading
@@ -424,6 +425,7 @@ def _streams(L: Linked):
     """The GPU stream a kernel ran on, as a function of the kernel: kineto writes it in args and as
     the event's tid (read from the kernels' columns)."""
     kt = L.kernel_table
+    assert kt is not None  # link always sets it
     has, stream = kt.has("stream"), kt["stream"]
     return lambda k: str(stream[k.i] if has[k.i] else k.tid)
 

@@ -15,7 +15,7 @@ from ..overview import compare as step_compare
 from ..roofline.decompose import decompose
 from . import kernel_changes, memory_compare, noise
 from .layer_match import natural_key, layer_types, match_layers
-from .words import cut, duration
+from ..text.words import cut, duration
 
 PASS_ORDER = ("fwd", "bwd")
 MAX_ONLY_IN = 100  # kernels listed per run in kernels_only_in; the count is always exact
@@ -92,9 +92,9 @@ def _layers(reports: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, An
     for lt in order:
         values = [round(acc[lt][0], 3) if lt in acc else 0.0 for acc in per_run]
         # None where the run has no such layer; "a+b" where one layer type runs several ways.
-        impls = ["+".join(sorted(acc[lt][1])) or None if lt in acc else None for acc in per_run]
+        impl_text = ["+".join(sorted(acc[lt][1])) or None if lt in acc else None for acc in per_run]
         delta, pct = _delta(values)
-        rows.append({"layer_type": lt, "values": values, "implementations": impls, "delta_us": delta,
+        rows.append({"layer_type": lt, "values": values, "implementations": impl_text, "delta_us": delta,
                      "delta_pct": pct, "_order": order[lt],
                      # each run's layers in this row, by their own names ([] where the run has none)
                      "layers": [sorted(acc[lt][2], key=natural_key) if lt in acc else [] for acc in per_run]})
@@ -154,14 +154,16 @@ def _impl_names(r: Mapping[str, Any]) -> list[str]:
 
 
 def _device_name(r: Mapping[str, Any]) -> str:
-    dev = r.get("device") if isinstance(r.get("device"), Mapping) else {}
+    got = r.get("device")
+    dev: Mapping[str, Any] = got if isinstance(got, Mapping) else {}
     return str(dev.get("name") or ("unknown GPU" if r.get("time_basis") == "gpu" else "CPU"))
 
 
 def _model_of(r: Mapping[str, Any]) -> str:
     """The model a run profiled, as far as the report says: the collector's ``metadata.model`` when
     present, else its attention layer types."""
-    meta = r.get("metadata") if isinstance(r.get("metadata"), Mapping) else {}
+    got = r.get("metadata")
+    meta: Mapping[str, Any] = got if isinstance(got, Mapping) else {}
     if isinstance(meta.get("model"), str) and meta["model"]:
         return meta["model"]
     return ", ".join(sorted({str(i.get("layer_type")) for i in r.get("implementations") or []

@@ -1,7 +1,7 @@
 """The last guard before a report leaves the engine: a number that is not finite becomes null, with a warning.
 
 Strict JSON has no NaN or Infinity (clients reject the document), and 0 would be a confident wrong
-answer; the sources of such numbers are fixed where they arise (attention/shapes.py, format/units.py),
+answer; the sources of such numbers are fixed where they arise (attention/shapes.py, text/units.py),
 so this only catches what a future path lets through, and says where."""
 
 from __future__ import annotations

@@ -68,9 +68,9 @@ def min_p(n1: int, n2: int) -> float:
 
 def mann_whitney(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, str]:
     """(U of x, two-sided p, "exact" | "normal approximation")."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    n1, n2 = len(x), len(y)
-    pooled = np.concatenate([x, y])
+    xs, ys = np.asarray(x, float), np.asarray(y, float)
+    n1, n2 = len(xs), len(ys)
+    pooled = np.concatenate([xs, ys])
     order = np.argsort(pooled, kind="mergesort")
     ranks = np.empty(len(pooled))
     sorted_v = pooled[order]
@@ -139,6 +139,6 @@ def _median(s: list[float]) -> float | None:
 
 
 def _us(v: float | None) -> str:
-    from .words import duration
+    from ..text.words import duration
 
     return "unknown" if v is None else duration(v)

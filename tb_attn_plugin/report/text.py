@@ -6,13 +6,13 @@ from collections import defaultdict
 from typing import Any
 
 from ..format.tags import STAGES
-from ..format.units import flops_rate_text
+from ..text.units import flops_rate_text
 from ..memory import text as memory_text
 from ..overview import text as overview_text
 from ..reading import call as call_reading
 from ..reading import text as kernel_reading_text
 from ..roofline.text import decomposition_lines, roofline_lines
-from .words import cut, duration, plural
+from ..text.words import cut, duration, plural
 
 NAME_WIDTH = 48  # layer and run names in tables; longer ones end in an ellipsis
 

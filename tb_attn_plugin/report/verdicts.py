@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..format.units import bytes_text, flops_rate_text
-from .words import percent, plural
+from ..text.units import bytes_text, flops_rate_text
+from ..text.words import percent, plural
 
 FUSED_IMPLS = {"flash", "efficient", "cudnn", "aotriton", "ck", "flash_attn", "flex", "serving", "cpu_fused", "fused"}
 

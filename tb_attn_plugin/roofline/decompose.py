@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..format.units import bytes_text, duration_text
+from ..text.units import bytes_text, duration_text
 
 PARTS = ("memory", "compute", "launch", "cpu", "rest")
 LABELS = {"memory": "memory traffic", "compute": "compute efficiency", "launch": "kernel launches",

@@ -14,7 +14,7 @@ import os
 import stat
 from typing import Any
 
-from ..format.units import per_second, sig
+from ..text.units import per_second, sig
 from .devices import peak_for
 
 LAUNCH_US = 10.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..format.units import bandwidth_text, flops_rate_pair_text, flops_rate_text, percent_text
+from ..text.units import bandwidth_text, flops_rate_pair_text, flops_rate_text, percent_text
 from .devices import precision_of
 from ..attention.metrics import Measured
 

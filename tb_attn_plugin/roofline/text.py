@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..format.units import bandwidth_text, flops_rate_text
+from ..text.units import bandwidth_text, flops_rate_text
 from .decompose import LABELS, PARTS
 
 

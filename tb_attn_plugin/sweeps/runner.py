@@ -11,7 +11,7 @@ from typing import Any
 
 from . import analysis, store
 from .flops import CONVENTION
-from ..format.units import duration_text
+from ..text.units import duration_text
 from .grid import BACKENDS, Cell, Grid, GridError, cell_key, parse_bytes, parse_ints, parse_names
 from .progress import SweepProgress
 from .table import metrics_table

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..format.units import duration_text, flops_rate_text
+from ..text.units import duration_text, flops_rate_text
 from .analysis import series_name
 
 COLUMNS = ("backend", "B", "L", "median", "IQR", "FLOP rate", "% peak", "tokens/s", "peak mem", "max |err|")

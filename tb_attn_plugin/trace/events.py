@@ -118,13 +118,13 @@ class Events(msgspec.Struct, gc=False):
     annotations, nn.Module scopes: the op tree's nodes), launches (runtime and driver calls) and GPU
     activities (kernels, memcpy, memset) are columns only: no event object per op, launch or kernel."""
 
-    op_table: Table  # the ops' record columns (OP_FIELDS)
+    op_table: Table | None  # the ops' record columns (OP_FIELDS); None once link has read them
     op_names: Names  # each op's name, as an id into the distinct names
     # op (index in file order) -> its shapes, for the ops keep_shapes wants: decoded, or the op's JSON (op_args)
     op_shapes: dict[int, Shapes | msgspec.Raw]
     launch_table: Table  # the launches' record columns (LAUNCH_FIELDS)
     launch_names: Names  # each launch's name (cudaLaunchKernel, cuLaunchKernel, hipGraphLaunch...), as an id
-    gpu_table: Table  # the GPU activities' record columns (GPU_FIELDS)
+    gpu_table: Table | None  # the GPU activities' record columns (GPU_FIELDS); None once link has read them
     gpu_names: Names  # each one's name (the kernel's), as an id
     gpu_config: LaunchColumns  # each one's launch configuration (a kernel's registers, block, ...)
     flows: list[Event]  # fwdbwd flow starts and ends
@@ -341,7 +341,7 @@ class _Kept:
         self._shared: dict[Any, Any] = {}
 
     def slim(self) -> tuple:
-        """The scanner's slim rules (see _prefilter.scan_events): what is left out of the chunks
+        """The scanner's slim rules (see _scanner.scan_events): what is left out of the chunks
         scanned from now on is what add_scanned would drop from them anyway."""
         return self.shapes.slim()
 

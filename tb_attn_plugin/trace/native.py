@@ -1,4 +1,4 @@
-"""The C event scanner (``_prefilter.c``), fed chunk by chunk on a second thread.
+"""The C event scanner (``_scanner.c``), fed chunk by chunk on a second thread.
 
 Also the op tree's one sequential pass (nest_sorted, a stack over numpy columns; link.op_tree
 sorts them with numpy first).
@@ -20,13 +20,13 @@ from typing import Callable, Iterator
 from .pipeline import pipe
 
 try:
-    from ._prefilter import REC_SIZE
-    from ._prefilter import scan_events as _scan_events
+    from ._scanner import REC_SIZE
+    from ._scanner import scan_events as _scan_events
 except ImportError:  # no compiler at install time (or an older build): events.py decodes every event instead
     _scan_events = None
     REC_SIZE = 0
 try:
-    from ._prefilter import nest_sorted
+    from ._scanner import nest_sorted
 except ImportError:
     nest_sorted = None
 
@@ -34,7 +34,7 @@ available = _scan_events is not None
 
 
 def _nest_sorted_python(ts, dur, op_at, lts, launch_at, parent, subtree_end, depth, launch_op) -> None:
-    """_prefilter.nest_sorted's pass in Python, for an install without a compiler (same arguments,
+    """_scanner.nest_sorted's pass in Python, for an install without a compiler (same arguments,
     same results; far slower on a big trace)."""
     ts, dur, lts = ts.tolist(), dur.tolist(), lts.tolist()
     par, send, dep, lop = [-1] * len(ts), [0] * len(ts), [0] * len(ts), [-1] * len(lts)
@@ -89,7 +89,7 @@ def each_chunk(text: bytes, start: int, budget: int, rules: tuple,
                on_chunk: Callable[[bytes | tuple, int], None], route: tuple | None = None) -> int | None:
     """Scan the event array whose '[' is at ``text[start]``, calling ``on_chunk(kept, dropped)``
     for each chunk of about ``budget`` bytes, in order (``kept``: the JSON array of kept events, or
-    with ``route`` the scanner's routed lists, see _prefilter.scan_events). Returns the index of the array's ']', or
+    with ``route`` the scanner's routed lists, see _scanner.scan_events). Returns the index of the array's ']', or
     None when the text is not a plain array (cut short, unbalanced, a stray character); chunks
     before that point may already have been passed on."""
     assert _scan_events is not None

@@ -1,4 +1,4 @@
-"""The C scanner's records of kept events (``Rec`` in _prefilter.c) as per-list columns (Table), and the
+"""The C scanner's records of kept events (``Rec`` in _scanner.c) as per-list columns (Table), and the
 same columns read from decoded events where the scanner did not run."""
 
 from __future__ import annotations

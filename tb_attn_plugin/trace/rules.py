@@ -122,7 +122,7 @@ SHAPE_KEYS = tuple(f.encode_name.encode() for f in msgspec.structs.fields(Args)
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
-# The scanner's record (table.REC, Rec in _prefilter.c): times, thread, category, then Args' int members
+# The scanner's record (table.REC, Rec in _scanner.c): times, thread, category, then Args' int members
 # in this order (the scanner's INT_KEYS, by their Args names), then a word of bits (nulls).
 INT_ARGS = ("external_id", "correlation", "seq", "fwd_tid", "device", "stream", "nbytes", "total_allocated",
             "device_type", "addr", "total_reserved", "device_id")

@@ -1209,12 +1209,12 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_prefilter",
+    PyModuleDef_HEAD_INIT, "_scanner",
     "Drops trace events the analysis never reads before they are decoded, and writes the kept ones' records.", -1,
     methods,
 };
 
-PyMODINIT_FUNC PyInit__prefilter(void) {
+PyMODINIT_FUNC PyInit__scanner(void) {
     for (int k = 0; k < N_INTS; k++) INT_LENS[k] = (Py_ssize_t)strlen(INT_KEYS[k]);
     for (int k = 0; k < N_SPANS; k++) SPAN_LENS[k] = (Py_ssize_t)strlen(SPAN_KEYS[k]);
     for (const char *c = " \n\r\t,}]"; *c; c++) ENDS_VALUE[(unsigned char)*c] = 1;

@@ -1,4 +1,4 @@
-"""The C scanner that drops unused events before decoding (tb_attn_plugin/trace/_prefilter.c)
+"""The C scanner that drops unused events before decoding (tb_attn_plugin/trace/_scanner.c)
 changes speed only: with and without it, every trace gives the same events and the same report,
 and on text it does not understand it hands the chunk back undecided instead of guessing."""
 
@@ -30,7 +30,7 @@ SHARED = ["tl_h100_owlv2_eager_bmm_softmax", "tl_h100_bert_small_sdpa_flash", "t
 def test_the_scanner_is_built_where_required():
     # scripts/test.sh sets this: CI must test the fast path, not silently skip it.
     if os.environ.get("TB_ATTN_REQUIRE_NATIVE"):
-        assert native.available, "tb_attn_plugin/trace/_prefilter.c was not compiled (pip install -e . needs gcc)"
+        assert native.available, "tb_attn_plugin/trace/_scanner.c was not compiled (pip install -e . needs gcc)"
 
 
 def _without_scanner(monkeypatch, fn):

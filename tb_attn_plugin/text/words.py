@@ -3,7 +3,7 @@ times in the unit that reads best."""
 
 from __future__ import annotations
 
-from ..format.units import duration_text
+from .units import duration_text
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -32,5 +32,5 @@ def cut(text: str, width: int, *, keep_end: bool = False) -> str:
 
 
 def duration(us: float) -> str:
-    """A time in microseconds as ``12.3 µs``, ``4.56 ms`` or ``1.23 s`` (the sign kept): format/units.py's."""
+    """A time in microseconds as ``12.3 µs``, ``4.56 ms`` or ``1.23 s`` (the sign kept): text/units.py's."""
     return duration_text(us)
