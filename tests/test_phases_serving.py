@@ -1,0 +1,150 @@
+"""Serving phases (issue 48) from a call's query lengths: vLLM's attention ops record how many query
+tokens the batch holds, over how many sequences, and the longest query; one token per sequence is a
+decode. The traces are built with the ops, argument layouts and kernel names vLLM V1 records (each
+source named where it is used); no public kineto trace of vLLM, SGLang or TensorRT-LLM serving was
+found to commit (tests/fixtures/serving/README.md says what was searched).
+
+The truth of each call is the query lengths it was built with; a walker of this file reads the raw
+events back to check the trace holds what vLLM's ops record.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tb_attn_plugin.report.build import analyze_file
+from tests.kernel_traces import MLP, TraceBuilder
+
+# vllm-project/vllm vllm/attention/layer.py: unified_attention_with_output(query, key, value, output, layer_name)
+UA_OP = "vllm::unified_attention_with_output"
+# vllm-project/flash-attention vllm_flash_attn/flash_attn_interface.py: torch.ops._vllm_fa2_C.varlen_fwd(q, k, v,
+# out, cu_seqlens_q, cu_seqlens_k, seqused_k, None, block_table, alibi_slopes, max_seqlen_q, max_seqlen_k, ...)
+FA2_OP = "_vllm_fa2_C::varlen_fwd"
+# Dao-AILab/flash-attention csrc/flash_attn/src/flash_fwd_kernel.h (vLLM builds it as vllm-flash-attn)
+FA2_KERNEL = ("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
+              "cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, true, false, false, "
+              "false, true, true, false, false>(Flash_fwd_params)")
+# vllm-project/vllm vllm/v1/attention/ops/triton_unified_attention.py (@triton.jit kernel_unified_attention_2d)
+TRITON_UA_KERNEL = "kernel_unified_attention_2d"
+HEADS, KV_HEADS, HEAD_DIM, BLOCK = 32, 8, 128, 16
+
+
+def _fa2_call(b: TraceBuilder, i: int, qlens: list[int], kvlens: list[int]) -> None:
+    """One layer's attention as vLLM V1's FlashAttention backend records it: the unified op, inside it
+    varlen_fwd with the batch's query tokens, cu_seqlens_q (N + 1) and max_seqlen_q as a concrete int."""
+    t, n = sum(qlens), len(qlens)
+    start = b.t
+    b.op(f"nn.Module: Attention_{i}", start, 100.0, cat="python_function")
+    ua = b.op(UA_OP, start + 1, 95.0)
+    ua["args"].update({"Input Dims": [[t, HEADS, HEAD_DIM], [t, KV_HEADS, HEAD_DIM], [t, KV_HEADS, HEAD_DIM],
+                                      [t, HEADS, HEAD_DIM], []],
+                       "Input type": ["c10::BFloat16"] * 4 + ["str"],
+                       "Concrete Inputs": ["", "", "", "", f"model.layers.{i}.self_attn.attn"]})
+    fa = b.op(FA2_OP, start + 3, 80.0)
+    blocks = 4096
+    dims = [[t, HEADS, HEAD_DIM], [blocks, BLOCK, KV_HEADS, HEAD_DIM], [blocks, BLOCK, KV_HEADS, HEAD_DIM],
+            [t, HEADS, HEAD_DIM], [n + 1], [n + 1], [n], [], [n, max(kvlens) // BLOCK + 1], [], [], [], [], [], [],
+            [], [], [], [], [], [], []]
+    concrete = [""] * 10 + [str(max(qlens)), str(max(kvlens)), "0.", "0.088388", "False", "True", "-1", "-1",
+                            "0.", "False", "0", ""]
+    fa["args"].update({"Input Dims": dims, "Concrete Inputs": concrete})
+    b.kernel(FA2_KERNEL, b.launch(start + 5), 40.0)
+    b.t += 120
+    for name, dur in MLP:
+        b.kernel(name, b.launch(b.t), dur)
+        b.t += 5
+
+
+def _triton_call(b: TraceBuilder, i: int, tokens: int) -> None:
+    """vLLM V1's Triton backend: the unified op holds only the batch's token count; its Triton kernel
+    is launched with no op of its own (cu_seqlens_q and max_seqlen_q are Python arguments)."""
+    start = b.t
+    ua = b.op(UA_OP, start + 1, 60.0)
+    ua["args"].update({"Input Dims": [[tokens, HEADS, HEAD_DIM], [tokens, KV_HEADS, HEAD_DIM],
+                                      [tokens, KV_HEADS, HEAD_DIM], [tokens, HEADS, HEAD_DIM], []],
+                       "Concrete Inputs": ["", "", "", "", f"model.layers.{i}.self_attn.attn"]})
+    b.kernel(TRITON_UA_KERNEL, b.launch(start + 3, "cuLaunchKernel"), 30.0)
+    b.t += 80
+
+
+# ---- the walker: the raw events' query facts -----------------------------------------------------
+
+def raw_query_facts(path) -> list[tuple[int, int | None, int | None]]:
+    """(tokens, sequences, longest query) of each attention op, read from the raw JSON: the varlen op
+    where there is one, else the unified op's query tokens alone."""
+    evs = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "cpu_op"]
+    evs.sort(key=lambda e: e["ts"])
+    out = []
+    for e in evs:
+        if e["name"] != UA_OP:
+            continue
+        inner = [f for f in evs if f["name"] == FA2_OP and e["ts"] <= f["ts"] < e["ts"] + e["dur"]]
+        if inner:
+            a = inner[0]["args"]
+            out.append((a["Input Dims"][0][0], a["Input Dims"][4][0] - 1, int(a["Concrete Inputs"][10])))
+        else:
+            out.append((e["args"]["Input Dims"][0][0], None, None))
+    return out
+
+
+def truth(qlens: list[int]) -> str:
+    ones = sum(1 for x in qlens if x == 1)
+    return "decode" if ones == len(qlens) else "prefill" if ones == 0 else "mixed"
+
+
+def phases_of(r: dict) -> dict[str, int]:
+    return {p["phase"]: p["calls"] for p in r["overview"]["phases"]}
+
+
+# ---- the batches --------------------------------------------------------------------------------
+
+BATCHES = {
+    "decode": [[1] * 8, [1] * 8],                      # 8 requests generating one token each
+    "prefill": [[512, 300], [128]],                    # two prompts, then one prompt
+    "mixed": [[1, 1, 1, 200], [64, 1, 1]],             # chunked prefill beside decodes (vLLM V1's default)
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BATCHES))
+def test_fa2_backend_batches_take_their_phase_from_query_lengths(tmp_path, kind):
+    b = TraceBuilder()
+    for i, qlens in enumerate(BATCHES[kind]):
+        _fa2_call(b, i, qlens, [q + 700 for q in qlens])
+    path = b.write(tmp_path / f"vllm_{kind}.json")
+    facts = raw_query_facts(path)
+    assert facts == [(sum(q), len(q), max(q)) for q in BATCHES[kind]]
+    r = analyze_file(str(path))
+    assert r["calls"] == len(BATCHES[kind])
+    assert phases_of(r) == {kind: len(BATCHES[kind])}
+    assert {truth(q) for q in BATCHES[kind]} == {kind}
+    (row,) = r["overview"]["phases"]
+    assert FA2_OP in row["evidence"][0]
+    assert {s["phase"] for s in r["call_samples"]} == {kind}
+
+
+def test_lengths_that_prove_nothing_say_unknown(tmp_path):
+    """10 tokens over 3 sequences, the longest 5: (5, 3, 2) is all prefill, (5, 4, 1) is mixed; the
+    trace cannot tell them apart, so no phase is claimed."""
+    b = TraceBuilder()
+    _fa2_call(b, 0, [5, 3, 2], [900, 900, 900])
+    _fa2_call(b, 1, [5, 4, 1], [900, 900, 900])
+    path = b.write(tmp_path / "vllm_ambiguous.json")
+    assert raw_query_facts(path) == [(10, 3, 5), (10, 3, 5)]
+    r = analyze_file(str(path))
+    assert phases_of(r) == {"unknown": 2}
+
+
+def test_triton_backend_one_token_is_decode_more_is_unknown(tmp_path):
+    """The Triton backend's unified op says only its token count: one token is one sequence decoding;
+    8 tokens may be 8 decodes or one 8-token prompt, so they stay unknown."""
+    b = TraceBuilder()
+    _triton_call(b, 0, 1)
+    _triton_call(b, 1, 1)
+    _triton_call(b, 2, 8)
+    path = b.write(tmp_path / "vllm_triton.json")
+    assert raw_query_facts(path) == [(1, None, None), (1, None, None), (8, None, None)]
+    r = analyze_file(str(path))
+    assert r["calls"] == 3
+    assert phases_of(r) == {"decode": 2, "unknown": 1}
