@@ -148,3 +148,48 @@ def test_triton_backend_one_token_is_decode_more_is_unknown(tmp_path):
     r = analyze_file(str(path))
     assert r["calls"] == 3
     assert phases_of(r) == {"decode": 2, "unknown": 1}
+
+
+# ---- kernels replayed from a CUDA/HIP graph -------------------------------------------------------
+
+def _family_example(family: str) -> str:
+    from tb_attn_plugin.attention import patterns
+    return next(f.example for f in patterns.KERNEL_FAMILIES if f.family == family)
+
+
+@pytest.mark.parametrize("family,phase", [("vllm_paged_attention", "decode"), ("flashinfer_decode", "decode"),
+                                          ("flashinfer_prefill", "prefill")])
+def test_graph_replayed_kernels_keep_their_call_and_phase(tmp_path, family, phase):
+    """vLLM and SGLang replay decode batches from one CUDA graph: every kernel's correlation points at one
+    cudaGraphLaunch, no op around them. Each attention kernel is still its own call, with its phase."""
+    b = TraceBuilder()
+    kernel = _family_example(family)
+    b.graph_replay([[(kernel, 25.0)]] * 4, between=MLP)
+    path = b.write(tmp_path / "graph.json")
+    evs = json.loads(path.read_text())["traceEvents"]
+    (launch,) = [e for e in evs if e["name"] == "cudaGraphLaunch"]
+    replayed = [e for e in evs if e.get("cat") == "kernel" and e["name"] == kernel]
+    assert len(replayed) == 4 and all(e["args"]["correlation"] == launch["args"]["correlation"] for e in replayed)
+    r = analyze_file(str(path))
+    assert r["calls"] == 4
+    assert phases_of(r) == {phase: 4}
+    assert {s["phase"] for s in r["call_samples"]} == {phase}
+
+
+def test_hip_graph_replay_keeps_its_calls_on_the_shared_flux_trace():
+    """TraceLens's FLUX.1 capture (MI300X): 57 aiter fmha kernels replayed from its one hipGraphLaunch
+    are 57 calls, each with a phase (unknown: a diffusion model's attention says no serving phase)."""
+    import gzip
+
+    from tests.conftest import shared_trace
+    path = shared_trace("tl_mi300x_xdit_flux1_aiter_fmha_hipgraph")
+    evs = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"] if e.get("ph") == "X"]
+    (launch,) = [e for e in evs if e["name"] == "hipGraphLaunch"]
+    replayed = [e for e in evs if e.get("cat") == "kernel" and e["name"].startswith("aiter::fmha_fwd")
+                and (e.get("args") or {}).get("correlation") == launch["args"]["correlation"]]
+    assert len(replayed) == 57
+    r = analyze_file(str(path))
+    ck = [i for i in r["implementations"] if i["implementation"] == "ck"]
+    assert sum(i["calls"] for i in ck) == len(replayed)
+    assert sum(p["calls"] for p in r["overview"]["phases"]) == r["calls"]
+    assert phases_of(r) == {"unknown": r["calls"]}
