@@ -193,3 +193,81 @@ def test_hip_graph_replay_keeps_its_calls_on_the_shared_flux_trace():
     assert sum(i["calls"] for i in ck) == len(replayed)
     assert sum(p["calls"] for p in r["overview"]["phases"]) == r["calls"]
     assert phases_of(r) == {"unknown": r["calls"]}
+
+
+# ---- stages and roofline per phase; a decode judged on its KV cache -------------------------------
+
+# PyTorch's flash kernel (the pytorch_flash_fwd row of attention/patterns.py, trace tl_h100_bert_small_sdpa_flash)
+SDPA_FLASH_KERNEL = ("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<128, 128, 64, 4, "
+                     "false, false, cutlass::bfloat16_t, pytorch_flash::Flash_kernel_traits<128, 128, 64, 4, "
+                     "cutlass::bfloat16_t> >, false, true, false, false, true, true, false>(pytorch_flash::Flash_fwd_params)")
+
+
+def _sdpa_call(b: TraceBuilder, i: int, q: list[int], kv: list[int], us: float) -> None:
+    """Hugging Face's attention through SDPA on a GPU (flash backend), its query and cached keys recorded
+    as Input Dims [batch, heads, length, head_dim], bf16."""
+    start = b.t
+    b.op(f"nn.Module: LlamaAttention_{i}", start, us + 40, cat="python_function")
+    op = b.op("aten::scaled_dot_product_attention", start + 1, us + 30)
+    op["args"].update({"Input Dims": [q, kv, kv, [], [], [], []],
+                       "Input type": ["c10::BFloat16"] * 3 + ["", "Scalar", "Scalar", ""],
+                       "Concrete Inputs": ["", "", "", "", "0.", "False", ""]})
+    inner = b.op("aten::_scaled_dot_product_flash_attention", start + 2, us + 20)
+    inner["args"].update({"Input Dims": [q, kv, kv, [], [], [], []],
+                          "Input type": ["c10::BFloat16"] * 3 + ["Scalar", "Scalar", "Scalar", ""]})
+    b.kernel(SDPA_FLASH_KERNEL, b.launch(start + 4), us)
+    b.t += us + 60
+
+
+def sdpa_facts(path) -> list[dict]:
+    """Each SDPA op's query and key dims from the raw events, and the bytes of K and V it names (bf16)."""
+    out = []
+    for e in json.loads(path.read_text())["traceEvents"]:
+        if e["name"] == "aten::scaled_dot_product_attention":
+            (b, h, lq, d), (_, hkv, lk, _) = e["args"]["Input Dims"][:2]
+            out.append({"lq": lq, "lk": lk, "kv_bytes": 2 * b * hkv * lk * d * 2, "flops": 4 * b * h * lq * lk * d})
+    return out
+
+
+def test_decode_roofline_reads_the_kv_cache_and_is_memory_bound(tmp_path):
+    """Four decode calls (one query token against 4,096 cached keys, batch 8) beside two prompts of 4,096
+    tokens on an H100: the decode point's bytes are the KV cache read (2 · 8 · 32 · 4096 · 128 · 2 B per
+    call), 1 FLOP per byte: memory-bound; the prompts (no evidence of a phase: unknown) are compute-bound."""
+    b = TraceBuilder()
+    for i in range(4):
+        _sdpa_call(b, i, [8, 32, 1, 128], [8, 32, 4096, 128], 220.0)
+    for i in range(2):
+        _sdpa_call(b, 4 + i, [1, 32, 4096, 128], [1, 32, 4096, 128], 700.0)
+    path = b.write(tmp_path / "hf_decode.json")
+    facts = sdpa_facts(path)
+    decode = [f for f in facts if f["lq"] == 1]
+    assert len(decode) == 4
+    r = analyze_file(str(path))
+    rows = {p["phase"]: p for p in r["overview"]["phases"]}
+    assert set(rows) == {"decode", "unknown"} and rows["decode"]["calls"] == 4
+    point = rows["decode"]["roofline"]
+    assert point["bytes_are"] == "kv_cache_read" and point["calls"] == 4
+    assert point["bytes"] == sum(f["kv_bytes"] for f in decode)
+    assert point["flops"] == sum(f["flops"] for f in decode)
+    assert point["time_us"] == pytest.approx(4 * 220.0)
+    assert point["bound"] == "memory"
+    assert point["achieved_tbs"] == pytest.approx(point["bytes"] / (point["time_us"] * 1e-6) / 1e12, rel=1e-3)
+    assert rows["unknown"]["roofline"]["bound"] == "compute"
+    assert rows["unknown"]["roofline"]["bytes_are"] == "stage_model"
+    # stages per phase: each phase's stage times add up to its attention time
+    for ph in ("decode", "unknown"):
+        assert sum(s["gpu_us"] for s in rows[ph]["stages"]) == pytest.approx(rows[ph]["gpu_us"])
+    assert rows["decode"]["stages"][0]["stage"] == "fused"
+    assert "KV cache read" in r["overview"]["phase_convention"]
+
+
+def test_text_says_the_phase_roofline(tmp_path):
+    from tb_attn_plugin.report.text import render
+    b = TraceBuilder()
+    for i in range(2):
+        _sdpa_call(b, i, [8, 32, 1, 128], [8, 32, 4096, 128], 220.0)
+    r = analyze_file(str(b.write(tmp_path / "hf_decode.json")))
+    text = render(r)
+    mb = 2 * (2 * 8 * 32 * 4096 * 128 * 2) / 1e6
+    assert f"KV cache read {mb:.4g} MB" in text and "memory-bound" in text
+    assert "decode: fused fwd" in text

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import limit as limits
-from . import phases
+from . import phase_figures, phases
 from .steps import PRECEDENCE, breakdown
 
 SUMMED = ("gpu_span_us", "busy_us", "idle_us", "idle_host_us", "idle_sync_us", "communication_us",
@@ -38,6 +38,10 @@ def add(report: dict[str, Any], L, ev, calls, m) -> dict[int, str]:
         "window_cut": bool(window.get("cut")),
         "phases": phases.summary(calls, m, phase_of),
     }
+    per_phase = phase_figures.figures(calls, m, phase_of, report.get("roofline"))
+    for row in report["overview"]["phases"]:
+        row.update(per_phase.get(row["phase"], {"stages": [], "roofline": None}))
+    report["overview"]["phase_convention"] = phase_figures.CONVENTION
     for sample in report.get("call_samples") or []:
         got = phase_of.get(sample["id"])
         if got:
