@@ -728,10 +728,12 @@ export interface StepBreakdown {
   parts: StepPart[];
   /** span - busy */
   idle_us: number | null;
-  /** idle while the host was not in a synchronising call: waiting on the host */
+  /** idle neither under a synchronising call nor after the next activity's launch had returned: waiting on the host */
   idle_host_us: number | null;
   /** idle while the host sat in cuda/hip Device/Stream/EventSynchronize */
   idle_sync_us: number | null;
+  /** kernel wait (HTA): idle, not under a sync, after the launch of the activity ending the gap had returned (the host had issued it); idle = host + sync + kernel */
+  idle_kernel_us?: number | null;
   /** union of NCCL/RCCL/custom all-reduce kernels */
   communication_us: number | null;
   /** communication not under any compute kernel */

@@ -43,7 +43,8 @@ def lines(r: dict[str, Any]) -> list[str]:
         for p in shown:
             w = f"{LOOK[p['part']][1]} {duration(p['us'])} {percent(p['share'] or 0)}"
             if p["part"] == "idle" and t.get("idle_sync_us") is not None:
-                w += f" (waiting on the host {duration(t['idle_host_us'])}, on a sync {duration(t['idle_sync_us'])})"
+                w += (f" (waiting on the host {duration(t['idle_host_us'])}, on a sync {duration(t['idle_sync_us'])}"
+                      + (f", kernel wait {duration(t['idle_kernel_us'])}" if t.get("idle_kernel_us") else "") + ")")
             words.append(w)
         out.append("    " + " · ".join(words))
         if t.get("communication_us"):

@@ -47,8 +47,12 @@ class StepBreakdown(Row, kw_only=True):
     busy_us: Annotated[float | None, doc("union of kernel, memcpy and memset intervals across streams")]
     parts: list[StepPart]
     idle_us: Annotated[float | None, doc("span - busy")]
-    idle_host_us: Annotated[float | None, doc("idle while the host was not in a synchronising call: waiting on the host")]
+    idle_host_us: Annotated[float | None, doc(
+        "idle neither under a synchronising call nor after the next activity's launch had returned: waiting on the host")]
     idle_sync_us: Annotated[float | None, doc("idle while the host sat in cuda/hip Device/Stream/EventSynchronize")]
+    idle_kernel_us: Annotated[float | None, doc(
+        "kernel wait (HTA): idle, not under a sync, after the launch of the activity ending the gap had returned "
+        "(the host had issued it); idle = host + sync + kernel")] | UnsetType = UNSET
     communication_us: Annotated[float | None, doc("union of NCCL/RCCL/custom all-reduce kernels")]
     communication_exposed_us: Annotated[float | None, doc("communication not under any compute kernel")]
     communication_hidden_us: Annotated[float | None, doc("communication under compute")]
