@@ -66,6 +66,7 @@ await run(async (browser) => {
       const idle = await note("idle");
       sameUs(idle.split("waiting on the host ")[1], T.idle_host_us, `${key}: idle waiting on the host`);
       sameUs(idle.split("on a synchronisation ")[1], T.idle_sync_us, `${key}: idle waiting on a synchronisation`);
+      if (T.idle_kernel_us) sameUs(idle.split("work already issued) ")[1], T.idle_kernel_us, `${key}: idle kernel wait`);
     }
     if (T.communication_us) {
       const comm = await note("communication");
