@@ -271,3 +271,39 @@ def test_text_says_the_phase_roofline(tmp_path):
     mb = 2 * (2 * 8 * 32 * 4096 * 128 * 2) / 1e6
     assert f"KV cache read {mb:.4g} MB" in text and "memory-bound" in text
     assert "decode: fused fwd" in text
+
+
+def test_cpu_recorded_decode_loop_reads_its_kv_cache(tmp_path):
+    """A KV-cache generation loop as Hugging Face runs one through SDPA, recorded on the CPU with
+    record_shapes: a 16-token prompt, then three decode steps against caches of 17, 18 and 19 keys
+    (batch 2, 4 heads, head_dim 32, float32). The decode point's bytes are the caches read, re-derived
+    from the raw ops' Input Dims; its time is the decode calls' CPU time (the report's time basis)."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    k = torch.randn(2, 4, 16, 32)
+    path = tmp_path / "generate.pt.trace.json"
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        F.scaled_dot_product_attention(torch.randn(2, 4, 16, 32), k, k, is_causal=True)
+        for _ in range(3):
+            k = torch.cat([k, torch.randn(2, 4, 1, 32)], dim=2)
+            F.scaled_dot_product_attention(torch.randn(2, 4, 1, 32), k, k)
+    prof.export_chrome_trace(str(path))
+    decode = []
+    for e in json.loads(path.read_text())["traceEvents"]:
+        if e.get("name") == "aten::scaled_dot_product_attention":
+            (b, h, lq, d), (_, hkv, lk, _) = e["args"]["Input Dims"][:2]
+            if lq == 1:
+                decode.append((2 * b * hkv * lk * d * 4, 4 * b * h * lq * lk * d))
+    assert len(decode) == 3
+    r = analyze_file(str(path))
+    rows = {p["phase"]: p for p in r["overview"]["phases"]}
+    assert rows["decode"]["calls"] == 3
+    point = rows["decode"]["roofline"]
+    assert point["bytes_are"] == "kv_cache_read" and point["calls"] == 3
+    assert point["bytes"] == sum(x for x, _ in decode) == 2 * 2 * 4 * 32 * 4 * (17 + 18 + 19)
+    assert point["flops"] == sum(f for _, f in decode)
+    assert point["time_us"] == pytest.approx(rows["decode"]["cpu_us"], abs=0.01)
+    assert sum(s["cpu_us"] for s in rows["decode"]["stages"]) == pytest.approx(rows["decode"]["cpu_us"], abs=0.01)
