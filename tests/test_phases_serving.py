@@ -307,3 +307,60 @@ def test_cpu_recorded_decode_loop_reads_its_kv_cache(tmp_path):
     assert point["flops"] == sum(f for _, f in decode)
     assert point["time_us"] == pytest.approx(rows["decode"]["cpu_us"], abs=0.01)
     assert sum(s["cpu_us"] for s in rows["decode"]["stages"]) == pytest.approx(rows["decode"]["cpu_us"], abs=0.01)
+
+
+# ---- vLLM V1 on Hopper (FA3): the kernel names of a real vLLM trace -----------------------------
+# sgl-project/sglang .claude/skills/llm-torch-profiler-analysis/references/validated_outputs/
+# 20260422_h100_qwen3_matrix/qwen3_30b_a3b/analysis_vllm_input.txt @9d0fa75 (a vLLM H100 trace of Qwen3-30B-A3B):
+# the FA3 kernels run 97% from cudaGraphLaunch (decode batches in a full CUDA graph) and 3% from
+# _vllm_fa3_C::fwd (eager batches).
+FA3_KERNEL = ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<2, "
+              "cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cute::tuple<cute::C<64>, cute::C<128>, cute::C<128> >, 128, "
+              "cutlass::bfloat16_t, float, cutlass::arch::Sm90, true, false, false, true, true, false, false, true, true, true, "
+              "true, false, cutlass::bfloat16_t, 1>, flash::CollectiveEpilogueFwd<cute::tuple<cute::C<64>, cute::C<128>, "
+              "cute::C<128> >, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cutlass::bfloat16_t, cutlass::arch::Sm90, 128, "
+              "true, true, true, false, 1>, flash::VarlenDynamicPersistentTileScheduler<64, 128, 128, 128, true, true, true, "
+              "true, false, true> > > >")
+FA3_COMBINE = ("void cutlass::device_kernel<flash::FlashAttnFwdCombine<cute::tuple<cute::C<8>, cute::C<128> >, 5, 256, 1, false, "
+               "true, cutlass::bfloat16_t, float, cutlass::arch::Sm90> >")
+# vllm-project/flash-attention vllm_flash_attn/flash_attn_interface.py (fa_version 3): _vllm_fa3_C.fwd(q, k, v,
+# k_new, v_new, q_v, out, cu_seqlens_q, cu_seqlens_k, cu_seqlens_k_new, seqused_q, seqused_k, max_seqlen_q, ...)
+FA3_OP = "_vllm_fa3_C::fwd"
+
+
+def _fa3_call(b: TraceBuilder, i: int, qlens: list[int]) -> None:
+    t, n = sum(qlens), len(qlens)
+    start = b.t
+    ua = b.op(UA_OP, start + 1, 95.0)
+    ua["args"].update({"Input Dims": [[t, HEADS, HEAD_DIM], [t, KV_HEADS, HEAD_DIM], [t, KV_HEADS, HEAD_DIM],
+                                      [t, HEADS, HEAD_DIM], []]})
+    fa = b.op(FA3_OP, start + 3, 80.0)
+    dims = [[t, HEADS, HEAD_DIM], [4096, BLOCK, KV_HEADS, HEAD_DIM], [4096, BLOCK, KV_HEADS, HEAD_DIM], [], [], [],
+            [t, HEADS, HEAD_DIM], [n + 1], [], [], [], [n], [], [], [n, 64]] + [[]] * 22
+    concrete = [""] * 12 + [str(max(qlens)), "1024"] + [""] * 23
+    fa["args"].update({"Input Dims": dims, "Concrete Inputs": concrete})
+    b.kernel(FA3_KERNEL, b.launch(start + 5), 30.0)
+    b.kernel(FA3_COMBINE, b.launch(start + 8), 4.0)
+    b.t += 120
+
+
+def test_vllm_fa3_eager_batches_by_query_lengths_graph_replays_unknown(tmp_path):
+    """Eager FA3 batches take their phase from _vllm_fa3_C::fwd's inputs; the same kernels replayed from
+    a CUDA graph have no op and no name that says a phase: unknown, not guessed."""
+    b = TraceBuilder()
+    _fa3_call(b, 0, [1] * 16)           # 16 decodes
+    _fa3_call(b, 1, [1, 1, 1, 512])     # a prompt chunk beside 3 decodes
+    _fa3_call(b, 2, [256, 300])         # two prompts
+    b.graph_replay([[(FA3_KERNEL, 12.0), (FA3_COMBINE, 3.0)]] * 3, between=MLP)
+    path = b.write(tmp_path / "vllm_fa3.json")
+    evs = json.loads(path.read_text())["traceEvents"]
+    ops = [e for e in evs if e["name"] == FA3_OP]
+    facts = [(e["args"]["Input Dims"][0][0], e["args"]["Input Dims"][7][0] - 1, int(e["args"]["Concrete Inputs"][12]))
+             for e in ops]
+    assert facts == [(16, 16, 1), (515, 4, 512), (556, 2, 300)]
+    (launch,) = [e for e in evs if e["name"] == "cudaGraphLaunch"]
+    assert sum(1 for e in evs if e.get("cat") == "kernel" and e["name"] == FA3_KERNEL
+               and e["args"]["correlation"] == launch["args"]["correlation"]) == 3
+    r = analyze_file(str(path))
+    assert r["calls"] == 6
+    assert phases_of(r) == {"decode": 1, "mixed": 1, "prefill": 1, "unknown": 3}

@@ -69,6 +69,10 @@ QUERY_ARGS = (
               "source: vllm-project/flash-attention vllm_flash_attn/flash_attn_interface.py "
               "(torch.ops._vllm_fa2_C.varlen_fwd(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, None, "
               "block_table, alibi_slopes, max_seqlen_q, max_seqlen_k, ...); q (total_q, heads, head_dim))"),
+    QueryArgs(r"^_vllm_fa3_C::fwd$", 0, 7, 12, "_vllm_fa3_C::fwd",
+              "source: vllm-project/flash-attention vllm_flash_attn/flash_attn_interface.py (fa_version 3: "
+              "torch.ops._vllm_fa3_C.fwd(q, k, v, k_new, v_new, q_v, out, cu_seqlens_q, cu_seqlens_k, "
+              "cu_seqlens_k_new, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, block_table, ...))"),
     QueryArgs(r"^vllm::unified_attention(_with_output)?$", 0, None, None, "vllm::unified_attention_with_output",
               "source: vllm-project/vllm vllm/attention/layer.py (unified_attention_with_output(query, key, value, "
               "output, layer_name, ...): query (num_tokens, heads, head_size), every token of the batch; the "
