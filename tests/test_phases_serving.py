@@ -364,3 +364,12 @@ def test_vllm_fa3_eager_batches_by_query_lengths_graph_replays_unknown(tmp_path)
     r = analyze_file(str(path))
     assert r["calls"] == 6
     assert phases_of(r) == {"decode": 1, "mixed": 1, "prefill": 1, "unknown": 3}
+
+
+def test_query_args_rows_name_a_real_op_and_its_source():
+    """Each QUERY_ARGS row (overview/phase_rules.py) matches its own example and names its public source."""
+    from tb_attn_plugin.overview import phase_rules as R
+    for row in R.QUERY_ARGS:
+        assert R.query_args_for(row.example) is row
+        assert row.source.startswith("source: ") and "/" in row.source
+    assert R.query_args_for("aten::scaled_dot_product_attention") is None
