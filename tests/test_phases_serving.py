@@ -373,3 +373,15 @@ def test_query_args_rows_name_a_real_op_and_its_source():
         assert R.query_args_for(row.example) is row
         assert row.source.startswith("source: ") and "/" in row.source
     assert R.query_args_for("aten::scaled_dot_product_attention") is None
+
+
+def test_a_phase_without_shapes_says_its_roofline_is_unknown(tmp_path):
+    """vLLM's paged calls record the batch's token counts, not each sequence's key length (a tensor's
+    values): no KV cache size, so no roofline point, said rather than guessed."""
+    from tb_attn_plugin.report.text import render
+    b = TraceBuilder()
+    _fa3_call(b, 0, [1] * 16)
+    r = analyze_file(str(b.write(tmp_path / "fa3_decode.json")))
+    (row,) = r["overview"]["phases"]
+    assert row["phase"] == "decode" and row["roofline"] is None
+    assert "roofline: unknown (no call of this phase recorded its query and key shapes" in render(r)

@@ -88,6 +88,9 @@ def _phase_lines(p: dict[str, Any]) -> list[str]:
     if stages:
         out.append(f"    {p['phase']}: " + ", ".join(stages))
     rp = p.get("roofline")
+    if "roofline" in p and not rp:
+        out.append("      roofline: unknown (no call of this phase recorded its query and key shapes; a paged cache's "
+                   "lengths are tensor values the profiler does not keep)")
     if rp:
         what = "KV cache read" if rp["bytes_are"] == "kv_cache_read" else "bytes"
         rate = f", {rp['achieved_tbs']:.3g} TB/s" if rp.get("achieved_tbs") is not None else ""
