@@ -97,3 +97,16 @@ def test_kernel_wait_on_the_shared_traces(name):
     assert t["idle_kernel_us"] == pytest.approx(want["kernel"], abs=0.01)
     assert t["idle_host_us"] == pytest.approx(want["host"], abs=0.01)
     assert want["kernel"] > 0
+
+
+def test_without_launches_kernel_wait_is_unknown_not_zero(tmp_path):
+    """Kernels whose launches the trace lacks (no correlation to any runtime call): whether their gaps
+    were kernel wait cannot be told, so it is null and the host's wait is idle minus sync."""
+    evs = [_ev("cpu_op", "aten::fill_", 0, 80)]
+    for i, (k0, k1) in enumerate([(10, 20), (25, 35), (55, 60)]):
+        evs.append(_ev("kernel", KERNEL, k0, k1 - k0, stream=7, device=0))
+    path = tmp_path / "no_launches.json"
+    path.write_text(json.dumps({"traceEvents": evs}))
+    t = analyze_file(str(path))["overview"]["total"]
+    assert t["idle_us"] == 25.0 and t["idle_kernel_us"] is None
+    assert t["idle_host_us"] + t["idle_sync_us"] == 25.0

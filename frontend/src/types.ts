@@ -732,7 +732,7 @@ export interface StepBreakdown {
   idle_host_us: number | null;
   /** idle while the host sat in cuda/hip Device/Stream/EventSynchronize */
   idle_sync_us: number | null;
-  /** kernel wait (HTA): idle, not under a sync, after the launch of the activity ending the gap had returned (the host had issued it); idle = host + sync + kernel */
+  /** kernel wait (HTA): idle, not under a sync, after the launch of the activity ending the gap had returned (the host had issued it); idle = host + sync + kernel; null where no activity of the step has a launch in the trace (then host = idle - sync) */
   idle_kernel_us?: number | null;
   /** union of NCCL/RCCL/custom all-reduce kernels */
   communication_us: number | null;

@@ -219,6 +219,7 @@ def _gpu_figures(g, part, direction, start, end, stream, G: int, sync_s, sync_e,
     with_sync = by(np.concatenate([g, w]), np.concatenate([start, ss]), np.concatenate([end, se]), G)
     # kernel wait: idle before already-issued work, outside the sync calls (those are sync wait)
     kg, ks, ke = _kernel_wait(g, start, end, issued, G)
+    known = np.bincount(g, ~np.isnan(issued), minlength=G) > 0  # a step none of whose work has a launch: unknown
     with_kernel = by(np.concatenate([g, w, kg]), np.concatenate([start, ss, ks]), np.concatenate([end, se, ke]), G)
     one = {name: by(g[part == k], start[part == k], end[part == k], G)
            for name, k in (("communication", _COMM), ("memcpy", _MEMCPY), ("memset", _MEMSET))}
@@ -242,8 +243,9 @@ def _gpu_figures(g, part, direction, start, end, stream, G: int, sync_s, sync_e,
     safe = np.where(span > 0, span, 1.0)
     return {"count": count.tolist(), "lo": _r3(lo), "end": hi.tolist(), "span": _r3(span), "busy": _r3(busy),
             "parts": [_r3(p) for p in parts], "shares": [columns.rounded(p / safe, 6) for p in parts],
-            "idle": _r3(span - busy), "idle_host": _r3(np.maximum(span - with_kernel, 0.0)),
-            "idle_sync": _r3(idle_sync), "idle_kernel": _r3(with_kernel - with_sync),
+            "idle": _r3(span - busy), "idle_host": _r3(np.maximum(span - np.where(known, with_kernel, with_sync), 0.0)),
+            "idle_sync": _r3(idle_sync),
+            "idle_kernel": [v if k else None for v, k in zip(_r3(with_kernel - with_sync), known.tolist())],
             "comm": _r3(one["communication"]), "exposed": _r3(exposed), "hidden": _r3(one["communication"] - exposed),
             "memcpy": _r3(one["memcpy"]), "memset": _r3(one["memset"]),
             "d_us": np.array(_r3(d_us)).reshape(G, nd).tolist(), "d_n": d_n.tolist(), "sids": sids,

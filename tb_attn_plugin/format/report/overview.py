@@ -52,7 +52,8 @@ class StepBreakdown(Row, kw_only=True):
     idle_sync_us: Annotated[float | None, doc("idle while the host sat in cuda/hip Device/Stream/EventSynchronize")]
     idle_kernel_us: Annotated[float | None, doc(
         "kernel wait (HTA): idle, not under a sync, after the launch of the activity ending the gap had returned "
-        "(the host had issued it); idle = host + sync + kernel")] | UnsetType = UNSET
+        "(the host had issued it); idle = host + sync + kernel; null where no activity of the step has a launch "
+        "in the trace (then host = idle - sync)")] | UnsetType = UNSET
     communication_us: Annotated[float | None, doc("union of NCCL/RCCL/custom all-reduce kernels")]
     communication_exposed_us: Annotated[float | None, doc("communication not under any compute kernel")]
     communication_hidden_us: Annotated[float | None, doc("communication under compute")]
