@@ -1,5 +1,6 @@
 """Each attention call's serving phase (prefill, decode, mixed, unknown) from evidence in the trace:
-its kernels' and ops' names (phase_rules.py) and its query length (1 with a longer key = decode)."""
+its kernels' and ops' names (phase_rules.py), the query lengths its ops record (phase_rules.QUERY_ARGS:
+vLLM's tokens, sequences and longest query) and its query length (1 with a longer key = decode)."""
 
 from __future__ import annotations
 
