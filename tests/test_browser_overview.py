@@ -37,11 +37,25 @@ def _training_loop(path) -> bytes:
     return path.read_bytes()
 
 
+def _serving_trace(path) -> bytes:
+    """Four decode calls and two prompts through SDPA on an H100 (tests/test_phases_serving.py's builder):
+    the phase table and its roofline column (a decode judged on the KV cache it reads)."""
+    from tests.kernel_traces import TraceBuilder
+    from tests.test_phases_serving import _sdpa_call
+    b = TraceBuilder()
+    for i in range(4):
+        _sdpa_call(b, i, [8, 32, 1, 128], [8, 32, 4096, 128], 220.0)
+    for i in range(2):
+        _sdpa_call(b, 4 + i, [1, 32, 4096, 128], [1, 32, 4096, 128], 700.0)
+    return b.write(path).read_bytes()
+
+
 def test_overview_view_in_a_real_browser(tmp_path):
     require_browser()
     logdir = tmp_path / "logdir"
     _put(logdir / "cpu_training_loop" / f"worker0.{SPAN}.pt.trace.json", _training_loop(tmp_path / "loop.json"))
-    runs = {"cpu": "cpu_training_loop"}
+    runs = {"cpu": "cpu_training_loop", "serving": "built_serving_h100"}
+    _put(logdir / "built_serving_h100" / f"worker0.{SPAN}.pt.trace.json", _serving_trace(tmp_path / "serving.json"))
     for key, name in (("owl", "tl_h100_owlv2_eager_bmm_softmax"), ("nccl", "hta_a100_negative_log_softmax_fwdbwd")):
         src = SHARED_TRACES / f"{name}.json.gz"
         if src.exists():  # without ../shared the CPU loop alone is checked

@@ -66,6 +66,7 @@ await run(async (browser) => {
       const idle = await note("idle");
       sameUs(idle.split("waiting on the host ")[1], T.idle_host_us, `${key}: idle waiting on the host`);
       sameUs(idle.split("on a synchronisation ")[1], T.idle_sync_us, `${key}: idle waiting on a synchronisation`);
+      if (T.idle_kernel_us) sameUs(idle.split("work already issued) ")[1], T.idle_kernel_us, `${key}: idle kernel wait`);
     }
     if (T.communication_us) {
       const comm = await note("communication");
@@ -78,6 +79,20 @@ await run(async (browser) => {
       const idle = O.spread.find((s) => s.figure === "idle_us");
       for (const k of ["min", "median", "max"]) {
         sameUs(await table.locator(`tr[data-spread="${k}"] td`).nth(3).textContent(), idle[`${k}_us`], `${key}: ${k} idle across steps`);
+      }
+    }
+    const phases = O.phases.filter((p) => p.phase !== "unknown");
+    if (phases.length) {  // serving phases: one row per phase, its roofline as the JSON says
+      for (const p of O.phases) {
+        const row = view.locator(`[data-testid="phases"] tr[data-phase="${p.phase}"]`);
+        ok(await row.count() === 1, `${key}: a row for phase ${p.phase}`);
+        ok((await row.locator("td").nth(1).textContent()) === String(p.calls), `${key}: ${p.phase} calls`);
+        const roof = await row.locator('[data-testid="phase-roofline"]').textContent();
+        if (!p.roofline) ok(roof === "no shapes recorded", `${key}: ${p.phase} has no roofline point`);
+        else {
+          ok(roof.startsWith(`${p.roofline.bound}-bound: ${p.roofline.bytes_are === "kv_cache_read" ? "KV cache read" : "bytes"} `),
+            `${key}: ${p.phase} roofline "${roof}"`);
+        }
       }
     }
     await shot(page, key === "owl" ? "overview" : `overview_${key}`);

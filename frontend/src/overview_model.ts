@@ -30,12 +30,22 @@ export interface OverviewModel {
   attentionOfSpan: number | null;
   idleHost: number | null;
   idleSync: number | null;
+  idleKernel: number | null; // HTA's kernel wait: idle after the next work's launch had returned
   communication: { total: number; exposed: number; hidden: number } | null;
   memcpy: { direction: string; us: number; count: number }[];
   host: { step: number | null; dataLoading: number; optimizer: number };
   steps: StepRow[];
   cut: boolean;
-  phases: { phase: string; calls: number; us: number; evidence: string }[];
+  phases: PhaseModel[];
+}
+
+export interface PhaseModel {
+  phase: string;
+  calls: number;
+  us: number;
+  evidence: string;
+  /** the phase's roofline point over its calls with shapes; null when none had one */
+  roofline: { bound: string | null; bytes: number; kvCache: boolean; intensity: number | null; tbs: number | null; calls: number } | null;
 }
 
 const attentionOf = (s: StepBreakdown): number =>
@@ -47,7 +57,7 @@ export function overviewModel(report: Report): OverviewModel {
   const empty: OverviewModel = {
     present: false, sentence: o?.limit.sentence ?? "this report has no step overview (made by a tb-attn before engine 14)",
     kind: o?.limit.kind ?? "unknown", span: null, busy: null, label: "", bar: [], attentionUs: 0, attentionOfBusy: null,
-    attentionOfSpan: null, idleHost: null, idleSync: null, communication: null, memcpy: [],
+    attentionOfSpan: null, idleHost: null, idleSync: null, idleKernel: null, communication: null, memcpy: [],
     host: { step: null, dataLoading: 0, optimizer: 0 }, steps: [], cut: !!o?.window_cut, phases: [],
   };
   if (!o || !t) return empty;
@@ -62,7 +72,7 @@ export function overviewModel(report: Report): OverviewModel {
     present: true, sentence: o.limit.sentence, kind: o.limit.kind, span, busy,
     label: (t.steps ?? 1) > 1 ? `${t.steps} steps summed` : t.label, bar, attentionUs: att,
     attentionOfBusy: busy ? att / busy : null, attentionOfSpan: span ? att / span : null,
-    idleHost: t.idle_host_us ?? null, idleSync: t.idle_sync_us ?? null,
+    idleHost: t.idle_host_us ?? null, idleSync: t.idle_sync_us ?? null, idleKernel: t.idle_kernel_us ?? null,
     communication: t.communication_us ? { total: t.communication_us, exposed: t.communication_exposed_us ?? 0,
       hidden: t.communication_hidden_us ?? 0 } : null,
     memcpy: t.memcpy_by_direction.map((d) => ({ direction: d.direction, us: d.us, count: d.count })),
@@ -72,7 +82,11 @@ export function overviewModel(report: Report): OverviewModel {
       attention: s.gpu_span_us === null ? null : attentionOf(s), dataLoading: s.data_loading_us, optimizer: s.optimizer_us,
     })),
     cut: o.window_cut,
-    phases: o.phases.map((p) => ({ phase: p.phase, calls: p.calls, us: p.gpu_us, evidence: p.evidence[0] ?? "" })),
+    phases: o.phases.map((p) => ({
+      phase: p.phase, calls: p.calls, us: p.gpu_us, evidence: p.evidence[0] ?? "",
+      roofline: p.roofline ? { bound: p.roofline.bound ?? null, bytes: p.roofline.bytes, kvCache: p.roofline.bytes_are === "kv_cache_read",
+        intensity: p.roofline.intensity ?? null, tbs: p.roofline.achieved_tbs ?? null, calls: p.roofline.calls } : null,
+    })),
   };
 }
 

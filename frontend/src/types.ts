@@ -710,6 +710,8 @@ export interface Overview {
   /** the GPU window was cut (gpu_window.cut) */
   window_cut: boolean;
   phases: PhaseRow[];
+  /** how each phase's roofline point counts FLOPs, bytes and time */
+  phase_convention?: string;
 }
 
 /** One profiler step (or the whole trace without step markers, or the steps' sum as ``total``). GPU figures are null where the step ran nothing on the GPU (unknown, not 0); idle is null where launches lost kernels. */
@@ -726,10 +728,12 @@ export interface StepBreakdown {
   parts: StepPart[];
   /** span - busy */
   idle_us: number | null;
-  /** idle while the host was not in a synchronising call: waiting on the host */
+  /** idle neither under a synchronising call nor after the next activity's launch had returned: waiting on the host */
   idle_host_us: number | null;
   /** idle while the host sat in cuda/hip Device/Stream/EventSynchronize */
   idle_sync_us: number | null;
+  /** kernel wait (HTA): idle, not under a sync, after the launch of the activity ending the gap had returned (the host had issued it); idle = host + sync + kernel; null where no activity of the step has a launch in the trace (then host = idle - sync) */
+  idle_kernel_us?: number | null;
   /** union of NCCL/RCCL/custom all-reduce kernels */
   communication_us: number | null;
   /** communication not under any compute kernel */
@@ -805,6 +809,37 @@ export interface PhaseRow {
   cpu_us: number;
   /** an example of what said so */
   evidence: string[];
+  /** the calls' time per stage and pass, largest first */
+  stages?: PhaseStage[];
+  roofline?: PhaseRoofline | null;
+}
+
+/** The time of one attention stage and pass over the calls of one phase. */
+export interface PhaseStage {
+  stage: Stage;
+  pass: Pass;
+  gpu_us: number;
+  cpu_us: number;
+}
+
+/** One roofline point for the calls of one phase whose shape was recorded (overview.phase_convention). */
+export interface PhaseRoofline {
+  /** the calls with a recorded shape, the point's calls */
+  calls: number;
+  flops: number;
+  /** decode: the KV cache read; other phases: the stage model's bytes */
+  bytes: number;
+  /** their attention time on the report's time basis, µs */
+  time_us: number;
+  /** FLOP per byte */
+  intensity: number | null;
+  achieved_tflops: number | null;
+  /** bytes / time, TB/s */
+  achieved_tbs: number | null;
+  /** null: no roof for this device */
+  bound: "compute" | "launch" | "memory" | null;
+  bound_reason: string;
+  bytes_are: "kv_cache_read" | "stage_model";
 }
 
 /** ``tb-attn report FILE.pickle`` (memory/engine.py snapshot_report): a report holding only a CUDA memory snapshot's memory section. */

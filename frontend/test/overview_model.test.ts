@@ -42,3 +42,25 @@ describe("the Overview's model (overview_model.ts)", () => {
     expect(m.sentence).toMatch(/no step overview/);
   });
 });
+
+describe("idle split and serving phases (issue 48)", () => {
+  it("carries HTA's kernel wait beside host and sync wait; the three sum to idle", () => {
+    const m = overviewModel(owl);
+    const idle = m.bar.find((p) => p.part === "idle")!.us;
+    expect(m.idleKernel!).toBeGreaterThan(0);
+    expect(m.idleHost! + m.idleSync! + m.idleKernel!).toBeCloseTo(idle, 2);
+  });
+
+  it("gives each phase its roofline point: a decode judged on the KV cache it reads", async () => {
+    const { phaseRoof } = await import("../src/views/overview");
+    const serving = fixture("overview_serving");
+    const m = overviewModel(serving);
+    const decode = m.phases.find((p) => p.phase === "decode")!;
+    expect(decode.calls).toBe(4);
+    expect(decode.roofline!.kvCache).toBe(true);
+    expect(decode.roofline!.bytes).toBe(4 * 2 * 8 * 32 * 4096 * 128 * 2); // 2 (K, V) · B · Hkv · Lk · D · 2 B, per call
+    expect(decode.roofline!.bound).toBe("memory");
+    expect(phaseRoof(decode)).toMatch(/^memory-bound: KV cache read 2\.0 GiB, [\d.]+ TB\/s$/);
+    expect(m.phases.find((p) => p.phase === "unknown")!.roofline!.bound).toBe("compute");
+  });
+});

@@ -50,6 +50,49 @@ PHASE_RULES = (
               "decode and for prefill against a cache)"),
 )
 
+
+class QueryArgs(NamedTuple):
+    """Where an op's recorded inputs hold its query: ``q`` the query's index in Input Dims (its first
+    dimension is all the batch's query tokens), ``cu_seqlens_q`` the index of the cumulative lengths
+    (N + 1 long for N sequences), ``max_seqlen_q`` the index in Concrete Inputs of the longest query;
+    None where the op has no such input."""
+    pattern: str
+    q: int
+    cu_seqlens_q: int | None
+    max_seqlen_q: int | None
+    example: str
+    source: str
+
+
+QUERY_ARGS = (
+    QueryArgs(r"^_vllm_fa2_C::varlen_fwd$", 0, 4, 10, "_vllm_fa2_C::varlen_fwd",
+              "source: vllm-project/flash-attention vllm_flash_attn/flash_attn_interface.py "
+              "(torch.ops._vllm_fa2_C.varlen_fwd(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, None, "
+              "block_table, alibi_slopes, max_seqlen_q, max_seqlen_k, ...); q (total_q, heads, head_dim))"),
+    QueryArgs(r"^_vllm_fa3_C::fwd$", 0, 7, 12, "_vllm_fa3_C::fwd",
+              "source: vllm-project/flash-attention vllm_flash_attn/flash_attn_interface.py (fa_version 3: "
+              "torch.ops._vllm_fa3_C.fwd(q, k, v, k_new, v_new, q_v, out, cu_seqlens_q, cu_seqlens_k, "
+              "cu_seqlens_k_new, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, block_table, ...))"),
+    QueryArgs(r"^vllm::unified_attention(_with_output)?$", 0, None, None, "vllm::unified_attention_with_output",
+              "source: vllm-project/vllm vllm/attention/layer.py (unified_attention_with_output(query, key, value, "
+              "output, layer_name, ...): query (num_tokens, heads, head_size), every token of the batch; the "
+              "Triton backend's kernel_unified_attention_2d/3d take cu_seqlens_q and max_seqlen_q as Python "
+              "arguments no op records, so this op's token count is all the trace says)"),
+)
+_QUERY_ANY = re.compile("|".join(f"(?:{r.pattern})" for r in QUERY_ARGS))
+
+
+def query_args_for(name: str) -> QueryArgs | None:
+    """The QUERY_ARGS row of an op name, first row first."""
+    if _QUERY_ANY.search(name) is None:
+        return None
+    return next(r for r in QUERY_ARGS if re.search(r.pattern, name))
+
+
+def is_query_op(name: str) -> bool:
+    return _QUERY_ANY.search(name) is not None
+
+
 # One pattern per kind says whether any row matches (most names match none); the rows' own patterns
 # are compiled only when a name does (a report pays for the compiles it uses).
 _ANY = {on: re.compile("|".join(f"(?:{r.pattern})" for r in PHASE_RULES if r.on == on)) for on in ("kernel", "op")}

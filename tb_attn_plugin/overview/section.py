@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from . import limit as limits
-from . import phases
+from . import phase_figures, phases
 from .steps import PRECEDENCE, breakdown
 
-SUMMED = ("gpu_span_us", "busy_us", "idle_us", "idle_host_us", "idle_sync_us", "communication_us",
+SUMMED = ("gpu_span_us", "busy_us", "idle_us", "idle_host_us", "idle_sync_us", "idle_kernel_us",
+          "communication_us",
           "communication_exposed_us", "communication_hidden_us", "memcpy_us", "memset_us", "host_us",
           "data_loading_us", "optimizer_us")
 SPREAD = ("gpu_span_us", "busy_us", "idle_us", "host_us", "data_loading_us", "optimizer_us")
@@ -38,6 +39,10 @@ def add(report: dict[str, Any], L, ev, calls, m) -> dict[int, str]:
         "window_cut": bool(window.get("cut")),
         "phases": phases.summary(calls, m, phase_of),
     }
+    per_phase = phase_figures.figures(calls, m, phase_of, report.get("roofline"))
+    for row in report["overview"]["phases"]:
+        row.update(per_phase.get(row["phase"], {"stages": [], "roofline": None}))
+    report["overview"]["phase_convention"] = phase_figures.CONVENTION
     for sample in report.get("call_samples") or []:
         got = phase_of.get(sample["id"])
         if got:
@@ -61,7 +66,7 @@ def _total(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     span = out["gpu_span_us"]
     if "not_recorded" in parts:  # any step not recorded whole: the sum's gaps are not known to be idle
         parts["not_recorded"] += parts.pop("idle", 0.0)
-        out["idle_us"] = out["idle_host_us"] = out["idle_sync_us"] = None
+        out["idle_us"] = out["idle_host_us"] = out["idle_sync_us"] = out["idle_kernel_us"] = None
     out["parts"] = [{"part": k, "us": round(v, 3), "share": round(v / span, 6) if span else None}
                     for k, v in parts.items()]
     dirs: dict[str, list] = {}

@@ -10,7 +10,9 @@ any stream, so overlaps across streams never count twice and the parts sum to th
 attention (fwd, then bwd) > other matmul > other compute > communication > memcpy > memset > idle.
 Communication as a part is therefore its *exposed* time (not under any compute kernel); the hidden
 rest is reported beside it. Idle = span - union(busy); the part of idle during which the host sat in
-a synchronising call (rules.SYNC_CALLS) is waiting on a synchronisation, the rest waiting on the host.
+a synchronising call (rules.SYNC_CALLS) is waiting on a synchronisation; of the rest, the part of a gap
+after the launch call of the activity that ends the gap had returned is kernel wait (HTA's: the host
+had already issued the next work, the GPU sat between kernels), and the remainder waiting on the host.
 """
 
 from __future__ import annotations
@@ -111,6 +113,7 @@ def breakdown(L, ev, m, unrecorded_by_step: dict[int, int]) -> list[dict[str, An
     # Host side: synchronising calls, data loading and optimizer ops, as intervals.
     lt = ev.launch_table
     l_ts, l_dur = floats(lt["ts"]), floats(lt["dur"])
+    issued = _launch_end(kt, lt, l_ts + l_dur, len(ts))
     sync_s, sync_e = _named_intervals(ev.launch_names.values, np.asarray(ev.launch_names.ids), l_ts, l_dur,
                                       rules.SYNC_CALLS, "sync")
     op_ts, op_dur = floats(L.ts), floats(L.dur)
@@ -137,7 +140,7 @@ def breakdown(L, ev, m, unrecorded_by_step: dict[int, int]) -> list[dict[str, An
     G = len(labels)
     keep = group >= 0
     g, part, direction, s0, e0, stream = group[keep], part[keep], direction[keep], ts[keep], end[keep], stream[keep]
-    fig = _gpu_figures(g, part, direction, s0, e0, stream, G, sync_s, sync_e)
+    fig = _gpu_figures(g, part, direction, s0, e0, stream, G, sync_s, sync_e, issued[keep])
     data = {r: iv.lengths_by_group(*iv.overlapping(h_lo, h_hi, a, b), G).tolist() for r, (a, b) in host.items()}
     host_us, h_end = (h_hi - h_lo).tolist(), h_hi.tolist()
 
@@ -149,7 +152,7 @@ def breakdown(L, ev, m, unrecorded_by_step: dict[int, int]) -> list[dict[str, An
             row["unrecorded_launches"] = lost
             if row["gpu_span_us"] is not None:
                 row["parts"][-1]["part"] = "not_recorded"
-                row["idle_us"] = row["idle_host_us"] = row["idle_sync_us"] = None
+                row["idle_us"] = row["idle_host_us"] = row["idle_sync_us"] = row["idle_kernel_us"] = None
         row.update(step=s, label=f"ProfilerStep#{s}" if s is not None else "whole trace",
                    host_us=round(host_us[k], 3))
         for r in host:
@@ -159,7 +162,49 @@ def breakdown(L, ev, m, unrecorded_by_step: dict[int, int]) -> list[dict[str, An
     return rows
 
 
-def _gpu_figures(g, part, direction, start, end, stream, G: int, sync_s, sync_e) -> dict[str, Any]:
+def _launch_end(kt, lt, l_end: np.ndarray, n: int) -> np.ndarray:
+    """Each activity's launch call's end (the host had issued it by then), by correlation id; NaN where
+    the trace has no launch for it (a later launch of one id wins, as link.launches_by_correlation)."""
+    out = np.full(n, np.nan)
+    if not n or kt is None or not len(l_end):
+        return out
+    lhas, khas = np.asarray(lt.has("correlation"), bool), np.asarray(kt.has("correlation"), bool)
+    if not lhas.any() or not khas.any():
+        return out
+    lc = np.asarray(lt["correlation"], np.int64)[lhas][::-1]
+    le = l_end[lhas][::-1]
+    keys, first = np.unique(lc, return_index=True)  # reversed: the first of each id is the file's last
+    kc = np.asarray(kt["correlation"], np.int64)[khas]
+    at = np.minimum(np.searchsorted(keys, kc), len(keys) - 1)
+    found = keys[at] == kc
+    vals = np.full(len(kc), np.nan)
+    vals[found] = le[first[at[found]]]
+    out[np.flatnonzero(khas)] = vals
+    return out
+
+
+def _kernel_wait(g, start, end, issued, G: int):
+    """(step, start, end) of each stretch of idle before an activity whose launch had already returned:
+    for each gap in a step's union [a, b), the part after max(a, the launch's end) of the activity
+    starting at b."""
+    if len(start) < 2:
+        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
+    order = np.lexsort((np.where(np.isnan(issued), np.inf, issued), start, g))  # ties: the earliest issued first
+    gs, s, e, le = g[order], start[order], end[order], issued[order]
+    first = np.full(G, np.inf)
+    np.minimum.at(first, gs, s)
+    band = float((e - first[gs]).max()) + 1.0
+    shift = gs * band - first[gs]  # each step in a band of its own: a running max never crosses steps
+    reach = np.maximum.accumulate(e + shift)
+    same = gs[1:] == gs[:-1]
+    a = reach[:-1] - shift[1:]
+    b = s[1:]
+    lo = np.maximum(a, le[1:])
+    keep = same & (b > a) & ~np.isnan(le[1:]) & (b > lo)
+    return gs[1:][keep], lo[keep], b[keep]
+
+
+def _gpu_figures(g, part, direction, start, end, stream, G: int, sync_s, sync_e, issued) -> dict[str, Any]:
     """Each step's GPU figures as arrays over the steps (g: each activity's step row)."""
     by = iv.lengths_by_group
     count = np.bincount(g, minlength=G)
@@ -172,6 +217,10 @@ def _gpu_figures(g, part, direction, start, end, stream, G: int, sync_s, sync_e)
     # idle under a synchronising call: |busy ∪ (sync ∩ span)| - |busy|, per step
     w, ss, se = iv.overlapping(np.where(count > 0, lo, 0.0), np.where(count > 0, hi, 0.0), sync_s, sync_e)
     with_sync = by(np.concatenate([g, w]), np.concatenate([start, ss]), np.concatenate([end, se]), G)
+    # kernel wait: idle before already-issued work, outside the sync calls (those are sync wait)
+    kg, ks, ke = _kernel_wait(g, start, end, issued, G)
+    known = np.bincount(g, ~np.isnan(issued), minlength=G) > 0  # a step none of whose work has a launch: unknown
+    with_kernel = by(np.concatenate([g, w, kg]), np.concatenate([start, ss, ks]), np.concatenate([end, se, ke]), G)
     one = {name: by(g[part == k], start[part == k], end[part == k], G)
            for name, k in (("communication", _COMM), ("memcpy", _MEMCPY), ("memset", _MEMSET))}
     # memcpy by direction and busy by stream: grouped by (step, key)
@@ -194,7 +243,9 @@ def _gpu_figures(g, part, direction, start, end, stream, G: int, sync_s, sync_e)
     safe = np.where(span > 0, span, 1.0)
     return {"count": count.tolist(), "lo": _r3(lo), "end": hi.tolist(), "span": _r3(span), "busy": _r3(busy),
             "parts": [_r3(p) for p in parts], "shares": [columns.rounded(p / safe, 6) for p in parts],
-            "idle": _r3(span - busy), "idle_host": _r3(span - busy - idle_sync), "idle_sync": _r3(idle_sync),
+            "idle": _r3(span - busy), "idle_host": _r3(np.maximum(span - np.where(known, with_kernel, with_sync), 0.0)),
+            "idle_sync": _r3(idle_sync),
+            "idle_kernel": [v if k else None for v, k in zip(_r3(with_kernel - with_sync), known.tolist())],
             "comm": _r3(one["communication"]), "exposed": _r3(exposed), "hidden": _r3(one["communication"] - exposed),
             "memcpy": _r3(one["memcpy"]), "memset": _r3(one["memset"]),
             "d_us": np.array(_r3(d_us)).reshape(G, nd).tolist(), "d_n": d_n.tolist(), "sids": sids,
@@ -210,7 +261,7 @@ def _row(f: dict[str, Any], k: int) -> dict[str, Any]:
     """Step row k's GPU figures (StepBreakdown's); unknown (None) where it ran nothing on the GPU."""
     if not f["count"][k]:
         return {"gpu_start_us": None, "gpu_span_us": None, "busy_us": None, "parts": [], "idle_us": None,
-                "idle_host_us": None, "idle_sync_us": None, "communication_us": None,
+                "idle_host_us": None, "idle_sync_us": None, "idle_kernel_us": None, "communication_us": None,
                 "communication_exposed_us": None, "communication_hidden_us": None, "memcpy_us": None,
                 "memcpy_by_direction": [], "memset_us": None, "activities": 0, "streams": []}
     span = f["span"][k]
@@ -224,6 +275,6 @@ def _row(f: dict[str, Any], k: int) -> dict[str, Any]:
     streams.sort(key=lambda r: -r["busy_us"])
     return {"gpu_start_us": f["lo"][k], "gpu_span_us": span, "busy_us": f["busy"][k], "parts": parts,
             "idle_us": f["idle"][k], "idle_host_us": f["idle_host"][k], "idle_sync_us": f["idle_sync"][k],
-            "communication_us": f["comm"][k], "communication_exposed_us": f["exposed"][k],
+            "idle_kernel_us": f["idle_kernel"][k], "communication_us": f["comm"][k], "communication_exposed_us": f["exposed"][k],
             "communication_hidden_us": f["hidden"][k], "memcpy_us": f["memcpy"][k], "memcpy_by_direction": by_dir,
             "memset_us": f["memset"][k], "activities": f["count"][k], "streams": streams[:16]}

@@ -43,7 +43,8 @@ def lines(r: dict[str, Any]) -> list[str]:
         for p in shown:
             w = f"{LOOK[p['part']][1]} {duration(p['us'])} {percent(p['share'] or 0)}"
             if p["part"] == "idle" and t.get("idle_sync_us") is not None:
-                w += f" (waiting on the host {duration(t['idle_host_us'])}, on a sync {duration(t['idle_sync_us'])})"
+                w += (f" (waiting on the host {duration(t['idle_host_us'])}, on a sync {duration(t['idle_sync_us'])}"
+                      + (f", kernel wait {duration(t['idle_kernel_us'])}" if t.get("idle_kernel_us") else "") + ")")
             words.append(w)
         out.append("    " + " · ".join(words))
         if t.get("communication_us"):
@@ -72,4 +73,29 @@ def lines(r: dict[str, Any]) -> list[str]:
     if known:
         out.append("  serving phases: " + ", ".join(f"{p['phase']} {plural(p['calls'], 'call')} {duration(p['gpu_us'])}"
                                                     for p in o["phases"]))
+        for p in known:
+            out.extend(_phase_lines(p))
+        if any(p.get("roofline") for p in known):
+            out.append(f"    ({o.get('phase_convention', '')})")
+    return out
+
+
+def _phase_lines(p: dict[str, Any]) -> list[str]:
+    """One phase's stages and roofline point."""
+    out = []
+    key = "gpu_us" if p["gpu_us"] > 0 else "cpu_us"  # the time basis: GPU where the calls ran kernels
+    stages = [f"{s['stage']} {s['pass']} {duration(s[key])}" for s in p.get("stages") or [] if s[key] > 0][:4]
+    if stages:
+        out.append(f"    {p['phase']}: " + ", ".join(stages))
+    rp = p.get("roofline")
+    if "roofline" in p and not rp:
+        out.append("      roofline: unknown (no call of this phase recorded its query and key shapes; a paged cache's "
+                   "lengths are tensor values the profiler does not keep)")
+    if rp:
+        what = "KV cache read" if rp["bytes_are"] == "kv_cache_read" else "bytes"
+        rate = f", {rp['achieved_tbs']:.3g} TB/s" if rp.get("achieved_tbs") is not None else ""
+        inten = f"{rp['intensity']:.3g} FLOP/B" if rp.get("intensity") is not None else "intensity unknown"
+        out.append(f"      roofline ({plural(rp['calls'], 'call')} with shapes): {what} {rp['bytes'] / 1e6:.4g} MB, "
+                   f"{inten}{rate}: {rp['bound'] or 'bound unknown'}-bound ({rp['bound_reason']})"
+                   .replace("None-bound", "bound unknown"))
     return out

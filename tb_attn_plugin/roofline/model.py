@@ -60,6 +60,17 @@ def sizes(shape: dict[str, Any] | None, dtype: str | None) -> Sizes | None:
                  d=d, rows=float(bh * lq), itemsize=s)
 
 
+def kv_cache_read(z: Sizes) -> float:
+    """Bytes of the KV cache a decode call reads: K and V, each B·Hkv·Lk·D elements (the convention a
+    decode is judged on: its query, output and log-sum-exp are 1/Lk of it and left out)."""
+    return 2.0 * z.kv * z.itemsize
+
+
+def fused_forward_flops(z: Sizes) -> float:
+    """QKᵀ and AV of every score: 4·B·Hq·Lq·Lk·D (a one-token query masks nothing, so no causal half)."""
+    return 4.0 * z.e * z.d
+
+
 def stage_cost(z: Sizes, stage: str, pas: str, passes: int = 1, causal: bool | None = False) -> tuple[float, float] | None:
     """(FLOP, bytes) of one stage of one call; None for a stage the model does not cover."""
     s, e, d = z.itemsize, z.e, z.d

@@ -3,8 +3,8 @@
 // serving phases; the view the tab opens on.
 
 import { h } from "../dom";
-import { fmtCount, fmtShare, fmtUs } from "../format";
-import { overviewModel, spread } from "../overview_model";
+import { fmtBytes, fmtCount, fmtShare, fmtTbs, fmtUs } from "../format";
+import { overviewModel, spread, type PhaseModel } from "../overview_model";
 import type { Report } from "../types";
 import type { Ctx } from "./context";
 import { usCell } from "./common";
@@ -42,7 +42,10 @@ export function overviewPanel(report: Report): HTMLElement {
       h("td", null, h("span", { class: "attn-dot", style: `background:${p.color}` }), p.label),
       usCell(p.us), h("td", { class: "num" }, fmtShare(p.share)))))));
   const notes: [string, string][] = [];
-  if (m.idleHost !== null && m.idleSync !== null) notes.push(["idle", `idle: waiting on the host ${fmtUs(m.idleHost)}, on a synchronisation ${fmtUs(m.idleSync)}`]);
+  if (m.idleHost !== null && m.idleSync !== null) {
+    notes.push(["idle", `idle: waiting on the host ${fmtUs(m.idleHost)}, on a synchronisation ${fmtUs(m.idleSync)}`
+      + (m.idleKernel ? `, kernel wait (work already issued) ${fmtUs(m.idleKernel)}` : "")]);
+  }
   if (m.communication) notes.push(["communication", `communication ${fmtUs(m.communication.total)}: ${fmtUs(m.communication.exposed)} exposed, ${fmtUs(m.communication.hidden)} hidden under compute`]);
   if (m.memcpy.length) notes.push(["memcpy", "memcpy " + m.memcpy.map((d) => `${d.direction} ${fmtUs(d.us)} ×${fmtCount(d.count)}`).join(", ")]);
   if (m.cut) notes.push(["cut", "the GPU window was cut: the gaps of steps that lost kernels are not recorded, not idle"]);
@@ -68,11 +71,20 @@ export function overviewPanel(report: Report): HTMLElement {
     el.appendChild(h("h3", null, "Serving phases"));
     el.appendChild(h("table", { class: "grid", "data-testid": "phases" },
       h("thead", null, h("tr", null, h("th", null, "Phase"), h("th", { class: "num" }, "Calls"), h("th", { class: "num" }, "GPU time"),
-        h("th", null, "Evidence"))),
+        h("th", null, "Roofline"), h("th", null, "Evidence"))),
       h("tbody", null, ...m.phases.map((p) => h("tr", { "data-phase": p.phase },
-        h("td", null, p.phase), h("td", { class: "num" }, fmtCount(p.calls)), usCell(p.us), h("td", null, p.evidence))))));
+        h("td", null, p.phase), h("td", { class: "num" }, fmtCount(p.calls)), usCell(p.us),
+        h("td", { "data-testid": "phase-roofline" }, phaseRoof(p)), h("td", null, p.evidence))))));
   }
   return el;
+}
+
+/** "memory-bound: KV cache read 2.1 GB, 2.4 TB/s" (a decode is judged on the cache it reads). */
+export function phaseRoof(p: PhaseModel): string {
+  const r = p.roofline;
+  if (!r) return "no shapes recorded";
+  const bound = r.bound ? `${r.bound}-bound` : "bound unknown";
+  return `${bound}: ${r.kvCache ? "KV cache read" : "bytes"} ${fmtBytes(r.bytes)}` + (r.tbs !== null ? `, ${fmtTbs(r.tbs)}` : "");
 }
 
 function hostLine(host: { step: number | null; dataLoading: number; optimizer: number }): HTMLElement {

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from .base import Count, NonNeg, Row, doc
+from .base import Count, NonNeg, Pass, Row, Stage, doc
 
 Part = Literal["attention_fwd", "attention_bwd", "other_matmul", "other_compute", "communication", "memcpy",
                "memset", "idle", "not_recorded"]
@@ -46,8 +47,13 @@ class StepBreakdown(Row, kw_only=True):
     busy_us: Annotated[float | None, doc("union of kernel, memcpy and memset intervals across streams")]
     parts: list[StepPart]
     idle_us: Annotated[float | None, doc("span - busy")]
-    idle_host_us: Annotated[float | None, doc("idle while the host was not in a synchronising call: waiting on the host")]
+    idle_host_us: Annotated[float | None, doc(
+        "idle neither under a synchronising call nor after the next activity's launch had returned: waiting on the host")]
     idle_sync_us: Annotated[float | None, doc("idle while the host sat in cuda/hip Device/Stream/EventSynchronize")]
+    idle_kernel_us: Annotated[float | None, doc(
+        "kernel wait (HTA): idle, not under a sync, after the launch of the activity ending the gap had returned "
+        "(the host had issued it); idle = host + sync + kernel; null where no activity of the step has a launch "
+        "in the trace (then host = idle - sync)")] | UnsetType = UNSET
     communication_us: Annotated[float | None, doc("union of NCCL/RCCL/custom all-reduce kernels")]
     communication_exposed_us: Annotated[float | None, doc("communication not under any compute kernel")]
     communication_hidden_us: Annotated[float | None, doc("communication under compute")]
@@ -83,6 +89,28 @@ class Limit(Row, kw_only=True):
     sentence: str
 
 
+class PhaseStage(Row, kw_only=True):
+    """The time of one attention stage and pass over the calls of one phase."""
+    stage: Stage
+    pass_: Pass = msgspec.field(name="pass")
+    gpu_us: NonNeg
+    cpu_us: NonNeg
+
+
+class PhaseRoofline(Row, kw_only=True):
+    """One roofline point for the calls of one phase whose shape was recorded (overview.phase_convention)."""
+    calls: Annotated[Count, doc("the calls with a recorded shape, the point's calls")]
+    flops: float
+    bytes: Annotated[float, doc("decode: the KV cache read; other phases: the stage model's bytes")]
+    time_us: Annotated[float, doc("their attention time on the report's time basis, µs")]
+    intensity: Annotated[float | None, doc("FLOP per byte")]
+    achieved_tflops: float | None
+    achieved_tbs: Annotated[float | None, doc("bytes / time, TB/s")]
+    bound: Annotated[Literal["compute", "memory", "launch"] | None, doc("null: no roof for this device")]
+    bound_reason: str
+    bytes_are: Literal["kv_cache_read", "stage_model"]
+
+
 class PhaseRow(Row, kw_only=True):
     """Attention calls of one serving phase (overview/phase_rules.py)."""
     phase: Literal["prefill", "decode", "mixed", "unknown"]
@@ -90,6 +118,8 @@ class PhaseRow(Row, kw_only=True):
     gpu_us: float
     cpu_us: float
     evidence: Annotated[list[str], doc("an example of what said so")]
+    stages: Annotated[list[PhaseStage], doc("the calls' time per stage and pass, largest first")] | UnsetType = UNSET
+    roofline: PhaseRoofline | None | UnsetType = UNSET
 
 
 class Overview(Row, kw_only=True):
@@ -101,3 +131,4 @@ class Overview(Row, kw_only=True):
     limit: Limit
     window_cut: Annotated[bool, doc("the GPU window was cut (gpu_window.cut)")]
     phases: list[PhaseRow]
+    phase_convention: Annotated[str, doc("how each phase's roofline point counts FLOPs, bytes and time")] | UnsetType = UNSET

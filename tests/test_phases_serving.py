@@ -1,0 +1,387 @@
+"""Serving phases (issue 48) from a call's query lengths: vLLM's attention ops record how many query
+tokens the batch holds, over how many sequences, and the longest query; one token per sequence is a
+decode. The traces are built with the ops, argument layouts and kernel names vLLM V1 records (each
+source named where it is used); no public kineto trace of vLLM, SGLang or TensorRT-LLM serving was
+found to commit (tests/fixtures/serving/README.md says what was searched).
+
+The truth of each call is the query lengths it was built with; a walker of this file reads the raw
+events back to check the trace holds what vLLM's ops record.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tb_attn_plugin.report.build import analyze_file
+from tests.kernel_traces import MLP, TraceBuilder
+
+# vllm-project/vllm vllm/attention/layer.py: unified_attention_with_output(query, key, value, output, layer_name)
+UA_OP = "vllm::unified_attention_with_output"
+# vllm-project/flash-attention vllm_flash_attn/flash_attn_interface.py: torch.ops._vllm_fa2_C.varlen_fwd(q, k, v,
+# out, cu_seqlens_q, cu_seqlens_k, seqused_k, None, block_table, alibi_slopes, max_seqlen_q, max_seqlen_k, ...)
+FA2_OP = "_vllm_fa2_C::varlen_fwd"
+# Dao-AILab/flash-attention csrc/flash_attn/src/flash_fwd_kernel.h (vLLM builds it as vllm-flash-attn)
+FA2_KERNEL = ("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
+              "cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, true, false, false, "
+              "false, true, true, false, false>(Flash_fwd_params)")
+# vllm-project/vllm vllm/v1/attention/ops/triton_unified_attention.py (@triton.jit kernel_unified_attention_2d)
+TRITON_UA_KERNEL = "kernel_unified_attention_2d"
+HEADS, KV_HEADS, HEAD_DIM, BLOCK = 32, 8, 128, 16
+
+
+def _fa2_call(b: TraceBuilder, i: int, qlens: list[int], kvlens: list[int]) -> None:
+    """One layer's attention as vLLM V1's FlashAttention backend records it: the unified op, inside it
+    varlen_fwd with the batch's query tokens, cu_seqlens_q (N + 1) and max_seqlen_q as a concrete int."""
+    t, n = sum(qlens), len(qlens)
+    start = b.t
+    b.op(f"nn.Module: Attention_{i}", start, 100.0, cat="python_function")
+    ua = b.op(UA_OP, start + 1, 95.0)
+    ua["args"].update({"Input Dims": [[t, HEADS, HEAD_DIM], [t, KV_HEADS, HEAD_DIM], [t, KV_HEADS, HEAD_DIM],
+                                      [t, HEADS, HEAD_DIM], []],
+                       "Input type": ["c10::BFloat16"] * 4 + ["str"],
+                       "Concrete Inputs": ["", "", "", "", f"model.layers.{i}.self_attn.attn"]})
+    fa = b.op(FA2_OP, start + 3, 80.0)
+    blocks = 4096
+    dims = [[t, HEADS, HEAD_DIM], [blocks, BLOCK, KV_HEADS, HEAD_DIM], [blocks, BLOCK, KV_HEADS, HEAD_DIM],
+            [t, HEADS, HEAD_DIM], [n + 1], [n + 1], [n], [], [n, max(kvlens) // BLOCK + 1], [], [], [], [], [], [],
+            [], [], [], [], [], [], []]
+    concrete = [""] * 10 + [str(max(qlens)), str(max(kvlens)), "0.", "0.088388", "False", "True", "-1", "-1",
+                            "0.", "False", "0", ""]
+    fa["args"].update({"Input Dims": dims, "Concrete Inputs": concrete})
+    b.kernel(FA2_KERNEL, b.launch(start + 5), 40.0)
+    b.t += 120
+    for name, dur in MLP:
+        b.kernel(name, b.launch(b.t), dur)
+        b.t += 5
+
+
+def _triton_call(b: TraceBuilder, i: int, tokens: int) -> None:
+    """vLLM V1's Triton backend: the unified op holds only the batch's token count; its Triton kernel
+    is launched with no op of its own (cu_seqlens_q and max_seqlen_q are Python arguments)."""
+    start = b.t
+    ua = b.op(UA_OP, start + 1, 60.0)
+    ua["args"].update({"Input Dims": [[tokens, HEADS, HEAD_DIM], [tokens, KV_HEADS, HEAD_DIM],
+                                      [tokens, KV_HEADS, HEAD_DIM], [tokens, HEADS, HEAD_DIM], []],
+                       "Concrete Inputs": ["", "", "", "", f"model.layers.{i}.self_attn.attn"]})
+    b.kernel(TRITON_UA_KERNEL, b.launch(start + 3, "cuLaunchKernel"), 30.0)
+    b.t += 80
+
+
+# ---- the walker: the raw events' query facts -----------------------------------------------------
+
+def raw_query_facts(path) -> list[tuple[int, int | None, int | None]]:
+    """(tokens, sequences, longest query) of each attention op, read from the raw JSON: the varlen op
+    where there is one, else the unified op's query tokens alone."""
+    evs = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "cpu_op"]
+    evs.sort(key=lambda e: e["ts"])
+    out = []
+    for e in evs:
+        if e["name"] != UA_OP:
+            continue
+        inner = [f for f in evs if f["name"] == FA2_OP and e["ts"] <= f["ts"] < e["ts"] + e["dur"]]
+        if inner:
+            a = inner[0]["args"]
+            out.append((a["Input Dims"][0][0], a["Input Dims"][4][0] - 1, int(a["Concrete Inputs"][10])))
+        else:
+            out.append((e["args"]["Input Dims"][0][0], None, None))
+    return out
+
+
+def truth(qlens: list[int]) -> str:
+    ones = sum(1 for x in qlens if x == 1)
+    return "decode" if ones == len(qlens) else "prefill" if ones == 0 else "mixed"
+
+
+def phases_of(r: dict) -> dict[str, int]:
+    return {p["phase"]: p["calls"] for p in r["overview"]["phases"]}
+
+
+# ---- the batches --------------------------------------------------------------------------------
+
+BATCHES = {
+    "decode": [[1] * 8, [1] * 8],                      # 8 requests generating one token each
+    "prefill": [[512, 300], [128]],                    # two prompts, then one prompt
+    "mixed": [[1, 1, 1, 200], [64, 1, 1]],             # chunked prefill beside decodes (vLLM V1's default)
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BATCHES))
+def test_fa2_backend_batches_take_their_phase_from_query_lengths(tmp_path, kind):
+    b = TraceBuilder()
+    for i, qlens in enumerate(BATCHES[kind]):
+        _fa2_call(b, i, qlens, [q + 700 for q in qlens])
+    path = b.write(tmp_path / f"vllm_{kind}.json")
+    facts = raw_query_facts(path)
+    assert facts == [(sum(q), len(q), max(q)) for q in BATCHES[kind]]
+    r = analyze_file(str(path))
+    assert r["calls"] == len(BATCHES[kind])
+    assert phases_of(r) == {kind: len(BATCHES[kind])}
+    assert {truth(q) for q in BATCHES[kind]} == {kind}
+    (row,) = r["overview"]["phases"]
+    assert FA2_OP in row["evidence"][0]
+    assert {s["phase"] for s in r["call_samples"]} == {kind}
+
+
+def test_lengths_that_prove_nothing_say_unknown(tmp_path):
+    """10 tokens over 3 sequences, the longest 5: (5, 3, 2) is all prefill, (5, 4, 1) is mixed; the
+    trace cannot tell them apart, so no phase is claimed."""
+    b = TraceBuilder()
+    _fa2_call(b, 0, [5, 3, 2], [900, 900, 900])
+    _fa2_call(b, 1, [5, 4, 1], [900, 900, 900])
+    path = b.write(tmp_path / "vllm_ambiguous.json")
+    assert raw_query_facts(path) == [(10, 3, 5), (10, 3, 5)]
+    r = analyze_file(str(path))
+    assert phases_of(r) == {"unknown": 2}
+
+
+def test_triton_backend_one_token_is_decode_more_is_unknown(tmp_path):
+    """The Triton backend's unified op says only its token count: one token is one sequence decoding;
+    8 tokens may be 8 decodes or one 8-token prompt, so they stay unknown."""
+    b = TraceBuilder()
+    _triton_call(b, 0, 1)
+    _triton_call(b, 1, 1)
+    _triton_call(b, 2, 8)
+    path = b.write(tmp_path / "vllm_triton.json")
+    assert raw_query_facts(path) == [(1, None, None), (1, None, None), (8, None, None)]
+    r = analyze_file(str(path))
+    assert r["calls"] == 3
+    assert phases_of(r) == {"decode": 2, "unknown": 1}
+
+
+# ---- kernels replayed from a CUDA/HIP graph -------------------------------------------------------
+
+def _family_example(family: str) -> str:
+    from tb_attn_plugin.attention import patterns
+    return next(f.example for f in patterns.KERNEL_FAMILIES if f.family == family)
+
+
+@pytest.mark.parametrize("family,phase", [("vllm_paged_attention", "decode"), ("flashinfer_decode", "decode"),
+                                          ("flashinfer_prefill", "prefill")])
+def test_graph_replayed_kernels_keep_their_call_and_phase(tmp_path, family, phase):
+    """vLLM and SGLang replay decode batches from one CUDA graph: every kernel's correlation points at one
+    cudaGraphLaunch, no op around them. Each attention kernel is still its own call, with its phase."""
+    b = TraceBuilder()
+    kernel = _family_example(family)
+    b.graph_replay([[(kernel, 25.0)]] * 4, between=MLP)
+    path = b.write(tmp_path / "graph.json")
+    evs = json.loads(path.read_text())["traceEvents"]
+    (launch,) = [e for e in evs if e["name"] == "cudaGraphLaunch"]
+    replayed = [e for e in evs if e.get("cat") == "kernel" and e["name"] == kernel]
+    assert len(replayed) == 4 and all(e["args"]["correlation"] == launch["args"]["correlation"] for e in replayed)
+    r = analyze_file(str(path))
+    assert r["calls"] == 4
+    assert phases_of(r) == {phase: 4}
+    assert {s["phase"] for s in r["call_samples"]} == {phase}
+
+
+def test_hip_graph_replay_keeps_its_calls_on_the_shared_flux_trace():
+    """TraceLens's FLUX.1 capture (MI300X): 57 aiter fmha kernels replayed from its one hipGraphLaunch
+    are 57 calls, each with a phase (unknown: a diffusion model's attention says no serving phase)."""
+    import gzip
+
+    from tests.conftest import shared_trace
+    path = shared_trace("tl_mi300x_xdit_flux1_aiter_fmha_hipgraph")
+    evs = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"] if e.get("ph") == "X"]
+    (launch,) = [e for e in evs if e["name"] == "hipGraphLaunch"]
+    replayed = [e for e in evs if e.get("cat") == "kernel" and e["name"].startswith("aiter::fmha_fwd")
+                and (e.get("args") or {}).get("correlation") == launch["args"]["correlation"]]
+    assert len(replayed) == 57
+    r = analyze_file(str(path))
+    ck = [i for i in r["implementations"] if i["implementation"] == "ck"]
+    assert sum(i["calls"] for i in ck) == len(replayed)
+    assert sum(p["calls"] for p in r["overview"]["phases"]) == r["calls"]
+    assert phases_of(r) == {"unknown": r["calls"]}
+
+
+# ---- stages and roofline per phase; a decode judged on its KV cache -------------------------------
+
+# PyTorch's flash kernel (the pytorch_flash_fwd row of attention/patterns.py, trace tl_h100_bert_small_sdpa_flash)
+SDPA_FLASH_KERNEL = ("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<128, 128, 64, 4, "
+                     "false, false, cutlass::bfloat16_t, pytorch_flash::Flash_kernel_traits<128, 128, 64, 4, "
+                     "cutlass::bfloat16_t> >, false, true, false, false, true, true, false>(pytorch_flash::Flash_fwd_params)")
+
+
+def _sdpa_call(b: TraceBuilder, i: int, q: list[int], kv: list[int], us: float) -> None:
+    """Hugging Face's attention through SDPA on a GPU (flash backend), its query and cached keys recorded
+    as Input Dims [batch, heads, length, head_dim], bf16."""
+    start = b.t
+    b.op(f"nn.Module: LlamaAttention_{i}", start, us + 40, cat="python_function")
+    op = b.op("aten::scaled_dot_product_attention", start + 1, us + 30)
+    op["args"].update({"Input Dims": [q, kv, kv, [], [], [], []],
+                       "Input type": ["c10::BFloat16"] * 3 + ["", "Scalar", "Scalar", ""],
+                       "Concrete Inputs": ["", "", "", "", "0.", "False", ""]})
+    inner = b.op("aten::_scaled_dot_product_flash_attention", start + 2, us + 20)
+    inner["args"].update({"Input Dims": [q, kv, kv, [], [], [], []],
+                          "Input type": ["c10::BFloat16"] * 3 + ["Scalar", "Scalar", "Scalar", ""]})
+    b.kernel(SDPA_FLASH_KERNEL, b.launch(start + 4), us)
+    b.t += us + 60
+
+
+def sdpa_facts(path) -> list[dict]:
+    """Each SDPA op's query and key dims from the raw events, and the bytes of K and V it names (bf16)."""
+    out = []
+    for e in json.loads(path.read_text())["traceEvents"]:
+        if e["name"] == "aten::scaled_dot_product_attention":
+            (b, h, lq, d), (_, hkv, lk, _) = e["args"]["Input Dims"][:2]
+            out.append({"lq": lq, "lk": lk, "kv_bytes": 2 * b * hkv * lk * d * 2, "flops": 4 * b * h * lq * lk * d})
+    return out
+
+
+def test_decode_roofline_reads_the_kv_cache_and_is_memory_bound(tmp_path):
+    """Four decode calls (one query token against 4,096 cached keys, batch 8) beside two prompts of 4,096
+    tokens on an H100: the decode point's bytes are the KV cache read (2 · 8 · 32 · 4096 · 128 · 2 B per
+    call), 1 FLOP per byte: memory-bound; the prompts (no evidence of a phase: unknown) are compute-bound."""
+    b = TraceBuilder()
+    for i in range(4):
+        _sdpa_call(b, i, [8, 32, 1, 128], [8, 32, 4096, 128], 220.0)
+    for i in range(2):
+        _sdpa_call(b, 4 + i, [1, 32, 4096, 128], [1, 32, 4096, 128], 700.0)
+    path = b.write(tmp_path / "hf_decode.json")
+    facts = sdpa_facts(path)
+    decode = [f for f in facts if f["lq"] == 1]
+    assert len(decode) == 4
+    r = analyze_file(str(path))
+    rows = {p["phase"]: p for p in r["overview"]["phases"]}
+    assert set(rows) == {"decode", "unknown"} and rows["decode"]["calls"] == 4
+    point = rows["decode"]["roofline"]
+    assert point["bytes_are"] == "kv_cache_read" and point["calls"] == 4
+    assert point["bytes"] == sum(f["kv_bytes"] for f in decode)
+    assert point["flops"] == sum(f["flops"] for f in decode)
+    assert point["time_us"] == pytest.approx(4 * 220.0)
+    assert point["bound"] == "memory"
+    assert point["achieved_tbs"] == pytest.approx(point["bytes"] / (point["time_us"] * 1e-6) / 1e12, rel=1e-3)
+    assert rows["unknown"]["roofline"]["bound"] == "compute"
+    assert rows["unknown"]["roofline"]["bytes_are"] == "stage_model"
+    # stages per phase: each phase's stage times add up to its attention time
+    for ph in ("decode", "unknown"):
+        assert sum(s["gpu_us"] for s in rows[ph]["stages"]) == pytest.approx(rows[ph]["gpu_us"])
+    assert rows["decode"]["stages"][0]["stage"] == "fused"
+    assert "KV cache read" in r["overview"]["phase_convention"]
+
+
+def test_text_says_the_phase_roofline(tmp_path):
+    from tb_attn_plugin.report.text import render
+    b = TraceBuilder()
+    for i in range(2):
+        _sdpa_call(b, i, [8, 32, 1, 128], [8, 32, 4096, 128], 220.0)
+    r = analyze_file(str(b.write(tmp_path / "hf_decode.json")))
+    text = render(r)
+    mb = 2 * (2 * 8 * 32 * 4096 * 128 * 2) / 1e6
+    assert f"KV cache read {mb:.4g} MB" in text and "memory-bound" in text
+    assert "decode: fused fwd" in text
+
+
+def test_cpu_recorded_decode_loop_reads_its_kv_cache(tmp_path):
+    """A KV-cache generation loop as Hugging Face runs one through SDPA, recorded on the CPU with
+    record_shapes: a 16-token prompt, then three decode steps against caches of 17, 18 and 19 keys
+    (batch 2, 4 heads, head_dim 32, float32). The decode point's bytes are the caches read, re-derived
+    from the raw ops' Input Dims; its time is the decode calls' CPU time (the report's time basis)."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    k = torch.randn(2, 4, 16, 32)
+    path = tmp_path / "generate.pt.trace.json"
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        F.scaled_dot_product_attention(torch.randn(2, 4, 16, 32), k, k, is_causal=True)
+        for _ in range(3):
+            k = torch.cat([k, torch.randn(2, 4, 1, 32)], dim=2)
+            F.scaled_dot_product_attention(torch.randn(2, 4, 1, 32), k, k)
+    prof.export_chrome_trace(str(path))
+    decode = []
+    for e in json.loads(path.read_text())["traceEvents"]:
+        if e.get("name") == "aten::scaled_dot_product_attention":
+            (b, h, lq, d), (_, hkv, lk, _) = e["args"]["Input Dims"][:2]
+            if lq == 1:
+                decode.append((2 * b * hkv * lk * d * 4, 4 * b * h * lq * lk * d))
+    assert len(decode) == 3
+    r = analyze_file(str(path))
+    rows = {p["phase"]: p for p in r["overview"]["phases"]}
+    assert rows["decode"]["calls"] == 3
+    point = rows["decode"]["roofline"]
+    assert point["bytes_are"] == "kv_cache_read" and point["calls"] == 3
+    assert point["bytes"] == sum(x for x, _ in decode) == 2 * 2 * 4 * 32 * 4 * (17 + 18 + 19)
+    assert point["flops"] == sum(f for _, f in decode)
+    assert point["time_us"] == pytest.approx(rows["decode"]["cpu_us"], abs=0.01)
+    assert sum(s["cpu_us"] for s in rows["decode"]["stages"]) == pytest.approx(rows["decode"]["cpu_us"], abs=0.01)
+
+
+# ---- vLLM V1 on Hopper (FA3): the kernel names of a real vLLM trace -----------------------------
+# sgl-project/sglang .claude/skills/llm-torch-profiler-analysis/references/validated_outputs/
+# 20260422_h100_qwen3_matrix/qwen3_30b_a3b/analysis_vllm_input.txt @9d0fa75 (a vLLM H100 trace of Qwen3-30B-A3B):
+# the FA3 kernels run 97% from cudaGraphLaunch (decode batches in a full CUDA graph) and 3% from
+# _vllm_fa3_C::fwd (eager batches).
+FA3_KERNEL = ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<2, "
+              "cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cute::tuple<cute::C<64>, cute::C<128>, cute::C<128> >, 128, "
+              "cutlass::bfloat16_t, float, cutlass::arch::Sm90, true, false, false, true, true, false, false, true, true, true, "
+              "true, false, cutlass::bfloat16_t, 1>, flash::CollectiveEpilogueFwd<cute::tuple<cute::C<64>, cute::C<128>, "
+              "cute::C<128> >, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cutlass::bfloat16_t, cutlass::arch::Sm90, 128, "
+              "true, true, true, false, 1>, flash::VarlenDynamicPersistentTileScheduler<64, 128, 128, 128, true, true, true, "
+              "true, false, true> > > >")
+FA3_COMBINE = ("void cutlass::device_kernel<flash::FlashAttnFwdCombine<cute::tuple<cute::C<8>, cute::C<128> >, 5, 256, 1, false, "
+               "true, cutlass::bfloat16_t, float, cutlass::arch::Sm90> >")
+# vllm-project/flash-attention vllm_flash_attn/flash_attn_interface.py (fa_version 3): _vllm_fa3_C.fwd(q, k, v,
+# k_new, v_new, q_v, out, cu_seqlens_q, cu_seqlens_k, cu_seqlens_k_new, seqused_q, seqused_k, max_seqlen_q, ...)
+FA3_OP = "_vllm_fa3_C::fwd"
+
+
+def _fa3_call(b: TraceBuilder, i: int, qlens: list[int]) -> None:
+    t, n = sum(qlens), len(qlens)
+    start = b.t
+    ua = b.op(UA_OP, start + 1, 95.0)
+    ua["args"].update({"Input Dims": [[t, HEADS, HEAD_DIM], [t, KV_HEADS, HEAD_DIM], [t, KV_HEADS, HEAD_DIM],
+                                      [t, HEADS, HEAD_DIM], []]})
+    fa = b.op(FA3_OP, start + 3, 80.0)
+    dims = [[t, HEADS, HEAD_DIM], [4096, BLOCK, KV_HEADS, HEAD_DIM], [4096, BLOCK, KV_HEADS, HEAD_DIM], [], [], [],
+            [t, HEADS, HEAD_DIM], [n + 1], [], [], [], [n], [], [], [n, 64]] + [[]] * 22
+    concrete = [""] * 12 + [str(max(qlens)), "1024"] + [""] * 23
+    fa["args"].update({"Input Dims": dims, "Concrete Inputs": concrete})
+    b.kernel(FA3_KERNEL, b.launch(start + 5), 30.0)
+    b.kernel(FA3_COMBINE, b.launch(start + 8), 4.0)
+    b.t += 120
+
+
+def test_vllm_fa3_eager_batches_by_query_lengths_graph_replays_unknown(tmp_path):
+    """Eager FA3 batches take their phase from _vllm_fa3_C::fwd's inputs; the same kernels replayed from
+    a CUDA graph have no op and no name that says a phase: unknown, not guessed."""
+    b = TraceBuilder()
+    _fa3_call(b, 0, [1] * 16)           # 16 decodes
+    _fa3_call(b, 1, [1, 1, 1, 512])     # a prompt chunk beside 3 decodes
+    _fa3_call(b, 2, [256, 300])         # two prompts
+    b.graph_replay([[(FA3_KERNEL, 12.0), (FA3_COMBINE, 3.0)]] * 3, between=MLP)
+    path = b.write(tmp_path / "vllm_fa3.json")
+    evs = json.loads(path.read_text())["traceEvents"]
+    ops = [e for e in evs if e["name"] == FA3_OP]
+    facts = [(e["args"]["Input Dims"][0][0], e["args"]["Input Dims"][7][0] - 1, int(e["args"]["Concrete Inputs"][12]))
+             for e in ops]
+    assert facts == [(16, 16, 1), (515, 4, 512), (556, 2, 300)]
+    (launch,) = [e for e in evs if e["name"] == "cudaGraphLaunch"]
+    assert sum(1 for e in evs if e.get("cat") == "kernel" and e["name"] == FA3_KERNEL
+               and e["args"]["correlation"] == launch["args"]["correlation"]) == 3
+    r = analyze_file(str(path))
+    assert r["calls"] == 6
+    assert phases_of(r) == {"decode": 1, "mixed": 1, "prefill": 1, "unknown": 3}
+
+
+def test_query_args_rows_name_a_real_op_and_its_source():
+    """Each QUERY_ARGS row (overview/phase_rules.py) matches its own example and names its public source."""
+    from tb_attn_plugin.overview import phase_rules as R
+    for row in R.QUERY_ARGS:
+        assert R.query_args_for(row.example) is row
+        assert row.source.startswith("source: ") and "/" in row.source
+    assert R.query_args_for("aten::scaled_dot_product_attention") is None
+
+
+def test_a_phase_without_shapes_says_its_roofline_is_unknown(tmp_path):
+    """vLLM's paged calls record the batch's token counts, not each sequence's key length (a tensor's
+    values): no KV cache size, so no roofline point, said rather than guessed."""
+    from tb_attn_plugin.report.text import render
+    b = TraceBuilder()
+    _fa3_call(b, 0, [1] * 16)
+    r = analyze_file(str(b.write(tmp_path / "fa3_decode.json")))
+    (row,) = r["overview"]["phases"]
+    assert row["phase"] == "decode" and row["roofline"] is None
+    assert "roofline: unknown (no call of this phase recorded its query and key shapes" in render(r)
