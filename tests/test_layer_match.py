@@ -63,7 +63,8 @@ def test_compare_pairs_every_variants_layers(variants):
     assert [sorted(set(k.values())) for k in keys] == [["model.0", "model.1"]] * 3  # compiled: by position and shape
     doc = compare_reports(runs)
     (row,) = doc["layers"]  # one row, no "absent" / "new"
-    assert row["layer_type"] == "Attn" and all(v > 0 for v in row["values"])
+    own = [t for _, r in runs for t in dict.fromkeys(lay["layer_type"] for lay in r["layers"]) if t != "Attn"]
+    assert row["layer_type"] == " = ".join(["Attn", *own]) and all(v > 0 for v in row["values"])
     assert row["layers"][0] == ["model.0", "model.1"] and len(row["layers"][2]) == 2
     mem_rows = {r["layer"]: r for r in doc["memory"]["layers"]}
     assert sorted(mem_rows) == ["model.0", "model.1"]

@@ -58,3 +58,56 @@ def test_the_headline_names_a_projection_that_outweighs_the_core(tmp_path):
     key = f"{r['time_basis']}_us"
     share = sum(s[key] for s in r["stages"] if s["stage"] == "qkv_proj") / sum(s[key] for s in r["stages"])
     assert f"takes the most, {share * 100:.0f}% of attention time" in msg, (msg, share)
+
+
+_COMPILED = r"""
+import sys, torch
+from torch.profiler import ProfilerActivity, profile
+sys.path.insert(0, sys.argv[2])
+from tests.cpu_models import B, D, L, model
+torch.set_num_threads(1)
+for variant in ("eager", "compiled"):
+    torch.manual_seed(0)
+    m = model("sdpa" if variant == "compiled" else "eager")
+    run = torch.compile(m) if variant == "compiled" else m
+    x = torch.randn(B, L, D)
+    with torch.no_grad():
+        run(x)  # compiled before the profile
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True) as prof:
+            run(x)
+    prof.export_chrome_trace(f"{sys.argv[1]}/{variant}.json")
+"""
+
+
+@pytest.fixture(scope="module")
+def compiled_pair(tmp_path_factory):
+    """The cpu_models attention model eager and under torch.compile (Inductor on the CPU), plain torch.profiler."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    pytest.importorskip("torch")
+    root = tmp_path_factory.mktemp("compiled")
+    proc = subprocess.run([sys.executable, "-c", _COMPILED, str(root), str(REPO)], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root / "eager.json", root / "compiled.json"
+
+
+def test_a_compiled_layer_has_its_own_pages_name_in_compare(compiled_pair):
+    from tb_attn_plugin.report.compare import compare_reports
+
+    eager, compiled = compiled_pair
+    # the walker: Inductor's region has no module hooks, so the compiled trace cannot name the layer "Attn"
+    assert any(e.get("name") == "nn.Module: Attn_0" for e in _events(eager))
+    assert not any(e.get("name", "").startswith("nn.Module: Attn") for e in _events(compiled))
+    assert any(e.get("name", "").startswith("Torch-Compiled Region") for e in _events(compiled))
+    r0, r1 = analyze_file(str(eager)), analyze_file(str(compiled))
+    own0 = {lay["layer_type"] for lay in r0["layers"]}
+    own1 = {lay["layer_type"] for lay in r1["layers"]}
+    assert own0 == {"Attn"} and len(own1) == 1 and own1 != own0
+    (row,) = compare_reports([("eager", r0), ("compiled", r1)])["layers"]
+    # each run's page names the layer type as the row does, and its layers as the row lists them
+    assert row["layer_type"].split(" = ") == ["Attn", *own1], row["layer_type"]
+    assert row["layers"] == [sorted(lay["layer"] for lay in r["layers"]) for r in (r0, r1)]
