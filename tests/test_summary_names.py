@@ -111,3 +111,35 @@ def test_a_compiled_layer_has_its_own_pages_name_in_compare(compiled_pair):
     # each run's page names the layer type as the row does, and its layers as the row lists them
     assert row["layer_type"].split(" = ") == ["Attn", *own1], row["layer_type"]
     assert row["layers"] == [sorted(lay["layer"] for lay in r["layers"]) for r in (r0, r1)]
+
+
+def test_hf_module_paths_read_as_named_modules_gives_them(tmp_path):
+    """A tiny Hugging Face Llama (from a config, no download) under the collector: its attention modules are
+    ``model.layers.N.self_attn`` (LlamaForCausalLM keeps its decoder as ``.model``); the collector added a
+    ``model.`` of its own, which read ``model.model.layers.0``."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import gzip
+    from urllib.parse import parse_qs
+
+    import tb_attn_plugin
+
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                   attn_implementation="sdpa")
+    torch.manual_seed(0)
+    m = transformers.LlamaForCausalLM(cfg)
+    ids = torch.randint(0, 128, (1, 16))
+    with tb_attn_plugin.profile(str(tmp_path), model=m, scalars=False,
+                                schedule=torch.profiler.schedule(wait=0, warmup=1, active=1, repeat=1)) as prof:
+        for _ in range(2):
+            m(input_ids=ids).logits.sum().backward()
+            prof.step()
+    with gzip.open(prof.traces[0]) as f:
+        tags = [e["name"] for e in json.load(f)["traceEvents"] if e.get("name", "").startswith("tb_attn::call ")]
+    tagged = {parse_qs(t[len("tb_attn::call "):])["layer"][0] for t in tags}
+    modules = dict(m.named_modules())
+    assert tagged == {f"model.layers.{i}.self_attn" for i in range(2)}
+    assert all(type(modules[p]).__name__ == "LlamaAttention" for p in tagged)  # each is a real module path
+    r = analyze_file(prof.traces[0])
+    assert {lay["layer"] for lay in r["layers"]} == tagged
