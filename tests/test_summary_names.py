@@ -143,3 +143,25 @@ def test_hf_module_paths_read_as_named_modules_gives_them(tmp_path):
     assert all(type(modules[p]).__name__ == "LlamaAttention" for p in tagged)  # each is a real module path
     r = analyze_file(prof.traces[0])
     assert {lay["layer"] for lay in r["layers"]} == tagged
+
+
+def test_each_achieved_rate_says_what_time_it_is_over():
+    """OWLv2 eager on the H100: the layer's FLOP rate is over its core stages (25.6 TFLOP/s), the roofline's over its
+    modelled stages (27.4), the layer's time is the whole call: each says so in the text, the JSON docs and the tab."""
+    from tb_attn_plugin.report.text import render
+    from tests.conftest import shared_trace
+
+    r = analyze_file(str(shared_trace("tl_h100_owlv2_eager_bmm_softmax")))
+    lay = r["layers"][0]
+    core = sum(s["gpu_us"] for s in lay["stages"] if s["stage"] not in ("qkv_proj", "out_proj", "other"))
+    assert lay["tflops"] == pytest.approx(lay["flops"] / core / 1e6, rel=2e-3)  # over the core ...
+    assert abs(lay["flops"] / lay["gpu_us"] / 1e6 - lay["tflops"]) > 0.01 * lay["tflops"]  # ... not the whole call
+    text = render(r)
+    head = next(line for line in text.splitlines() if line.strip().startswith("top layers"))
+    assert "gpu (whole call)" in head and "FLOP rate (core)" in head
+    schema = json.loads((Path(__file__).parent.parent / "tb_attn_plugin/report/schema.json").read_text())
+    docs = json.dumps(schema)
+    assert "TFLOP/s over its attention core's time" in docs and "the modelled stages' time" in docs
+    src = Path(__file__).parent.parent / "frontend/src/views"
+    assert '"achieved (core)"' in (src / "stages.ts").read_text() and '"Achieved (core)"' in (src / "summary.ts").read_text()
+    assert '"achieved (modelled stages)"' in (src / "roofline.ts").read_text()
