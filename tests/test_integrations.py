@@ -34,7 +34,7 @@ def test_hf_llama_attention_tagged(tmp_path, impl, engine_impl):
     report = analyze_file(prof.traces[0])
     assert report["calls"] == LAYERS * ACTIVE
     layers = {lay["layer"]: lay for lay in report["layers"]}
-    assert sorted(layers) == [f"model.model.layers.{i}.self_attn" for i in range(LAYERS)]
+    assert sorted(layers) == [f"model.layers.{i}.self_attn" for i in range(LAYERS)]
     for lay in layers.values():
         assert lay["implementation"] == engine_impl
         s = lay["shape"]

@@ -52,7 +52,7 @@ def _names(report):
 
 
 def test_eager_motif_is_named_by_its_module_path_as_sdpa_is(variants):
-    assert _names(variants["eager"]) == _names(variants["sdpa"]) == ["model.0", "model.1"]
+    assert _names(variants["eager"]) == _names(variants["sdpa"]) == ["0", "1"]  # nn.Sequential's named_modules
     assert {lay["layer_type"] for lay in variants["eager"]["layers"]} == {"Attn"}
     assert {lay["implementation"] for lay in variants["eager"]["layers"]} == {"eager"}
 
@@ -60,13 +60,14 @@ def test_eager_motif_is_named_by_its_module_path_as_sdpa_is(variants):
 def test_compare_pairs_every_variants_layers(variants):
     runs = [(v, variants[v]) for v in ("eager", "sdpa", "compiled")]
     keys = match_layers([r for _, r in runs])
-    assert [sorted(set(k.values())) for k in keys] == [["model.0", "model.1"]] * 3  # compiled: by position and shape
+    assert [sorted(set(k.values())) for k in keys] == [["0", "1"]] * 3  # compiled: by position and shape
     doc = compare_reports(runs)
     (row,) = doc["layers"]  # one row, no "absent" / "new"
-    assert row["layer_type"] == "Attn" and all(v > 0 for v in row["values"])
-    assert row["layers"][0] == ["model.0", "model.1"] and len(row["layers"][2]) == 2
+    own = [t for _, r in runs for t in dict.fromkeys(lay["layer_type"] for lay in r["layers"]) if t != "Attn"]
+    assert row["layer_type"] == " = ".join(["Attn", *own]) and all(v > 0 for v in row["values"])
+    assert row["layers"][0] == ["0", "1"] and len(row["layers"][2]) == 2
     mem_rows = {r["layer"]: r for r in doc["memory"]["layers"]}
-    assert sorted(mem_rows) == ["model.0", "model.1"]
+    assert sorted(mem_rows) == ["0", "1"]
     assert all(None not in r["peak_growth_bytes"] for r in mem_rows.values())
 
 

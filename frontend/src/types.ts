@@ -162,7 +162,7 @@ export interface Layer {
   gpu_us: number;
   cpu_us: number;
   stages: StageRow[];
-  /** TFLOP/s over its core stages' time */
+  /** TFLOP/s over its attention core's time (QKᵀ, scale/mask, softmax, dropout, AV, or the fused kernel: the projections and other work are not in it), not over the whole call's gpu_us/cpu_us */
   tflops: number | null;
   /** present when some of the layer's calls lost kernel launches (gpu_window): its gpu_us is a lower bound, and those calls' FLOPs are left out of flops/tflops */
   gpu_unrecorded_calls?: number;
@@ -373,7 +373,9 @@ export interface RooflineLayer {
   units: number;
   /** FLOP per byte */
   intensity: number | null;
+  /** TFLOP/s over time_us: the modelled stages' time (the core stages with a cost model), not the whole call's */
   achieved_tflops: number | null;
+  /** TB/s over time_us, as achieved_tflops */
   achieved_tbs: number | null;
   precision?: "bf16" | "fp16" | "fp32" | "fp8" | "tf32";
   peak_tflops?: number | null;
@@ -424,7 +426,9 @@ export interface RooflineStage {
   units: number;
   /** FLOP per byte */
   intensity: number | null;
+  /** TFLOP/s over time_us: the modelled stages' time (the core stages with a cost model), not the whole call's */
   achieved_tflops: number | null;
+  /** TB/s over time_us, as achieved_tflops */
   achieved_tbs: number | null;
   precision?: "bf16" | "fp16" | "fp32" | "fp8" | "tf32";
   peak_tflops?: number | null;

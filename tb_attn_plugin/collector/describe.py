@@ -26,6 +26,19 @@ def sdpa_backend(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=
     return name
 
 
+def enabled_sdp() -> str | None:
+    """The SDPA backends enabled now (SDP_BACKENDS order, comma-separated; 'none'): what ``sdpa_kernel`` or
+    ``torch.backends.cuda.enable_*_sdp`` left switched on. These global switches gate the CPU's flash kernel
+    too (sdp_utils_cpp.h check_runtime_disabled_flash). About 0.3 µs per call."""
+    b = torch.backends.cuda
+    try:
+        on = [name for name, f in (("flash", b.flash_sdp_enabled), ("efficient", b.mem_efficient_sdp_enabled),
+                                   ("cudnn", b.cudnn_sdp_enabled), ("math", b.math_sdp_enabled)) if f()]
+    except Exception:  # a torch without one of the switches: leave the field out
+        return None
+    return ",".join(on) or "none"
+
+
 def mask_kind(attn_mask, is_causal: bool) -> str:
     if attn_mask is None:
         return "causal" if is_causal else "none"
@@ -65,6 +78,7 @@ def sdpa_fields(args: tuple, kwargs: dict) -> dict[str, Any]:
     out.update(dtype=dtype_name(q), causal=causal, mask=mask_kind(mask, causal), dropout=p, scale=scale,
                gqa=gqa or (out.get("hq") is not None and out.get("hq") != out.get("hkv")))
     out["backend"] = sdpa_backend(q, k, v, mask, p, causal, scale, gqa)
+    out["sdp"] = enabled_sdp()
     return out
 
 

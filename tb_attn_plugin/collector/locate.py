@@ -17,14 +17,17 @@ def clean_path(path: str) -> str:
     return _COMPILED_PART.sub("", path).lstrip(".")
 
 
-def module_paths(model: torch.nn.Module | None, prefix: str = "model") -> dict[int, str]:
-    """id(module) -> dotted path, e.g. ``model.layers.0.self_attn``."""
+def module_paths(model: torch.nn.Module | None) -> dict[int, str]:
+    """id(module) -> its path as ``model.named_modules()`` gives it, e.g. ``model.layers.0.self_attn`` in a Hugging
+    Face ``LlamaForCausalLM`` (whose ``model`` is its own submodule: no prefix is added, which made it
+    ``model.model.layers.0``); the model itself, whose path is empty, by its class name."""
     if model is None:
         return {}
     out = {}
+    root = type(getattr(model, "_orig_mod", model)).__name__  # torch.compile's wrapper: the model it wraps
     for name, m in model.named_modules():
         name = clean_path(name)
-        out.setdefault(id(m), f"{prefix}.{name}" if name else prefix)
+        out.setdefault(id(m), name or root)
     return out
 
 

@@ -56,7 +56,10 @@ CALL_FIELDS = {
     "dropout": "dropout probability", "scale": "softmax scale or null", "gqa": "bool", "compiled": "bool",
     "cls": "class name of the attention module (the report's layer_type)",
     "need_weights": "bool: nn.MultiheadAttention returned its attention weights (need_weights=True, its default)",
+    "sdp": "SDPA backends enabled at the call, comma-separated of flash, efficient, cudnn, math ('none': all off): "
+           "the sdpa_kernel / torch.backends.cuda.enable_*_sdp switches PyTorch's dispatcher reads, on the CPU too",
 }
+SDP_BACKENDS = ("flash", "efficient", "cudnn", "math")
 
 
 INT_FIELDS = frozenset({"b", "hq", "hkv", "lq", "lk", "d", "mem_peak"})

@@ -8,7 +8,8 @@ aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, the shared checks in
 aten/src/ATen/native/transformers/sdp_utils_cpp.h. The predicate of each row lives in why_not_flash.py
 under the row's ``check`` name; a check the trace cannot answer (runtime switches; strides or requires_grad when
 not recorded)
-is reported as unknown, never as passed.
+is reported as unknown, never as passed. The runtime switches are answered from the collector's call tag (``sdp``:
+the backends sdpa_kernel left enabled at the call).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class Check(msgspec.Struct, frozen=True):
 
 # In PyTorch's order within each backend (the first refusal is the one PyTorch prints with debug=True).
 CHECKS: tuple[Check, ...] = (
-    Check("flash", "check_runtime_disabled_flash", CPP_FILE, "flash was switched off (sdpa_kernel / enable_flash_sdp(False))",
+    Check("flash", "check_runtime_disabled_flash", CPP_FILE, "flash was switched off at the call: {pinned}",
           "leave SDPBackend.FLASH_ATTENTION enabled"),
     Check("flash", "check_tensor_shapes", CPP_FILE, "query, key and value are not all 4-D ({ndims})",
           "reshape to (batch, heads, seq_len, head_dim)"),
@@ -60,7 +61,7 @@ CHECKS: tuple[Check, ...] = (
           "call .contiguous() on the projections (or transpose before, not after, the view)"),
 
     Check("efficient", "check_runtime_disabled_mem_efficient", CPP_FILE,
-          "efficient attention was switched off (sdpa_kernel / enable_mem_efficient_sdp(False))",
+          "efficient attention was switched off at the call: {pinned}",
           "leave SDPBackend.EFFICIENT_ATTENTION enabled"),
     Check("efficient", "check_mem_efficient_hardware_support", CUDA_FILE, "the device is {arch}; efficient needs sm50 to sm121",
           "run on a newer GPU"),
@@ -80,7 +81,7 @@ CHECKS: tuple[Check, ...] = (
 
     Check("cudnn", "USE_ROCM", CUDA_FILE, "a ROCm build has no cuDNN attention (can_use_cudnn_attention returns false)",
           "on AMD GPUs use the flash or efficient backend (AOTriton / CK)"),
-    Check("cudnn", "check_runtime_disabled_cudnn", CUDA_FILE, "cuDNN attention was switched off",
+    Check("cudnn", "check_runtime_disabled_cudnn", CUDA_FILE, "cuDNN attention was switched off at the call: {pinned}",
           "leave SDPBackend.CUDNN_ATTENTION enabled"),
     Check("cudnn", "check_tensor_shapes", CPP_FILE, "query, key and value are not all 4-D ({ndims})",
           "reshape to (batch, heads, seq_len, head_dim)"),
@@ -107,7 +108,7 @@ BACKENDS = ("flash", "efficient", "cudnn")
 # flash kernel (aten::_scaled_dot_product_flash_attention_for_cpu) and math only: no efficient or cuDNN kernel.
 CPU_CHECKS: tuple[Check, ...] = (
     Check("flash_cpu", "check_runtime_disabled_flash", CPP_FILE,
-          "flash was switched off (sdpa_kernel / enable_flash_sdp(False))", "leave SDPBackend.FLASH_ATTENTION enabled"),
+          "flash was switched off at the call: {pinned}", "leave SDPBackend.FLASH_ATTENTION enabled"),
     Check("flash_cpu", "check_nested_tensor", CPP_FILE, "a nested tensor input", "pass dense (padded) tensors"),
     Check("flash_cpu", "check_for_dropout", CPP_FILE, "dropout_p {dropout} > 0; the CPU flash kernel takes no dropout",
           "pass dropout_p=0.0 (e.g. dropout_p=p if self.training else 0.0, and model.eval() for inference)"),
@@ -128,10 +129,12 @@ CPU_CHECKS: tuple[Check, ...] = (
           "use float32, float64, bfloat16 or float16 inputs"),
 )
 CPU_BACKENDS = ("flash_cpu",)
-# The checks a trace cannot answer: runtime switches and the state PyTorch reads at call time.
+NOT_RECORDED = ("the sdpa_kernel / enable_*_sdp switches are not recorded (the collector, tb_attn_plugin.profile, "
+                "records them per call in its tag's sdp field)")
+# The checks a trace cannot answer without the collector's tag: runtime switches and the state PyTorch reads at call time.
 UNANSWERABLE = {
-    "check_runtime_disabled_flash": "the sdpa_kernel / enable_*_sdp switches are not recorded",
-    "check_runtime_disabled_mem_efficient": "the sdpa_kernel / enable_*_sdp switches are not recorded",
-    "check_runtime_disabled_cudnn": "the sdpa_kernel / enable_*_sdp switches are not recorded",
+    "check_runtime_disabled_flash": NOT_RECORDED,
+    "check_runtime_disabled_mem_efficient": NOT_RECORDED,
+    "check_runtime_disabled_cudnn": NOT_RECORDED,
 }
 # CPU_FILE's rows read at the same commit as the CUDA rows (TORCH_SOURCE).

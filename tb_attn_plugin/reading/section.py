@@ -305,7 +305,8 @@ def _why_not_flash(report, L, calls, rows, device) -> None:
         a = L.args(sdpa[k])
         if a is None:
             continue
-        x, why = why_not_flash.inputs_of(a.dims, a.types, a.concrete, bool(c.bwd_nodes), device, a.strides)
+        x, why = why_not_flash.inputs_of(a.dims, a.types, a.concrete, bool(c.bwd_nodes), device, a.strides,
+                                         sdp=(c.info.get("tag") or {}).get("sdp"))
         if x is None:
             if why:
                 rows[c.layer]["why_not_flash_unknown"] = f"unknown: its {why_not_flash.SDPA_OP} recorded a shape it cannot read ({why})"

@@ -8,6 +8,7 @@ from typing import Any, Callable
 import msgspec
 
 from ..attention.shapes import DTYPES, sdpa_qkv, shape_at
+from ..format.tags import SDP_BACKENDS
 from .eligibility_rules import BACKENDS, CHECKS, CPU_BACKENDS, CPU_CHECKS, TORCH_SOURCE, UNANSWERABLE
 
 SDPA_OP = "aten::scaled_dot_product_attention"  # (q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
@@ -26,6 +27,7 @@ class Inputs(msgspec.Struct):
     cc: tuple[int, int] | None
     vendor: str | None
     strides: list[list[int] | None] | None = None  # q, k, v, mask; None: not recorded
+    enabled: frozenset[str] | None = None  # SDPA backends switched on at the call (collector tag ``sdp``); None: not recorded
 
 
 def _dtype(t: Any) -> str | None:
@@ -36,10 +38,20 @@ def _list(v: Any) -> list[int] | None:
     return v if isinstance(v, list) and all(isinstance(x, int) for x in v) else None
 
 
+def enabled_of(sdp: Any) -> frozenset[str] | None:
+    """The collector's ``sdp`` tag field ('math', 'flash,math', 'none') as a set; None when absent or unreadable."""
+    if not isinstance(sdp, str) or not sdp:
+        return None
+    names = frozenset() if sdp == "none" else frozenset(sdp.split(","))
+    return names if names <= set(SDP_BACKENDS) else None
+
+
 def inputs_of(dims: list | None, types: list | None, concrete: list | None, training: bool | None,
-              device: dict[str, Any] | None, strides: list | None = None) -> tuple[Inputs | None, str | None]:
-    """The inputs of one SDPA op from its recorded Input Dims / type / Strides / Concrete Inputs:
-    ``(inputs, None)``; ``(None, None)`` without dims; ``(None, why)`` when the dims are no tensor's."""
+              device: dict[str, Any] | None, strides: list | None = None,
+              sdp: Any = None) -> tuple[Inputs | None, str | None]:
+    """The inputs of one SDPA op from its recorded Input Dims / type / Strides / Concrete Inputs (and the
+    collector's ``sdp`` tag field: the backends enabled at the call): ``(inputs, None)``; ``(None, None)``
+    without dims; ``(None, why)`` when the dims are no tensor's."""
     d, why = sdpa_qkv(dims)
     if d is None:
         return None, why
@@ -70,7 +82,7 @@ def inputs_of(dims: list | None, types: list | None, concrete: list | None, trai
                   causal=None if causal is None else causal == "True",
                   enable_gqa=None if gqa is None else gqa == "True", training=training, cc=cc, vendor=vendor,
                   strides=[_list(strides[i]) if i < len(strides) else None for i in range(4)]
-                  if isinstance(strides, list) and len(strides) >= 3 else None), None
+                  if isinstance(strides, list) and len(strides) >= 3 else None, enabled=enabled_of(sdp)), None
 
 
 # -- the predicates: True passes, False refuses (with the values its message needs), None cannot tell ------
@@ -247,7 +259,22 @@ def _cudnn_shapes(x: Inputs) -> Verdict:
     return True, {}
 
 
+def _switched_on(backend: str) -> Callable[[Inputs], Verdict]:
+    """check_runtime_disabled_*: the backend's sdpa_kernel / enable_*_sdp switch, as the collector read it at the call."""
+    def check(x: Inputs) -> Verdict:
+        if x.enabled is None:
+            return None, {}
+        on = [b for b in SDP_BACKENDS if b in x.enabled]
+        pinned = (f"pinned to {on[0]} by sdpa_kernel (or enable_*_sdp)" if len(on) == 1
+                  else f"only {', '.join(on)} enabled (sdpa_kernel / enable_*_sdp)" if on else "every SDPA backend off")
+        return backend in x.enabled, {"pinned": pinned}
+    return check
+
+
 PREDICATES: dict[tuple[str, str], Callable[[Inputs], Verdict]] = {
+    ("flash", "check_runtime_disabled_flash"): _switched_on("flash"),
+    ("efficient", "check_runtime_disabled_mem_efficient"): _switched_on("efficient"),
+    ("cudnn", "check_runtime_disabled_cudnn"): _switched_on("cudnn"),
     ("*", "check_tensor_shapes"): _four_d,
     ("flash", "check_for_attn_mask"): _no_mask,
     ("flash", "check_head_dim_size_flash"): _head_dim_flash,
@@ -288,6 +315,7 @@ def _same_head_dims(x: Inputs) -> Verdict:
 
 # The CPU's checks (eligibility_rules.CPU_CHECKS): the CPU flash kernel supports GQA and ignores no singleton dim.
 CPU_PREDICATES: dict[str, Callable[[Inputs], Verdict]] = {
+    "check_runtime_disabled_flash": _switched_on("flash"),  # the CPU's flash kernel has the same switch
     "check_nested_tensor": lambda x: (True, {}),  # a nested tensor records no sizes: dims recorded means dense
     "check_for_dropout": _no_dropout,
     "check_tensor_shapes": _four_d,
@@ -326,7 +354,8 @@ def judge(x: Inputs, cpu: bool = False) -> dict[str, Any]:
                 continue
             ok, values = pred(x)
             if ok is None:
-                unknown.append({"check": row.check, "why": "the trace does not record what it needs"})
+                unknown.append({"check": row.check,
+                                "why": UNANSWERABLE.get(row.check, "the trace does not record what it needs")})
             elif not ok:
                 refusals.append({"check": row.check, "reason": row.reason.format_map(_Blank(values)),
                                  "fix": row.fix.format_map(_Blank(values)), "source": row.source})

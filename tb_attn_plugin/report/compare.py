@@ -76,6 +76,7 @@ def _layers(reports: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, An
     types = layer_types(reports, keys)
     per_run: list[dict[str, tuple[float, set[str], list[str]]]] = []
     order: dict[str, int] = {}
+    own: dict[str, list[str]] = {}  # row -> the layer types its layers have on their own runs' pages, in run order
     for r, k in zip(reports, keys):
         acc: dict[str, tuple[float, set[str], list[str]]] = {}
         for layer in r.get("layers") or []:
@@ -83,6 +84,9 @@ def _layers(reports: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, An
             lt = types.get(k.get(name, ""), "") if isinstance(name, str) else ""
             lt = lt or str(layer.get("layer_type") or name or "?")
             order.setdefault(lt, len(order))
+            mine = str(layer.get("layer_type") or name or "?")
+            if mine not in own.setdefault(lt, []):
+                own[lt].append(mine)
             total, impls, names = acc.get(lt, (0.0, set(), []))
             impl = layer.get("implementation")
             acc[lt] = (total + _num(layer.get(key)), impls | ({str(impl)} if impl else set()),
@@ -94,7 +98,10 @@ def _layers(reports: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, An
         # None where the run has no such layer; "a+b" where one layer type runs several ways.
         impl_text = ["+".join(sorted(acc[lt][1])) or None if lt in acc else None for acc in per_run]
         delta, pct = _delta(values)
-        rows.append({"layer_type": lt, "values": values, "implementations": impl_text, "delta_us": delta,
+        # one layer, one name in every view: a compiled run's "cpu_fused attention" is shown beside the
+        # "Attention" it pairs with, as each run's own page names it
+        label = " = ".join([lt] + [t for t in own.get(lt, []) if t != lt])
+        rows.append({"layer_type": label, "values": values, "implementations": impl_text, "delta_us": delta,
                      "delta_pct": pct, "_order": order[lt],
                      # each run's layers in this row, by their own names ([] where the run has none)
                      "layers": [sorted(acc[lt][2], key=natural_key) if lt in acc else [] for acc in per_run]})

@@ -88,7 +88,7 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     out.append("")
     rows = [[cut(lay["layer"], NAME_WIDTH), lay["implementation"], str(lay["calls"]), _layer_time(lay, key),
              flops_rate_text(lay["tflops"]) if lay.get("tflops") else "-"] for lay in r["layers"][:top]]
-    out.extend("  " + line for line in _table(rows, ["top layers", "implementation", "calls", basis, "FLOP rate"]))
+    out.extend("  " + line for line in _table(rows, ["top layers", "implementation", "calls", f"{basis} (whole call)", "FLOP rate (core)"]))
     if len(r["layers"]) > top:
         out.append(f"  … {plural(len(r['layers']) - top, 'more layer')}")
 

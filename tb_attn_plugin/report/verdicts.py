@@ -34,14 +34,14 @@ def _eager_stage_times(r: dict[str, Any], key: str) -> Counter:
 
 
 def _largest(stage_t: Counter, att: float, whose: str = "attention time") -> str:
-    """"softmax takes 51% of attention time", naming the largest stage of the attention core when it
-    is not softmax (scale & mask, or other), with softmax's share beside it."""
+    """"softmax takes 51% of attention time", or the largest stage named when it is neither softmax nor a
+    matmul and outweighs softmax (scale & mask, other, a projection), with softmax's share beside it. The
+    projections count: 'other work takes the most' beside a QKV projection of 49% would be untrue."""
     soft = stage_t.get("softmax", 0.0) / att * 100
-    core = {s: t for s, t in stage_t.items() if s not in ("qkv_proj", "out_proj")}
-    top = max(core, key=core.__getitem__) if core else "softmax"
-    if top in ("softmax", "qk_matmul", "av_matmul") or core.get(top, 0.0) <= stage_t.get("softmax", 0.0):
+    top = max(stage_t, key=stage_t.__getitem__) if stage_t else "softmax"
+    if top in ("softmax", "qk_matmul", "av_matmul") or stage_t.get(top, 0.0) <= stage_t.get("softmax", 0.0):
         return f"softmax takes {soft:.0f}% of {whose}"
-    return (f"{STAGE_WORDS.get(top, top)} takes the most, {core[top] / att * 100:.0f}% of {whose} "
+    return (f"{STAGE_WORDS.get(top, top)} takes the most, {stage_t[top] / att * 100:.0f}% of {whose} "
             f"(softmax {soft:.0f}%)")
 
 

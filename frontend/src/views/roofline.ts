@@ -64,7 +64,7 @@ function roofNote(text: string): HTMLElement {
 function layerTable(report: Report): HTMLElement {
   const rf = rooflineOf(report);
   // Rates and bandwidths carry their own unit in each cell (a CPU's GB/s under a "TB/s" head misread by 1000x).
-  const heads = ["Layer type", "Implementation", "Bound", "FLOP/B", "achieved", "of attainable", "bandwidth", "time", "why"];
+  const heads = ["Layer type", "Implementation", "Bound", "FLOP/B", "achieved (modelled stages)", "of attainable", "bandwidth", "time", "why"];
   return h("table", { class: "grid", "data-testid": "roofline-table" },
     h("thead", null, h("tr", null, ...heads.map((c, i) => h("th", { class: i >= 3 && i <= 7 ? "num" : null }, c)))),
     h("tbody", null, ...(rf?.layers || []).flatMap((l) => [

@@ -108,8 +108,8 @@ function layerDetailPanel(ctx: Ctx, report: Report, layerName: string, basis: Ba
       fact("type", L.layer_type || "—"), fact("calls", fmtCount(L.calls ?? 0)),
       fact("shape", shapeText(L.shape) || "—"), fact("dtype", L.dtype || "—"),
       fact("causal", L.causal === null || L.causal === undefined ? "—" : String(L.causal)),
-      fact("achieved", fmtTflops(L.tflops)), fact("score matrix / call", L.score_bytes ? fmtBytes(L.score_bytes) : "—"),
-      fact(basis.toUpperCase() + " time", fmtUs(basis === "gpu" ? L.gpu_us : L.cpu_us))));
+      fact("achieved (core)", fmtTflops(L.tflops)), fact("score matrix / call", L.score_bytes ? fmtBytes(L.score_bytes) : "—"),
+      fact(basis.toUpperCase() + " time (whole call)", fmtUs(basis === "gpu" ? L.gpu_us : L.cpu_us))));
   el.appendChild(h("table", { class: "grid" },
     h("thead", null, h("tr", null, h("th", null, "Stage"), h("th", { class: "num" }, "GPU"), h("th", { class: "num" }, "CPU"),
       h("th", { class: "num" }, "GPU kernels"))),

@@ -95,7 +95,7 @@ export function summaryPanel(ctx: Ctx, report: Report): HTMLElement {
   if (m.layerTypes.length) {
     el.appendChild(h("h3", null, "Layer types"));
     el.appendChild(h("table", { class: "grid", "data-testid": "layer-types" },
-      h("thead", null, h("tr", null, ...["Layer type", "Implementation", "Calls", "Time", "Shape", "Achieved",
+      h("thead", null, h("tr", null, ...["Layer type", "Implementation", "Calls", "Time (whole call)", "Shape", "Achieved (core)",
         "of peak", "Score matrix / call"].map((c, i) => h("th", { class: i >= 2 && i !== 4 ? "num" : null }, c)))),
       h("tbody", null, ...m.layerTypes.map((l) => h("tr", { "data-layer-type": l.layerType },
         h("td", null, l.layerType),

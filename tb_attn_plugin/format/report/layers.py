@@ -114,7 +114,7 @@ class Layer(Row, kw_only=True):
     gpu_us: float
     cpu_us: float
     stages: list[StageRow]
-    tflops: Annotated[float | None, doc("TFLOP/s over its core stages' time")]
+    tflops: Annotated[float | None, doc("TFLOP/s over its attention core's time (QKᵀ, scale/mask, softmax, dropout, AV, or the fused kernel: the projections and other work are not in it), not over the whole call's gpu_us/cpu_us")]
     gpu_unrecorded_calls: Annotated[int, Meta(ge=1), doc(
         "present when some of the layer's calls lost kernel launches (gpu_window): its gpu_us is a lower "
         "bound, and those calls' FLOPs are left out of flops/tflops")] | UnsetType = UNSET

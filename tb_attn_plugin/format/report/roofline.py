@@ -47,8 +47,8 @@ class RooflinePoint(Row, kw_only=True):
     time_us: float
     units: Annotated[Count, doc("kernels (CPU: ops)")]
     intensity: Annotated[float | None, doc("FLOP per byte")]
-    achieved_tflops: float | None
-    achieved_tbs: float | None
+    achieved_tflops: Annotated[float | None, doc("TFLOP/s over time_us: the modelled stages' time (the core stages with a cost model), not the whole call's")]
+    achieved_tbs: Annotated[float | None, doc("TB/s over time_us, as achieved_tflops")]
     precision: Precision | UnsetType = UNSET
     peak_tflops: float | None | UnsetType = UNSET
     bandwidth_tbs: float | None | UnsetType = UNSET
