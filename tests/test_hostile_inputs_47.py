@@ -142,6 +142,16 @@ def test_every_built_in_name_table_is_compiled_linear():
     programs += [getattr(c, f"{k}_rx") for c in expectations.CAUSES for k in ("item", "inside", "not_inside", "within",
                                                                              "item_not") if getattr(c, k)]
     programs += [rx for rx, _ in safety._TAILS]
+    # the step overview's role and phase tables, and the snapshot structure's file rules
+    from tb_attn_plugin.memory import structure
+    from tb_attn_plugin.overview import phase_rules, rules as overview_rules, steps
+
+    for table in (overview_rules.COMMUNICATION, overview_rules.MEMCPY_DIRECTIONS, overview_rules.SYNC_CALLS,
+                  overview_rules.HOST_OPS):
+        programs.append(overview_rules._any(table))
+        programs += [overview_rules.role_pattern(table, r.role) for r in table]
+    programs += [phase_rules._QUERY_ANY, *phase_rules._ANY.values(), steps._GEMM, structure.MODULE_CALL,
+                 structure.GENERATED]
     assert len(programs) > 150 and all(_is_re2(rx) for rx in programs)
 
 

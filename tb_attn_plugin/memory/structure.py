@@ -18,16 +18,16 @@ stand for a matmul but never for the softmax.
 
 from __future__ import annotations
 
-import re
 
+from ..format.linear_regex import compile_linear
 from . import frame_rules as R
 from .rows import EntryRows
 from .section import CUDA_BLOCK
 
 # A module's forward is called through these frames (torch/nn/modules/module.py).
-MODULE_CALL = re.compile(r"torch/nn/modules/module\.py$")
+MODULE_CALL = compile_linear(r"torch/nn/modules/module\.py$")
 # Generated code runs a whole compiled graph in one frame: never an attention function by itself.
-GENERATED = re.compile(r"torchinductor_|/torch/_inductor/|/torch/_dynamo/|/torch/_functorch/")
+GENERATED = compile_linear(r"torchinductor_|/torch/_inductor/|/torch/_dynamo/|/torch/_functorch/")
 MATMUL_LIKE = ("matmul", None)  # None: no op frame (a Python operator such as @)
 SOFTMAX_LIKE = ("softmax", "exp")
 

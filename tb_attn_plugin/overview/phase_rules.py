@@ -7,9 +7,10 @@ mixed; a call with no evidence is "unknown", never guessed.
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import NamedTuple
+
+from ..format.linear_regex import compile_linear
 
 
 class PhaseRule(NamedTuple):
@@ -79,14 +80,15 @@ QUERY_ARGS = (
               "Triton backend's kernel_unified_attention_2d/3d take cu_seqlens_q and max_seqlen_q as Python "
               "arguments no op records, so this op's token count is all the trace says)"),
 )
-_QUERY_ANY = re.compile("|".join(f"(?:{r.pattern})" for r in QUERY_ARGS))
+_QUERY_ANY = compile_linear("|".join(f"(?:{r.pattern})" for r in QUERY_ARGS))
 
 
+@lru_cache(maxsize=1024)
 def query_args_for(name: str) -> QueryArgs | None:
-    """The QUERY_ARGS row of an op name, first row first."""
+    """The QUERY_ARGS row of an op name, first row first (asked once per distinct name)."""
     if _QUERY_ANY.search(name) is None:
         return None
-    return next(r for r in QUERY_ARGS if re.search(r.pattern, name))
+    return next(r for r in QUERY_ARGS if compile_linear(r.pattern).search(name))
 
 
 def is_query_op(name: str) -> bool:
@@ -95,7 +97,7 @@ def is_query_op(name: str) -> bool:
 
 # One pattern per kind says whether any row matches (most names match none); the rows' own patterns
 # are compiled only when a name does (a report pays for the compiles it uses).
-_ANY = {on: re.compile("|".join(f"(?:{r.pattern})" for r in PHASE_RULES if r.on == on)) for on in ("kernel", "op")}
+_ANY = {on: compile_linear("|".join(f"(?:{r.pattern})" for r in PHASE_RULES if r.on == on)) for on in ("kernel", "op")}
 _COMPILED: list = []
 
 
@@ -106,7 +108,7 @@ def rules_for(on: str, name: str) -> tuple[PhaseRule, ...]:
     if _ANY[on].search(name) is None:
         return ()
     if not _COMPILED:
-        _COMPILED.extend((re.compile(r.pattern), r) for r in PHASE_RULES)
+        _COMPILED.extend((compile_linear(r.pattern), r) for r in PHASE_RULES)
     return tuple(r for rx, r in _COMPILED if r.on == on and rx.search(name))
 
 

@@ -6,8 +6,9 @@ so one list of GEMM names serves both questions.
 
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
+
+from ..format.linear_regex import Linear, compile_linear
 
 
 class NameRule(NamedTuple):
@@ -64,26 +65,26 @@ def first_role(rules: tuple[NameRule, ...], name: str) -> str | None:
         return None
     rows = _ROWS.get(id(rules))
     if rows is None:  # compiled only once a name matches: a report pays for the compiles it uses
-        rows = _ROWS[id(rules)] = [(re.compile(r.pattern), r.role) for r in rules]
+        rows = _ROWS[id(rules)] = [(compile_linear(r.pattern), r.role) for r in rules]
     return next((role for rx, role in rows if rx.search(name)), None)
 
 
-def role_pattern(rules: tuple[NameRule, ...], role: str) -> re.Pattern:
+def role_pattern(rules: tuple[NameRule, ...], role: str) -> Linear:
     """One pattern matching a name that some row of ``role`` matches."""
     key = (id(rules), role)
     got = _ROLE.get(key)
     if got is None:
-        got = _ROLE[key] = re.compile("|".join(f"(?:{r.pattern})" for r in rules if r.role == role))
+        got = _ROLE[key] = compile_linear("|".join(f"(?:{r.pattern})" for r in rules if r.role == role))
     return got
 
 
-def _any(rules: tuple[NameRule, ...]) -> re.Pattern:
+def _any(rules: tuple[NameRule, ...]) -> Linear:
     got = _ANY.get(id(rules))
     if got is None:
-        got = _ANY[id(rules)] = re.compile("|".join(f"(?:{r.pattern})" for r in rules))
+        got = _ANY[id(rules)] = compile_linear("|".join(f"(?:{r.pattern})" for r in rules))
     return got
 
 
-_ROLE: dict[tuple, re.Pattern] = {}
-_ANY: dict[int, re.Pattern] = {}
+_ROLE: dict[tuple, Linear] = {}
+_ANY: dict[int, Linear] = {}
 _ROWS: dict[int, list] = {}

@@ -17,12 +17,12 @@ had already issued the next work, the GPU sat between kernels), and the remainde
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 
 from ..trace.events import CATS
+from ..format.linear_regex import compile_linear
 from ..table import columns
 from ..table.arrays import floats, ints
 from ..attention import patterns
@@ -36,7 +36,7 @@ MEMSET_CATS = frozenset({"gpu_memset", "Memset"})
 _ATT_FWD, _ATT_BWD, _MATMUL, _OTHER, _COMM, _MEMCPY, _MEMSET = range(7)
 
 
-_GEMM = re.compile(next(f.pattern for f in patterns.KERNEL_FAMILIES if f.family == "gemm"))
+_GEMM = compile_linear(next(f.pattern for f in patterns.KERNEL_FAMILIES if f.family == "gemm"))
 
 
 def _name_class(name: str) -> int:
