@@ -39,7 +39,10 @@ def add(report: dict[str, Any], L, ev, calls, m) -> dict[int, str]:
         "window_cut": bool(window.get("cut")),
         "phases": phases.summary(calls, m, phase_of),
     }
-    per_phase = phase_figures.figures(calls, m, phase_of, report.get("roofline"))
+    # figures per phase only where some call has a serving phase: with every call "unknown" they
+    # would repeat the report's own stages and roofline under one more name
+    served = any(ph != "unknown" for ph, _ in phase_of.values())
+    per_phase = phase_figures.figures(calls, m, phase_of, report.get("roofline")) if served else {}
     for row in report["overview"]["phases"]:
         row.update(per_phase.get(row["phase"], {"stages": [], "roofline": None}))
     report["overview"]["phase_convention"] = phase_figures.CONVENTION
