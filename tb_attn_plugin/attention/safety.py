@@ -246,6 +246,8 @@ def unclaimed_score_paths(L: Linked, call_of: list[int], kernel_call: list[int])
     op = np.asarray(L.kernel_op, np.int64)
     in_call = np.append(np.asarray(call_of, np.int64), -1)[op] >= 0  # op -1 reads the appended -1
     claimed = in_call | (np.asarray(kernel_call, np.int64) >= 0)
+    if L.before_window is not None:
+        claimed |= L.before_window.kernels  # from before the window: listed apart (report.before_window)
     found = kernel_path.find(L, claimed, only_unlaunched=False)
     if not found:
         return None

@@ -53,6 +53,33 @@ class Unrecorded(msgspec.Struct):
     gpu_end: float | None = None  # µs: the end of the last recorded GPU activity, None without any
 
 
+class BeforeWindow(msgspec.Struct):
+    """GPU activities that started before the window's first runtime call: kineto flushed them from
+    before the profiler started (warm-up steps, an earlier window); no launch of the window made them."""
+
+    kernels: np.ndarray  # bool per GPU activity (Linked.kernels' order): started before the window
+    count: int = 0
+    gpu_us: float = 0.0
+    first_ts: float = 0.0  # µs, trace clock: the earliest such activity's start
+    window_start: float = 0.0  # µs: the window's first runtime/driver call
+
+
+def before_window(ev, gpu_ts: np.ndarray, gpu_dur: np.ndarray) -> BeforeWindow | None:
+    """The GPU activities (columns ``gpu_ts``, ``gpu_dur``) that start before the first runtime or
+    driver call of ``ev`` (a launch, a memcpy, a sync): the GPU runs nothing before the call that
+    asked for it, so these came from before the window. None when there is none, or when the trace
+    has no runtime call to place the window by (a trace of GPU activity alone: then unknown)."""
+    lt = ev.launch_table
+    if not len(lt) or not len(gpu_ts):
+        return None
+    start = float(lt["ts"].min())
+    early = gpu_ts < start
+    n = int(early.sum())
+    if not n:
+        return None
+    return BeforeWindow(early, n, float(gpu_dur[early].sum()), float(gpu_ts[early].min()), start)
+
+
 def unrecorded(ev, by_corr: dict[int, int], recorded: set, launch_op, gpu_end: float | None
                ) -> Unrecorded | None:
     """The kernel launches of ``ev`` (events.Events: its launches' columns) whose correlation id no
