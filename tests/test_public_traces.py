@@ -1,15 +1,18 @@
 """Public traces the project never used before (issue 45, "Done when": attention calls, stages and
-memory shares exact on unseen files). Two files from facebookresearch/HolisticTraceAnalysis's test
-data (tests/fixtures/public/README.md names repository, path, commit, licence), each counted here by
-walkers of this file's own over the raw events, which the engine must agree with:
+memory shares exact on unseen files). Files from facebookresearch/HolisticTraceAnalysis's and
+AMD-AGI/TraceLens's test data (tests/fixtures/public/README.md names repository, path, commit, licence),
+each counted here by walkers of this file's own over the raw events, which the engine must agree with,
+with the trace's ops and with its CPU side stripped (a kernels-only trace):
 
 - a recommendation model's training step whose non-log softmax kernels (forward and backward) sit
-  among GEMMs, with a batched GEMV (grid z = 8) right before a softmax backward: no attention, with its
-  ops and with its CPU side stripped (a kernels-only trace);
-- a training step with 4 memsets flushed from before the window: listed apart, in no call.
+  among GEMMs, with a batched GEMV (grid z = 8) right before a softmax backward: no attention;
+- TimeSformer (eager attention: matmul, scale, softmax, matmul; space and time attention in each of
+  12 layers): 24 calls, the softmax stage the softmax kernels' time;
+- ViT and Qwen1.5 with SDPA flash: a call per flash kernel, the fused stage their time; Qwen's trace
+  also holds 10 GPU activities flushed from before the window (no launch in the trace, correlation ids
+  older than every launch of the window), listed apart and in no call.
 
-The walkers are checked on the shared OWLv2 trace too (180 calls there), so a walker that finds
-nothing anywhere cannot pass for agreement.
+The walkers are checked on the shared OWLv2 trace too (180 calls there).
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from tests.test_kernels_only import strip
 
 PUBLIC = Path(__file__).parent / "fixtures" / "public"
 DLRM = PUBLIC / "hta_trace_filter_sampled_rank-0.json.gz"
-FLUSHED = PUBLIC / "hta_negative_queue_length_rank0.json.gz"
+QWEN = PUBLIC / "tracelens_h100_qwen1.5_0.5b_sdpa_flash.json.gz"
+VIT = PUBLIC / "tracelens_h100_vit_falconsai_sdpa_flash.json.gz"
+TIMESFORMER = PUBLIC / "tracelens_h100_timesformer_eager.json.gz"
 MATMULS = ("aten::bmm", "aten::baddbmm", "aten::matmul")
 
 
@@ -45,7 +50,7 @@ def _out_shape(op):
 
 def walk_ops(events):
     """Score paths by shapes: each aten::_softmax whose input [.., Lq, Lk] (rank >= 3) is the output of
-    a matmul op just before it on its thread, and is the first operand of a matmul op just after it."""
+    a matmul op among the 40 ops before it on its thread, and the first operand of one among the 40 after."""
     by = {}
     for e in events:
         if e.get("cat") == "cpu_op" and e.get("ph") == "X":
@@ -59,10 +64,10 @@ def walk_ops(events):
             x = ((e.get("args") or {}).get("Input Dims") or [None])[0]
             if not x or len(x) < 3:
                 continue
-            before = [o for o in ops[max(0, i - 40):i] if o["name"] in MATMULS]
-            after = [o for o in ops[i + 1:i + 40] if o["name"] in MATMULS]
-            if before and after and _out_shape(before[-1]) == list(x) and \
-                    ((after[0].get("args") or {}).get("Input Dims") or [None])[0] == list(x):
+            before = [o for o in ops[max(0, i - 40):i] if o["name"] in MATMULS and _out_shape(o) == list(x)]
+            after = [o for o in ops[i + 1:i + 40] if o["name"] in MATMULS
+                     and ((o.get("args") or {}).get("Input Dims") or [None])[0] == list(x)]
+            if before and after:
                 n += 1
     return n
 
@@ -71,34 +76,41 @@ def _gemm(e):
     return "gemm" in e["name"].lower() or "gemv" in e["name"].lower() or e["name"].startswith("Cijk_")
 
 
-def walk_kernels(events):
+def kernel_spans(events):
     """Forward score paths on the kernel streams: each non-log softmax forward kernel (cunn_SoftMaxForward,
     softmax_warp_forward<.., false, false>) whose nearest GEMM kernel among the 32 before it and among the
-    32 after it (no other softmax between) is batched: grid z > 1."""
+    32 after it (no other softmax between) is batched: grid z > 1. Each as (QKᵀ GEMM, the kernels
+    between it and the softmax, the softmax, the kernels up to the AV GEMM, the AV GEMM)."""
     by = {}
     for e in events:
         if e.get("cat") == "kernel":
             by.setdefault((e["pid"], e["tid"]), []).append(e)
     soft = lambda e: "cunn_SoftMax" in e["name"] or "softmax_warp" in e["name"]
-    n = 0
+    spans = []
     for ks in by.values():
         ks.sort(key=lambda e: e["ts"])
         for i, e in enumerate(ks):
             name = e["name"]
             if not ("cunn_SoftMaxForward" in name or ("softmax_warp_forward" in name and ", false, false>" in name)):
                 continue
-            found = []
+            ends = []
             for rng in (range(i - 1, max(-1, i - 33), -1), range(i + 1, min(len(ks), i + 33))):
-                hit = False
+                end = None
                 for j in rng:
                     if soft(ks[j]):
                         break
                     if _gemm(ks[j]):  # the nearest GEMM on each side: QKᵀ before, AV after
-                        hit = ((ks[j].get("args") or {}).get("grid") or [1, 1, 1])[2] > 1
+                        end = j if ((ks[j].get("args") or {}).get("grid") or [1, 1, 1])[2] > 1 else None
                         break
-                found.append(hit)
-            n += all(found)
-    return n
+                ends.append(end)
+            if None not in ends:
+                lo, hi = ends
+                spans.append((ks[lo], ks[lo + 1:i], e, ks[i + 1:hi], ks[hi]))
+    return spans
+
+
+def walk_kernels(events):
+    return len(kernel_spans(events))
 
 
 def test_walkers_find_the_shared_owlv2_calls():
@@ -122,19 +134,57 @@ def test_recommendation_training_with_softmax_between_gemms_has_no_attention(tmp
     assert rb["calls"] == 0 and not any("found from kernels only" in w for w in rb["warnings"])
 
 
-def test_memsets_flushed_from_before_the_window_are_listed_apart():
-    events = _events(FLUSHED)
+def _stages(r):
+    return {(x["stage"], x["pass"]): x["gpu_us"] for x in r["stages"]}
+
+
+def test_timesformer_eager_attention(tmp_path):
+    events = _events(TIMESFORMER)
+    spans = kernel_spans(events)
+    assert len(spans) == walk_ops(events) == 24
+    softmax_us = sum(sp[2]["dur"] for sp in spans)
+    r = analyze_file(str(TIMESFORMER))
+    assert r["calls"] == 24
+    assert _stages(r)[("softmax", "fwd")] == pytest.approx(softmax_us, abs=1e-3)
+    bare = tmp_path / "timesformer_kernels_only.json.gz"
+    strip(TIMESFORMER, bare)
+    rb = analyze_file(str(bare))
+    got = _stages(rb)
+    assert rb["calls"] == 24 and any("found from kernels only" in w for w in rb["warnings"])
+    assert got[("qk_matmul", "fwd")] == pytest.approx(sum(sp[0]["dur"] for sp in spans), abs=1e-3)
+    assert got[("scale_mask", "fwd")] == pytest.approx(sum(k["dur"] for sp in spans for k in sp[1]), abs=1e-3)
+    assert got[("softmax", "fwd")] == pytest.approx(softmax_us, abs=1e-3)
+    assert got[("av_matmul", "fwd")] == pytest.approx(sum(sp[4]["dur"] for sp in spans), abs=1e-3)
+    assert got.get(("other", "fwd"), 0) == pytest.approx(sum(k["dur"] for sp in spans for k in sp[3]), abs=1e-3)
+    assert rb["attention_gpu_us"] == pytest.approx(sum(k["dur"] for sp in spans for k in
+                                                       [sp[0], *sp[1], sp[2], *sp[3], sp[4]]), abs=1e-3)
+
+
+@pytest.mark.parametrize("path,n", [(VIT, 12), (QWEN, 34)])
+def test_sdpa_flash_calls_and_fused_time(tmp_path, path, n):
+    events = _events(path)
+    flash = [e for e in events if e.get("cat") == "kernel" and "pytorch_flash::flash_fwd_kernel" in e["name"]]
+    assert len(flash) == n and walk_kernels(events) == 0
+    bare = tmp_path / "bare.json.gz"
+    strip(path, bare)
+    for p in (path, bare):
+        r = analyze_file(str(p))
+        assert r["calls"] == n
+        assert _stages(r)[("fused", "fwd")] == pytest.approx(sum(e["dur"] for e in flash), abs=1e-3)
+
+
+def test_kernels_flushed_from_before_the_window_are_listed_apart():
+    """Qwen1.5's trace: 10 GPU activities before the window's first runtime call (a cudaDeviceSynchronize
+    that waited for them), none with a launch in the trace, all older than the window's launches."""
+    events = _events(QWEN)
     runtime = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")]
     start = min(e["ts"] for e in runtime)
     early = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["ts"] < start]
-    # the evidence that they are from before the window: no launch of the window is theirs, and their
-    # correlation is older than every launch the window recorded
-    window_corr = [e["args"]["correlation"] for e in runtime if "correlation" in (e.get("args") or {})]
-    assert all(e["args"]["correlation"] < min(window_corr) for e in early)
-    r = analyze_file(str(FLUSHED))
+    launched = {e["args"]["correlation"] for e in runtime if "correlation" in (e.get("args") or {})}
+    assert all(e["args"]["correlation"] not in launched and e["args"]["correlation"] < min(launched) for e in early)
+    r = analyze_file(str(QWEN))
     b = r["before_window"]
-    assert b["gpu_activities"] == len(early) == 4
-    assert b["gpu_us"] == pytest.approx(sum(e["dur"] for e in early))
+    assert b["gpu_activities"] == len(early) == 10
+    assert b["gpu_us"] == pytest.approx(sum(e["dur"] for e in early), abs=1e-3)
     assert b["window_start_ts_us"] == pytest.approx(start) and b["first_ts_us"] == pytest.approx(min(e["ts"] for e in early))
-    assert walk_ops(events) == 0 and walk_kernels(events) == 0 and r["calls"] == 0
-    assert any("before the profiling window" in w for w in r["warnings"])
+    assert any(w.startswith("10 GPU activities") and "before the profiling window" in w for w in r["warnings"])
