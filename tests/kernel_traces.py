@@ -20,10 +20,7 @@ class TraceBuilder:
         self.events: list[dict] = []
         self.corr = 1000
         self.t = 1_000_000.0  # µs
-        # the GPU starts after the host's first launch (at self.t + 1): a kernel never runs before the
-        # call that launched it, and one that starts before the window's first runtime call is from
-        # before the window (trace/window.py before_window)
-        self.gpu_t = 1_000_005.0
+        self.gpu_t = 1_000_000.0
 
     def op(self, name: str, ts: float, dur: float, cat: str = "cpu_op") -> dict:
         ev = {"ph": "X", "cat": cat, "name": name, "pid": HOST_PID, "tid": HOST_TID, "ts": ts, "dur": dur,

@@ -1,10 +1,9 @@
-"""GPU activity from before the profiling window is listed apart, never counted as calls of the window
-(issue 45, "What to build" 2). Kineto can flush kernels that ran before the profiler's window began
-(warm-up steps, an earlier window); no runtime call of the window launched them, and the GPU runs
-nothing before the call that asks for it, so a kernel starting before the window's first runtime or
-driver call is from before the window. The cases: a shared trace stripped of its ops (the stripper is
-this file's) with one attention call's kernels copied before the window, and a built trace of real
-FlashAttention-2 kernel names, launched in the window and flushed before it.
+"""GPU activity launched before the profiling window is listed apart, never counted as calls of the
+window (issue 45, "What to build" 2). Kineto can flush kernels launched before the profiler's window
+began (warm-up steps, an earlier window): no launch of the trace carries their correlation id, which
+CUPTI numbered before every launch of the window. The cases: a shared trace stripped of its ops (the
+stripper is this file's) with two attention calls' kernels copied before the window, and a built trace
+of real FlashAttention-2 kernel names, launched in the window and flushed before it.
 """
 
 from __future__ import annotations
@@ -54,16 +53,17 @@ def test_owlv2_without_ops_kernels_before_the_window_are_listed_apart(tmp_path):
     events = [e for e in doc["traceEvents"] if e.get("cat") not in OPS and e.get("ph") not in ("s", "f", "t")]
     runtime = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")]
     start = min(e["ts"] for e in runtime)
+    oldest = min(e["args"]["correlation"] for e in runtime if "correlation" in e.get("args", {}))
     kernels = [e for e in events if e.get("cat") == "kernel"]
     spans = _attention_spans([dict(e) for e in kernels])
     window_us = sum(k["dur"] for s in spans for k in s)
     # Two calls' kernels flushed from before the window: copies ending 1 ms before its first runtime
-    # call, with correlation ids no launch of the window carries.
+    # call, with correlation ids older than every launch of the window (and so carried by none).
     flushed, t = [], start - 1000.0
     for span in reversed(spans[:2]):
         for k in reversed(span):
             t -= k["dur"] + 1.0
-            flushed.append(dict(k, ts=t, args=dict(k.get("args", {}), correlation=-1 - len(flushed))))
+            flushed.append(dict(k, ts=t, args=dict(k.get("args", {}), correlation=oldest - 1 - len(flushed))))
     doc["traceEvents"] = events + flushed
     path = tmp_path / "owl_flushed.json.gz"
     with gzip.open(path, "wt") as f:
@@ -76,7 +76,7 @@ def test_owlv2_without_ops_kernels_before_the_window_are_listed_apart(tmp_path):
     assert b["gpu_us"] == pytest.approx(sum(k["dur"] for k in flushed), abs=1e-3)
     assert b["window_start_ts_us"] == pytest.approx(start, abs=1e-3)
     assert b["first_ts_us"] == pytest.approx(min(k["ts"] for k in flushed), abs=1e-3)
-    (line,) = [w for w in r["warnings"] if "before the profiling window" in w]
+    (line,) = [w for w in r["warnings"] if "launched before the profiling window" in w]
     assert line.startswith(f"{len(flushed)} GPU activities")
     assert not any("softmax kernel" in w for w in r["warnings"])  # the safety net leaves them to before_window
 
@@ -98,9 +98,9 @@ FA2_FWD = ("void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4
 
 def test_fused_kernels_flushed_before_the_window_are_no_calls(tmp_path):
     b = TraceBuilder()
-    b.gpu_t = b.t - 500.0  # three forwards of a warm-up step, flushed: no launch in the window
-    for _ in range(3):
-        b.kernel(FA2_FWD, 90_000 + int(b.gpu_t), 40.0, gap=5.0)
+    b.gpu_t = b.t - 500.0  # three forwards of a warm-up step, flushed: no launch in the window, older ids
+    for i in range(3):
+        b.kernel(FA2_FWD, 500 + i, 40.0, gap=5.0)
     b.gpu_t = b.t + 5.0
     for i in range(2):
         t = b.t
@@ -111,4 +111,17 @@ def test_fused_kernels_flushed_before_the_window_are_no_calls(tmp_path):
     assert r["calls"] == 2
     assert r["attention_gpu_us"] == pytest.approx(80.0)
     assert r["before_window"]["gpu_activities"] == 3 and r["before_window"]["gpu_us"] == pytest.approx(120.0)
-    assert any(w.startswith("3 GPU activities (120.0 µs) started before the profiling window") for w in r["warnings"])
+    assert any(w.startswith("3 GPU activities (120.0 µs) were launched before the profiling window") for w in r["warnings"])
+
+
+def test_launches_lost_in_the_window_make_before_window_unknown(tmp_path):
+    """Kernels of ids both older and newer than the window's launches lack their launch: launches were
+    lost (a reader that skipped them, say), so the older ones cannot be told from lost ones."""
+    b = TraceBuilder()
+    b.kernel(FA2_FWD, 500, 40.0)
+    t = b.t
+    b.op("flash_attn::_flash_attn_forward", t, 20.0)
+    b.kernel(FA2_FWD, b.launch(t + 1), 40.0)
+    b.kernel(FA2_FWD, b.corr + 7, 40.0)  # a newer id whose launch is not in the trace
+    r = analyze_file(str(b.write(tmp_path / "lost.json")))
+    assert r["before_window"] is None

@@ -83,8 +83,8 @@ def message(w: dict[str, Any]) -> str:
 
 
 def _before(report: dict[str, Any], L: Linked) -> None:
-    """report["before_window"] and its warning: GPU activities that started before the window's first
-    runtime call (kineto flushed them from before the window); they are in no call of the window."""
+    """report["before_window"] and its warning: GPU activities launched before the window (kineto
+    flushed them from before the window, trace/window.py); they are in no call of the window."""
     b = L.before_window
     report["before_window"] = None
     if b is None:
@@ -93,7 +93,7 @@ def _before(report: dict[str, Any], L: Linked) -> None:
                                "first_ts_us": round(b.first_ts, 3), "window_start_ts_us": round(b.window_start, 3)}
     n = b.count
     report["warnings"].append(
-        f"{n} GPU activit{'ies' if n != 1 else 'y'} ({b.gpu_us:.1f} µs) started before the profiling window's first "
-        f"runtime call, {b.window_start - b.first_ts:.1f} µs earlier at most: kineto flushed "
-        f"{'them' if n != 1 else 'it'} from before the window (warm-up or an earlier window); listed apart in "
-        "before_window, in no attention call of the window")
+        f"{n} GPU activit{'ies' if n != 1 else 'y'} ({b.gpu_us:.1f} µs) were launched before the profiling window "
+        f"(no launch in the trace, correlation ids older than every launch of the window; the first started at "
+        f"{b.first_ts:.3f} µs): kineto flushed {'them' if n != 1 else 'it'} from before the window (warm-up or an "
+        "earlier window); listed apart in before_window, in no attention call of the window")

@@ -384,7 +384,7 @@ def link(ev: Events) -> Linked:
         _kernel_names=Interned(ev.gpu_names.ids, ev.gpu_names.values),
         kernel_config=ev.gpu_config,
         unrecorded=lost,
-        before_window=window.before_window(ev, gt["ts"].astype(np.float64, copy=False), gt["dur"]),
+        before_window=window.before_window(ev, gt, by_corr),
         kernel_table=gt,
     )
 

@@ -54,30 +54,41 @@ class Unrecorded(msgspec.Struct):
 
 
 class BeforeWindow(msgspec.Struct):
-    """GPU activities that started before the window's first runtime call: kineto flushed them from
-    before the profiler started (warm-up steps, an earlier window); no launch of the window made them."""
+    """GPU activities launched before the window: kineto flushed them from before the profiler started
+    (warm-up steps, an earlier window); no launch of the window made them."""
 
-    kernels: np.ndarray  # bool per GPU activity (Linked.kernels' order): started before the window
+    kernels: np.ndarray  # bool per GPU activity (Linked.kernels' order): launched before the window
     count: int = 0
     gpu_us: float = 0.0
     first_ts: float = 0.0  # µs, trace clock: the earliest such activity's start
     window_start: float = 0.0  # µs: the window's first runtime/driver call
 
 
-def before_window(ev, gpu_ts: np.ndarray, gpu_dur: np.ndarray) -> BeforeWindow | None:
-    """The GPU activities (columns ``gpu_ts``, ``gpu_dur``) that start before the first runtime or
-    driver call of ``ev`` (a launch, a memcpy, a sync): the GPU runs nothing before the call that
-    asked for it, so these came from before the window. None when there is none, or when the trace
-    has no runtime call to place the window by (a trace of GPU activity alone: then unknown)."""
+def before_window(ev, gt, by_corr: dict[int, int]) -> BeforeWindow | None:
+    """The GPU activities (``gt``: their columns) launched before the window: their correlation id is
+    carried by no launch of the trace (``by_corr``) and is older than every launch's (CUPTI and
+    roctracer number launches in order). They ran before the window began, or while its first calls
+    waited for them (a synchronize). None when there is none; when the trace has no runtime call
+    (a trace of GPU activity alone); or when activities of newer correlation ids lack their launch
+    too (launches lost or skipped by the reader: then older ones may be lost the same way): unknown."""
     lt = ev.launch_table
-    if not len(lt) or not len(gpu_ts):
+    if not len(by_corr) or not len(gt):
         return None
-    start = float(lt["ts"].min())
-    early = gpu_ts < start
+    has = gt.has("correlation")
+    corr = gt["correlation"]
+    known = np.fromiter(by_corr, np.int64, len(by_corr))
+    unlaunched = has & ~np.isin(corr, known)
+    if not unlaunched.any():
+        return None
+    oldest = known.min()
+    if (unlaunched & (corr > oldest)).any():
+        return None  # launches of the window are missing too: the trace cannot say which came before it
+    early = unlaunched & (corr < oldest)
     n = int(early.sum())
     if not n:
         return None
-    return BeforeWindow(early, n, float(gpu_dur[early].sum()), float(gpu_ts[early].min()), start)
+    gpu_ts = gt["ts"].astype(np.float64, copy=False)
+    return BeforeWindow(early, n, float(gt["dur"][early].sum()), float(gpu_ts[early].min()), float(lt["ts"].min()))
 
 
 def unrecorded(ev, by_corr: dict[int, int], recorded: set, launch_op, gpu_end: float | None

@@ -90,8 +90,8 @@ class Report(Row, kw_only=True):
         "null when every kernel launch has its kernel (launches inside a stream capture run nothing and are "
         "not counted)")]
     before_window: Annotated[BeforeWindow | None, doc(
-        "GPU activity from before the profiling window, listed apart from its calls; null when there is none "
-        "or the trace has no runtime call to place the window by")] | UnsetType = UNSET
+        "GPU activity launched before the profiling window, listed apart from its calls; null when there is "
+        "none, or the trace cannot say (no runtime calls, or launches of the window missing too)")] | UnsetType = UNSET
     kernel_reading: KernelReading
     overview: Annotated[Overview, doc("attention in its step: the steps' GPU split, what limits them, serving phases")]
     analysis_seconds: Annotated[float, doc("wall time of the analysis, s")]

@@ -183,9 +183,10 @@ class GpuWindow(Row, kw_only=True):
 
 
 class BeforeWindow(Row, kw_only=True):
-    """GPU activities (kernels, memcpys, memsets) that started before the window's first runtime or driver
-    call (trace/window.py): kineto flushed them from before the profiler's window. They are in no attention
-    call of the window; a trace without runtime calls cannot place its window and has none."""
+    """GPU activities (kernels, memcpys, memsets) launched before the window (trace/window.py): no launch of
+    the trace carries their correlation id, which is older than every launch's; kineto flushed them from
+    before the profiler's window (some run while the window's first calls wait for them). They are in no
+    attention call of the window; a trace without runtime calls cannot place its window and has none."""
     gpu_activities: Positive
     gpu_us: Annotated[float, Meta(ge=0), doc("their summed durations, µs")]
     first_ts_us: Annotated[float, doc("the earliest one's start, trace clock, µs")]
