@@ -125,3 +125,16 @@ def test_launches_lost_in_the_window_make_before_window_unknown(tmp_path):
     b.kernel(FA2_FWD, b.corr + 7, 40.0)  # a newer id whose launch is not in the trace
     r = analyze_file(str(b.write(tmp_path / "lost.json")))
     assert r["before_window"] is None
+
+
+def test_kernels_only_trace_says_the_window_cannot_be_placed(tmp_path):
+    """Stripped of its runtime calls too (the kernels-only stripper of test_kernels_only), a trace has no
+    launch to place its window by: kernels flushed from before it cannot be told apart, and it says so."""
+    from tests.test_kernels_only import strip
+
+    src = shared_trace("tl_h100_bert_small_sdpa_flash")
+    strip(src, tmp_path / "bare.json.gz")
+    r = analyze_file(str(tmp_path / "bare.json.gz"))
+    assert r["before_window"] is None and r["calls"] == 4
+    assert any("no runtime or driver call" in w and "cannot be told apart" in w for w in r["warnings"])
+    assert not any("no runtime or driver call" in w for w in analyze_file(str(src))["warnings"])

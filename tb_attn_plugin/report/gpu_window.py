@@ -89,6 +89,9 @@ def _before(report: dict[str, Any], L: Linked) -> None:
     report["before_window"] = None
     if b is None:
         return
+    if b.unknown:
+        report["warnings"].append(b.unknown)
+        return
     report["before_window"] = {"gpu_activities": b.count, "gpu_us": round(b.gpu_us, 3),
                                "first_ts_us": round(b.first_ts, 3), "window_start_ts_us": round(b.window_start, 3)}
     n = b.count

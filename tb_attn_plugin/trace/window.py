@@ -58,21 +58,28 @@ class BeforeWindow(msgspec.Struct):
     (warm-up steps, an earlier window); no launch of the window made them."""
 
     kernels: np.ndarray  # bool per GPU activity (Linked.kernels' order): launched before the window
-    count: int = 0
+    count: int = 0  # 0 with ``unknown``: the trace cannot say
     gpu_us: float = 0.0
     first_ts: float = 0.0  # µs, trace clock: the earliest such activity's start
     window_start: float = 0.0  # µs: the window's first runtime/driver call
+    unknown: str = ""  # why activity from before the window cannot be told apart, "" when it can
 
 
 def before_window(ev, gt, by_corr: dict[int, int]) -> BeforeWindow | None:
     """The GPU activities (``gt``: their columns) launched before the window: their correlation id is
     carried by no launch of the trace (``by_corr``) and is older than every launch's (CUPTI and
     roctracer number launches in order). They ran before the window began, or while its first calls
-    waited for them (a synchronize). None when there is none; when the trace has no runtime call
-    (a trace of GPU activity alone); or when activities of newer correlation ids lack their launch
-    too (launches lost or skipped by the reader: then older ones may be lost the same way): unknown."""
+    waited for them (a synchronize). None when there is none, or when activities of newer correlation
+    ids lack their launch too (launches lost or skipped by the reader: then older ones may be lost the
+    same way); ``unknown`` says why when the trace has no runtime call at all (GPU activity alone)."""
     lt = ev.launch_table
-    if not len(by_corr) or not len(gt):
+    if not len(gt):
+        return None
+    if not len(lt):
+        return BeforeWindow(np.zeros(len(gt), bool), unknown=(
+            "the trace has GPU activity but no runtime or driver call (recorded with activities=[ProfilerActivity.CUDA] "
+            "only?): kernels that kineto flushed from before the profiling window cannot be told apart from the window's"))
+    if not len(by_corr):
         return None
     has = gt.has("correlation")
     corr = gt["correlation"]
