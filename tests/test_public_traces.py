@@ -203,3 +203,62 @@ def test_kernels_flushed_from_before_the_window_are_listed_apart():
     assert b["gpu_us"] == pytest.approx(sum(e["dur"] for e in early), abs=1e-3)
     assert b["window_start_ts_us"] == pytest.approx(start) and b["first_ts_us"] == pytest.approx(min(e["ts"] for e in early))
     assert any(w.startswith("509 GPU activities") and "launched before the profiling window" in w for w in r["warnings"])
+
+
+def test_timesformer_peak_holds_two_score_blocks():
+    """At TimeSformer's memory peak (profile_memory), the live blocks that the attention's QKᵀ bmm, its
+    scale and its softmax made are score blocks, whatever their size: the caching allocator kept each
+    1,889,427,648-byte score matrix in an unsplit 1,889,533,952-byte block (901 x 2 MiB)."""
+    events = _events(TIMESFORMER)
+    mem = sorted((e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1),
+                 key=lambda e: e["ts"])
+    peak = max(mem, key=lambda e: e["args"]["Total Allocated"])
+    live = {}
+    for e in mem:
+        if e["ts"] > peak["ts"]:
+            break
+        if e["args"]["Bytes"] > 0:
+            live[e["args"]["Addr"]] = e
+        else:
+            live.pop(e["args"]["Addr"], None)
+    ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("ph") == "X"]
+    mods = [e for e in events if e.get("cat") == "python_function" and "SelfAttention" in e.get("name", "")]
+
+    def inner(e, pool):
+        got = [o for o in pool if o["tid"] == e["tid"] and o["ts"] <= e["ts"] <= o["ts"] + o["dur"]]
+        return min(got, key=lambda o: o["dur"]) if got else None
+
+    score = [e for e in live.values() if inner(e, mods) is not None
+             and (inner(e, ops) or {}).get("name") in ("aten::bmm", "aten::mul", "aten::_softmax")]
+    assert len(score) == 2 and {e["args"]["Bytes"] for e in score} == {1_889_533_952}
+    r = analyze_file(str(TIMESFORMER))
+    p = r["memory"]["peak"]
+    assert p["bytes"] == peak["args"]["Total Allocated"]
+    assert p["score_matrix_bytes"] == sum(e["args"]["Bytes"] for e in score)
+
+
+def test_qwen_memory_peak_attention_share():
+    """Qwen1.5's profiler memory: at the peak, the blocks allocated inside Qwen2Attention module scopes
+    (still live) over the peak are the report's attention share; the blocks from before the record
+    (the peak's total less the window's live allocations) its before_record_bytes."""
+    events = _events(QWEN)
+    mem = sorted((e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1),
+                 key=lambda e: e["ts"])
+    peak = max(mem, key=lambda e: e["args"]["Total Allocated"])
+    live = {}
+    for e in mem:
+        if e["ts"] > peak["ts"]:
+            break
+        if e["args"]["Bytes"] > 0:
+            live[e["args"]["Addr"]] = e
+        else:
+            live.pop(e["args"]["Addr"], None)
+    att = [m for m in events if m.get("cat") == "python_function" and m.get("name", "").startswith("nn.Module: ")
+           and "Attention" in m["name"]]
+    inside = sum(e["args"]["Bytes"] for e in live.values()
+                 if any(m["tid"] == e["tid"] and m["ts"] <= e["ts"] <= m["ts"] + m["dur"] for m in att))
+    total = peak["args"]["Total Allocated"]
+    p = analyze_file(str(QWEN))["memory"]["peak"]
+    assert p["bytes"] == total and p["attention_bytes"] == inside
+    assert p["attention_share"] == round(inside / total, 3)
+    assert p["before_record_bytes"] == total - sum(e["args"]["Bytes"] for e in live.values())
