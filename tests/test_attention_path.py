@@ -250,12 +250,14 @@ def test_multi_query_attention_is_named(traces):
 
 def test_grouped_query_attention_is_named(traces):
     """K/V of 2 heads for Q's 4: repeated with repeat_interleave before the matmuls (which then see 4
-    heads: K/V's own count is unknown, not 4), or passed to SDPA with enable_gqa (its K has 2 heads)."""
+    heads; the aten::expand inside repeat_interleave shows K/V's own 2, heads.py), or passed to SDPA
+    with enable_gqa (its K has 2 heads)."""
     rep = forward_ops(traces / "gqa_repeat.json", "aten::repeat_interleave")
     r = report(traces, "gqa_repeat")
     assert r["calls"] == 4 and len(rep) == 2 * r["calls"]
+    kv = rep[0]["args"]["Input Dims"][0][1]
     for lay in r["layers"]:
-        assert lay["heads"] == "GQA" and lay["shape"]["q_heads"] == H and lay["shape"]["kv_heads"] is None
+        assert lay["heads"] == "GQA" and lay["shape"]["q_heads"] == H and lay["shape"]["kv_heads"] == kv == 2
     sdpa = forward_ops(traces / "gqa_sdpa.json", "aten::scaled_dot_product_attention")
     r = report(traces, "gqa_sdpa")
     assert r["calls"] == len(sdpa) == 4

@@ -55,6 +55,8 @@ export interface Report {
   kernel_table: KernelTable;
   /** null when every kernel launch has its kernel (launches inside a stream capture run nothing and are not counted) */
   gpu_window: GpuWindow | null;
+  /** GPU activity launched before the profiling window, listed apart from its calls; null when there is none, or the trace cannot say (no runtime calls, or launches of the window missing too) */
+  before_window?: BeforeWindow | null;
   kernel_reading: KernelReading;
   /** attention in its step: the steps' GPU split, what limits them, serving phases */
   overview: Overview;
@@ -675,6 +677,17 @@ export interface GpuWindowCall {
   step: number;
   unrecorded_launches: number;
   recorded: "none" | "partly";
+}
+
+/** GPU activities (kernels, memcpys, memsets) launched before the window (trace/window.py): no launch of the trace carries their correlation id, which is older than every launch's; kineto flushed them from before the profiler's window (some run while the window's first calls wait for them). They are in no attention call of the window; a trace without runtime calls cannot place its window and has none. */
+export interface BeforeWindow {
+  gpu_activities: number;
+  /** their summed durations, µs */
+  gpu_us: number;
+  /** the earliest one's start, trace clock, µs */
+  first_ts_us: number;
+  /** the window's first runtime or driver call, trace clock, µs */
+  window_start_ts_us: number;
 }
 
 /** reading/section.py: each distinct kernel name of attention, decoded once; what occupancy could be read. */

@@ -202,9 +202,12 @@ class Detector:
         kn = L.kernel_names
         self._fused_kernels = sorted(columns.where(kn.values, columns.positions(kn.ids, len(kn.values)),
                                                    lambda nm: P.fused_family(nm) is not None))
+        early = L.before_window.kernels if L.before_window is not None else None
         for ki in self._fused_kernels:
             k = L.kernels[ki]
             op = k.op
+            if early is not None and early[ki]:
+                continue  # from before the window (trace/window.py): listed apart, no call of the window
             if op >= 0:
                 if self.call_of[op] >= 0:
                     continue
@@ -231,7 +234,8 @@ class Detector:
         L = self.L
         if not L.kernels:
             return
-        claimed = np.zeros(len(L.kernels), bool)
+        # kernels from before the window are no call of it (trace/window.py): the report lists them apart
+        claimed = L.before_window.kernels.copy() if L.before_window is not None else np.zeros(len(L.kernels), bool)
         for c in self.calls:
             for k in c.kernels:
                 claimed[k.i] = True

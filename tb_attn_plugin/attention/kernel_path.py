@@ -88,14 +88,15 @@ def _streams(L, eligible: np.ndarray) -> list[np.ndarray]:
     return np.split(s, cut)
 
 
-def find(L, claimed: np.ndarray, only_unlaunched: bool = True) -> list[KernelCall]:
+def find(L, claimed: np.ndarray, only_unlaunched: bool = True, classify=kernel_class) -> list[KernelCall]:
     """The calls the kernel sequence shows among kernels not ``claimed`` (bool per kernel); with
-    ``only_unlaunched`` among those no op launched."""
+    ``only_unlaunched`` among those no op launched. ``classify``: a kernel name's class (the safety
+    net passes a wider one, safety.net_class)."""
     n = len(L.kernels)
     if not n:
         return []
     names = L.kernel_names
-    cls_of_name = np.array([kernel_class(v) for v in names.values], np.int8)
+    cls_of_name = np.array([classify(v) for v in names.values], np.int8)
     cls = cls_of_name[np.asarray(names.ids, np.int64)]
     softmax = (cls == SOFTMAX_FWD) | (cls == SOFTMAX_BWD)
     eligible = ~claimed

@@ -412,7 +412,15 @@ def is_attention_module(class_name: str) -> bool:
 def needs_shapes(op_name: str) -> bool:
     """Ops whose Input Dims/types/Concrete Inputs the analysis reads (the reader drops the rest)."""
     return (op_name in ATTENTION_OPS or op_name in BMM_OPS or op_name in SOFTMAX_OPS or op_name in LINEAR_OPS
-            or op_name in WRITTEN_SOFTMAX_EXP or is_vendor_op(op_name) or op_name.startswith("tb_attn::"))
+            or op_name in WRITTEN_SOFTMAX_EXP or is_vendor_op(op_name) or op_name.startswith("tb_attn::")
+            or op_name in KV_EXPAND_OPS)
+
+
+# Ops whose shapes show K/V's own head count before a repeat (attention/heads.py reads them): an
+# ``expand`` of K [B, Hkv, 1, L, D] to [B, Hkv, r, L, D] (then a reshape to Hkv·r heads) in
+# transformers' repeat_kv, or of a one-head [B, 1, L, D] to [B, H, L, D] (MQA). Source: huggingface/
+# transformers models/llama/modeling_llama.py repeat_kv (hidden_states[:, :, None, :, :].expand(...)).
+KV_EXPAND_OPS = frozenset({"aten::expand"})
 
 
 @lru_cache(maxsize=65536)

@@ -68,6 +68,37 @@ UNSTABLE_TAILS: tuple[tuple[str, str, str, str], ...] = (
 _TAILS = tuple((compile_linear(tail), rx) for tail, rx, _, _ in UNSTABLE_TAILS)  # group 1: the tail
 
 
+# Softmax kernels the family table does not know (so no call is found from them) but whose name
+# says softmax: the safety net looks for them between batched GEMMs too. Names of a family (log-softmax
+# exclusions included) keep the family's class. (pattern, real example, source)
+SOFTMAX_HINTS: tuple[tuple[str, str, str], ...] = (
+    (r"softmax|SoftMax|Softmax|SOFTMAX",
+     "void fastertransformer::softmax_kernel<__half, __half, 4>(__half*, __half const*, __half const*, __half const*, "
+     "int, int, int, int, float)",
+     "source: NVIDIA/FasterTransformer src/fastertransformer/kernels/unfused_attention_kernels.cu (template<typename T, "
+     "typename T_IN, int ITEMS_PER_THREAD> __global__ void softmax_kernel(T* attn_score, const T_IN* qk, ...): the "
+     "unfused attention's softmax between its batched QKᵀ and AV GEMMs; TensorRT-LLM keeps it as tensorrt_llm::kernels::softmax_kernel)"),
+)
+SOFTMAX_NOT: tuple[tuple[str, str, str], ...] = (
+    (r"[Ll]og_?[Ss]oft[Mm]ax", "void log_softmax_kernel<float>(float*, float const*, int)",
+     "a loss's log-softmax is never attention (shared trace hta_a100_negative_log_softmax_fwdbwd)"),
+)
+_SOFTMAX_HINT = re.compile("|".join(f"(?:{p})" for p, _, _ in SOFTMAX_HINTS))
+_SOFTMAX_NOT = re.compile("|".join(f"(?:{p})" for p, _, _ in SOFTMAX_NOT))
+_BACKWARD = re.compile(r"(?i)backward|bwd|_grad")
+
+
+def net_class(name: str) -> int:
+    """kernel_path.kernel_class, and for a name of no family that says softmax (not log-softmax), a
+    softmax (backward when the name says so): what the safety net looks for between batched GEMMs."""
+    k = kernel_path.kernel_class(name)
+    if k != kernel_path.OTHER or P.kernel_family(name) is not None:
+        return k
+    if _SOFTMAX_HINT.search(name) and not _SOFTMAX_NOT.search(name):
+        return kernel_path.SOFTMAX_BWD if _BACKWARD.search(name) else kernel_path.SOFTMAX_FWD
+    return k
+
+
 def looks_like_attention(name: str) -> bool:
     low = name.lower()
     if any(s in low for s in HINT_SUBSTRINGS):
@@ -240,21 +271,29 @@ def accounting(outside: Outside, attention_gpu_us: float, total_gpu_us: float) -
 
 
 def unclaimed_score_paths(L: Linked, call_of: list[int], kernel_call: list[int]) -> str | None:
-    """A warning when softmax-family kernels sit between batched GEMMs on a stream (kernel_path.py)
-    and no attention call claims them: attention the ops did not reveal (custom op names, say)."""
+    """A warning when softmax kernels (of the family table, or named softmax: net_class) sit between
+    batched GEMMs on a stream (kernel_path.py) and no attention call claims them: attention the ops
+    and the kernel table did not reveal (custom op names, an unknown softmax kernel)."""
     if not L.kernels:
         return None
     op = np.asarray(L.kernel_op, np.int64)
     in_call = np.append(np.asarray(call_of, np.int64), -1)[op] >= 0  # op -1 reads the appended -1
     claimed = in_call | (np.asarray(kernel_call, np.int64) >= 0)
-    found = kernel_path.find(L, claimed, only_unlaunched=False)
+    if L.before_window is not None:
+        claimed |= L.before_window.kernels  # from before the window: listed apart (report.before_window)
+    found = kernel_path.find(L, claimed, only_unlaunched=False, classify=net_class)
     if not found:
         return None
     soft = [i for c in found for i, (st, _) in zip(c.kernels, c.stages) if st == "softmax"]
     us = sum(L.kernels[i].dur for i in soft)
-    return (f"{len(soft)} softmax kernel{'s sit' if len(soft) > 1 else ' sits'} between batched GEMMs on a GPU stream "
+    unknown = sorted({L.kernels[i].name for i in soft if P.kernel_family(L.kernels[i].name) is None})
+    line = (f"{len(soft)} softmax kernel{'s sit' if len(soft) > 1 else ' sits'} between batched GEMMs on a GPU stream "
             f"({us:.1f} µs) and no attention call claims {'them' if len(soft) > 1 else 'it'}: attention whose ops "
             f"the engine did not recognise? first: {L.kernels[soft[0]].name[:100]!r}")
+    if unknown:
+        line += (f"; {len(unknown)} of their names match no kernel family (first {unknown[0][:100]!r}): a [[family]] "
+                 "row with stage softmax (--patterns FILE) lets the kernel path find such calls")
+    return line
 
 
 def unjoined_warning(rows: list[dict[str, Any]]) -> str | None:

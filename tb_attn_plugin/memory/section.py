@@ -21,6 +21,12 @@ MAX_CALL_ROWS = 2000
 MAX_SPANS = 3000
 MAX_LIVE_ROWS = 12
 CUDA_BLOCK = 512  # the caching allocator rounds every block up to a multiple of 512 bytes
+# A large block the caching allocator does not split keeps up to this much more than was asked: it
+# splits a large block only when more than kSmallSize (1 MiB) would remain (pytorch/pytorch
+# c10/cuda/CUDACachingAllocator.cpp, should_split); a fresh segment of 10 MiB or more is rounded up to
+# 2 MiB (kRoundLarge). Seen: TimeSformer's 1,889,427,648-byte score matrix recorded as a
+# 1,889,533,952-byte block (901 x 2 MiB; TraceLens h100 timesformer trace, tests/fixtures/public).
+UNSPLIT_EXTRA = 1 << 20
 _INT64_MAX = (1 << 63) - 1
 UNKNOWN = "attention: unknown (this snapshot has no annotations and no attention frames)"
 
@@ -52,7 +58,7 @@ INPUT_COPY_OPS = frozenset({"aten::clone", "aten::contiguous", "aten::copy_", "a
 
 def score_path_events(delta, att: Attribution, calls: list[CallInfo], L=None) -> bytearray:
     """Per event, 1 for a score-matrix block: an allocation made by a score-path op (SCORE_PATH) of
-    its call's B·H·Lq·Lk·itemsize, not by a copy of its input (``L``: the linked trace, whose ops
+    its call's B·H·Lq·Lk·itemsize (as the allocator rounds it: CUDA_BLOCK, UNSPLIT_EXTRA), not by a copy of its input (``L``: the linked trace, whose ops
     say which op made each allocation, att.op). A block of that size made elsewhere (Q, K, V and
     outputs when L = D) is none."""
     out = bytearray(len(delta))
@@ -66,7 +72,9 @@ def score_path_events(delta, att: Attribution, calls: list[CallInfo], L=None) ->
     d = ints(delta)[at]
     call = np.fromiter((s.call for s in att.slots), np.int64, len(att.slots))[k[at]]
     exact, rounded = _scores(calls)
-    hit = at[(d > 0) & ((d == exact[call]) | (d == rounded[call]))]
+    r = rounded[call]
+    unsplit = (r > UNSPLIT_EXTRA) & (d > r) & (d <= r + UNSPLIT_EXTRA)  # a large block not split (UNSPLIT_EXTRA)
+    hit = at[(d > 0) & ((d == exact[call]) | (d == r) | unsplit)]
     if L is not None and att.op is not None:
         hit = [i for i in hit.tolist() if not _under_input_copy(L, int(att.op[i]))]
     got = np.zeros(len(delta), np.uint8)

@@ -1,5 +1,6 @@
 """The report's ``gpu_window``: kernel launches whose kernels the trace lacks (trace/window.py), the
-calls, layers and steps that lost them, and words for it: their GPU time is "not recorded", not 0 µs."""
+calls, layers and steps that lost them, and words for it: their GPU time is "not recorded", not 0 µs;
+and ``before_window``: GPU activity from before the window, listed apart from its calls."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ def add(report: dict[str, Any], L: Linked, calls: list[Call], call_of: list[int]
     """Set report["gpu_window"] (None when every launch's kernel was recorded) and mark the layers,
     steps and sampled calls whose GPU time is a lower bound (``gpu_unrecorded_calls``,
     ``unrecorded_launches``, ``gpu_recorded``)."""
+    _before(report, L)
     lost = L.unrecorded
     report["gpu_window"] = None
     if lost is None:
@@ -78,3 +80,23 @@ def message(w: dict[str, Any]) -> str:
         text += (f"; attention calls not recorded on the GPU: {w['calls_not_recorded']}, partly recorded: "
                  f"{w['calls_partly_recorded']} ({named}{more}): their GPU time is not known, not 0")
     return text + "; GPU totals are what was recorded"
+
+
+def _before(report: dict[str, Any], L: Linked) -> None:
+    """report["before_window"] and its warning: GPU activities launched before the window (kineto
+    flushed them from before the window, trace/window.py); they are in no call of the window."""
+    b = L.before_window
+    report["before_window"] = None
+    if b is None:
+        return
+    if b.unknown:
+        report["warnings"].append(b.unknown)
+        return
+    report["before_window"] = {"gpu_activities": b.count, "gpu_us": round(b.gpu_us, 3),
+                               "first_ts_us": round(b.first_ts, 3), "window_start_ts_us": round(b.window_start, 3)}
+    n = b.count
+    report["warnings"].append(
+        f"{n} GPU activit{'ies' if n != 1 else 'y'} ({b.gpu_us:.1f} µs) were launched before the profiling window "
+        f"(no launch in the trace, correlation ids older than every launch of the window; the first started at "
+        f"{b.first_ts:.3f} µs): kineto flushed {'them' if n != 1 else 'it'} from before the window (warm-up or an "
+        "earlier window); listed apart in before_window, in no attention call of the window")

@@ -78,6 +78,7 @@ class Linked(msgspec.Struct):
     unlinked_kernels: int = 0
     graph_kernels: int = 0
     unrecorded: window.Unrecorded | None = None  # kernel launches whose kernel the trace lacks (window.py)
+    before_window: window.BeforeWindow | None = None  # GPU activities from before the window (window.py)
     # the kernels' record columns (events.GPU_FIELDS: their args' ints, stream and tid), in kernel order
     kernel_table: Table | None = None
     kernel_config: LaunchColumns | None = None  # each kernel's launch configuration, as columns
@@ -383,6 +384,7 @@ def link(ev: Events) -> Linked:
         _kernel_names=Interned(ev.gpu_names.ids, ev.gpu_names.values),
         kernel_config=ev.gpu_config,
         unrecorded=lost,
+        before_window=window.before_window(ev, gt, by_corr),
         kernel_table=gt,
     )
 

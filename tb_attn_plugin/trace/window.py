@@ -53,6 +53,51 @@ class Unrecorded(msgspec.Struct):
     gpu_end: float | None = None  # µs: the end of the last recorded GPU activity, None without any
 
 
+class BeforeWindow(msgspec.Struct):
+    """GPU activities launched before the window: kineto flushed them from before the profiler started
+    (warm-up steps, an earlier window); no launch of the window made them."""
+
+    kernels: np.ndarray  # bool per GPU activity (Linked.kernels' order): launched before the window
+    count: int = 0  # 0 with ``unknown``: the trace cannot say
+    gpu_us: float = 0.0
+    first_ts: float = 0.0  # µs, trace clock: the earliest such activity's start
+    window_start: float = 0.0  # µs: the window's first runtime/driver call
+    unknown: str = ""  # why activity from before the window cannot be told apart, "" when it can
+
+
+def before_window(ev, gt, by_corr: dict[int, int]) -> BeforeWindow | None:
+    """The GPU activities (``gt``: their columns) launched before the window: their correlation id is
+    carried by no launch of the trace (``by_corr``) and is older than every launch's (CUPTI and
+    roctracer number launches in order). They ran before the window began, or while its first calls
+    waited for them (a synchronize). None when there is none, or when activities of newer correlation
+    ids lack their launch too (launches lost or skipped by the reader: then older ones may be lost the
+    same way); ``unknown`` says why when the trace has no runtime call at all (GPU activity alone)."""
+    lt = ev.launch_table
+    if not len(gt):
+        return None
+    if not len(lt):
+        return BeforeWindow(np.zeros(len(gt), bool), unknown=(
+            "the trace has GPU activity but no runtime or driver call (recorded with activities=[ProfilerActivity.CUDA] "
+            "only?): kernels that kineto flushed from before the profiling window cannot be told apart from the window's"))
+    if not len(by_corr):
+        return None
+    has = gt.has("correlation")
+    corr = gt["correlation"]
+    known = np.fromiter(by_corr, np.int64, len(by_corr))
+    unlaunched = has & ~np.isin(corr, known)
+    if not unlaunched.any():
+        return None
+    oldest = known.min()
+    if (unlaunched & (corr > oldest)).any():
+        return None  # launches of the window are missing too: the trace cannot say which came before it
+    early = unlaunched & (corr < oldest)
+    n = int(early.sum())
+    if not n:
+        return None
+    gpu_ts = gt["ts"].astype(np.float64, copy=False)
+    return BeforeWindow(early, n, float(gt["dur"][early].sum()), float(gpu_ts[early].min()), float(lt["ts"].min()))
+
+
 def unrecorded(ev, by_corr: dict[int, int], recorded: set, launch_op, gpu_end: float | None
                ) -> Unrecorded | None:
     """The kernel launches of ``ev`` (events.Events: its launches' columns) whose correlation id no

@@ -34,7 +34,7 @@ from .memory import MemorySection
 from .overview import Overview
 from .reading import KernelReading, ReadingRow
 from .roofline import Roofline
-from .rows import (CallSample, Device, GpuAccounting, GpuWindow, Implementation, Kernel, KernelTable, Op, Source,
+from .rows import (BeforeWindow, CallSample, Device, GpuAccounting, GpuWindow, Implementation, Kernel, KernelTable, Op, Source,
                    StageRow, Step, TraceCounts, UnjoinedKernel, UnknownKernel, Verdict)
 
 __all__ = ["Report", "SnapshotReport", "MemorySection", "TS_ALIASES", "TS_CONSTANTS", "UNSET"]
@@ -89,6 +89,9 @@ class Report(Row, kw_only=True):
     gpu_window: Annotated[GpuWindow | None, doc(
         "null when every kernel launch has its kernel (launches inside a stream capture run nothing and are "
         "not counted)")]
+    before_window: Annotated[BeforeWindow | None, doc(
+        "GPU activity launched before the profiling window, listed apart from its calls; null when there is "
+        "none, or the trace cannot say (no runtime calls, or launches of the window missing too)")] | UnsetType = UNSET
     kernel_reading: KernelReading
     overview: Annotated[Overview, doc("attention in its step: the steps' GPU split, what limits them, serving phases")]
     analysis_seconds: Annotated[float, doc("wall time of the analysis, s")]

@@ -182,6 +182,17 @@ class GpuWindow(Row, kw_only=True):
     calls: Annotated[list[GpuWindowCall], doc("the attention calls that lost kernels, in trace order, at most 100")]
 
 
+class BeforeWindow(Row, kw_only=True):
+    """GPU activities (kernels, memcpys, memsets) launched before the window (trace/window.py): no launch of
+    the trace carries their correlation id, which is older than every launch's; kineto flushed them from
+    before the profiler's window (some run while the window's first calls wait for them). They are in no
+    attention call of the window; a trace without runtime calls cannot place its window and has none."""
+    gpu_activities: Positive
+    gpu_us: Annotated[float, Meta(ge=0), doc("their summed durations, µs")]
+    first_ts_us: Annotated[float, doc("the earliest one's start, trace clock, µs")]
+    window_start_ts_us: Annotated[float, doc("the window's first runtime or driver call, trace clock, µs")]
+
+
 class UnjoinedKernel(Row, kw_only=True):
     """A known attention sub-stage kernel that joined no attention call."""
     name: str
