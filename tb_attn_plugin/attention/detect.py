@@ -220,7 +220,7 @@ class Detector:
                          step=self._step_at(k.ts), start=k.ts, end=k.ts + k.dur)
                 c.kernels.append(k)
                 self.calls.append(c)
-        groups.attach_helpers(self)  # quantize, KV write, split-KV reduce kernels join their call
+        groups.attach_helpers(self.L, self.calls, self.call_of)  # quantize, KV write, split-KV reduce kernels join their call
         self._match_graph_replay()
         self._kernel_path_calls()
         self._propagate_backward()

@@ -14,26 +14,23 @@ count is then the number of invocations, not of kernels.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import Sequence
 
-from ..trace.link import Kernel
+from ..trace.link import Kernel, Linked
 from . import patterns as P
-
-if TYPE_CHECKING:
-    from .detect import Detector
 
 AFTER_ATTENTION = frozenset({"split_kv_reduce", "postprocess"})
 MAX_GAP = 6  # unrelated kernels (a mean, a copy) allowed between a helper and its attention kernel
 
 
-def attach_helpers(d: "Detector") -> int:
-    """Add each unattached helper kernel to its call's ``kernels``; returns how many were attached."""
-    L = d.L
-    kernel_call: dict[int, int] = {id(k): c.id for c in d.calls for k in c.kernels}
+def attach_helpers(L: Linked, calls: Sequence, op_call: Sequence[int]) -> int:
+    """Add each unattached helper kernel to its call's ``kernels`` (``calls``: detect's Calls, each with
+    ``id`` and ``kernels``; ``op_call``: each op's call id, -1 none); returns how many were attached."""
+    kernel_call: dict[int, int] = {id(k): c.id for c in calls for k in c.kernels}
 
     def call_of(k: Kernel) -> int:
-        if k.op >= 0 and d.call_of[k.op] >= 0:
-            return d.call_of[k.op]
+        if k.op >= 0 and op_call[k.op] >= 0:
+            return op_call[k.op]
         return kernel_call.get(id(k), -1)
 
     if not any(P.helper_family(nm) is not None for nm in L.kernel_names.values):
@@ -51,7 +48,7 @@ def attach_helpers(d: "Detector") -> int:
             c = _neighbour_call(ks, i, -1 if fam.stage in AFTER_ATTENTION else 1, call_of)
             if c < 0:
                 continue
-            call = d.calls[c]
+            call = calls[c]
             call.kernels.append(k)
             kernel_call[id(k)] = c
             call.start = min(call.start, k.ts)
