@@ -100,7 +100,8 @@ async function panelShot(page, panel, name) {
 
 await run(async (browser) => {
   // The post's SDPA math variant (float32, is_causal, math pinned) on the CPU: the mask built per call; judged
-  // by the CPU's rules, nothing refuses the CPU flash kernel (the pin, which the trace does not record, chose math).
+  // by the CPU's rules, the one refusal of the CPU flash kernel is the pin the collector recorded (sdpa_kernel
+  // switched flash off at the call); float32 refuses nothing.
   const m = await facts(MATH_RUN);
   ok(m.group.expected.extras.some((x) => x.cause === "mask_built_per_call"), "the math run's report names the mask built per call");
   const { page, panel } = await openCall(browser, MATH_RUN, m.call.id);
@@ -108,8 +109,9 @@ await run(async (browser) => {
     "the panel is titled by the call's layer type × implementation");
   await checkExpected(panel, m.group, MATH_RUN);
   await checkWhyNotFlash(panel, m.layer, MATH_RUN);
-  ok(m.layer.why_not_flash.backends.every((b) => b.backend === "flash_cpu" && b.refusals.length === 0),
-    "the CPU call is judged by the CPU's flash rules, and float32 does not refuse it");
+  ok(m.layer.why_not_flash.backends.every((b) => b.backend === "flash_cpu"
+    && b.refusals.map((r) => r.check).join() === "check_runtime_disabled_flash"),
+    "the CPU call is judged by the CPU's flash rules: the recorded pin refuses it, float32 does not");
   await checkHost(panel, m.group, MATH_RUN);
   const k = await panel.locator('[data-testid="reading-unknown"][data-piece="kernels"]').textContent();
   ok(/^unknown: no GPU kernels: the trace recorded the CPU only/.test(k), "a CPU trace: no kernels to decode, said with the reason");
