@@ -50,7 +50,7 @@ TIME_PER_MB_S = 2.0
 MEM_FLOOR = 400 << 20
 MEM_PER_BYTE = 100
 AS_HEADROOM = 1536 << 20  # the 1.5 GiB of address space, over what the harness holds
-FIFO_WALL_S = 10  # a FIFO nobody writes blocks without CPU: past this it is a hang
+FIFO_WALL_S = 5  # a FIFO nobody writes blocks without CPU: past this it is a hang
 
 
 def bound_seconds(nbytes: int) -> float:
