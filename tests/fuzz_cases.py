@@ -250,9 +250,10 @@ def _wall_bound(signum, frame):
 _WALL = [WALL_SECONDS]  # the bound of the case running now, for the message
 
 
-def run_cli_case(case: Case, where: str, wall: int = WALL_SECONDS) -> tuple[int | None, str, str, str | bool]:
+def run_cli_case(case: Case, where: str, wall: int | None = None) -> tuple[int | None, str, str, str | bool]:
     """Run the case in-process through ``cli.main`` in ``where``; (rc, stdout, stderr, hung: False or
-    which bound it passed). ``wall``: the wall-clock bound in seconds."""
+    which bound it passed). ``wall``: the wall-clock bound in seconds (default WALL_SECONDS)."""
+    wall = WALL_SECONDS if wall is None else wall
     from tb_attn_plugin import cli
     from tb_attn_plugin.attention import patterns
 

@@ -380,7 +380,7 @@ def run_hostile(seed: int, klass: str | None = None) -> tuple[str, list[str], di
     return case.klass, problems, measures
 
 
-def quiet_run(seed: int) -> tuple[str, list[str], dict]:
+def quiet_run(seed: int, klass: str | None = None) -> tuple[str, list[str], dict]:
     """run_hostile with the engine's stray prints kept out of the harness's output."""
     with contextlib.redirect_stdout(io.StringIO()):
-        return run_hostile(seed)
+        return run_hostile(seed, klass)
