@@ -66,9 +66,10 @@ def main() -> int:
             kind = p.split(":", 1)[0]
             counts[kind] += 1
             by_class.setdefault(klass, Counter())[kind] += 1
-            examples.setdefault(kind, [])
-            if len(examples[kind]) < 5:  # with the seed, so that make_case / make_hostile_case(seed) replays it
-                examples[kind].append(f"{where}: {p[:600]}")
+            key = f"{klass}/{kind}"  # per class too: one class's problems never hide another's
+            examples.setdefault(key, [])
+            if len(examples[key]) < 5:  # with the seed, so that make_case / make_hostile_case(seed) replays it
+                examples[key].append(f"{where}: {p[:600]}")
 
     def save() -> None:
         doc = {"cli_cases": counts["cli_cases"], "hostile_cases": counts["hostile_cases"],
