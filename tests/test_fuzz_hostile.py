@@ -135,7 +135,7 @@ def _session(sid: int) -> list[str]:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_sigint_to_the_long_run_leaves_no_process_and_its_counts(tmp_path):
     """SIGINT while the long run has the plugin's workers busy with an HTTP batch: the run saves its
-    counts (resumable: next_seed), exits 130, and nothing of its session is left within 30 s."""
+    counts, exits 130, and nothing of its session is left within 30 s; --resume goes on from there."""
     out = tmp_path / "counts.json"
     proc = subprocess.Popen([sys.executable, str(REPO / "scripts" / "fuzz_long.py"), "--out", str(out), *BUSY_RUN],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, cwd=REPO,
@@ -155,6 +155,14 @@ def test_sigint_to_the_long_run_leaves_no_process_and_its_counts(tmp_path):
             time.sleep(0.2)
         doc = json.loads(out.read_text())
         assert doc["cli_cases"] >= 1 and doc["next_seed"] > doc["first_seed"]
+        # --resume goes on from the saved seed with the saved counts
+        total = doc["cli_cases"] + doc["hostile_cases"] + doc["http_cases"]
+        subprocess.run([sys.executable, str(REPO / "scripts" / "fuzz_long.py"), "--out", str(out), "--resume",
+                        "--cases", str(total + 2), "--http-every", "100000"], check=True, capture_output=True, cwd=REPO,
+                       env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
+        again = json.loads(out.read_text())
+        assert again["first_seed"] == doc["first_seed"] and again["next_seed"] == doc["next_seed"] + 1
+        assert again["cli_cases"] == doc["cli_cases"] + 1 and again["hostile_cases"] == doc["hostile_cases"] + 1
     finally:
         if proc.poll() is None:
             proc.kill()
