@@ -21,6 +21,8 @@ export interface RankRow {
 
 export interface RanksDoc {
   run: string;
+  /** Why the run is not a job of several ranks (then no summary follows). */
+  not_a_job?: string;
   time_basis?: Basis;
   world_size?: number | null;
   rank_count?: number;
@@ -141,4 +143,9 @@ export function ranksModel(doc: RanksDoc): RanksModel {
     errors: doc.errors || [],
     pair,
   };
+}
+
+/** The reason a /ranks answer is no rank summary (the run is not a job of several ranks), or null. */
+export function notAJob(doc: RanksDoc): string | null {
+  return typeof doc.not_a_job === "string" && doc.not_a_job ? doc.not_a_job : null;
 }

@@ -32,7 +32,7 @@ export interface ExpectedModel {
 
 export interface HostModel {
   headline: string; // "56.7 µs on the host vs 9.4 µs on the GPU per call"
-  verdict: "host-bound" | "GPU-bound" | "unknown";
+  verdict: "host-bound" | "GPU-bound" | "unknown" | "CPU only";
   verdictText: string;
   parts: string;
   launches: string;
@@ -124,6 +124,7 @@ function expectedModel(e: Expected, reason: string | undefined): ExpectedModel |
 }
 
 function hostModel(h: HostCost, gpuUnknown: string | undefined): HostModel {
+  if (h.cpu_only) return cpuHostModel(h);
   const gpu = num(h.gpu_us_per_call);
   const headline = gpu === null
     ? `${fmtUs(h.host_us_per_call)} on the host per call; GPU time unknown`
@@ -145,6 +146,21 @@ function hostModel(h: HostCost, gpuUnknown: string | undefined): HostModel {
     : gpu === null ? "no launches (no GPU activity)" : "no launch recorded inside the call")
     + (extra.length ? `; ${extra.join(", ")} per call` : "");
   return { headline, verdict, verdictText, parts, launches, fix: h.fix, source: h.source };
+}
+
+// A trace with no GPU at all: the ops compute on the host, so their own time is the work, not dispatch,
+// and there are no launches, syncs or GPU columns to show (zeros there would read as measurements).
+function cpuHostModel(h: HostCost): HostModel {
+  const own = `${fmtUs(h.dispatch_us_per_call)} in the ${h.scope ? "other " : ""}ops' own CPU work`;
+  return {
+    headline: `${fmtUs(h.host_us_per_call)} on the CPU per call`,
+    verdict: "CPU only",
+    verdictText: "no GPU in this trace: the ops compute on the host",
+    parts: h.scope ? `${fmtUs(h.attention_op_self_us_per_call)} attention op self (inside ${h.scope}) · ${own}` : own,
+    launches: "",
+    fix: null,
+    source: h.source,
+  };
 }
 
 const FIELDS: [keyof NonNullable<CallReadingKernel["fingerprint"]>, string][] = [

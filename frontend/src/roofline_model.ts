@@ -2,6 +2,7 @@
 // the device roofs as polylines on log-log axes, and the speed-up decomposition rows. Pure functions,
 // unit-tested in test/roofline_model.test.ts. The JSON is the report's `roofline` section (docs/api.md).
 
+import { BOUND_COLOR, runColors } from "./colors";
 import type { CompareDoc, Report } from "./types";
 
 export type Bound = "compute" | "memory" | "launch" | null;
@@ -266,4 +267,30 @@ export function decompositionModel(doc: CompareDoc | null | undefined): Decompos
   });
   return { sentence: d.sentence || "", basis: d.basis, runs: d.runs, rows, measuredUs: measured,
     sumUs: rows.reduce((a, r) => a + r.us, 0) };
+}
+
+/** One scatter series of the roofline chart: a run's points of one bound. */
+export interface PointSeries { name: string; run: string; bound: string; color: string; symbol: string; points: ChartPoint[] }
+
+const BOUND_SYMBOLS: Record<string, string> = { memory: "circle", compute: "diamond", launch: "triangle", none: "rect" };
+const RUN_SYMBOLS = ["circle", "diamond", "triangle", "rect", "pin"];
+
+/** The chart's series. One run: coloured by what bounds each point (BOUND_COLOR), as the legend says.
+ * Several runs (Compare): each run in its own colour (runColors, by the page's run order, the colour its
+ * totals row has) and the bound told by the marker, so two runs bound alike are not one blue. */
+export function pointSeries(m: RooflineChart, pageRuns: string[] = []): PointSeries[] {
+  const runs = [...new Set([...pageRuns.filter((r) => m.points.some((p) => p.run === r)), ...m.points.map((p) => p.run)])];
+  const bounds = [...new Set(m.points.map((p) => p.bound || "none"))];
+  const colors = runColors([...pageRuns, ...runs]);
+  const out: PointSeries[] = [];
+  for (const b of bounds) {
+    for (const [ri, run] of runs.entries()) {
+      const points = m.points.filter((p) => (p.bound || "none") === b && p.run === run);
+      if (!points.length) continue;
+      out.push(runs.length > 1
+        ? { name: `${run}: ${b}-bound`, run, bound: b, color: colors.get(run)!, symbol: BOUND_SYMBOLS[b] ?? "rect", points }
+        : { name: `${b}-bound`, run, bound: b, color: BOUND_COLOR[b] ?? BOUND_COLOR.none, symbol: RUN_SYMBOLS[ri % RUN_SYMBOLS.length], points });
+    }
+  }
+  return out;
 }

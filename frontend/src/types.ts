@@ -587,6 +587,7 @@ export interface HostCost {
   fix: string | null;
   source: string;
   graph_replay: boolean;
+  cpu_only?: boolean;
   summary: string;
 }
 

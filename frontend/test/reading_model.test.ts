@@ -62,12 +62,22 @@ describe("host vs GPU", () => {
     expect(h.fix).toBeNull();
   });
 
-  it("on a CPU trace: GPU time unknown with the reason, never 0 µs", () => {
-    const h = known<HostModel>(readingModel(fx.post_sdpa_math_cpu)!.host);
+  it("on a CPU trace: CPU only, the ops' own work (not dispatch), no launch or GPU figures, never 0 µs", () => {
+    const r = fx.post_sdpa_math_cpu;
+    const h = known<HostModel>(readingModel(r)!.host);
+    expect(h.verdict).toBe("CPU only");
+    expect(h.headline).toBe(`${(r.host!.host_us_per_call / 1000).toFixed(2)} ms on the CPU per call`);
+    expect(h.parts).toContain("in the other ops' own CPU work");
+    expect(h.parts).not.toContain("dispatch");
+    expect(h.launches).toBe("");
+    expect([h.headline, h.parts, h.verdictText].join(" ")).not.toMatch(/GPU per call|in launches|0\.0 µs/);
+  });
+
+  it("a report made before cpu_only (the field absent) reads as before: GPU time unknown with the reason", () => {
+    const { cpu_only: _, ...old } = fx.post_sdpa_math_cpu.host!;
+    const h = known<HostModel>(readingModel({ ...fx.post_sdpa_math_cpu, host: old })!.host);
     expect(h.verdict).toBe("unknown");
     expect(h.headline).toMatch(/on the host per call; GPU time unknown$/);
-    expect(h.verdictText).toContain(fx.post_sdpa_math_cpu.unknown.gpu);
-    expect(h.headline).not.toContain("0.0 µs on the GPU");
   });
 });
 

@@ -56,8 +56,10 @@ class RanksAnswers:
         self._cache: dict[str, tuple[tuple, tuple[int, bytes]]] = {}
 
     def answer(self, run: str) -> tuple[int, Any]:
-        """(HTTP status, body): 200 with the summary, 202 while ranks are analysed, 404 when the run
-        is not a job of several ranks. Raises UnknownName for a run the index does not know."""
+        """(HTTP status, body): 200 with the summary, 202 while ranks are analysed, 200 with
+        ``not_a_job`` (the reason) when the run is not a job of several ranks: a run the tab lists is
+        no missing resource, and a 404 there is logged by the browser as an error. Raises UnknownName
+        for a run the index does not know (its 404)."""
         entries = [e for e in self.index.latest_entries(run) if not e.is_snapshot]  # snapshots are no ranks
         loading = [e for e in entries if e.status == LOADING]
         if loading:
@@ -82,8 +84,9 @@ class RanksAnswers:
         doc = summarize_ranks(reports)
         if doc is None:
             failed = f" ({len(errors)} of its {len(entries)} traces failed, first: {errors[0]})" if errors else ""
-            answer = (404, {"error": f"run {run!r} is not a job of several ranks: fewer than two of its traces carry "
-                                     f"a rank (kineto's distributedInfo, or a worker named like rank3){failed}",
+            answer = (200, {"run": run, "not_a_job": f"run {run!r} is not a job of several ranks: fewer than two of "
+                                                   f"its traces carry a rank (kineto's distributedInfo, or a worker named "
+                                                   f"like rank3){failed}",
                             "errors": errors[:MAX_WAITING_LISTED]})
         else:
             doc = {"run": run, **doc, "errors": errors}

@@ -159,10 +159,11 @@ def _is_attention_op(name: str) -> bool:
 
 
 def group(calls: list[Call], costs: list[HostCost | None],
-          no_forward: set[int] | frozenset[int] = frozenset()) -> dict[tuple[str, str], dict[str, Any]]:
+          no_forward: set[int] | frozenset[int] = frozenset(), cpu_only: bool = False) -> dict[tuple[str, str], dict[str, Any]]:
     """Per (layer type, implementation): means per call, the launch APIs and whether it is host-bound.
     ``no_forward``: the calls whose GPU forward the trace lacks, left out of the means (expected.no_forward)
-    where the group has calls with one; a group of such calls only has no GPU figure (unknown, not 0)."""
+    where the group has calls with one; a group of such calls only has no GPU figure (unknown, not 0).
+    ``cpu_only``: the trace has no GPU at all, so the ops' self time is the computation itself (said so)."""
     by: dict[tuple[str, str], list[HostCost]] = {}
     lacking: dict[tuple[str, str], list[HostCost]] = {}
     for c in calls:
@@ -201,9 +202,16 @@ def group(calls: list[Call], costs: list[HostCost | None],
             "fix": HOST_BOUND_FIX if bound else None,
             "source": HOST_BOUND_SOURCE,
             "graph_replay": replay,
-            "summary": _summary(host, gpu, bound, apis, replay, len(lacking.get(key, ()))),
+            **({"cpu_only": True} if cpu_only else {}),  # written only when true (the Struct omits its default)
+            "summary": (_cpu_summary(host) if cpu_only
+                        else _summary(host, gpu, bound, apis, replay, len(lacking.get(key, ())))),
         }
     return out
+
+
+def _cpu_summary(host: float) -> str:
+    return (f"{duration_text(host)} per call on the CPU; this trace recorded no GPU, so the ops compute on the host: "
+            "their own time is the work itself, not dispatch, and there is no GPU to be bound by")
 
 
 def _summary(host: float, gpu: float | None, bound: bool | None, apis: list[dict], replay: bool = False,

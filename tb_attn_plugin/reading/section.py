@@ -34,7 +34,9 @@ def build(L: Linked, calls: list[Call], call_of: list[int], stage_of: list, ev, 
     exp = expected.group(calls, readings)
     # calls whose forward left no kernel in the trace (a cut GPU window, a backward-only call) are no zeros
     no_forward = {c.id for c in calls if has_gpu and expected.no_forward(readings[c.id])}
-    host = host_cost.group(calls, host_cost.host_costs(L, calls, ev, has_gpu), no_forward)
+    # no kernel, no launch, no device properties: a CPU trace (roofline/devices.describe's "CPU only")
+    cpu_only = not has_gpu and len(ev.launch_table) == 0 and not ev.device_properties
+    host = host_cost.group(calls, host_cost.host_costs(L, calls, ev, has_gpu), no_forward, cpu_only)
     counts = Counter((c.layer_type, c.implementation) for c in calls)
     rows = []
     for (lt, im), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):

@@ -63,7 +63,8 @@ def _u_counts(n1: int, n2: int) -> np.ndarray:
 
 def min_p(n1: int, n2: int) -> float:
     """The smallest two-sided p the exact test can give: both extreme orderings."""
-    return min(1.0, 2.0 / math.comb(n1 + n2, n1)) if n1 and n2 else 1.0
+    # int / int: exact, and 0.0 where C(n1 + n2, n1) is past a float (n1 = n2 = 600: 2.0 / C overflowed)
+    return min(1.0, 2 / math.comb(n1 + n2, n1)) if n1 and n2 else 1.0
 
 
 def mann_whitney(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, str]:

@@ -164,6 +164,11 @@ def _host_line(h: dict[str, Any]) -> str:
 def _host_parts(h: dict[str, Any]) -> str:
     """Where the host time went: the attention op's own work (library, plan selection), dispatch, launches."""
     scope = f" (inside {h['scope']})" if h.get("scope") else ""
+    if h.get("cpu_only"):  # no GPU: nothing launched, and the other ops' self time is their computation
+        own = f"{duration(h['dispatch_us_per_call'])} in the ops' own CPU work (no GPU in this trace)"
+        if not h.get("scope"):
+            return own
+        return f"{duration(h['attention_op_self_us_per_call'])} attention op self{scope}, {own.replace('the ops', 'the other ops')}"
     return (f"{duration(h['attention_op_self_us_per_call'])} attention op self{scope}, "
             f"{duration(h['dispatch_us_per_call'])} dispatch, {duration(h['launch_us_per_call'])} in launches, "
             f"{h['syncs_per_call']:g} syncs per call")

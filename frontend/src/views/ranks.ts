@@ -2,7 +2,7 @@ import { api, ApiError, untilReady } from "../api";
 import { h, notice } from "../dom";
 import { fmtCount, fmtDeltaPct, fmtDeltaUs, fmtUs } from "../format";
 import { compareModel } from "../model";
-import { ranksModel, type RanksDoc, type RanksModel } from "../ranks-model";
+import { notAJob, ranksModel, type RanksDoc, type RanksModel } from "../ranks-model";
 import { basisWord, badge, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
 
@@ -37,6 +37,11 @@ export async function ranksView(ctx: Ctx, root: HTMLElement): Promise<void> {
   }
   if (!doc || !ctx.alive()) return;
   el.removeChild(status);
+  const why = notAJob(doc);
+  if (why) {
+    el.appendChild(notice("info", `${run} is not a job of several ranks`, why));
+    return;
+  }
   const m = ranksModel(doc);
 
   el.appendChild(h("div", { class: "headlines", "data-testid": "ranks-headline" },

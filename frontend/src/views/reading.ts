@@ -45,7 +45,7 @@ export function readingPanel(r: CallReading | null | undefined): HTMLElement {
     : h("div", { "data-verdict": ho.verdict },
       h("p", { class: "reading-headline" }, ho.headline, " — ",
         h("strong", { class: `verdict-${ho.verdict.replace(/\W/g, "")}`, "data-testid": "reading-verdict" }, ho.verdictText)),
-      h("p", { class: "hint" }, ho.parts), h("p", { class: "hint" }, ho.launches),
+      h("p", { class: "hint" }, ho.parts), ho.launches ? h("p", { class: "hint" }, ho.launches) : null,
       ho.fix ? h("p", null, "fix: ", ho.fix) : null)));
 
   const ks = m.kernels;

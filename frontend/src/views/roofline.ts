@@ -8,13 +8,12 @@ import { fmtTbs, fmtTflops, fmtUs } from "../format";
 import { defaultTarget } from "../model";
 import { BOUND_COLOR, ROOF_COLORS } from "../colors";
 import {
-  decompositionModel, fractionText, roofNoteText, rooflineChart, rooflineOf, type ChartPoint, type RooflineChart,
+  decompositionModel, fractionText, pointSeries, roofNoteText, rooflineChart, rooflineOf, type ChartPoint, type RooflineChart,
 } from "../roofline_model";
 import type { CompareDoc, Report } from "../types";
 import { badge } from "./common";
 import type { Ctx } from "./context";
 
-const RUN_SYMBOLS = ["circle", "diamond", "triangle", "rect", "pin"];
 const GRID = { left: 80, right: 30, top: 60, bottom: 55 };
 
 const sig = (v: number | null | undefined, d = 3): string =>
@@ -88,28 +87,19 @@ function boundChip(b: string | null): HTMLElement {
     h("span", { class: "attn-dot", style: `background:${BOUND_COLOR[b || "none"]}` }), b ? `${b}-bound` : "no roof");
 }
 
-function drawChart(ctx: Ctx, into: HTMLElement, m: RooflineChart, name: string): void {
+function drawChart(ctx: Ctx, into: HTMLElement, m: RooflineChart, name: string, pageRuns: string[] = []): void {
   // The axes' ranges and the grid ride along as attributes: the browser test hovers a point by them.
   const el = h("div", { class: "chart chart-tall", "data-chart": name, "data-points": String(m.points.length),
     "data-roofs": String(m.roofs.length), "data-x-range": m.xRange.join(","), "data-y-range": m.yRange.join(","),
     "data-grid": Object.values(GRID).join(",") });
   into.appendChild(el);
   for (const n of m.notes) into.appendChild(h("p", { class: "hint" }, n));
-  const runs = [...new Set(m.points.map((p) => p.run))];
-  const bounds = [...new Set(m.points.map((p) => p.bound || "none"))];
-  const series: unknown[] = [];
-  for (const b of bounds) {
-    for (const [ri, run] of runs.entries()) {
-      const pts = m.points.filter((p) => (p.bound || "none") === b && p.run === run);
-      if (!pts.length) continue;
-      series.push({
-        type: "scatter", name: runs.length > 1 ? `${run}: ${b}` : `${b}-bound`, symbol: RUN_SYMBOLS[ri % RUN_SYMBOLS.length],
-        symbolSize: (v: [number, number, number]) => Math.max(8, Math.min(26, 6 + 3 * Math.log10(1 + v[2]))),
-        itemStyle: { color: BOUND_COLOR[b], opacity: 0.85 },
-        data: pts.map((p) => ({ value: [p.x, p.y, p.timeUs], point: p })),
-      });
-    }
-  }
+  const series: unknown[] = pointSeries(m, pageRuns).map((s) => ({
+    type: "scatter", name: s.name, symbol: s.symbol,
+    symbolSize: (v: [number, number, number]) => Math.max(8, Math.min(26, 6 + 3 * Math.log10(1 + v[2]))),
+    itemStyle: { color: s.color, opacity: 0.85 },
+    data: s.points.map((p) => ({ value: [p.x, p.y, p.timeUs], point: p })),
+  }));
   m.roofs.forEach((r, i) => series.push({
     type: "line", name: r.label, data: r.line, symbol: "none", silent: true,
     lineStyle: { color: ROOF_COLORS[i % ROOF_COLORS.length], width: 2, type: i ? "dashed" : "solid" },
@@ -172,5 +162,5 @@ export async function rooflineCompareSection(ctx: Ctx, out: HTMLElement, doc: Co
   }
   if (items.length < 2) return;
   box.appendChild(h("h3", null, `${items.length === 2 ? "Both runs" : `All ${items.length} runs`} on one roofline`));
-  drawChart(ctx, box, rooflineChart(items), "roofline-compare");
+  drawChart(ctx, box, rooflineChart(items), "roofline-compare", doc.runs);
 }

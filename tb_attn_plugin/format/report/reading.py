@@ -93,6 +93,7 @@ class HostCost(Row, kw_only=True):
     fix: str | None
     source: str
     graph_replay: bool
+    cpu_only: bool = False  # the trace recorded no GPU at all: the ops' own time is the computation, not dispatch (False in reports made before it)
     summary: str
 
 
