@@ -225,5 +225,6 @@ export function skippedLines(doc: Pick<SweepDoc, "skipped_lines" | "skipped_note
   if (!n) return null;
   const notes = (doc.skipped_notes || []).filter((x) => typeof x === "string");
   const more = n > notes.length && notes.length ? ` (the first ${notes.length} listed)` : "";
-  return { summary: `${n} line${n === 1 ? "" : "s"} of sweep.jsonl ${n === 1 ? "is" : "are"} not sweep cells and ${n === 1 ? "was" : "were"} skipped${more}.`, notes };
+  const what = n === 1 ? "line of sweep.jsonl is not a sweep cell and was" : "lines of sweep.jsonl are not sweep cells and were";
+  return { summary: `${n} ${what} skipped${more}.`, notes };
 }

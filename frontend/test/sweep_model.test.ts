@@ -130,7 +130,7 @@ describe("skippedLines", () => {
     expect(got?.notes).toEqual(["line 7: heads is a JSON list, not a value", "line 9: seq_len 1e+400 is not a size"]);
   });
   it("reads one line in the singular and an old answer without notes", () => {
-    expect(skippedLines({ skipped_lines: 1 })?.summary).toBe("1 line of sweep.jsonl is not sweep cells and was skipped.");
+    expect(skippedLines({ skipped_lines: 1 })?.summary).toBe("1 line of sweep.jsonl is not a sweep cell and was skipped.");
     expect(skippedLines({ skipped_lines: 1 })?.notes).toEqual([]);
   });
 });
