@@ -81,6 +81,8 @@ export interface SweepDoc {
   run: string;
   cells: SweepCell[];
   skipped_lines: number;
+  /** Why lines were skipped, one note each ("line 7: heads is a JSON list, not a value"); the first 20. */
+  skipped_notes?: string[];
   analysis: {
     cells: number;
     status_counts: Record<string, number>;
@@ -214,4 +216,15 @@ export function fmtSeconds(s: unknown): string {
   if (v >= 1) return `${v.toFixed(2)} s`;
   if (v >= 1e-3) return `${(v * 1e3).toFixed(2)} ms`;
   return `${(v * 1e6).toFixed(1)} µs`;
+}
+
+/** The skipped lines of a sweep.jsonl, as the view says them: one sentence and the notes the plugin
+ * served (it serves the first 20; the count is of all). */
+export function skippedLines(doc: Pick<SweepDoc, "skipped_lines" | "skipped_notes">): { summary: string; notes: string[] } | null {
+  const n = doc.skipped_lines || 0;
+  if (!n) return null;
+  const notes = (doc.skipped_notes || []).filter((x) => typeof x === "string");
+  const more = n > notes.length && notes.length ? ` (the first ${notes.length} listed)` : "";
+  const what = n === 1 ? "line of sweep.jsonl is not a sweep cell and was" : "lines of sweep.jsonl are not sweep cells and were";
+  return { summary: `${n} ${what} skipped${more}.`, notes };
 }

@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
-  backendColor, backendsOf, batchesOf, bestGrid, fmtSeconds, seriesLabel, sharedShape, statusCounts, sweepSeries,
+  backendColor, backendsOf, batchesOf, bestGrid, fmtSeconds, seriesLabel, sharedShape, skippedLines, statusCounts,
+  sweepSeries,
   type SweepDoc,
 } from "../src/sweep_model";
 import { mergeHash, parseHash, stateFromParams, stateToParams } from "../src/state";
@@ -115,5 +116,21 @@ describe("a sweep's profiled cells among the runs", () => {
     const runs = { runs: [{ run: cells[0], workers: ready(4, 900) }, { run: "bert", workers: ready(2, 10) }] };
     expect(defaultRun(runs)).toBe("bert");
     expect(defaultRun({ runs: [runs.runs[0]] })).toBe(cells[0]);
+  });
+});
+
+describe("skippedLines", () => {
+  it("says nothing when no line was skipped", () => {
+    expect(skippedLines({ skipped_lines: 0 })).toBeNull();
+  });
+  it("counts every skipped line and lists the notes the plugin served", () => {
+    // the notes as sweeps/store.problem writes them (tests/test_hostile_inputs_47.py builds these lines)
+    const got = skippedLines({ skipped_lines: 25, skipped_notes: ["line 7: heads is a JSON list, not a value", "line 9: seq_len 1e+400 is not a size"] });
+    expect(got?.summary).toBe("25 lines of sweep.jsonl are not sweep cells and were skipped (the first 2 listed).");
+    expect(got?.notes).toEqual(["line 7: heads is a JSON list, not a value", "line 9: seq_len 1e+400 is not a size"]);
+  });
+  it("reads one line in the singular and an old answer without notes", () => {
+    expect(skippedLines({ skipped_lines: 1 })?.summary).toBe("1 line of sweep.jsonl is not a sweep cell and was skipped.");
+    expect(skippedLines({ skipped_lines: 1 })?.notes).toEqual([]);
   });
 });

@@ -7,7 +7,8 @@ import { makeChart, tip } from "../charts";
 import { clear, h, notice } from "../dom";
 import { fmtBytes, fmtCount, fmtTflops } from "../format";
 import {
-  backendColor, backendsOf, batchesOf, bestGrid, fmtSeconds, seriesLabel, sharedShape, statusCounts, sweepSeries,
+  backendColor, backendsOf, batchesOf, bestGrid, fmtSeconds, seriesLabel, sharedShape, skippedLines, statusCounts,
+  sweepSeries,
   type SweepCell, type SweepDoc, type SweepSeries,
 } from "../sweep_model";
 import type { Ctx } from "./context";
@@ -53,9 +54,10 @@ export async function sweepView(ctx: Ctx, root: HTMLElement): Promise<void> {
 }
 
 function drawSweep(ctx: Ctx, el: HTMLElement, doc: SweepDoc): void {
+  const skipped = skippedLines(doc);
   if (!doc.cells.length) {
-    el.appendChild(notice("empty", `${doc.run}: no cells yet`, doc.skipped_lines
-      ? `${doc.skipped_lines} line(s) of sweep.jsonl are not sweep cells.` : "The sweep has not finished a cell yet."));
+    el.appendChild(notice("empty", `${doc.run}: no cells yet`, skipped ? skipped.summary : "The sweep has not finished a cell yet."));
+    if (skipped?.notes.length) el.appendChild(skippedNotes(skipped.notes));
     return;
   }
   const all = backendsOf(doc);
@@ -63,8 +65,9 @@ function drawSweep(ctx: Ctx, el: HTMLElement, doc: SweepDoc): void {
     ...sharedShape(doc).map(([k, v]) => h("span", null, h("span", { class: "fact-k" }, k), h("span", { class: "fact-v" }, v))),
     ...statusCounts(doc).map(([k, v]) => h("span", { "data-status-count": k },
       h("span", { class: "fact-k" }, k), h("span", { class: "fact-v" }, String(v))))));
-  if (doc.skipped_lines) {
-    el.appendChild(h("p", { class: "hint err" }, `${doc.skipped_lines} line(s) of sweep.jsonl are not sweep cells and were skipped.`));
+  if (skipped) {
+    el.appendChild(h("p", { class: "hint err" }, skipped.summary));
+    if (skipped.notes.length) el.appendChild(skippedNotes(skipped.notes));
   }
 
   const batches = batchesOf(doc);
@@ -222,4 +225,9 @@ function cellsTable(ctx: Ctx, doc: SweepDoc): HTMLElement {
           onclick: () => ctx.set({ view: "summary", run: c.profile_run as string, worker: null, span: null, layer: null, call: null }) },
         "open profile")
         : "")))));
+}
+
+function skippedNotes(notes: string[]): HTMLElement {
+  return h("details", { class: "numbers", "data-testid": "sweep-skipped-notes" }, h("summary", null, "why"),
+    h("ul", null, ...notes.map((n) => h("li", null, n))));
 }
