@@ -77,6 +77,14 @@ async function checkWhyNotFlash(panel, layer, runName) {
 async function checkHost(panel, group, runName) {
   const h = group.host;
   const box = panel.locator('[data-testid="reading-host"] [data-verdict]');
+  if (h.cpu_only) {
+    // no GPU in the trace: said so, with the host time and no GPU, launch or sync figure
+    ok(await box.getAttribute("data-verdict") === "CPU only", `${runName}: host vs GPU says the trace has no GPU`);
+    const text = await box.textContent();
+    ok(text.includes(`${fmtUs(h.host_us_per_call)} on the CPU per call`), `${runName}: CPU time ${fmtUs(h.host_us_per_call)} per call`);
+    ok(!/on the GPU|launch|dispatch/.test(text), `${runName}: no GPU, launch or dispatch figure on a CPU trace`);
+    return;
+  }
   const verdict = h.host_bound === true ? "host-bound" : h.host_bound === false ? "GPU-bound" : "unknown";
   ok(await box.getAttribute("data-verdict") === verdict, `${runName}: host vs GPU verdict ${verdict}`);
   const text = await box.textContent();
