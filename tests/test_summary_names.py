@@ -51,7 +51,11 @@ def test_the_headline_names_a_projection_that_outweighs_the_core(tmp_path):
     ops = sorted((e for e in evs if e.get("cat") == "cpu_op"), key=lambda e: e["ts"])
     proj = sum(next(o["dur"] for o in ops if o["name"] == "aten::linear" and o["tid"] == m["tid"]
                     and m["ts"] <= o["ts"] <= m["ts"] + m["dur"]) for m in mods)
-    assert proj > 0.5 * sum(m["dur"] for m in mods)  # the projection is most of the module's forward
+    # the projection outweighs the core (QKᵀ and AV, 190x fewer FLOPs): the recording's own fact, whatever
+    # share of the module the profiler's overhead takes on a loaded machine
+    core = sum(o["dur"] for m in mods for o in ops if o["name"] in ("aten::bmm", "aten::baddbmm")
+               and o["tid"] == m["tid"] and m["ts"] <= o["ts"] <= m["ts"] + m["dur"])
+    assert proj > core > 0
     r = analyze_file(str(path))
     msg = next(v["message"] for v in r["verdicts"] if v["id"] == "eager_attention")
     assert ": the QKV projection takes the most, " in msg and "other work" not in msg, msg
