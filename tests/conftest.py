@@ -27,6 +27,24 @@ def shared_trace(name: str) -> Path:
     return p
 
 
+def session_processes(sid: int) -> list[str]:
+    """The processes of session ``sid`` (a script started with start_new_session), itself excluded: what a
+    test of interrupts checks is left behind (reads /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == sid:
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid and fields[0] != "Z":
+                with open(f"/proc/{d}/cmdline", "rb") as fh:
+                    out.append(fh.read().replace(b"\0", b" ").decode(errors="replace")[:120])
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
 @pytest.fixture(scope="session")
 def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():

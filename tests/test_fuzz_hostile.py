@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests import fuzz_hostile as H
-from tests.conftest import REPO
+from tests.conftest import REPO, session_processes
 
 SHORT = int(os.environ.get("TB_ATTN_FUZZ_HOSTILE", "0") or 0) or 40  # cases per class in CI
 
@@ -108,20 +108,6 @@ def test_the_oracle_fails_a_case_past_its_bounds(monkeypatch):
 BUSY_RUN = ["--http-every", "1", "--http-batch", "3", "--save-every", "1"]
 
 
-def _session(sid: int) -> list[str]:
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == sid:
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            if int(fields[3]) == sid and fields[0] != "Z":
-                with open(f"/proc/{d}/cmdline", "rb") as fh:
-                    out.append(fh.read().replace(b"\0", b" ").decode(errors="replace")[:120])
-        except (OSError, IndexError, ValueError):
-            pass
-    return out
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -134,7 +120,7 @@ def test_sigint_to_the_long_run_leaves_no_process_and_its_counts(tmp_path):
                             env=dict(os.environ, PYTHONPATH=str(REPO)))
     try:
         deadline = time.monotonic() + 240
-        while not any("forkserver" in c or "multiprocessing" in c for c in _session(proc.pid)):
+        while not any("forkserver" in c or "multiprocessing" in c for c in session_processes(proc.pid)):
             assert proc.poll() is None, proc.stderr.read()[-2000:]
             assert time.monotonic() < deadline, "no worker started"
             time.sleep(0.2)
@@ -142,8 +128,8 @@ def test_sigint_to_the_long_run_leaves_no_process_and_its_counts(tmp_path):
         os.kill(proc.pid, signal.SIGINT)
         assert proc.wait(60) == 130, proc.stderr.read()[-2000:]
         deadline = time.monotonic() + 30
-        while _session(proc.pid):
-            assert time.monotonic() < deadline, _session(proc.pid)
+        while session_processes(proc.pid):
+            assert time.monotonic() < deadline, session_processes(proc.pid)
             time.sleep(0.2)
         doc = json.loads(out.read_text())
         assert doc["cli_cases"] >= 1 and doc["next_seed"] > doc["first_seed"]
@@ -158,5 +144,5 @@ def test_sigint_to_the_long_run_leaves_no_process_and_its_counts(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-        if _session(proc.pid):
+        if session_processes(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, session_processes
 
 CLI = [sys.executable, "-m", "tb_attn_plugin"]
 AS_LIMIT = 1536 << 20  # the issue's bound: 1.5 GiB of address space
@@ -319,21 +319,6 @@ time.sleep(300)
 """
 
 
-def _session(sid: int) -> list[str]:
-    """The processes of session ``sid`` (the script's, started with start_new_session), itself excluded."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == sid:
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            if int(fields[3]) == sid and fields[0] != "Z":
-                with open(f"/proc/{d}/cmdline", "rb") as fh:
-                    out.append(fh.read().replace(b"\0", b" ").decode(errors="replace")[:120])
-        except (OSError, IndexError, ValueError):
-            pass
-    return out
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -348,20 +333,20 @@ def test_interrupting_a_process_with_a_busy_worker_leaves_no_process(sig):
     try:
         assert proc.stdout.readline().strip() == b"busy"
         deadline = time.monotonic() + 60
-        while not any("forkserver" in c for c in _session(proc.pid)):
+        while not any("forkserver" in c for c in session_processes(proc.pid)):
             assert time.monotonic() < deadline, "no worker started"
             time.sleep(0.1)
         time.sleep(1.0)  # the worker has taken its task
         os.kill(proc.pid, getattr(signal, sig))
         proc.wait(30)  # main: a SIGINT waits out the worker's task (300 s)
         deadline = time.monotonic() + 30
-        while _session(proc.pid):
-            assert time.monotonic() < deadline, _session(proc.pid)  # main: the worker runs on after a SIGKILL
+        while session_processes(proc.pid):
+            assert time.monotonic() < deadline, session_processes(proc.pid)  # main: the worker runs on after a SIGKILL
             time.sleep(0.2)
     finally:
         if proc.poll() is None:
             proc.kill()
-        os.killpg(proc.pid, signal.SIGKILL) if _session(proc.pid) else None
+        os.killpg(proc.pid, signal.SIGKILL) if session_processes(proc.pid) else None
 
 
 def test_a_worker_task_past_its_cpu_seconds_is_stopped(tmp_path):
