@@ -108,3 +108,23 @@ if __name__ == "__main__":  # python -m tests.cpu_models MODE PATH STEPS SEQ (co
     import sys
 
     record_steps(sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+
+
+def record_training_loop(path) -> Path:
+    """Three profiled steps of a small encoder layer fed by a DataLoader and stepped by SGD, on the CPU
+    (the step overview's host side: data loading and the optimizer); the trace is written to ``path``."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.randn(64, 16, 32), torch.randn(64, 16, 32))
+    loader = torch.utils.data.DataLoader(data, batch_size=8)
+    model = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for x, y in loader:
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step()
+    return Path(path)

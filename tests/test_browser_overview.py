@@ -17,26 +17,6 @@ from tests.conftest import SHARED_TRACES
 from tests.test_browser import SPAN, _put
 
 
-def _training_loop(path) -> bytes:
-    """Three profiled steps of a small encoder layer fed by a DataLoader and stepped by SGD, on the CPU."""
-    torch = pytest.importorskip("torch")
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    torch.manual_seed(0)
-    data = torch.utils.data.TensorDataset(torch.randn(64, 16, 32), torch.randn(64, 16, 32))
-    loader = torch.utils.data.DataLoader(data, batch_size=8)
-    model = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
-        for x, y in loader:
-            torch.nn.functional.mse_loss(model(x), y).backward()
-            opt.step()
-            opt.zero_grad()
-            prof.step()
-    return path.read_bytes()
-
-
 def _serving_trace(path) -> bytes:
     """Four decode calls and two prompts through SDPA on an H100 (tests/test_phases_serving.py's builder):
     the phase table and its roofline column (a decode judged on the KV cache it reads)."""
@@ -53,7 +33,10 @@ def _serving_trace(path) -> bytes:
 def test_overview_view_in_a_real_browser(tmp_path):
     require_browser()
     logdir = tmp_path / "logdir"
-    _put(logdir / "cpu_training_loop" / f"worker0.{SPAN}.pt.trace.json", _training_loop(tmp_path / "loop.json"))
+    pytest.importorskip("torch")
+    from tests.cpu_models import record_training_loop
+
+    _put(logdir / "cpu_training_loop" / f"worker0.{SPAN}.pt.trace.json", record_training_loop(tmp_path / "loop.json").read_bytes())
     runs = {"cpu": "cpu_training_loop", "serving": "built_serving_h100"}
     _put(logdir / "built_serving_h100" / f"worker0.{SPAN}.pt.trace.json", _serving_trace(tmp_path / "serving.json"))
     for key, name in (("owl", "tl_h100_owlv2_eager_bmm_softmax"), ("nccl", "hta_a100_negative_log_softmax_fwdbwd")):

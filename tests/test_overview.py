@@ -253,22 +253,10 @@ def test_compare_shows_step_deltas_beside_attention():
 # ---- a CPU-recorded training loop: data loading and the optimizer on the host -------------------------
 
 def test_cpu_training_loop_host_side(tmp_path):
-    torch = pytest.importorskip("torch")
-    from torch.profiler import ProfilerActivity, profile, schedule
+    pytest.importorskip("torch")
+    from tests.cpu_models import record_training_loop
 
-    torch.manual_seed(0)
-    data = torch.utils.data.TensorDataset(torch.randn(64, 16, 32), torch.randn(64, 16, 32))
-    loader = torch.utils.data.DataLoader(data, batch_size=8)
-    model = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    path = tmp_path / "train.pt.trace.json"
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
-        for x, y in loader:
-            torch.nn.functional.mse_loss(model(x), y).backward()
-            opt.step()
-            opt.zero_grad()
-            prof.step()
+    path = record_training_loop(tmp_path / "train.pt.trace.json")
     ev = events(path)
     r = analyze_file(str(path))
     rows = {s["step"]: s for s in r["overview"]["steps"]}

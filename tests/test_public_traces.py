@@ -205,11 +205,10 @@ def test_kernels_flushed_from_before_the_window_are_listed_apart():
     assert any(w.startswith("509 GPU activities") and "launched before the profiling window" in w for w in r["warnings"])
 
 
-def test_timesformer_peak_holds_two_score_blocks():
-    """At TimeSformer's memory peak (profile_memory), the live blocks that the attention's QKᵀ bmm, its
-    scale and its softmax made are score blocks, whatever their size: the caching allocator kept each
-    1,889,427,648-byte score matrix in an unsplit 1,889,533,952-byte block (901 x 2 MiB)."""
-    events = _events(TIMESFORMER)
+
+def _live_at_peak(events: list[dict]) -> tuple[dict, dict]:
+    """The GPU [memory] event with the highest Total Allocated, and the allocations live then (addr -> its
+    allocating event): allocs and frees replayed in time order up to the peak."""
     mem = sorted((e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1),
                  key=lambda e: e["ts"])
     peak = max(mem, key=lambda e: e["args"]["Total Allocated"])
@@ -221,6 +220,14 @@ def test_timesformer_peak_holds_two_score_blocks():
             live[e["args"]["Addr"]] = e
         else:
             live.pop(e["args"]["Addr"], None)
+    return peak, live
+
+def test_timesformer_peak_holds_two_score_blocks():
+    """At TimeSformer's memory peak (profile_memory), the live blocks that the attention's QKᵀ bmm, its
+    scale and its softmax made are score blocks, whatever their size: the caching allocator kept each
+    1,889,427,648-byte score matrix in an unsplit 1,889,533,952-byte block (901 x 2 MiB)."""
+    events = _events(TIMESFORMER)
+    peak, live = _live_at_peak(events)
     ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("ph") == "X"]
     mods = [e for e in events if e.get("cat") == "python_function" and "SelfAttention" in e.get("name", "")]
 
@@ -242,17 +249,7 @@ def test_qwen_memory_peak_attention_share():
     (still live) over the peak are the report's attention share; the blocks from before the record
     (the peak's total less the window's live allocations) its before_record_bytes."""
     events = _events(QWEN)
-    mem = sorted((e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1),
-                 key=lambda e: e["ts"])
-    peak = max(mem, key=lambda e: e["args"]["Total Allocated"])
-    live = {}
-    for e in mem:
-        if e["ts"] > peak["ts"]:
-            break
-        if e["args"]["Bytes"] > 0:
-            live[e["args"]["Addr"]] = e
-        else:
-            live.pop(e["args"]["Addr"], None)
+    peak, live = _live_at_peak(events)
     att = [m for m in events if m.get("cat") == "python_function" and m.get("name", "").startswith("nn.Module: ")
            and "Attention" in m["name"]]
     inside = sum(e["args"]["Bytes"] for e in live.values()
