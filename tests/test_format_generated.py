@@ -41,6 +41,17 @@ def _converts(report: dict, into=Report) -> None:
     msgspec.convert(report, into, strict=True)
 
 
+def test_each_report_key_is_written_by_one_row_of_the_sections_table(recorded_traces):
+    """A new section is one row of report/sections.py: the rows' keys are the Report's fields, each
+    written once, in the order a real report holds them (analysis_seconds, the clock, last)."""
+    from tb_attn_plugin.report.sections import SECTIONS
+
+    written = [k for s in SECTIONS for k in (s.keys or (s.name,))]
+    assert len(written) == len(set(written))
+    assert set(written) | {"analysis_seconds"} == set(Report.__struct_fields__)
+    assert list(analyze_file(str(recorded_traces / "sdpa.json.gz"))) == written + ["analysis_seconds"]
+
+
 def test_recorded_reports_are_reports(recorded_traces):
     paths = sorted(recorded_traces.glob("*.json.gz"))
     assert paths

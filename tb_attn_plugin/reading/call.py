@@ -61,7 +61,7 @@ def panel(report: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
     group = None
     if lay is None:
         unknown["layer"] = (f"layer {layer_name!r} is not among the report's layers (it keeps the slowest only: "
-                            "report/build.py MAX_LAYERS)")
+                            "report/layers.py MAX_LAYERS)")
     elif report.get("reading") is None:
         unknown["layer"] = "this report has no reading section"
     else:

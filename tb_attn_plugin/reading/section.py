@@ -64,10 +64,10 @@ class _Launches:
         self.small_grid = 0  # launches whose grid has fewer blocks than the device has SMs
 
 
-def add(report: dict[str, Any], ev, L, calls, call_of: list[int], m) -> None:
-    """Adds ``kernel_reading`` (each distinct kernel name's fingerprint, once, and what occupancy could be
-    read), ``occupancy`` and ``why_not_flash`` to every layer row, and a one-line ``fingerprint`` to every
-    row of the report's kernel list."""
+def kernel_reading(report: dict[str, Any], ev, L, calls, call_of: list[int], m) -> dict[str, Any]:
+    """The report's ``kernel_reading`` (each distinct kernel name's fingerprint, once, and what occupancy
+    could be read); adds ``occupancy`` and ``why_not_flash`` to every layer row, and a one-line
+    ``fingerprint`` to every row of the report's kernel list."""
     device = report.get("device")
     arch = fingerprint.device_arch(device)
     props = ev.device_properties[0] if ev.device_properties and isinstance(ev.device_properties[0], dict) else None
@@ -92,12 +92,13 @@ def add(report: dict[str, Any], ev, L, calls, call_of: list[int], m) -> None:
                 recorded = True
                 occ.append(_occupancy_row(k["name"], acc, dev, apis))
         lay["occupancy"] = occ
-    report["kernel_reading"] = {
+    section = {
         "device_arch": arch,
         "occupancy": _occupancy_note(bool(launches), recorded, dev, amd),
         "fingerprints": {n: _fingerprint(n, arch, st) for n, st in stages.items()},
     }
     _why_not_flash(report, L, calls, rows, device)
+    return section
 
 
 def _occupancy_note(any_kernels: bool, recorded: bool, dev, amd: bool) -> str:
