@@ -52,6 +52,19 @@ def test_each_report_key_is_written_by_one_row_of_the_sections_table(recorded_tr
     assert list(analyze_file(str(recorded_traces / "sdpa.json.gz"))) == written + ["analysis_seconds"]
 
 
+def test_layers_encode_alike_through_their_struct(recorded_traces):
+    """A Layer's fields are in the order the engine writes its row: the layers section can return Layer
+    Structs and keep the report's bytes (issue 44 step 3)."""
+    from tb_attn_plugin.format.report.layers import Layer
+
+    paths = sorted(recorded_traces.glob("*.json.gz")) + (sorted(SHARED_TRACES.glob("*.json.gz"))
+                                                          if SHARED_TRACES.is_dir() else [])
+    rows = [lay for p in paths for lay in analyze_file(str(p))["layers"]]
+    assert rows
+    for lay in rows:
+        assert msgspec.json.encode(msgspec.convert(lay, Layer, strict=True)) == msgspec.json.encode(lay), lay["layer"]
+
+
 def test_recorded_reports_are_reports(recorded_traces):
     paths = sorted(recorded_traces.glob("*.json.gz"))
     assert paths

@@ -133,7 +133,7 @@ export interface StageRow {
   launches: number;
 }
 
-/** One attention layer, over all its calls. */
+/** One attention layer, over all its calls. Its fields are in the order the engine writes them (report/layers.py), so that a Layer encodes to the same bytes as the engine's row. */
 export interface Layer {
   layer: string;
   layer_type: string;
@@ -142,8 +142,6 @@ export interface Layer {
   compiled: boolean;
   source: "kernel" | "module" | "motif" | "op" | "tag";
   shape: Shape | null;
-  /** MQA: K/V have one head for all of Q's; GQA: fewer K/V heads than Q's (from K/V shapes, or a repeat_kv/repeat_interleave of K and V in the call: then shape.kv_heads is null); MHA: as many; absent: unknown */
-  heads?: "GQA" | "MHA" | "MQA";
   dtype: string | null;
   causal: boolean | null;
   /** probability */
@@ -157,6 +155,8 @@ export interface Layer {
   memory_bytes: number | null;
   /** id of its first call */
   first_call: number;
+  /** MQA: K/V have one head for all of Q's; GQA: fewer K/V heads than Q's (from K/V shapes, or a repeat_kv/repeat_interleave of K and V in the call: then shape.kv_heads is null); MHA: as many; absent: unknown */
+  heads?: "GQA" | "MHA" | "MQA";
   /** the layer's kernels over all its calls, largest first (at most 100) */
   kernels: LayerKernel[];
   /** its calls' implementations, most common first, joined by "+" */
@@ -231,8 +231,8 @@ export interface KernelOccupancy {
 export interface WhyNotFlash {
   device: string;
   rules: string;
-  ran: string | null;
   backends: BackendCheck[];
+  ran: string | null;
 }
 
 /** One SDPA backend: eligible (null: unknown), what refused it and what could not be checked. */
