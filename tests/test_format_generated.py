@@ -49,7 +49,13 @@ def test_each_report_key_is_written_by_one_row_of_the_sections_table(recorded_tr
     written = [k for s in SECTIONS for k in (s.keys or (s.name,))]
     assert len(written) == len(set(written))
     assert set(written) | {"analysis_seconds"} == set(Report.__struct_fields__)
-    assert list(analyze_file(str(recorded_traces / "sdpa.json.gz"))) == written + ["analysis_seconds"]
+    report = analyze_file(str(recorded_traces / "sdpa.json.gz"))
+    assert list(report) == written + ["analysis_seconds"]
+    texts = [s.text() for s in SECTIONS if s.lines]
+    assert texts and all(callable(t) for t in texts)
+    for t in texts:  # each section's text reads a real report
+        got = t(report)
+        assert isinstance(got, list) and all(isinstance(line, str) for line in got)
 
 
 def test_layers_encode_alike_through_their_struct(recorded_traces):

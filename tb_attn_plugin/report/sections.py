@@ -9,30 +9,33 @@ own (report/text.py lays them out).
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable, NamedTuple
 
 from ..attention import safety
 from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
 from ..memory import engine as memory
-from ..memory import text as memory_text
 from ..overview import section as overview
-from ..overview import text as overview_text
 from ..reading import section as reading
-from ..reading import text as kernel_reading_text
 from ..roofline.section import build as build_roofline
-from ..roofline.text import roofline_lines
 from . import gpu_window, layers, run
 from .analysis import Analysis
 from .samples import samples
-from .text import reading_lines
 from .verdicts import verdicts
 
 
 class Section(NamedTuple):
     name: str
     build: Callable[[Analysis], Any]
-    lines: Callable[..., list[str]] | None = None
+    lines: str | None = None  # "module:function" under tb_attn_plugin: function(report) -> its text lines
     keys: tuple[str, ...] = ()  # the report keys it writes, in order, when it writes more than ``name``
+
+    def text(self) -> Callable[[dict[str, Any]], list[str]] | None:
+        """The section's text function, imported when asked for: analysing a trace renders no text."""
+        if self.lines is None:
+            return None
+        module, function = self.lines.split(":")
+        return getattr(importlib.import_module(f"tb_attn_plugin.{module}"), function)
 
 
 def _distributed(a: Analysis) -> dict[str, Any]:
@@ -69,18 +72,18 @@ SECTIONS: tuple[Section, ...] = (
     Section("trace", lambda a: run.trace_counts(a.ev, a.L)),
     Section("warnings", lambda a: a.warnings),
     Section("roofline", lambda a: build_roofline(a.L, a.calls, a.call_of, a.m, a.device, a.metadata, a.has_gpu),
-            roofline_lines),
+            "roofline.text:roofline_lines"),
     Section("reading", lambda a: reading.build(a.L, a.calls, a.call_of, a.m.stage_of, a.ev, a.has_gpu),
-            reading_lines),
+            "report.text:reading_lines"),
     Section("verdicts", lambda a: verdicts(a.report)),
-    Section("memory", _memory, lambda r: memory_text.render(r.get("memory"))),
+    Section("memory", _memory, "memory.text:lines"),
     Section("safety_net", lambda a: safety.section(a.L, a.call_of, a.m, a.warnings),
             keys=("unknown_kernels", "unjoined_kernels", "gpu_accounting", "kernel_table")),
     Section("gpu_window", lambda a: gpu_window.build(a.report, a.L, a.calls, a.call_of, a.m),
             keys=("before_window", "gpu_window")),
-    Section("overview", lambda a: overview.build(a.report, a.L, a.ev, a.calls, a.m), overview_text.lines),
+    Section("overview", lambda a: overview.build(a.report, a.L, a.ev, a.calls, a.m), "overview.text:lines"),
     Section("kernel_reading", lambda a: reading.kernel_reading(a.report, a.ev, a.L, a.calls, a.call_of, a.m),
-            kernel_reading_text.lines),
+            "reading.text:lines"),
 )
 
 
