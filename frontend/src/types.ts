@@ -318,6 +318,10 @@ export interface CallEvent {
   thread?: string;
   /** kernels: the GPU stream the kernel ran on */
   stream?: string;
+  /** kernels: the launch's correlation id, where the trace records one (the id a reading's evidence lists) */
+  correlation?: number;
+  /** CPU ops of a trace with no GPU kernel: the op's ts as the trace records it (the id a reading's evidence lists) */
+  ts_us?: number;
 }
 
 /** What the trace held. */
@@ -563,6 +567,7 @@ export interface Flag {
   names: string[];
   fix: string;
   source: string;
+  evidence: Evidence;
 }
 
 /** Kernels launched inside the call that belong to no stage. */

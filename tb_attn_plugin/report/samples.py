@@ -36,6 +36,8 @@ def samples(L: Linked, calls: list[Call], first_calls: list[int], m: Measured) -
             k = L.kernels[i]
             by_op_kernels.setdefault(k.op, []).append(k)
     stream = _streams(L)
+    corr = _correlations(L)
+    cpu_ids = not L.kernels  # a CPU trace's reading names its ops by their ts (reading/expected.py _evidence_ids)
 
     for c, ranges in chosen:
         events: list[dict[str, Any]] = []
@@ -47,16 +49,18 @@ def samples(L: Linked, calls: list[Call], first_calls: list[int], m: Measured) -
                 st = m.stage_of[j] or "other"
                 events.append({"name": L.names[j], "kind": "op", "stage": st, "pass": ps, "start_us": None,
                                "dur_us": None, "depth": L.depth[j] - bd, "thread": str(L.thread_of(j)[1])})
+                if cpu_ids:
+                    events[-1]["ts_us"] = float(L.ts[j])
                 times += (L.ts[j] - t0, L.dur[j])
                 for k in by_op_kernels.get(j, ()):
                     events.append({"name": k.name, "kind": "kernel", "stage": kernel_stage(st, k.name), "pass": ps,
-                                   "start_us": None, "dur_us": None, "depth": 0, "stream": stream(k)})
+                                   "start_us": None, "dur_us": None, "depth": 0, "stream": stream(k), **corr(k)})
                     times += (k.ts - t0, k.dur)
         for k in c.kernels:
             fam = kernel_table.helper_family(k.name)
             events.append({"name": k.name, "kind": "kernel", "stage": fam.stage if fam else "fused",
                            "pass": (fam.pass_ or "fwd") if fam else "fwd", "start_us": None, "dur_us": None,
-                           "depth": 0, "stream": stream(k)})
+                           "depth": 0, "stream": stream(k), **corr(k)})
             times += (k.ts - t0, k.dur)
         times = columns.rounded(times)  # round(x, 3) of each, at C speed
         for ev, a, b in zip(events, times[0::2], times[1::2]):
@@ -66,6 +70,15 @@ def samples(L: Linked, calls: list[Call], first_calls: list[int], m: Measured) -
                     "start_us": round(t0, 3), "dur_us": round(end, 3), "truncated": len(events) > MAX_SAMPLE_EVENTS,
                     "events": events[:MAX_SAMPLE_EVENTS]})
     return out
+
+
+def _correlations(L: Linked):
+    """A kernel's correlation id as a sample event's field ({} where the trace records none): the id the
+    reading's evidence names it by (reading/expected.py _evidence_ids), so the tab can link a claim to it."""
+    kt = L.kernel_table
+    assert kt is not None  # link always sets it
+    has, corr = kt.has("correlation"), kt["correlation"]
+    return lambda k: {"correlation": int(corr[k.i])} if has[k.i] else {}
 
 
 def _sample_ids(calls: list[Call], first_calls: list[int]) -> list[int]:

@@ -40,6 +40,7 @@ class Flag(Row, kw_only=True):
     names: list[str]
     fix: str
     source: str
+    evidence: Evidence
 
 
 class Outside(Row, kw_only=True):
