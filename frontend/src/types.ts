@@ -505,6 +505,8 @@ export interface ReadingRow {
   expected: Expected | null;
   /** null for calls with no host side (graph replay only) */
   host: HostCost | null;
+  /** the reading per serving phase, prefill first; only where the trace's calls have two phases or more */
+  phases?: PhaseReading[];
 }
 
 /** Expected against actual kernels per forward (reading/expected.py, expectations.py). */
@@ -597,6 +599,14 @@ export interface LaunchApi {
   per_call: number;
   note: string;
   source: string;
+}
+
+/** The same reading over the calls of one serving phase (overview/phases.py). */
+export interface PhaseReading {
+  phase: "decode" | "mixed" | "prefill" | "unknown";
+  calls: number;
+  expected: Expected | null;
+  host: HostCost | null;
 }
 
 /** One finding, in words. */

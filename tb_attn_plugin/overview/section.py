@@ -16,8 +16,10 @@ SUMMED = ("gpu_span_us", "busy_us", "idle_us", "idle_host_us", "idle_sync_us", "
 SPREAD = ("gpu_span_us", "busy_us", "idle_us", "host_us", "data_loading_us", "optimizer_us")
 
 
-def add(report: dict[str, Any], L, ev, calls, m) -> dict[int, str]:
-    """Set report["overview"]; returns each call's phase (call id -> phase) for the sampled calls."""
+def add(report: dict[str, Any], L, ev, calls, m, phase_of: dict[int, tuple[str, list[str]]] | None = None
+        ) -> dict[int, str]:
+    """Set report["overview"]; returns each call's phase (call id -> phase) for the sampled calls.
+    ``phase_of``: phases.phase_of_calls's answer where the caller has it already."""
     lost: dict[int, int] = {}
     if report.get("gpu_window"):
         for st in report["steps"]:
@@ -28,7 +30,8 @@ def add(report: dict[str, Any], L, ev, calls, m) -> dict[int, str]:
             lost[-1] = outside
     rows = breakdown(L, ev, m, lost)
     total = _total(rows)
-    phase_of = phases.phase_of_calls(L, calls, m)
+    if phase_of is None:
+        phase_of = phases.phase_of_calls(L, calls, m)
     window = report.get("gpu_window") or {}
     report["overview"] = {
         "precedence": list(PRECEDENCE) + ["idle"],

@@ -30,6 +30,7 @@ from ..attention.stages import kernel_stage
 from ..format import tags
 from ..text import units
 from ..memory import engine as memory
+from ..overview import phases
 from ..overview import section as overview
 from ..reading import section as reading
 from ..roofline.section import build as build_roofline
@@ -86,12 +87,13 @@ def analyze_file(path: str, progress: Progress | None = None, keep: dict | None 
         calls, call_of = detect(L)
         say("measuring", 0.85)
         m = measure(L, calls, call_of)
-        report = _assemble(path, size, ev, L, calls, m, {}, call_of)
+        phase_of: dict[int, tuple[str, list[str]]] = {}  # each call's serving phase, found once for reading and overview
+        report = _assemble(path, size, ev, L, calls, m, {}, call_of, phase_of)
         say("memory", 0.95)
         _add_memory(report, ev, L, calls, call_of, m, path, snapshots)
         _safety_net(report, L, call_of, m)
         gpu_window.add(report, L, calls, call_of, m)
-        overview.add(report, L, ev, calls, m)  # the steps' split, what limits them, serving phases
+        overview.add(report, L, ev, calls, m, phase_of)  # the steps' split, what limits them, serving phases
         reading.add(report, ev, L, calls, call_of, m)  # fingerprints, occupancy, why not flash
         if keep is not None:
             keep.update(L=L, calls=calls, call_of=call_of, measured=m, events=ev)
@@ -200,7 +202,10 @@ def _op_shape(name: str, dims: bytes, types: bytes, concrete: bytes) -> tuple:
     return tuple(shapes.from_attention_op(name, a.dims, a.types, a.concrete).items())
 
 
-def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None) -> dict[str, Any]:
+def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None,
+              phase_of: dict[int, tuple[str, list[str]]] | None = None) -> dict[str, Any]:
+    """``phase_of``, when given, is filled with each call's serving phase (overview/phases.py: read once
+    the calls' shapes are known, here) for the reading to split by and the overview to report."""
     has_gpu = bool(L.kernels)
     # Runtime launches come from CUPTI/roctracer only: a GPU was there even when no kernel was kept.
     device = describe(ev.device_properties, has_gpu or len(ev.launch_table) > 0)
@@ -337,7 +342,10 @@ def _assemble(path, size, ev, L: Linked, calls: list[Call], m, mem, call_of=None
     }
     if call_of is not None:
         report["roofline"] = build_roofline(L, calls, call_of, m, device, metadata, has_gpu)
-        report["reading"] = reading.build(L, calls, call_of, m.stage_of, ev, has_gpu)
+        if phase_of is not None:
+            phase_of.update(phases.phase_of_calls(L, calls, m))
+        report["reading"] = reading.build(L, calls, call_of, m.stage_of, ev, has_gpu,
+                                          {k: v[0] for k, v in (phase_of or {}).items()})
     report["verdicts"] = verdicts(report)
     return report
 
