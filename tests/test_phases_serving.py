@@ -488,6 +488,11 @@ def test_reading_per_phase_matches_the_raw_events(tmp_path):
             assert extras[cause]["us_per_call"] == pytest.approx(us / n, abs=1e-3)
         assert h["host_us_per_call"] == pytest.approx(want["host"] / n, abs=1e-3)
         assert h["gpu_us_per_call"] == pytest.approx(want["gpu"] / n, abs=1e-3)
+    # the report is a Report (format/report/: ReadingRow.phases, strict types)
+    import msgspec
+
+    from tb_attn_plugin.format.report import Report
+    msgspec.json.decode(msgspec.json.encode(r), type=Report, strict=True)
     # the Reading panel of one call (reading/call.py) carries its own phase's reading
     from tb_attn_plugin.reading.call import panel
     for sample in r["call_samples"]:
@@ -511,3 +516,88 @@ def test_one_phase_keeps_the_reading_whole(tmp_path):
     from tb_attn_plugin.reading.call import panel
     got = panel(r, r["call_samples"][0])
     assert got["phase"] == "decode" and got["phase_reading"] is None
+
+
+# ---- vLLM's paged decode: a roofline point on the KV cache it reads, bounded by the longest sequence ----
+PAGED_OP = "_C::paged_attention_v2"  # vllm-project/vllm csrc/ops.h, csrc/torch_bindings.cpp
+PAGED_KERNEL = ("void vllm::paged_attention_v2_kernel<__nv_bfloat16, __nv_bfloat16, 128, 16, 128, "
+                "(vllm::Fp8KVCacheDataType)0, false, 512>(float*, float*, __nv_bfloat16*, __nv_bfloat16 const*, "
+                "__nv_bfloat16 const*, __nv_bfloat16 const*, int, float, int const*, int const*, int, float const*, "
+                "int, int, int, float const*, float const*, int, int, int)")
+PAGED_REDUCE = ("void vllm::paged_attention_v2_reduce_kernel<__nv_bfloat16, 128, 128, 512>(__nv_bfloat16*, "
+                "float const*, float const*, __nv_bfloat16 const*, int const*, int)")
+
+
+def _paged_call(b: TraceBuilder, i: int, seqs: int, longest: int, us: float) -> None:
+    """vLLM's paged decode as csrc/ops.h declares it: paged_attention_v2(out, exp_sums, max_logits, tmp_out,
+    query, key_cache, value_cache, num_kv_heads, scale, block_tables, seq_lens, block_size, max_seq_len,
+    alibi_slopes, kv_cache_dtype, k_scale, v_scale, tp_rank, ...); the caches [blocks, kv_heads, ...]."""
+    start = b.t
+    b.op(f"nn.Module: LlamaAttention_{i}", start, us + 40, cat="python_function")
+    op = b.op(PAGED_OP, start + 1, us + 30)
+    parts = longest // 512 + 1
+    bf = "c10::BFloat16"
+    op["args"].update({
+        "Input Dims": [[seqs, HEADS, HEAD_DIM], [seqs, HEADS, parts], [seqs, HEADS, parts],
+                       [seqs, HEADS, parts, HEAD_DIM], [seqs, HEADS, HEAD_DIM], [4096, KV_HEADS, HEAD_DIM // 8, BLOCK, 8],
+                       [4096, KV_HEADS, HEAD_DIM, BLOCK], [], [], [seqs, longest // BLOCK + 1], [seqs], [], [], [], [],
+                       [], [], [], [], [], [], []],
+        "Input type": [bf, "float", "float", bf, bf, bf, bf, "Int", "Double", "int", "int", "Int", "Int", "", "str",
+                       "float", "float", "Int", "Int", "Int", "Int", "Int"],
+        "Concrete Inputs": ["", "", "", "", "", "", "", str(KV_HEADS), "0.088388", "", "", str(BLOCK), str(longest),
+                            "", "auto", "", "", "0", "0", "0", "64", "0"]})
+    b.kernel(PAGED_KERNEL, b.launch(start + 3), us)
+    b.kernel(PAGED_REDUCE, b.launch(start + 5), 5.0)
+    b.t += us + 60
+
+
+def raw_paged_facts(path) -> list[dict]:
+    """Per paged op, from the raw events: sequences, query heads, head size, KV heads, the longest
+    sequence, and the KV cache bytes if every sequence were that long (bf16)."""
+    out = []
+    for e in json.loads(path.read_text())["traceEvents"]:
+        if e.get("name") == PAGED_OP:
+            dims, conc = e["args"]["Input Dims"], e["args"]["Concrete Inputs"]
+            (n, hq, d), hkv, longest = dims[4], dims[6][1], int(conc[12])
+            out.append({"n": n, "bytes": 2 * n * hkv * longest * d * 2, "flops": 4 * n * hq * longest * d,
+                        "intensity": 2 * hq / hkv / 2})
+    return out
+
+
+@pytest.mark.parametrize("seqs,bytes_are", [(1, "kv_cache_read"), (8, "kv_cache_read_at_most")])
+def test_paged_decode_roofline_on_the_kv_cache(tmp_path, seqs, bytes_are):
+    """Three paged decodes over caches of up to 2,048 tokens: one sequence per call reads exactly its
+    cache; eight read at most eight times the longest (seq_lens' values are not recorded). Either way
+    the intensity, 2 · 32 / 8 / 2 = 4 FLOP/B, is below an H100's ridge: memory-bound."""
+    b = TraceBuilder()
+    for i in range(3):
+        _paged_call(b, i, seqs, 2048, 200.0)
+    path = b.write(tmp_path / "vllm_paged.json")
+    facts = raw_paged_facts(path)
+    assert len(facts) == 3 and {f["n"] for f in facts} == {seqs}
+    r = analyze_file(str(path))
+    (row,) = r["overview"]["phases"]
+    assert row["phase"] == "decode" and row["calls"] == 3
+    point = row["roofline"]
+    assert point["bytes_are"] == bytes_are and point["calls"] == 3
+    assert point["bytes"] == sum(f["bytes"] for f in facts)
+    assert point["flops"] == sum(f["flops"] for f in facts)
+    assert point["intensity"] == facts[0]["intensity"] == 4
+    assert point["time_us"] == pytest.approx(3 * (200.0 + 5.0))
+    assert point["bound"] == "memory"
+    import msgspec
+
+    from tb_attn_plugin.format.report import Report
+    msgspec.json.decode(msgspec.json.encode(r), type=Report, strict=True)
+    from tb_attn_plugin.report.text import render
+    what = "KV cache read at most" if seqs > 1 else "KV cache read"
+    assert f"roofline (3 calls with shapes): {what} {point['bytes'] / 1e6:.4g} MB" in render(r)
+    assert ("kv_cache_read_at_most" in r["overview"]["phase_convention"]) == (seqs > 1)
+
+
+def test_paged_args_rows_name_a_real_op_and_its_source():
+    from tb_attn_plugin.overview import phase_rules as R
+    for row in R.PAGED_ARGS:
+        assert R.paged_args_for(row.example) is row
+        assert row.source.startswith("source: ") and "/" in row.source
+    assert R.paged_args_for(FA3_OP) is None

@@ -855,7 +855,7 @@ export interface PhaseRoofline {
   /** the calls with a recorded shape, the point's calls */
   calls: number;
   flops: number;
-  /** decode: the KV cache read; other phases: the stage model's bytes */
+  /** decode: the KV cache read (at most, for a paged op that records its longest sequence only); other phases: the stage model's bytes */
   bytes: number;
   /** their attention time on the report's time basis, µs */
   time_us: number;
@@ -867,7 +867,8 @@ export interface PhaseRoofline {
   /** null: no roof for this device */
   bound: "compute" | "launch" | "memory" | null;
   bound_reason: string;
-  bytes_are: "kv_cache_read" | "stage_model";
+  /** kv_cache_read_at_most: bytes, FLOPs and rates are upper bounds, the intensity exact */
+  bytes_are: "kv_cache_read" | "kv_cache_read_at_most" | "stage_model";
 }
 
 /** ``tb-attn report FILE.pickle`` (memory/engine.py snapshot_report): a report holding only a CUDA memory snapshot's memory section. */

@@ -45,10 +45,11 @@ def add(report: dict[str, Any], L, ev, calls, m, phase_of: dict[int, tuple[str, 
     # figures per phase only where some call has a serving phase: with every call "unknown" they
     # would repeat the report's own stages and roofline under one more name
     served = any(ph != "unknown" for ph, _ in phase_of.values())
-    per_phase = phase_figures.figures(calls, m, phase_of, report.get("roofline")) if served else {}
+    per_phase = phase_figures.figures(L, calls, m, phase_of, report.get("roofline")) if served else {}
     for row in report["overview"]["phases"]:
         row.update(per_phase.get(row["phase"], {"stages": [], "roofline": None}))
-    report["overview"]["phase_convention"] = phase_figures.CONVENTION
+    bounded = any((f.get("roofline") or {}).get("bytes_are") == "kv_cache_read_at_most" for f in per_phase.values())
+    report["overview"]["phase_convention"] = phase_figures.CONVENTION + (phase_figures.PAGED_CONVENTION if bounded else "")
     for sample in report.get("call_samples") or []:
         got = phase_of.get(sample["id"])
         if got:
