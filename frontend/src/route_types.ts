@@ -1,7 +1,7 @@
 // The plugin's route answers that are not the report itself (/runs, /compare, /memory, /call); written by
 // hand. The report's own types are generated into types.ts and memory_types.ts (tb_attn_plugin/format/).
 
-import type { Basis, CallSample, Expected, Fingerprint, HostCost, KernelOccupancy, Pass, WhyNotFlash } from "./types";
+import type { Basis, CallSample, Expected, Fingerprint, HostCost, KernelOccupancy, Pass, PhaseReading, WhyNotFlash } from "./types";
 import type { MemorySection } from "./memory_types";
 
 export interface SpanInfo {
@@ -112,6 +112,10 @@ export interface CallReading {
   layer_type: string | null;
   implementation: string | null;
   calls: number | null;
+  /** the call's serving phase, and its layer type's reading over that phase's calls (null where the
+   *  report did not split the reading by phase: fewer than two phases among the calls) */
+  phase?: string | null;
+  phase_reading?: PhaseReading | null;
   expected: Expected | null;
   host: HostCost | null;
   kernels: CallReadingKernel[];

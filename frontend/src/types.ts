@@ -509,6 +509,8 @@ export interface ReadingRow {
   expected: Expected | null;
   /** null for calls with no host side (graph replay only) */
   host: HostCost | null;
+  /** the reading per serving phase, prefill first; only where the trace's calls have two phases or more */
+  phases?: PhaseReading[];
 }
 
 /** Expected against actual kernels per forward (reading/expected.py, expectations.py). */
@@ -602,6 +604,14 @@ export interface LaunchApi {
   per_call: number;
   note: string;
   source: string;
+}
+
+/** The same reading over the calls of one serving phase (overview/phases.py). */
+export interface PhaseReading {
+  phase: "decode" | "mixed" | "prefill" | "unknown";
+  calls: number;
+  expected: Expected | null;
+  host: HostCost | null;
 }
 
 /** One finding, in words. */
@@ -850,7 +860,7 @@ export interface PhaseRoofline {
   /** the calls with a recorded shape, the point's calls */
   calls: number;
   flops: number;
-  /** decode: the KV cache read; other phases: the stage model's bytes */
+  /** decode: the KV cache read (at most, for a paged op that records its longest sequence only); other phases: the stage model's bytes */
   bytes: number;
   /** their attention time on the report's time basis, µs */
   time_us: number;
@@ -862,7 +872,8 @@ export interface PhaseRoofline {
   /** null: no roof for this device */
   bound: "compute" | "launch" | "memory" | null;
   bound_reason: string;
-  bytes_are: "kv_cache_read" | "stage_model";
+  /** kv_cache_read_at_most: bytes, FLOPs and rates are upper bounds, the intensity exact */
+  bytes_are: "kv_cache_read" | "kv_cache_read_at_most" | "stage_model";
 }
 
 /** ``tb-attn report FILE.pickle`` (memory/engine.py snapshot_report): a report holding only a CUDA memory snapshot's memory section. */

@@ -16,9 +16,11 @@ SUMMED = ("gpu_span_us", "busy_us", "idle_us", "idle_host_us", "idle_sync_us", "
 SPREAD = ("gpu_span_us", "busy_us", "idle_us", "host_us", "data_loading_us", "optimizer_us")
 
 
-def build(report: dict[str, Any], L, ev, calls, m) -> dict[str, Any]:
+def build(report: dict[str, Any], L, ev, calls, m, phase_of: dict[int, tuple[str, list[str]]] | None = None
+          ) -> dict[str, Any]:
     """The report's ``overview`` (it reads the report's steps, gpu_window and roofline); marks each
-    sampled call with its serving phase."""
+    sampled call with its serving phase. ``phase_of``: phases.phase_of_calls's answer where the caller
+    has it already."""
     lost: dict[int, int] = {}
     if report.get("gpu_window"):
         for st in report["steps"]:
@@ -29,7 +31,8 @@ def build(report: dict[str, Any], L, ev, calls, m) -> dict[str, Any]:
             lost[-1] = outside
     rows = breakdown(L, ev, m, lost)
     total = _total(rows)
-    phase_of = phases.phase_of_calls(L, calls, m)
+    if phase_of is None:
+        phase_of = phases.phase_of_calls(L, calls, m)
     window = report.get("gpu_window") or {}
     overview: dict[str, Any] = {
         "precedence": list(PRECEDENCE) + ["idle"],
@@ -43,10 +46,11 @@ def build(report: dict[str, Any], L, ev, calls, m) -> dict[str, Any]:
     # figures per phase only where some call has a serving phase: with every call "unknown" they
     # would repeat the report's own stages and roofline under one more name
     served = any(ph != "unknown" for ph, _ in phase_of.values())
-    per_phase = phase_figures.figures(calls, m, phase_of, report.get("roofline")) if served else {}
+    per_phase = phase_figures.figures(L, calls, m, phase_of, report.get("roofline")) if served else {}
     for row in overview["phases"]:
         row.update(per_phase.get(row["phase"], {"stages": [], "roofline": None}))
-    overview["phase_convention"] = phase_figures.CONVENTION
+    bounded = any((f.get("roofline") or {}).get("bytes_are") == "kv_cache_read_at_most" for f in per_phase.values())
+    overview["phase_convention"] = phase_figures.CONVENTION + (phase_figures.PAGED_CONVENTION if bounded else "")
     for sample in report.get("call_samples") or []:
         got = phase_of.get(sample["id"])
         if got:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ..attention.detect import Call
 from ..attention.metrics import Measured
+from ..overview import phases
 from ..trace.events import Events
 from ..trace.link import Linked
 from .layers import Totals
@@ -31,3 +33,9 @@ class Analysis:
     warnings: list[str]  # the report's warnings: each section adds its own
     snapshots: list[str] | None  # memory snapshots that join the trace; None: found beside it
     report: dict[str, Any] = field(default_factory=dict)  # the sections written so far
+
+    @cached_property
+    def phase_of(self) -> dict[int, tuple[str, list[str]]]:
+        """Each call's serving phase and its evidence (overview/phases.py), found once for the reading
+        to split by and the overview to report (the calls' shapes are known by now)."""
+        return phases.phase_of_calls(self.L, self.calls, self.m)

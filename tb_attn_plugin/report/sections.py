@@ -73,7 +73,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("warnings", lambda a: a.warnings),
     Section("roofline", lambda a: build_roofline(a.L, a.calls, a.call_of, a.m, a.device, a.metadata, a.has_gpu),
             "roofline.text:roofline_lines"),
-    Section("reading", lambda a: reading.build(a.L, a.calls, a.call_of, a.m.stage_of, a.ev, a.has_gpu),
+    Section("reading", lambda a: reading.build(a.L, a.calls, a.call_of, a.m.stage_of, a.ev, a.has_gpu,
+                                                      {k: v[0] for k, v in a.phase_of.items()}),
             "report.text:reading_lines"),
     Section("verdicts", lambda a: verdicts(a.report)),
     Section("memory", _memory, "memory.text:lines"),
@@ -81,7 +82,7 @@ SECTIONS: tuple[Section, ...] = (
             keys=("unknown_kernels", "unjoined_kernels", "gpu_accounting", "kernel_table")),
     Section("gpu_window", lambda a: gpu_window.build(a.report, a.L, a.calls, a.call_of, a.m),
             keys=("before_window", "gpu_window")),
-    Section("overview", lambda a: overview.build(a.report, a.L, a.ev, a.calls, a.m), "overview.text:lines"),
+    Section("overview", lambda a: overview.build(a.report, a.L, a.ev, a.calls, a.m, a.phase_of), "overview.text:lines"),
     Section("kernel_reading", lambda a: reading.kernel_reading(a.report, a.ev, a.L, a.calls, a.call_of, a.m),
             "reading.text:lines"),
 )
