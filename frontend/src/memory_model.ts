@@ -2,8 +2,10 @@
 // (unit-tested in test/memory_model.test.ts).
 
 import { fmtBytes, fmtShare, naturalCompare, num } from "./format";
-import type { MemoryDoc, MemorySection } from "./memory_types";
-import { logSlope, seqLenOf, seriesKeyOf, seriesLabel, stageColor, stageLabel } from "./model";
+import type { MemorySection } from "./memory_types";
+import type { MemoryDoc } from "./route_types";
+import { stageColor } from "./colors";
+import { logSlope, seqLenOf, seriesKeyOf, seriesLabel, stageLabel } from "./model";
 import type { SeriesKey } from "./model";
 import type { Report } from "./types";
 

@@ -6,10 +6,8 @@ import { sweepOfRun } from "./sweep_runs";
 import { fmtSpan, num } from "./format";
 import { baseImplementation, implColor, STAGE_COLOR, stageColor } from "./colors";
 
-export { implColor, STAGE_COLOR, stageColor }; // colors.ts is the one colour map; kept here for older imports
-import type {
-  Basis, CompareDoc, Kernel, Layer, Pass, Report, RunsDoc, SpanInfo, StageRow,
-} from "./types";
+import type { CompareDoc, RunsDoc, SpanInfo } from "./route_types";
+import type { Basis, Kernel, Layer, Pass, Report, StageRow } from "./types";
 import { STAGES } from "./types"; // the tag format's stages in order, generated from format/tags.py
 
 

@@ -3,7 +3,8 @@
 // Pure functions, no DOM: tested in test/ranks_model.test.ts.
 
 import { num } from "./format";
-import { stageColor, stageLabel } from "./model";
+import { stageColor } from "./colors";
+import { stageLabel } from "./model";
 import type { Basis } from "./types";
 
 export interface RankRow {

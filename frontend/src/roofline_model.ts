@@ -3,7 +3,8 @@
 // unit-tested in test/roofline_model.test.ts. The JSON is the report's `roofline` section (docs/api.md).
 
 import { BOUND_COLOR, runColors } from "./colors";
-import type { CompareDoc, Report } from "./types";
+import type { CompareDoc } from "./route_types";
+import type { Report } from "./types";
 
 export type Bound = "compute" | "memory" | "launch" | null;
 
@@ -108,7 +109,6 @@ export const PART_LABEL: Record<string, string> = {
   memory: "Memory traffic", compute: "Compute efficiency", launch: "Kernel launches", cpu: "CPU-side overhead",
   rest: "Rest (projections, copies, unmodelled)",
 };
-export { BOUND_COLOR } from "./colors"; // the one colour map
 
 const finite = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
 

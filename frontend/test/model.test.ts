@@ -4,7 +4,8 @@ import {
   compareHeadline, compareModel, defaultRun, defaultTarget, dominantImplementation, flattenRuns, implementationBadges,
   implKind, kernelGroups, layerDetail, logSlope, scalingModel, seriesKeyOf, timeFitCaveat, seqLenOf, skippedByReason, spanChoice, stagesByLayer, summaryModel,
 } from "../src/model";
-import type { CompareDoc, Report, RunsDoc } from "../src/types";
+import type { CompareDoc, RunsDoc } from "../src/route_types";
+import type { Report } from "../src/types";
 
 const fixture = <T>(name: string): T => JSON.parse(readFileSync(new URL(`./fixtures/${name}.json`, import.meta.url), "utf8"));
 const bert = fixture<Report>("bert_flash");

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { fmtTbs, fmtTflops, naturalCompare, niceByteStep } from "../src/format";
 import { memoryModel } from "../src/memory_model";
 import type { MemorySection } from "../src/memory_types";
-import { implColor } from "../src/model";
+import { implColor } from "../src/colors";
 import { timelineModel } from "../src/timeline_model";
 
 describe("rates in their unit", () => {

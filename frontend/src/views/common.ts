@@ -1,6 +1,7 @@
 import { h } from "../dom";
 import { fmtUs } from "../format";
-import { implKind, stageColor, stageLabel } from "../model";
+import { implKind, stageLabel } from "../model";
+import { stageColor } from "../colors";
 import type { Basis } from "../types";
 
 export function badge(impl: string, extra?: string, title?: string): HTMLElement {

@@ -6,7 +6,7 @@ import { distinctShortNames, fmtCount, fmtDeltaPct, fmtDeltaUs, fmtShare, fmtUs,
 import { runColors } from "../colors";
 import { compareModel } from "../model";
 import { PART_LABEL } from "../overview_model";
-import type { CompareDoc } from "../types";
+import type { CompareDoc } from "../route_types";
 import { badge, basisWord, kernelName, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
 import { memoryOverlay } from "./memory";

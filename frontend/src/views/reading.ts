@@ -3,7 +3,7 @@
 import { h } from "../dom";
 import { distinctShortNames } from "../format";
 import { isUnknown, readingModel, type Unknown } from "../reading_model";
-import type { CallReading } from "../types";
+import type { CallReading } from "../route_types";
 import { kernelName, stageChip } from "./common";
 
 function unknownLine(piece: string, u: Unknown): HTMLElement {

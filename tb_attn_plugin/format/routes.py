@@ -1,0 +1,281 @@
+"""The plugin's route answers that are not the report itself, as typed msgspec Structs: the source of route_types.ts.
+
+The plugin writes these answers as plain dicts (tb_attn_plugin/plugin/); tests/test_route_format.py asks
+each route of the real TensorBoard app and converts its answer into the Struct below with
+``strict=True``, so a key the plugin sends that is missing here (or a wrong type) fails a test, and
+``python -m tb_attn_plugin.format.generate`` writes frontend/src/route_types.ts from them. A field the
+plugin sends only sometimes is ``T | UnsetType = UNSET``; ``None`` means unknown, never 0.
+
+Parts that are open sections of their own (compare's memory, decomposition, kernel changes) are typed
+loosely here, as a JSON object named by the module that writes it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from .report.base import Basis, Count, Pass, Row, doc
+from .report.memory import MemorySection
+from .report.layers import KernelOccupancy, WhyNotFlash
+from .report.reading import Expected, Fingerprint, HostCost
+from .report.rows import CallSample, Implementation, Kernel
+
+Status = Literal["loading", "ready", "error"]
+
+
+# ---- every route ------------------------------------------------------------------------------
+
+class ErrorAnswer(Row, kw_only=True):
+    """Any 4xx or 5xx answer of any route: one line a person can act on."""
+    error: str
+
+
+class LoadingAnswer(Row, kw_only=True):
+    """202 from /report, /kernels, /call and /memory: the span is being analysed; ask again."""
+    status: Literal["loading"]
+    run: str
+    worker: str
+    span: str
+    phase: Annotated[str | None, doc("what the analysis is doing now (reading, linking, ...)")]
+
+
+class WaitingAnswer(Row, kw_only=True):
+    """202 from /compare and /ranks: the runs (or ranks) still being analysed."""
+    status: Literal["loading"]
+    waiting_for: list[str]
+    ready: Annotated[Count, doc("/ranks: ranks analysed so far")] | UnsetType = UNSET
+    total: Annotated[Count, doc("/ranks: ranks of the run")] | UnsetType = UNSET
+
+
+# ---- /runs ------------------------------------------------------------------------------------
+
+class SpanSummary(Row, kw_only=True):
+    """The few fields of a span's report that /runs shows without reading the report (plugin/work.py summary_of)."""
+    kind: Literal["trace", "memory_snapshot"]
+    metadata: dict[str, Any]
+    time_basis: Basis | None
+    calls: Count | None
+    attention_share: float | None
+    attention_gpu_us: float | None
+    attention_cpu_us: float | None
+    implementations: list[str]
+    device: str | None
+    warnings: Annotated[Count, doc("how many warnings the report has")]
+    empty: Annotated[bool, doc("no step took time and no attention call: never the default span")]
+
+
+class SpanInfo(Row, kw_only=True):
+    """One file of a worker: a profiler span (or a memory snapshot)."""
+    span: str
+    status: Status
+    size_bytes: int
+    file: Annotated[str, doc("the file, relative to the logdir")]
+    named: Annotated[str, doc(
+        "how a file named without {worker}.{span} was named: from its head (rank, host and pid, start time) or "
+        "its name, and why")] | UnsetType = UNSET
+    message: Annotated[str, doc("status error: why the file cannot be analysed")] | UnsetType = UNSET
+    phase: Annotated[str | None, doc("status loading: what the analysis is doing now")] | UnsetType = UNSET
+    summary: Annotated[SpanSummary, doc("status ready")] | UnsetType = UNSET
+
+
+class WorkerInfo(Row, kw_only=True):
+    """A worker of a run and its spans, oldest first."""
+    worker: str
+    spans: list[SpanInfo]
+    default_span: Annotated[str, doc("the span the tab opens: the latest that is not empty")]
+
+
+class RunInfo(Row, kw_only=True):
+    """A run: a directory of trace files."""
+    run: str
+    status: Annotated[Status, doc("loading while any span is, else ready when any span is")]
+    workers: list[WorkerInfo]
+    metadata: Annotated[dict[str, Any], doc("the collector's metadata of the default span, {} until it is ready")]
+
+
+class SkippedFile(Row, kw_only=True):
+    """A file that looks like a trace but is not listed."""
+    file: str
+    reason: str
+
+
+class RunsDoc(Row, kw_only=True):
+    """GET /runs: every run of the logdir."""
+    runs: list[RunInfo]
+    scanned: Annotated[bool, doc("the first scan of the logdir has finished")]
+    error: Annotated[str, doc("why the logdir cannot be listed")] | UnsetType = UNSET
+    skipped: Annotated[list[SkippedFile], doc("at most 200; skipped_count counts all")] | UnsetType = UNSET
+    skipped_count: Count | UnsetType = UNSET
+
+
+# ---- /kernels ---------------------------------------------------------------------------------
+
+class KernelsDoc(Row, kw_only=True):
+    """GET /kernels: the report's attention kernels, filtered by stage and pass."""
+    run: str
+    worker: str
+    span: str
+    time_basis: Basis
+    kernels: list[Kernel]
+
+
+# ---- /memory ----------------------------------------------------------------------------------
+
+class MemoryDoc(Row, kw_only=True):
+    """GET /memory: the report's memory section with its curve downsampled to the points asked for."""
+    run: str
+    worker: str
+    span: str
+    metadata: dict[str, Any]
+    memory: MemorySection | None
+    note: Annotated[str, doc("memory null: why, and how to record it when it was not asked for")] | UnsetType = UNSET
+
+
+# ---- /call ------------------------------------------------------------------------------------
+
+class CallReadingKernel(Row, kw_only=True):
+    """One kernel of the call: launches and µs in this call, its fingerprint and occupancy, or why not."""
+    name: str
+    stage: str | None
+    pass_: Pass | None = msgspec.field(name="pass")
+    launches: Count
+    us: float
+    fingerprint: Fingerprint | None
+    fingerprint_unknown: str | None
+    occupancy: KernelOccupancy | None
+    occupancy_unknown: str | None
+
+
+class CallReading(Row, kw_only=True):
+    """The Reading panel of the call's layer type × implementation (reading/call.py panel); each piece the
+    engine cannot tell is null with its reason in ``unknown``."""
+    call: int | None
+    layer: str | None
+    layer_type: str | None
+    implementation: str | None
+    calls: Count | None
+    expected: Expected | None
+    host: HostCost | None
+    kernels: list[CallReadingKernel]
+    kernels_omitted: Count
+    device_arch: str | None
+    occupancy_note: str | None
+    why_not_flash: WhyNotFlash | None
+    unknown: Annotated[dict[str, str], doc(
+        "why a piece is null, by piece: layer, expected, host, gpu, kernels, why_not_flash, backward")]
+
+
+class CallAnswer(CallSample, kw_only=True):
+    """GET /call: the report's sample of the call, with the Reading panel."""
+    reading: CallReading
+
+
+# ---- /compare ---------------------------------------------------------------------------------
+
+class CompareNoise(Row, kw_only=True):
+    """Last run against the first: beyond the runs' step-to-step spread or not (report/noise.py)."""
+    test: str
+    alpha: float
+    unit: Annotated[Literal["step", "call"], doc("call: too few steps, the calls' spread stands in")]
+    samples_us: Annotated[list[list[float]], doc("first run's, last run's")]
+    median_us: list[float | None]
+    p_value: float | None
+    method: str | None
+    u: Annotated[float, doc("the Mann-Whitney U statistic, when the test ran")] | UnsetType = UNSET
+    verdict: Literal["beyond_noise", "within_noise", "cannot_tell"]
+    headline: str
+    why: str
+    sentence: str
+
+
+class CompareStage(Row, kw_only=True):
+    """One stage × pass across the runs, largest change first."""
+    stage: str
+    pass_: Pass = msgspec.field(name="pass")
+    values: Annotated[list[float], doc("µs per run on the comparison's time basis")]
+    delta_us: Annotated[float, doc("last run minus first")]
+    delta_pct: float | None
+
+
+class CompareLayer(Row, kw_only=True):
+    """One layer type across the runs."""
+    layer_type: str
+    values: list[float]
+    implementations: list[str | None]
+    delta_us: float
+    delta_pct: float | None
+    layers: Annotated[list[list[str]], doc("the layers of this type, per run")]
+
+
+class KernelOnlyIn(Row, kw_only=True):
+    """A kernel that ran in one run only."""
+    name: str
+    stage: str | None
+    pass_: Pass | None = msgspec.field(name="pass")
+    gpu_us: float
+    count: Count | None
+
+
+class OpOnlyIn(Row, kw_only=True):
+    """An attention op that ran in one run only (a CPU run launches no kernels)."""
+    name: str
+    stages: Annotated[list[str], doc("where it ran: \"stage pass\" each")]
+    cpu_us: float
+    count: Count
+
+
+class CompareTotal(Row, kw_only=True):
+    """One run's attention totals."""
+    run: str
+    attention_gpu_us: float | None
+    attention_cpu_us: float | None
+    attention_share: float | None
+    time_basis: Basis | None
+    implementations: list[Implementation]
+    calls: Count | None
+
+
+class StepCompareRow(Row, kw_only=True):
+    """One figure of the step (span, busy, a part, idle) across the runs."""
+    figure: str
+    values: list[float | None]
+    delta_us: float | None
+    delta_pct: float | None
+
+
+class StepCompare(Row, kw_only=True):
+    """The step's span, busy, parts and idle per run (overview/compare.py)."""
+    rows: list[StepCompareRow]
+    limits: Annotated[dict[str, str | None], doc("by run: what limits its steps, in words")]
+
+
+class CompareDoc(Row, kw_only=True):
+    """GET /compare: two or more runs side by side (report/compare.py)."""
+    runs: Annotated[list[str], doc("the names of the sides, first is the baseline")]
+    time_basis: Basis
+    time_basis_note: str
+    differences: Annotated[list[str], doc(
+        "what differs besides the change compared (devices, models), said before any percentage")]
+    noise: CompareNoise | None
+    summary: str
+    stages: list[CompareStage]
+    layers: list[CompareLayer]
+    kernels_only_in: dict[str, list[KernelOnlyIn]]
+    kernels_only_in_counts: dict[str, Count]
+    ops_only_in: Annotated[dict[str, list[OpOnlyIn]], doc("CPU runs have ops, not kernels: what ran in one run only")]
+    ops_only_in_counts: dict[str, Count]
+    kernel_changes: Annotated[list[dict[str, Any]], doc(
+        "same work, other tile/dtype/arch, matched by fingerprint (report/kernel_changes.py)")]
+    totals: list[CompareTotal]
+    memory: Annotated[dict[str, Any] | None, doc("peaks and score-matrix bytes per run (memory/compare.py)")]
+    steps: Annotated[StepCompare | None, doc("null for reports written before the overview")]
+    decomposition: Annotated[dict[str, Any] | None, doc(
+        "the last run's change split into memory, compute, launch, cpu and rest (roofline/decompose.py)")]
+    warnings: Annotated[dict[str, list[str]], doc("by run: its report's warnings")]
+
+
+# The answers route_types.ts is generated from, in the order a reader meets them.
+ROOTS = (RunsDoc, KernelsDoc, CallAnswer, MemoryDoc, CompareDoc, LoadingAnswer, WaitingAnswer, ErrorAnswer)
