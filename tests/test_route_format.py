@@ -90,9 +90,15 @@ def test_every_route_answers_in_its_format(logdir, tmp_path_factory):
         assert code == 200 and mem["memory"] is not None
         code, mem = answer(client, f"{P}/memory?run=negative", seen)
         assert code == 200 and (mem["memory"] is not None or mem["note"])
-        for runs in (["sdpa", "math"], ["sdpa", "math", "eager", "negative"], *([gpu[:2], gpu] if gpu else [])):
+        parts = set()
+        for runs in (["sdpa", "math"], ["sdpa", "math", "eager", "negative"],
+                     *([gpu[:2], gpu, ["gpu/bert_flash", "gpu/owlv2_eager"]] if gpu else [])):
             code, cmp = answer(client, f"{P}/compare?" + "&".join(f"run={r}" for r in runs), seen)
             assert code == 200 and cmp["runs"] == runs
+            parts |= {k for k in ("kernel_changes", "memory", "decomposition", "steps", "noise") if cmp[k]}
+        # the GPU runs fill every part of a comparison (bert on flash against OWLv2 eager: one kernel change)
+        if gpu:
+            assert parts == {"kernel_changes", "memory", "decomposition", "steps", "noise"}
         answer(client, f"{P}/compare?run=multi&worker=rank0&run=multi&worker=rank1", seen)
         for url in ("/compare?run=sdpa", "/call?run=sdpa&id=99999", "/kernels?run=nope", "/memory?run=sdpa&points=1",
                     "/report?run=bad/corrupt", "/nothing", "/call?run=alone&id=0"):

@@ -161,15 +161,15 @@ export interface CompareDoc {
   /** CPU runs have ops, not kernels: what ran in one run only */
   ops_only_in: Record<string, OpOnlyIn[]>;
   ops_only_in_counts: Record<string, number>;
-  /** same work, other tile/dtype/arch, matched by fingerprint (report/kernel_changes.py) */
-  kernel_changes: (Record<string, unknown>)[];
+  /** same work, other tile/dtype/arch, matched by fingerprint */
+  kernel_changes: KernelChange[];
   totals: CompareTotal[];
-  /** peaks and score-matrix bytes per run (memory/compare.py) */
-  memory: Record<string, unknown> | null;
+  /** null unless at least two runs have a memory section */
+  memory: MemoryCompare | null;
   /** null for reports written before the overview */
   steps: StepCompare | null;
-  /** the last run's change split into memory, compute, launch, cpu and rest (roofline/decompose.py) */
-  decomposition: Record<string, unknown> | null;
+  /** null when a report has no roofline timing (older engine) */
+  decomposition: Decomposition | null;
   /** by run: its report's warnings */
   warnings: Record<string, string[]>;
 }
@@ -233,6 +233,20 @@ export interface OpOnlyIn {
   count: number;
 }
 
+/** First run against last: two differently named kernels with one fingerprint key, and what changed (report/kernel_changes.py). */
+export interface KernelChange {
+  stage: string | null;
+  pass: Pass | null;
+  library: string;
+  runs: string[];
+  /** the first run's kernel, the last run's */
+  kernels: string[];
+  gpu_us: number[];
+  /** by fingerprint field: [first, last] */
+  changed: Record<string, (string | null)[]>;
+  message: string;
+}
+
 /** One run's attention totals. */
 export interface CompareTotal {
   run: string;
@@ -242,6 +256,24 @@ export interface CompareTotal {
   time_basis: Basis | null;
   implementations: Implementation[];
   calls: number | null;
+}
+
+/** Peaks and score-matrix bytes per run (report/memory_compare.py); null runs have no memory section. */
+export interface MemoryCompare {
+  runs: string[];
+  summary: string;
+  peak_bytes: (number | null)[];
+  peak_delta_bytes: number | null;
+  score_matrix_bytes: (number | null)[];
+  attention_share_of_peak: (number | null)[];
+  layers: MemoryCompareLayer[];
+}
+
+/** One layer's memory across the runs (null: the run has no such layer). */
+export interface MemoryCompareLayer {
+  layer: string;
+  peak_growth_bytes: (number | null)[];
+  score_matrix_blocks: (number | null)[];
 }
 
 /** The step's span, busy, parts and idle per run (overview/compare.py). */
@@ -257,6 +289,34 @@ export interface StepCompareRow {
   values: (number | null)[];
   delta_us: number | null;
   delta_pct: number | null;
+}
+
+/** The last run's change against the first split into memory, compute, launch, cpu and rest (roofline/decompose.py); each list is [first, last]. */
+export interface Decomposition {
+  basis: Basis;
+  runs: string[];
+  wall_us: number[];
+  busy_us: number[];
+  /** last minus first */
+  measured_us: number;
+  parts_us: DecompositionParts;
+  bytes: number[];
+  bandwidth_tbs: (number | null)[];
+  memory_floor_us: (number | null)[];
+  units: number[];
+  unit: "kernels" | "ops";
+  score_bytes: number[];
+  noise: "beyond_noise" | "cannot_tell" | "within_noise";
+  sentence: string;
+}
+
+/** The change split by cause, µs; they sum to measured_us. */
+export interface DecompositionParts {
+  memory: number;
+  compute: number;
+  launch: number;
+  cpu: number;
+  rest: number;
 }
 
 /** 202 from /report, /kernels, /call and /memory: the span is being analysed; ask again. */

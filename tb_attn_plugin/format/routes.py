@@ -6,8 +6,6 @@ each route of the real TensorBoard app and converts its answer into the Struct b
 ``python -m tb_attn_plugin.format.generate`` writes frontend/src/route_types.ts from them. A field the
 plugin sends only sometimes is ``T | UnsetType = UNSET``; ``None`` means unknown, never 0.
 
-Parts that are open sections of their own (compare's memory, decomposition, kernel changes) are typed
-loosely here, as a JSON object named by the module that writes it.
 """
 
 from __future__ import annotations
@@ -252,6 +250,65 @@ class StepCompare(Row, kw_only=True):
     limits: Annotated[dict[str, str | None], doc("by run: what limits its steps, in words")]
 
 
+class KernelChange(Row, kw_only=True):
+    """First run against last: two differently named kernels with one fingerprint key, and what changed
+    (report/kernel_changes.py)."""
+    stage: str | None
+    pass_: Pass | None = msgspec.field(name="pass")
+    library: str
+    runs: list[str]
+    kernels: Annotated[list[str], doc("the first run's kernel, the last run's")]
+    gpu_us: list[float]
+    changed: Annotated[dict[str, list[str | None]], doc("by fingerprint field: [first, last]")]
+    message: str
+
+
+class MemoryCompareLayer(Row, kw_only=True):
+    """One layer's memory across the runs (null: the run has no such layer)."""
+    layer: str
+    peak_growth_bytes: list[int | None]
+    score_matrix_blocks: list[int | None]
+
+
+class MemoryCompare(Row, kw_only=True):
+    """Peaks and score-matrix bytes per run (report/memory_compare.py); null runs have no memory section."""
+    runs: list[str]
+    summary: str
+    peak_bytes: list[int | None]
+    peak_delta_bytes: int | None
+    score_matrix_bytes: list[int | None]
+    attention_share_of_peak: list[float | None]
+    layers: list[MemoryCompareLayer]
+
+
+class DecompositionParts(Row, kw_only=True):
+    """The change split by cause, µs; they sum to measured_us."""
+    memory: float
+    compute: float
+    launch: float
+    cpu: float
+    rest: float
+
+
+class Decomposition(Row, kw_only=True):
+    """The last run's change against the first split into memory, compute, launch, cpu and rest
+    (roofline/decompose.py); each list is [first, last]."""
+    basis: Basis
+    runs: list[str]
+    wall_us: list[float]
+    busy_us: list[float]
+    measured_us: Annotated[float, doc("last minus first")]
+    parts_us: DecompositionParts
+    bytes: list[float]
+    bandwidth_tbs: list[float | None]
+    memory_floor_us: list[float | None]
+    units: list[Count]
+    unit: Literal["kernels", "ops"]
+    score_bytes: list[int]
+    noise: Literal["beyond_noise", "within_noise", "cannot_tell"]
+    sentence: str
+
+
 class CompareDoc(Row, kw_only=True):
     """GET /compare: two or more runs side by side (report/compare.py)."""
     runs: Annotated[list[str], doc("the names of the sides, first is the baseline")]
@@ -267,13 +324,11 @@ class CompareDoc(Row, kw_only=True):
     kernels_only_in_counts: dict[str, Count]
     ops_only_in: Annotated[dict[str, list[OpOnlyIn]], doc("CPU runs have ops, not kernels: what ran in one run only")]
     ops_only_in_counts: dict[str, Count]
-    kernel_changes: Annotated[list[dict[str, Any]], doc(
-        "same work, other tile/dtype/arch, matched by fingerprint (report/kernel_changes.py)")]
+    kernel_changes: Annotated[list[KernelChange], doc("same work, other tile/dtype/arch, matched by fingerprint")]
     totals: list[CompareTotal]
-    memory: Annotated[dict[str, Any] | None, doc("peaks and score-matrix bytes per run (memory/compare.py)")]
+    memory: Annotated[MemoryCompare | None, doc("null unless at least two runs have a memory section")]
     steps: Annotated[StepCompare | None, doc("null for reports written before the overview")]
-    decomposition: Annotated[dict[str, Any] | None, doc(
-        "the last run's change split into memory, compute, launch, cpu and rest (roofline/decompose.py)")]
+    decomposition: Annotated[Decomposition | None, doc("null when a report has no roofline timing (older engine)")]
     warnings: Annotated[dict[str, list[str]], doc("by run: its report's warnings")]
 
 
