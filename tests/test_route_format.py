@@ -19,7 +19,8 @@ from tests.memory_snapshots import known_snapshot
 
 P = "/data/plugin/tb_attn"
 ROUTE = {"/runs": routes.RunsDoc, "/kernels": routes.KernelsDoc, "/call": routes.CallAnswer,
-         "/memory": routes.MemoryDoc, "/compare": routes.CompareDoc, "/report": Report}
+         "/memory": routes.MemoryDoc, "/compare": routes.CompareDoc, "/report": Report, "/ranks": routes.RanksDoc,
+         "/sweeps": routes.SweepsDoc, "/sweep": routes.SweepDoc}
 
 
 def _place(path, data: bytes):
@@ -40,7 +41,7 @@ def answer(client, url: str, seen: set) -> tuple[int, dict]:
     r = client.get(url)
     route = url[len(P):].split("?")[0]
     if r.status_code == 202:
-        into = routes.WaitingAnswer if route == "/compare" else routes.LoadingAnswer
+        into = routes.WaitingAnswer if route in ("/compare", "/ranks") else routes.LoadingAnswer
     elif r.status_code >= 400:
         into = routes.ErrorAnswer
     else:
@@ -67,7 +68,7 @@ def test_every_route_answers_in_its_format(logdir, tmp_path_factory):
         # Asked at once, before the analyses end: the loading answers.
         answer(client, f"{P}/runs", seen)
         for url in (f"{P}/report?run=sdpa", f"{P}/kernels?run=math", f"{P}/memory?run=eager",
-                    f"{P}/compare?run=sdpa&run=math"):
+                    f"{P}/compare?run=sdpa&run=math", f"{P}/ranks?run=multi"):
             answer(client, url, seen)
         doc = wait_runs(client, all_settled)
         _is(client.get(f"{P}/runs").data, routes.RunsDoc)
@@ -100,11 +101,46 @@ def test_every_route_answers_in_its_format(logdir, tmp_path_factory):
         if gpu:
             assert parts == {"kernel_changes", "memory", "decomposition", "steps", "noise"}
         answer(client, f"{P}/compare?run=multi&worker=rank0&run=multi&worker=rank1", seen)
+        code, ranks = answer(client, f"{P}/ranks?run=multi", seen)
+        assert code == 200 and ranks["rank_count"] == 2 and ranks["headline"]
+        code, ranks = answer(client, f"{P}/ranks?run=sdpa", seen)
+        assert code == 200 and ranks["not_a_job"]
+        code, sweeps = answer(client, f"{P}/sweeps", seen)
+        assert code == 200 and sweeps["sweeps"] == []
         for url in ("/compare?run=sdpa", "/call?run=sdpa&id=99999", "/kernels?run=nope", "/memory?run=sdpa&points=1",
                     "/report?run=bad/corrupt", "/nothing", "/call?run=alone&id=0"):
             code, _ = answer(client, P + url, seen)
             assert code >= 400
     finally:
         plugins["tb_attn"].close()
-    # every answer Struct but the loading ones was met (those depend on timing)
-    assert {r.__name__ for r in routes.ROOTS} - seen <= {"LoadingAnswer", "WaitingAnswer"}
+    # every answer Struct but the loading ones (they depend on timing) and the sweep's (below) was met
+    assert {r.__name__ for r in routes.ROOTS} - seen <= {"LoadingAnswer", "WaitingAnswer", "SweepDoc"}
+
+
+def test_sweep_routes_answer_in_their_format(tmp_path_factory):
+    """A real sweep (tests/sweep_data.py, torch on the CPU) and a hostile sweep.jsonl."""
+    pytest.importorskip("torch")
+    from tb_attn_plugin.sweeps import store
+    from tests.sweep_data import record_sweep
+    from tests.test_plugin_sweep import HOSTILE
+
+    root = tmp_path_factory.mktemp("sweep_logdir")
+    records = record_sweep(root / "cpu_sweep")
+    (root / "hostile").mkdir()
+    (root / "hostile" / store.FILENAME).write_bytes(b"\n".join(HOSTILE) + b"\n")
+    client, plugins = make_tb_app(root, tmp_path_factory.mktemp("cache"))
+    seen: set[str] = set()
+    try:
+        profile_runs = {f"cpu_sweep/{r['profile_run']}" for r in records if r.get("profile_run")}
+        wait_runs(client, lambda d: profile_runs <= {r["run"] for r in d["runs"]})
+        code, listed = answer(client, f"{P}/sweeps", seen)
+        assert code == 200 and sorted(s["run"] for s in listed["sweeps"]) == ["cpu_sweep", "hostile"]
+        code, sweep = answer(client, f"{P}/sweep?run=cpu_sweep", seen)
+        assert code == 200 and len(sweep["cells"]) == len(records) and sweep["analysis"]["best"]
+        assert any(c["profile_run"] for c in sweep["cells"])
+        code, sweep = answer(client, f"{P}/sweep?run=hostile", seen)
+        assert code == 200 and sweep["skipped_lines"] > 0
+        code, _ = answer(client, f"{P}/sweep?run=nope", seen)
+        assert code == 404
+    finally:
+        plugins["tb_attn"].close()

@@ -2,9 +2,7 @@
 // <base href="plugin/tb_attn/">, so "./runs" is /data/plugin/tb_attn/runs wherever TensorBoard is
 // mounted (a --path_prefix included).
 
-import type { RanksDoc } from "./ranks-model";
-import type { SweepDoc, SweepsDoc } from "./sweep_model";
-import type { CallAnswer, CompareDoc, MemoryDoc, RunsDoc } from "./route_types";
+import type { CallAnswer, CompareDoc, MemoryDoc, RanksDoc, RunsDoc, SweepDoc, SweepsDoc } from "./route_types";
 import type { Kernel, Report } from "./types";
 
 export class ApiError extends Error {

@@ -319,6 +319,219 @@ export interface DecompositionParts {
   rest: number;
 }
 
+/** GET /ranks: the ranks of a job side by side; or, for a run that is not a job of several ranks, why (not_a_job) and nothing else of the summary. */
+export interface RanksDoc {
+  run: string;
+  /** why the run is not a job of several ranks */
+  not_a_job?: string;
+  ranks_format?: number;
+  time_basis?: Basis;
+  time_basis_reason?: string;
+  world_size?: number | null;
+  rank_count?: number;
+  missing_ranks?: number[];
+  missing_count?: number;
+  unranked_workers?: string[];
+  unranked_count?: number;
+  duplicate_ranks?: DuplicateRank[];
+  duplicate_count?: number;
+  /** the stages any rank has time in, in the tag format's order */
+  stages?: string[];
+  ranks?: RankRow[];
+  median_us?: number;
+  /** null when no rank has attention */
+  slowest?: RankTime | null;
+  fastest?: RankTime | null;
+  /** the slowest rank's attention over the median's */
+  imbalance?: number | null;
+  odd_ranks?: OddRank[];
+  layers?: LayerSpread[];
+  headline?: string;
+  /** the ranks' traces that failed, one message each */
+  errors: string[];
+}
+
+/** A rank seen twice: the first report is kept. */
+export interface DuplicateRank {
+  rank: number;
+  worker: string;
+  kept: string;
+  rank_from: string;
+}
+
+/** One rank's attention (ranks/summary.py). */
+export interface RankRow {
+  rank: number;
+  worker: string;
+  /** where the rank was read: the trace's distributedInfo or the worker's name */
+  rank_from: string;
+  attention_us: number;
+  total_us: number;
+  calls: number;
+  /** µs by stage */
+  stages: Record<string, number>;
+  implementations: string[];
+  backends: string[];
+  /** kernel launches without their kernel (gpu_window): this rank's GPU time is a lower bound */
+  gpu_unrecorded_launches: number;
+  /** attention_us over the median rank's */
+  vs_median: number | null;
+}
+
+/** The slowest or fastest rank. */
+export interface RankTime {
+  rank: number;
+  worker: string;
+  attention_us: number;
+}
+
+/** A rank whose set of implementations (or SDPA backends) is not the one most ranks have. */
+export interface OddRank {
+  rank: number;
+  worker: string;
+  what: "backend" | "implementation";
+  value: string;
+  usual: string;
+}
+
+/** One layer's time across the ranks. */
+export interface LayerSpread {
+  layer: string;
+  ranks: number;
+  median_us: number;
+  min_us: number;
+  max_us: number;
+  /** max_us over median_us */
+  spread: number | null;
+  slowest_rank: number;
+}
+
+/** GET /sweeps: every sweep of the logdir. */
+export interface SweepsDoc {
+  sweeps: SweepListed[];
+  scanned: boolean;
+}
+
+/** A directory holding a sweep.jsonl. */
+export interface SweepListed {
+  run: string;
+  size_bytes: number;
+}
+
+/** GET /sweep: a sweep's cells and their analysis. */
+export interface SweepDoc {
+  run: string;
+  cells: SweepCell[];
+  skipped_lines: number;
+  /** why lines were skipped, one note each; the first 20 */
+  skipped_notes: string[];
+  analysis: SweepAnalysis;
+  conventions: SweepConventions;
+}
+
+/** One cell of a sweep.jsonl line, the fields the view reads (plugin/sweeps.py): a field of the wrong type in the file is null here. */
+export interface SweepCell {
+  backend: string;
+  module: string | null;
+  dtype: string | null;
+  pass: string | null;
+  device: string | null;
+  device_name: string | null;
+  torch_version: string | null;
+  status: "error" | "ok" | "oom" | "unsupported";
+  reason: string | null;
+  cell_id: string | null;
+  /** the run of this cell's profile, when the index lists it */
+  profile_run: string | null;
+  batch: number;
+  seq_len: number;
+  heads: number | null;
+  kv_heads: number | null;
+  head_dim: number | null;
+  median_s: number | null;
+  iqr_s: number | null;
+  mean_s: number | null;
+  peak_bytes: number | null;
+  flops: number | null;
+  tflops: number | null;
+  tokens_per_s: number | null;
+  pct_of_peak: number | null;
+  max_abs_error: number | null;
+  memory_cap_bytes: number | null;
+  number_per_run: number | null;
+  num_threads: number | null;
+  wall_time: number | null;
+  causal: boolean | null;
+  /** timed blocks of the cell */
+  samples: number;
+}
+
+/** sweeps/analysis.py summarize. */
+export interface SweepAnalysis {
+  cells: number;
+  status_counts: Record<string, number>;
+  fits: SweepFit[];
+  crossovers: SweepCrossover[];
+  best: SweepBest[];
+  oom_boundary: SweepOom[];
+}
+
+/** Per backend and batch: the exponents of time and memory in seq_len (sweeps/analysis.py). */
+export interface SweepFit {
+  backend: string;
+  batch: number;
+  time_exponent: number | null;
+  memory_exponent: number | null;
+  seq_lens: number[];
+  /** the noisiest cell's IQR / median */
+  max_iqr_fraction: number | null;
+  few_sample_cells: number;
+}
+
+/** Where two backends trade places along seq_len. */
+export interface SweepCrossover {
+  batch: number;
+  backends: string[];
+  seq_len: number;
+  between: number[];
+  faster_below: string;
+  faster_above: string;
+  noisy_fraction: number | null;
+  noise_unknown: boolean;
+}
+
+/** The fastest backend of one batch × seq_len. */
+export interface SweepBest {
+  batch: number;
+  seq_len: number;
+  backend: string | null;
+  median_s: number | null;
+  runner_up: string | null;
+  speedup: number | null;
+  statuses: Record<string, "error" | "ok" | "oom" | "unsupported">;
+  /** backends timed fewer than three times here: shown, never ranked */
+  unranked: string[];
+  /** IQR / median of the noisier of the two fastest cells, when above the noise mark */
+  noisy_fraction: number | null;
+}
+
+/** Per backend and batch: the longest seq_len that ran and the shortest that ran out of memory. */
+export interface SweepOom {
+  backend: string;
+  batch: number;
+  max_ok_seq_len: number | null;
+  min_oom_seq_len: number;
+}
+
+/** How the sweep measured (sweeps/conventions.py), in words. */
+export interface SweepConventions {
+  flops: string;
+  timing: string;
+  /** by device */
+  peak_memory: Record<string, string>;
+  pct_of_peak: string;
+}
+
 /** 202 from /report, /kernels, /call and /memory: the span is being analysed; ask again. */
 export interface LoadingAnswer {
   status: "loading";

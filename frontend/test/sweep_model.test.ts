@@ -3,8 +3,8 @@ import { describe, expect, it } from "vitest";
 import {
   backendColor, backendsOf, batchesOf, bestGrid, fmtSeconds, seriesLabel, sharedShape, skippedLines, statusCounts,
   sweepSeries,
-  type SweepDoc,
 } from "../src/sweep_model";
+import type { SweepDoc } from "../src/route_types";
 import { mergeHash, parseHash, stateFromParams, stateToParams } from "../src/state";
 import { splitSweepRuns, sweepOfRun } from "../src/sweep_runs";
 import { defaultRun } from "../src/model";

@@ -332,5 +332,213 @@ class CompareDoc(Row, kw_only=True):
     warnings: Annotated[dict[str, list[str]], doc("by run: its report's warnings")]
 
 
+# ---- /ranks -----------------------------------------------------------------------------------
+
+class RankRow(Row, kw_only=True):
+    """One rank's attention (ranks/summary.py)."""
+    rank: int
+    worker: str
+    rank_from: Annotated[str, doc("where the rank was read: the trace's distributedInfo or the worker's name")]
+    attention_us: float
+    total_us: float
+    calls: Count
+    stages: Annotated[dict[str, float], doc("µs by stage")]
+    implementations: list[str]
+    backends: list[str]
+    gpu_unrecorded_launches: Annotated[Count, doc(
+        "kernel launches without their kernel (gpu_window): this rank's GPU time is a lower bound")]
+    vs_median: Annotated[float | None, doc("attention_us over the median rank's")]
+
+
+class DuplicateRank(Row, kw_only=True):
+    """A rank seen twice: the first report is kept."""
+    rank: int
+    worker: str
+    kept: str
+    rank_from: str
+
+
+class RankTime(Row, kw_only=True):
+    """The slowest or fastest rank."""
+    rank: int
+    worker: str
+    attention_us: float
+
+
+class OddRank(Row, kw_only=True):
+    """A rank whose set of implementations (or SDPA backends) is not the one most ranks have."""
+    rank: int
+    worker: str
+    what: Literal["implementation", "backend"]
+    value: str
+    usual: str
+
+
+class LayerSpread(Row, kw_only=True):
+    """One layer's time across the ranks."""
+    layer: str
+    ranks: Count
+    median_us: float
+    min_us: float
+    max_us: float
+    spread: Annotated[float | None, doc("max_us over median_us")]
+    slowest_rank: int
+
+
+class RanksDoc(Row, kw_only=True):
+    """GET /ranks: the ranks of a job side by side; or, for a run that is not a job of several ranks, why
+    (not_a_job) and nothing else of the summary."""
+    run: str
+    not_a_job: Annotated[str, doc("why the run is not a job of several ranks")] | UnsetType = UNSET
+    ranks_format: int | UnsetType = UNSET
+    time_basis: Basis | UnsetType = UNSET
+    time_basis_reason: str | UnsetType = UNSET
+    world_size: int | None | UnsetType = UNSET
+    rank_count: Count | UnsetType = UNSET
+    missing_ranks: list[int] | UnsetType = UNSET
+    missing_count: Count | UnsetType = UNSET
+    unranked_workers: list[str] | UnsetType = UNSET
+    unranked_count: Count | UnsetType = UNSET
+    duplicate_ranks: list[DuplicateRank] | UnsetType = UNSET
+    duplicate_count: Count | UnsetType = UNSET
+    stages: Annotated[list[str], doc("the stages any rank has time in, in the tag format's order")] | UnsetType = UNSET
+    ranks: list[RankRow] | UnsetType = UNSET
+    median_us: float | UnsetType = UNSET
+    slowest: Annotated[RankTime | None, doc("null when no rank has attention")] | UnsetType = UNSET
+    fastest: RankTime | None | UnsetType = UNSET
+    imbalance: Annotated[float | None, doc("the slowest rank's attention over the median's")] | UnsetType = UNSET
+    odd_ranks: list[OddRank] | UnsetType = UNSET
+    layers: list[LayerSpread] | UnsetType = UNSET
+    headline: str | UnsetType = UNSET
+    errors: Annotated[list[str], doc("the ranks' traces that failed, one message each")]
+
+
+# ---- /sweeps and /sweep -----------------------------------------------------------------------
+
+CellStatus = Literal["ok", "unsupported", "oom", "error"]
+
+
+class SweepListed(Row, kw_only=True):
+    """A directory holding a sweep.jsonl."""
+    run: str
+    size_bytes: int
+
+
+class SweepsDoc(Row, kw_only=True):
+    """GET /sweeps: every sweep of the logdir."""
+    sweeps: list[SweepListed]
+    scanned: bool
+
+
+class SweepCell(Row, kw_only=True):
+    """One cell of a sweep.jsonl line, the fields the view reads (plugin/sweeps.py): a field of the wrong
+    type in the file is null here."""
+    backend: str
+    module: str | None
+    dtype: str | None
+    pass_: str | None = msgspec.field(name="pass")
+    device: str | None
+    device_name: str | None
+    torch_version: str | None
+    status: CellStatus
+    reason: str | None
+    cell_id: str | None
+    profile_run: Annotated[str | None, doc("the run of this cell's profile, when the index lists it")]
+    batch: int
+    seq_len: int
+    heads: int | None
+    kv_heads: int | None
+    head_dim: int | None
+    median_s: float | None
+    iqr_s: float | None
+    mean_s: float | None
+    peak_bytes: float | None
+    flops: float | None
+    tflops: float | None
+    tokens_per_s: float | None
+    pct_of_peak: float | None
+    max_abs_error: float | None
+    memory_cap_bytes: float | None
+    number_per_run: float | None
+    num_threads: float | None
+    wall_time: float | None
+    causal: bool | None
+    samples: Annotated[Count, doc("timed blocks of the cell")]
+
+
+class SweepFit(Row, kw_only=True):
+    """Per backend and batch: the exponents of time and memory in seq_len (sweeps/analysis.py)."""
+    backend: str
+    batch: int
+    time_exponent: float | None
+    memory_exponent: float | None
+    seq_lens: list[int]
+    max_iqr_fraction: Annotated[float | None, doc("the noisiest cell's IQR / median")]
+    few_sample_cells: Count
+
+
+class SweepCrossover(Row, kw_only=True):
+    """Where two backends trade places along seq_len."""
+    batch: int
+    backends: list[str]
+    seq_len: float
+    between: list[int]
+    faster_below: str
+    faster_above: str
+    noisy_fraction: float | None
+    noise_unknown: bool
+
+
+class SweepBest(Row, kw_only=True):
+    """The fastest backend of one batch × seq_len."""
+    batch: int
+    seq_len: int
+    backend: str | None
+    median_s: float | None
+    runner_up: str | None
+    speedup: float | None
+    statuses: dict[str, CellStatus]
+    unranked: Annotated[list[str], doc("backends timed fewer than three times here: shown, never ranked")]
+    noisy_fraction: Annotated[float | None, doc(
+        "IQR / median of the noisier of the two fastest cells, when above the noise mark")]
+
+
+class SweepOom(Row, kw_only=True):
+    """Per backend and batch: the longest seq_len that ran and the shortest that ran out of memory."""
+    backend: str
+    batch: int
+    max_ok_seq_len: int | None
+    min_oom_seq_len: int
+
+
+class SweepAnalysis(Row, kw_only=True):
+    """sweeps/analysis.py summarize."""
+    cells: Count
+    status_counts: dict[str, Count]
+    fits: list[SweepFit]
+    crossovers: list[SweepCrossover]
+    best: list[SweepBest]
+    oom_boundary: list[SweepOom]
+
+
+class SweepConventions(Row, kw_only=True):
+    """How the sweep measured (sweeps/conventions.py), in words."""
+    flops: str
+    timing: str
+    peak_memory: Annotated[dict[str, str], doc("by device")]
+    pct_of_peak: str
+
+
+class SweepDoc(Row, kw_only=True):
+    """GET /sweep: a sweep's cells and their analysis."""
+    run: str
+    cells: list[SweepCell]
+    skipped_lines: Count
+    skipped_notes: Annotated[list[str], doc("why lines were skipped, one note each; the first 20")]
+    analysis: SweepAnalysis
+    conventions: SweepConventions
+
+
 # The answers route_types.ts is generated from, in the order a reader meets them.
-ROOTS = (RunsDoc, KernelsDoc, CallAnswer, MemoryDoc, CompareDoc, LoadingAnswer, WaitingAnswer, ErrorAnswer)
+ROOTS = (RunsDoc, KernelsDoc, CallAnswer, MemoryDoc, CompareDoc, RanksDoc, SweepsDoc, SweepDoc, LoadingAnswer,
+         WaitingAnswer, ErrorAnswer)
