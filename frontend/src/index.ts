@@ -4,7 +4,7 @@
 import { api, ApiError, untilReady } from "./api";
 import { disposeCharts } from "./charts";
 import { clear, h, notice } from "./dom";
-import { defaultRun, defaultSpan, defaultTarget, skippedByReason, spanChoice } from "./model";
+import { defaultRun, defaultSpan, defaultTarget, skippedByReason, spanChoice } from "./runs_model";
 import { mergeHash, parseHash, stateFromParams, type State, type View } from "./state";
 import { STYLE } from "./style";
 import { splitSweepRuns } from "./sweep_runs";

@@ -5,8 +5,9 @@ import { fmtBytes, fmtShare, naturalCompare, num } from "./format";
 import type { MemorySection } from "./memory_types";
 import type { MemoryDoc } from "./route_types";
 import { stageColor } from "./colors";
-import { logSlope, seqLenOf, seriesKeyOf, seriesLabel, stageLabel } from "./model";
-import type { SeriesKey } from "./model";
+import { stageLabel } from "./model";
+import { logSlope, seqLenOf, seriesKeyOf, seriesLabel } from "./scaling_model";
+import type { SeriesKey } from "./scaling_model";
 import type { Report } from "./types";
 
 export interface Band {

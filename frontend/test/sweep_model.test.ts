@@ -7,7 +7,7 @@ import {
 import type { SweepDoc } from "../src/route_types";
 import { mergeHash, parseHash, stateFromParams, stateToParams } from "../src/state";
 import { splitSweepRuns, sweepOfRun } from "../src/sweep_runs";
-import { defaultRun } from "../src/model";
+import { defaultRun } from "../src/runs_model";
 
 // A real /sweep answer: tests/sweep_data.py's CPU sweep (math, flash, eager; efficient unsupported;
 // math and eager out of memory under a 48 MiB cap), served by tb_attn_plugin/plugin/sweeps.py.

@@ -4,7 +4,7 @@ import { makeChart, tip } from "../charts";
 import { h } from "../dom";
 import { distinctShortNames, fmtCount, fmtDeltaPct, fmtDeltaUs, fmtShare, fmtUs, usAxis } from "../format";
 import { runColors } from "../colors";
-import { compareModel } from "../model";
+import { compareModel } from "../compare_model";
 import { PART_LABEL } from "../overview_model";
 import type { CompareDoc } from "../route_types";
 import { badge, basisWord, kernelName, stageChip, usCell } from "./common";

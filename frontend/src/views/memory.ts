@@ -10,7 +10,8 @@ import { attributionLine, layerStagesText, memoryModel, memoryScaling, overlayMo
 import type { MemorySection } from "../memory_types";
 import type { MemoryDoc } from "../route_types";
 import { MEMORY_COLOR, runColors, seriesStyle } from "../colors";
-import { defaultTarget, stageLabel } from "../model";
+import { stageLabel } from "../model";
+import { defaultTarget } from "../runs_model";
 import { stageColor } from "../colors";
 import type { Report } from "../types";
 import { badge, stageChip } from "./common";

@@ -5,7 +5,7 @@
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
 import { fmtTbs, fmtTflops, fmtUs } from "../format";
-import { defaultTarget } from "../model";
+import { defaultTarget } from "../runs_model";
 import { BOUND_COLOR, ROOF_COLORS } from "../colors";
 import {
   decompositionModel, fractionText, pointSeries, roofNoteText, rooflineChart, rooflineOf, type ChartPoint, type RooflineChart,
