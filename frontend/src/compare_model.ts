@@ -4,7 +4,7 @@
 import { implKind, n0, stageIndex, stageLabel } from "./model";
 import { num } from "./format";
 import type { CompareDoc } from "./route_types";
-import type { Basis, Pass } from "./types";
+import type { Basis, Pass } from "./tags";
 
 export interface CompareModel {
   runs: string[];

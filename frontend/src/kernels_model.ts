@@ -3,7 +3,8 @@
 
 import { n0, round3, stageIndex, stageLabel } from "./model";
 import { stageColor } from "./colors";
-import type { Kernel, Pass } from "./types";
+import type { Kernel } from "./types";
+import type { Pass } from "./tags";
 
 export type KernelSort = "name" | "count" | "total" | "mean" | "share";
 

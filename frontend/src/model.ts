@@ -4,8 +4,9 @@
 
 import { num } from "./format";
 import { baseImplementation } from "./colors";
-import { STAGES } from "./types"; // the tag format's stages in order, generated from format/tags.py
-import type { Basis, Report, StageRow } from "./types";
+import { STAGES } from "./tags"; // the tag format's stages in order, generated from format/tags.py
+import type { Report, StageRow } from "./types";
+import type { Basis } from "./tags";
 
 export const STAGE_LABEL: Record<string, string> = {
   qkv_proj: "QKV projection",

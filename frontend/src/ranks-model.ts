@@ -6,7 +6,7 @@ import { num } from "./format";
 import { stageColor } from "./colors";
 import { stageLabel } from "./model";
 import type { RankRow, RanksDoc } from "./route_types";
-import type { Basis } from "./types";
+import type { Basis } from "./tags";
 
 export interface HeatCell {
   stage: string;

@@ -2,7 +2,8 @@
 // The plugin's route answers that are not the report itself (/runs, /kernels, /call, /memory, /compare, 202 and errors).
 
 import type { MemorySection } from "./memory_types";
-import type { Basis, CallEvent, Expected, Fingerprint, HostCost, Implementation, Kernel, KernelOccupancy, Pass, WhyNotFlash } from "./types";
+import type { Basis, Pass } from "./tags";
+import type { CallEvent, Expected, Fingerprint, HostCost, Implementation, Kernel, KernelOccupancy, WhyNotFlash } from "./types";
 
 /** GET /runs: every run of the logdir. */
 export interface RunsDoc {

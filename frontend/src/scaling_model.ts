@@ -3,7 +3,8 @@
 
 import { basisOf, n0, timeOf } from "./model";
 import { num } from "./format";
-import type { Basis, Report } from "./types";
+import type { Report } from "./types";
+import type { Basis } from "./tags";
 
 export interface ScalingPoint {
   run: string;

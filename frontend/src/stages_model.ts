@@ -3,7 +3,8 @@
 
 import { n0, round3, stageIndex, stageLabel, timeOf } from "./model";
 import { stageColor } from "./colors";
-import type { Basis, Layer, Pass, Report } from "./types";
+import type { Layer, Report } from "./types";
+import type { Basis, Pass } from "./tags";
 
 export interface StagesByLayer {
   layers: string[];

@@ -4,7 +4,8 @@
 import { basisOf, implementationBadges, n0, stageIndex, timeOf } from "./model";
 import type { Badge } from "./model";
 import { num } from "./format";
-import type { Basis, Layer, Pass, Report } from "./types";
+import type { Layer, Report } from "./types";
+import type { Basis, Pass } from "./tags";
 
 export interface SummaryModel {
   device: string;

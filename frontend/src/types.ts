@@ -2,12 +2,7 @@
 // The report as the engine writes it (report/schema.json); the plugin's route answers are in route_types.ts.
 
 import type { MemorySection } from "./memory_types";
-
-export type Pass = "fwd" | "bwd";
-export type Basis = "gpu" | "cpu";
-export type Stage = "qkv_proj" | "qk_matmul" | "scale_mask" | "softmax" | "dropout" | "av_matmul" | "out_proj" | "fused" | "quantize" | "kv_cache_write" | "preprocess" | "split_kv_reduce" | "postprocess" | "other";
-export type CoreStage = "qk_matmul" | "scale_mask" | "softmax" | "dropout" | "av_matmul" | "fused";
-export const STAGES = ["qkv_proj", "qk_matmul", "scale_mask", "softmax", "dropout", "av_matmul", "out_proj", "fused", "quantize", "kv_cache_write", "preprocess", "split_kv_reduce", "postprocess", "other"] as const;
+import type { Basis, CoreStage, Pass, Stage } from "./tags";
 
 /** One trace file analysed by tb_attn_plugin.report.build.analyze_file. Times in microseconds. */
 export interface Report {

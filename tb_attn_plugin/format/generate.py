@@ -25,9 +25,12 @@ SCHEMA_HEAD = {
     "$id": "https://github.com/tb-attn/tb-attn/report.schema.json",
 }
 # One TypeScript file per root: it holds the interfaces reachable from its root that no earlier file
-# holds ("report": the rest of the report; "routes": the route answers' own interfaces, which import
-# the report's from where they are defined).
+# holds ("tags": none, only the tag format's aliases; "report": the rest of the report; "routes": the
+# route answers' own interfaces, which import the report's from where they are defined). Each file
+# imports only from the files above it, so the three type files make no circle.
 TS_FILES: list[dict[str, Any]] = [
+    {"path": "frontend/src/tags.ts", "root": "tags",
+     "about": "The tag format's names (tb_attn_plugin/format/tags.py) that every other generated file uses."},
     {"path": "frontend/src/memory_types.ts", "root": "MemorySection",
      "about": "The report's memory section (tb_attn_plugin/memory/); the /memory route's answer is in route_types.ts."},
     {"path": "frontend/src/types.ts", "root": "report",
@@ -40,7 +43,7 @@ TS_FILES: list[dict[str, Any]] = [
 ROUTE_SCHEMA_PATH = "tb_attn_plugin/plugin/routes.schema.json"
 ROUTE_SCHEMA_HEAD = {"$comment": NOTICE, "$schema": SCHEMA_HEAD["$schema"],
                      "$id": "https://github.com/tb-attn/tb-attn/routes.schema.json"}
-ALIAS_FILE = "frontend/src/types.ts"  # where report.TS_ALIASES are declared
+ALIAS_FILE = "frontend/src/tags.ts"  # where report.TS_ALIASES and TS_CONSTANTS are declared: below every file, so no circle
 ROOTS = (report.Report, report.SnapshotReport)  # the documents; every Struct is reachable from one
 
 
@@ -189,7 +192,8 @@ def typescript() -> dict[str, str]:
     defs.update({n: route_defs[n] for n in route_order})
     owner: dict[str, str] = {}
     for f in TS_FILES:
-        names = {"report": order, "routes": route_order}.get(f["root"]) or _reachable(f["root"], defs)
+        by_kind = {"report": order, "routes": route_order, "tags": []}
+        names = by_kind[f["root"]] if f["root"] in by_kind else _reachable(f["root"], defs)
         for n in names:
             owner.setdefault(n, f["path"])
     out = {}
@@ -212,7 +216,7 @@ def typescript() -> dict[str, str]:
         head = [f"// {NOTICE}.", f"// {f['about']}", ""]
         for where, wanted in sorted(imports.items()):
             head.append(f'import type {{ {", ".join(sorted(wanted))} }} from "./{Path(where).stem}";')
-        out[f["path"]] = "\n".join(head + [""] + body).rstrip("\n") + "\n"
+        out[f["path"]] = "\n".join(head + ([""] if imports else []) + body).rstrip("\n") + "\n"
     return out
 
 

@@ -2,7 +2,7 @@ import { h } from "../dom";
 import { distinctShortNames, fmtCount, fmtShare, fmtUs, occupancyText } from "../format";
 import { kernelGroups, type KernelSort, type TableKernel } from "../kernels_model";
 import { basisOf, stageLabel } from "../model";
-import { STAGES } from "../types";
+import { STAGES } from "../tags";
 import { kernelName, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
 

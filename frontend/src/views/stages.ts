@@ -5,7 +5,8 @@ import { distinctShortNames, fmtBytes, fmtCount, fmtTflops, fmtUs, usAxis } from
 import { basisOf } from "../model";
 import { layerDetail, stagesByLayer } from "../stages_model";
 import { shapeText } from "../summary_model";
-import type { Basis, Pass, Report } from "../types";
+import type { Report } from "../types";
+import type { Basis, Pass } from "../tags";
 import { badge, basisWord, kernelName, stageChip, toggle, usCell } from "./common";
 import type { Ctx } from "./context";
 import { readingPanel } from "./reading";

@@ -17,7 +17,7 @@ To add a section (or a field):
      name), and a field on ``Report`` below (or on the section it belongs to);
   2. write it in the engine (``report/build.py`` or the section's module);
   3. run ``python -m tb_attn_plugin.format.generate``: it rewrites report/schema.json,
-     frontend/src/types.ts and frontend/src/memory_types.ts, and from format/routes.py
+     frontend/src/tags.ts, types.ts and memory_types.ts, and from format/routes.py
      plugin/routes.schema.json and frontend/src/route_types.ts. A Struct reachable from
      ``MemorySection`` goes to memory_types.ts, every other report one to types.ts and a route
      answer's own to route_types.ts, as an interface of the same name; a Literal equal to one of
