@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tb_attn_plugin.report.build import MAX_SAMPLES, analyze_file
+from tb_attn_plugin.report.build import analyze_file
+from tb_attn_plugin.report.samples import MAX_SAMPLES
 from tests.conftest import shared_trace
 
 

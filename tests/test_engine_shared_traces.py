@@ -131,9 +131,9 @@ def test_layer_kernels_add_up_to_the_run():
 
 
 def test_layer_rows_are_capped_largest_first(monkeypatch):
-    from tb_attn_plugin.report import build
+    from tb_attn_plugin.report import build, layers
 
-    monkeypatch.setattr(build, "MAX_LAYERS", 2)
+    monkeypatch.setattr(layers, "MAX_LAYERS", 2)
     r = build.analyze_file(str(shared_trace("tl_h100_owlv2_eager_bmm_softmax")))
     full = report("tl_h100_owlv2_eager_bmm_softmax")
     assert [lay["layer"] for lay in r["layers"]] == [lay["layer"] for lay in full["layers"][:2]]

@@ -41,6 +41,36 @@ def _converts(report: dict, into=Report) -> None:
     msgspec.convert(report, into, strict=True)
 
 
+def test_each_report_key_is_written_by_one_row_of_the_sections_table(recorded_traces):
+    """A new section is one row of report/sections.py: the rows' keys are the Report's fields, each
+    written once, in the order a real report holds them (analysis_seconds, the clock, last)."""
+    from tb_attn_plugin.report.sections import SECTIONS
+
+    written = [k for s in SECTIONS for k in (s.keys or (s.name,))]
+    assert len(written) == len(set(written))
+    assert set(written) | {"analysis_seconds"} == set(Report.__struct_fields__)
+    report = analyze_file(str(recorded_traces / "sdpa.json.gz"))
+    assert list(report) == written + ["analysis_seconds"]
+    texts = [s.text() for s in SECTIONS if s.lines]
+    assert texts and all(callable(t) for t in texts)
+    for t in texts:  # each section's text reads a real report
+        got = t(report)
+        assert isinstance(got, list) and all(isinstance(line, str) for line in got)
+
+
+def test_layers_encode_alike_through_their_struct(recorded_traces):
+    """A Layer's fields are in the order the engine writes its row: the layers section can return Layer
+    Structs and keep the report's bytes (issue 44 step 3)."""
+    from tb_attn_plugin.format.report.layers import Layer
+
+    paths = sorted(recorded_traces.glob("*.json.gz")) + (sorted(SHARED_TRACES.glob("*.json.gz"))
+                                                          if SHARED_TRACES.is_dir() else [])
+    rows = [lay for p in paths for lay in analyze_file(str(p))["layers"]]
+    assert rows
+    for lay in rows:
+        assert msgspec.json.encode(msgspec.convert(lay, Layer, strict=True)) == msgspec.json.encode(lay), lay["layer"]
+
+
 def test_recorded_reports_are_reports(recorded_traces):
     paths = sorted(recorded_traces.glob("*.json.gz"))
     assert paths

@@ -11,6 +11,7 @@ events back to check the trace holds what vLLM's ops record.
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 
@@ -385,3 +386,218 @@ def test_a_phase_without_shapes_says_its_roofline_is_unknown(tmp_path):
     (row,) = r["overview"]["phases"]
     assert row["phase"] == "decode" and row["roofline"] is None
     assert "roofline: unknown (no call of this phase recorded its query and key shapes" in render(r)
+
+
+# ---- the reading (expected against ran, extras, host) per phase -----------------------------------
+# vllm-project/vllm csrc/cache_kernels.cu: the KV-cache write each layer launches before attention
+CACHE_KERNEL = ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, "
+                "(vllm::Fp8KVCacheDataType)0>(long const*)")
+# Dao-AILab/flash-attention csrc/flash_attn/src/flash_fwd_launch_template.h: the split-KV combine that
+# vLLM's FA2 runs after flash_fwd_splitkv_kernel when a short query meets a long cache (a decode)
+COMBINE_KERNEL = ("void flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, "
+                  "false, cutlass::bfloat16_t>, 4, 5, true>(Flash_fwd_params)")
+READ_BATCHES = [[1] * 8, [512, 300], [1, 1, 1, 200], [1] * 4, [128], [1] * 16]
+
+
+def _served_call(b: TraceBuilder, i: int, qlens: list[int]) -> None:
+    """vLLM V1's FA2 backend with its KV-cache write; a decode batch (every query 1 token) also runs the
+    split-KV combine."""
+    t, n = sum(qlens), len(qlens)
+    start = b.t
+    b.op(f"nn.Module: Attention_{i}", start, 100.0, cat="python_function")
+    ua = b.op(UA_OP, start + 1, 90.0 + 2 * i)
+    ua["args"].update({"Input Dims": [[t, HEADS, HEAD_DIM], [t, KV_HEADS, HEAD_DIM], [t, KV_HEADS, HEAD_DIM],
+                                      [t, HEADS, HEAD_DIM], []]})
+    b.kernel(CACHE_KERNEL, b.launch(start + 2), 3.0 + i)
+    fa = b.op(FA2_OP, start + 3, 80.0)
+    dims = [[t, HEADS, HEAD_DIM], [4096, BLOCK, KV_HEADS, HEAD_DIM], [4096, BLOCK, KV_HEADS, HEAD_DIM],
+            [t, HEADS, HEAD_DIM], [n + 1], [n + 1], [n], [], [n, 64]] + [[]] * 13
+    fa["args"].update({"Input Dims": dims, "Concrete Inputs": [""] * 10 + [str(max(qlens)), "1024"] + [""] * 10})
+    b.kernel(FA2_KERNEL, b.launch(start + 5), 30.0 + 5 * i)
+    if max(qlens) == 1:
+        b.kernel(COMBINE_KERNEL, b.launch(start + 7), 6.0)
+    b.t += 120
+    for name, dur in MLP:
+        b.kernel(name, b.launch(b.t), dur)
+        b.t += 5
+
+
+def raw_reading_by_phase(path) -> dict[str, dict]:
+    """Per phase, from the raw events alone: each unified op is a call; its phase from its varlen op's
+    recorded lengths (every query 1 token = decode, none = prefill, else mixed, which these batches
+    decide); its kernels those whose launch lies inside the op; the combine and the cache write are
+    its extras (what each is, by name); host time the unified op's duration."""
+    evs = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("ph") == "X"]
+    ops = sorted((e for e in evs if e.get("cat") == "cpu_op"), key=lambda e: e["ts"])
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in evs if e.get("cat") == "cuda_runtime"}
+    kernels = [e for e in evs if e.get("cat") == "kernel"]
+    out: dict[str, dict] = {}
+    for ua in (e for e in ops if e["name"] == UA_OP):
+        lo, hi = ua["ts"], ua["ts"] + ua["dur"]
+        (fa,) = [f for f in ops if f["name"] == FA2_OP and lo <= f["ts"] < hi]
+        t, n, m = (fa["args"]["Input Dims"][0][0], fa["args"]["Input Dims"][4][0] - 1,
+                   int(fa["args"]["Concrete Inputs"][10]))
+        phase = "decode" if m == 1 else "prefill" if t > 1 + (n - 1) * m else "mixed"
+        ks = [k for k in kernels if lo <= launch_ts[k["args"]["correlation"]] < hi]
+        row = out.setdefault(phase, {"calls": 0, "ran": [], "host": 0.0, "gpu": 0.0,
+                                     "split_kv_reduce": [0, 0.0], "kv_cache_write": [0, 0.0]})
+        row["calls"] += 1
+        row["ran"].append(len(ks))
+        row["host"] += ua["dur"]
+        row["gpu"] += sum(k["dur"] for k in ks)
+        for k in ks:
+            cause = ("split_kv_reduce" if "splitkv_combine" in k["name"] else
+                     "kv_cache_write" if "reshape_and_cache" in k["name"] else None)
+            if cause:
+                row[cause][0] += 1
+                row[cause][1] += k["dur"]
+    return out
+
+
+def test_reading_per_phase_matches_the_raw_events(tmp_path):
+    """Six vLLM layers (three decode batches, two prompts, one chunked prefill beside decodes) in one
+    trace: the reading over all of them averages a decode's split-KV combine into 0.5 per call; per phase,
+    each phase's counts, extras and host and GPU time per call are what the raw events hold."""
+    b = TraceBuilder()
+    for i, qlens in enumerate(READ_BATCHES):
+        _served_call(b, i, qlens)
+    path = b.write(tmp_path / "vllm_served.json")
+    raw = raw_reading_by_phase(path)
+    assert {ph: v["calls"] for ph, v in raw.items()} == {"decode": 3, "prefill": 2, "mixed": 1}
+    assert {ph: v["calls"] for ph, v in raw.items()} == Counter(truth(q) for q in READ_BATCHES)
+    r = analyze_file(str(path))
+    (row,) = r["reading"]
+    assert row["calls"] == 6
+    assert [p["phase"] for p in row["phases"]] == ["prefill", "decode", "mixed"]  # overview/phases.py's order
+    assert sum(p["calls"] for p in row["phases"]) == row["calls"]
+    whole = {x["cause"]: x for x in row["expected"]["extras"]}
+    assert whole["split_kv_reduce"]["per_call"] == 0.5
+    for p in row["phases"]:
+        want, e, h = raw[p["phase"]], p["expected"], p["host"]
+        n = want["calls"]
+        assert p["calls"] == n
+        assert (e["ran_min"], e["ran_max"]) == (min(want["ran"]), max(want["ran"]))
+        assert e["expected"] == 1  # one fused kernel per forward (expectations.py), whatever the phase
+        extras = {x["cause"]: x for x in e["extras"]}
+        for cause in ("split_kv_reduce", "kv_cache_write"):
+            cnt, us = want[cause]
+            if not cnt:
+                assert cause not in extras
+                continue
+            assert extras[cause]["per_call"] == pytest.approx(cnt / n, abs=1e-3)
+            assert extras[cause]["us_per_call"] == pytest.approx(us / n, abs=1e-3)
+        assert h["host_us_per_call"] == pytest.approx(want["host"] / n, abs=1e-3)
+        assert h["gpu_us_per_call"] == pytest.approx(want["gpu"] / n, abs=1e-3)
+    # the report is a Report (format/report/: ReadingRow.phases, strict types)
+    import msgspec
+
+    from tb_attn_plugin.format.report import Report
+    msgspec.json.decode(msgspec.json.encode(r), type=Report, strict=True)
+    # the Reading panel of one call (reading/call.py) carries its own phase's reading
+    from tb_attn_plugin.reading.call import panel
+    for sample in r["call_samples"]:
+        got = panel(r, sample)
+        assert got["phase"] == sample["phase"] and got["phase_reading"]["phase"] == sample["phase"]
+        assert got["phase_reading"]["calls"] == raw[sample["phase"]]["calls"]
+    from tb_attn_plugin.report.text import render
+    text = render(r)
+    assert "    decode · 3 calls: expected 1 kernels per forward, ran 3: +1 split kv reduce" in text
+    assert "    prefill · 2 calls: expected 1 kernels per forward, ran 2: +1 kv cache write" in text
+
+
+def test_one_phase_keeps_the_reading_whole(tmp_path):
+    """Every call a decode: one phase, so the reading is not split (nor a trace of unknown phases)."""
+    b = TraceBuilder()
+    for i in range(3):
+        _served_call(b, i, [1] * 8)
+    r = analyze_file(str(b.write(tmp_path / "vllm_decode.json")))
+    assert phases_of(r) == {"decode": 3}
+    assert all("phases" not in row for row in r["reading"])
+    from tb_attn_plugin.reading.call import panel
+    got = panel(r, r["call_samples"][0])
+    assert got["phase"] == "decode" and got["phase_reading"] is None
+
+
+# ---- vLLM's paged decode: a roofline point on the KV cache it reads, bounded by the longest sequence ----
+PAGED_OP = "_C::paged_attention_v2"  # vllm-project/vllm csrc/ops.h, csrc/torch_bindings.cpp
+PAGED_KERNEL = ("void vllm::paged_attention_v2_kernel<__nv_bfloat16, __nv_bfloat16, 128, 16, 128, "
+                "(vllm::Fp8KVCacheDataType)0, false, 512>(float*, float*, __nv_bfloat16*, __nv_bfloat16 const*, "
+                "__nv_bfloat16 const*, __nv_bfloat16 const*, int, float, int const*, int const*, int, float const*, "
+                "int, int, int, float const*, float const*, int, int, int)")
+PAGED_REDUCE = ("void vllm::paged_attention_v2_reduce_kernel<__nv_bfloat16, 128, 128, 512>(__nv_bfloat16*, "
+                "float const*, float const*, __nv_bfloat16 const*, int const*, int)")
+
+
+def _paged_call(b: TraceBuilder, i: int, seqs: int, longest: int, us: float) -> None:
+    """vLLM's paged decode as csrc/ops.h declares it: paged_attention_v2(out, exp_sums, max_logits, tmp_out,
+    query, key_cache, value_cache, num_kv_heads, scale, block_tables, seq_lens, block_size, max_seq_len,
+    alibi_slopes, kv_cache_dtype, k_scale, v_scale, tp_rank, ...); the caches [blocks, kv_heads, ...]."""
+    start = b.t
+    b.op(f"nn.Module: LlamaAttention_{i}", start, us + 40, cat="python_function")
+    op = b.op(PAGED_OP, start + 1, us + 30)
+    parts = longest // 512 + 1
+    bf = "c10::BFloat16"
+    op["args"].update({
+        "Input Dims": [[seqs, HEADS, HEAD_DIM], [seqs, HEADS, parts], [seqs, HEADS, parts],
+                       [seqs, HEADS, parts, HEAD_DIM], [seqs, HEADS, HEAD_DIM], [4096, KV_HEADS, HEAD_DIM // 8, BLOCK, 8],
+                       [4096, KV_HEADS, HEAD_DIM, BLOCK], [], [], [seqs, longest // BLOCK + 1], [seqs], [], [], [], [],
+                       [], [], [], [], [], [], []],
+        "Input type": [bf, "float", "float", bf, bf, bf, bf, "Int", "Double", "int", "int", "Int", "Int", "", "str",
+                       "float", "float", "Int", "Int", "Int", "Int", "Int"],
+        "Concrete Inputs": ["", "", "", "", "", "", "", str(KV_HEADS), "0.088388", "", "", str(BLOCK), str(longest),
+                            "", "auto", "", "", "0", "0", "0", "64", "0"]})
+    b.kernel(PAGED_KERNEL, b.launch(start + 3), us)
+    b.kernel(PAGED_REDUCE, b.launch(start + 5), 5.0)
+    b.t += us + 60
+
+
+def raw_paged_facts(path) -> list[dict]:
+    """Per paged op, from the raw events: sequences, query heads, head size, KV heads, the longest
+    sequence, and the KV cache bytes if every sequence were that long (bf16)."""
+    out = []
+    for e in json.loads(path.read_text())["traceEvents"]:
+        if e.get("name") == PAGED_OP:
+            dims, conc = e["args"]["Input Dims"], e["args"]["Concrete Inputs"]
+            (n, hq, d), hkv, longest = dims[4], dims[6][1], int(conc[12])
+            out.append({"n": n, "bytes": 2 * n * hkv * longest * d * 2, "flops": 4 * n * hq * longest * d,
+                        "intensity": 2 * hq / hkv / 2})
+    return out
+
+
+@pytest.mark.parametrize("seqs,bytes_are", [(1, "kv_cache_read"), (8, "kv_cache_read_at_most")])
+def test_paged_decode_roofline_on_the_kv_cache(tmp_path, seqs, bytes_are):
+    """Three paged decodes over caches of up to 2,048 tokens: one sequence per call reads exactly its
+    cache; eight read at most eight times the longest (seq_lens' values are not recorded). Either way
+    the intensity, 2 · 32 / 8 / 2 = 4 FLOP/B, is below an H100's ridge: memory-bound."""
+    b = TraceBuilder()
+    for i in range(3):
+        _paged_call(b, i, seqs, 2048, 200.0)
+    path = b.write(tmp_path / "vllm_paged.json")
+    facts = raw_paged_facts(path)
+    assert len(facts) == 3 and {f["n"] for f in facts} == {seqs}
+    r = analyze_file(str(path))
+    (row,) = r["overview"]["phases"]
+    assert row["phase"] == "decode" and row["calls"] == 3
+    point = row["roofline"]
+    assert point["bytes_are"] == bytes_are and point["calls"] == 3
+    assert point["bytes"] == sum(f["bytes"] for f in facts)
+    assert point["flops"] == sum(f["flops"] for f in facts)
+    assert point["intensity"] == facts[0]["intensity"] == 4
+    assert point["time_us"] == pytest.approx(3 * (200.0 + 5.0))
+    assert point["bound"] == "memory"
+    import msgspec
+
+    from tb_attn_plugin.format.report import Report
+    msgspec.json.decode(msgspec.json.encode(r), type=Report, strict=True)
+    from tb_attn_plugin.report.text import render
+    what = "KV cache read at most" if seqs > 1 else "KV cache read"
+    assert f"roofline (3 calls with shapes): {what} {point['bytes'] / 1e6:.4g} MB" in render(r)
+    assert ("kv_cache_read_at_most" in r["overview"]["phase_convention"]) == (seqs > 1)
+
+
+def test_paged_args_rows_name_a_real_op_and_its_source():
+    from tb_attn_plugin.overview import phase_rules as R
+    for row in R.PAGED_ARGS:
+        assert R.paged_args_for(row.example) is row
+        assert row.source.startswith("source: ") and "/" in row.source
+    assert R.paged_args_for(FA3_OP) is None

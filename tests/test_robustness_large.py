@@ -13,7 +13,8 @@ import gzip
 import orjson
 import pytest
 
-from tb_attn_plugin.report.build import MAX_SAMPLES, analyze_file
+from tb_attn_plugin.report.build import analyze_file
+from tb_attn_plugin.report.samples import MAX_SAMPLES
 
 TARGET = 1_000_000
 ID_ARGS = ("correlation", "External id")

@@ -45,7 +45,7 @@ export interface PhaseModel {
   us: number;
   evidence: string;
   /** the phase's roofline point over its calls with shapes; null when none had one */
-  roofline: { bound: string | null; bytes: number; kvCache: boolean; intensity: number | null; tbs: number | null; calls: number } | null;
+  roofline: { bound: string | null; bytes: number; kvCache: boolean; atMost: boolean; intensity: number | null; tbs: number | null; calls: number } | null;
 }
 
 const attentionOf = (s: StepBreakdown): number =>
@@ -84,7 +84,8 @@ export function overviewModel(report: Report): OverviewModel {
     cut: o.window_cut,
     phases: o.phases.map((p) => ({
       phase: p.phase, calls: p.calls, us: p.gpu_us, evidence: p.evidence[0] ?? "",
-      roofline: p.roofline ? { bound: p.roofline.bound ?? null, bytes: p.roofline.bytes, kvCache: p.roofline.bytes_are === "kv_cache_read",
+      roofline: p.roofline ? { bound: p.roofline.bound ?? null, bytes: p.roofline.bytes, kvCache: p.roofline.bytes_are !== "stage_model",
+        atMost: p.roofline.bytes_are === "kv_cache_read_at_most",
         intensity: p.roofline.intensity ?? null, tbs: p.roofline.achieved_tbs ?? null, calls: p.roofline.calls } : null,
     })),
   };

@@ -3,21 +3,42 @@
 // are the engine's (GET /call's "reading"); this only words them, with units (test/reading_model.test.ts).
 import { fmtBytes, fmtCount, fmtShare, fmtUs, num, ZERO_ESTIMATE } from "./format";
 import type { CallReading, CallReadingKernel } from "./route_types";
-import type { Expected, HostCost, WhyNotFlash } from "./types";
+import type { CallEvent, Evidence, Expected, HostCost, WhyNotFlash } from "./types";
 
 /** A piece the engine could not read: shown as "unknown" with the reason, never as 0. */
 export interface Unknown {
   unknown: string;
 }
 
+/** The raw events a claim rests on, as the report lists them (the first few over the calls read alike):
+ *  kernels by correlation id, or on a CPU trace ops by their ts. */
+export interface ClaimIds {
+  kernels: number[];
+  opStarts: number[];
+}
+
+/** What picking a claim shows in One call: which of the call's events it names. */
+export interface ClaimLink {
+  events: CallEvent[]; // the call's events whose id the claim's evidence lists
+  listed: number; // ids the report lists for the claim
+  text: string;
+}
+
 export interface ExtraRow {
   cause: string;
+  evidence: ClaimIds;
   label: string; // "+5 mask built per call"
   what: string;
   cost: string; // "8.10 ms per call · 8.10 ms per step"
   names: string;
   fix: string;
   source: string;
+}
+
+export interface FlagRow {
+  flag: string;
+  text: string; // "FP32 GEMM on CUDA cores ...: 1 per call, 20.1 µs per call; fix: ..."
+  evidence: ClaimIds;
 }
 
 export interface ExpectedModel {
@@ -27,7 +48,8 @@ export interface ExpectedModel {
   unit: string;
   steps: string;
   extras: ExtraRow[];
-  notes: string[]; // FP32 GEMMs, transposes, what ran outside the attention core
+  flags: FlagRow[]; // FP32 GEMMs
+  notes: string[]; // transposes, what ran outside the attention core
   source: string;
 }
 
@@ -53,6 +75,7 @@ export interface KernelRow {
   occupancyConfig: string; // registers, shared memory, threads per block
   occupancyReading: string; // the engine's sentence (low by design, why the estimate reads 0, ...)
   tags: string[]; // "low by design", "0% estimate", "idle SMs"
+  zeroEvidence: ClaimIds | null; // the launches whose estimate reads 0, when some do
 }
 
 export interface BackendRow {
@@ -84,9 +107,42 @@ export function isUnknown(v: unknown): v is Unknown {
   return typeof v === "object" && v !== null && "unknown" in v;
 }
 
+const NO_IDS: Evidence = { kernel_correlations: [], op_starts_us: [] };
+const claimIds = (e: Evidence | null | undefined): ClaimIds => ({
+  kernels: (e ?? NO_IDS).kernel_correlations ?? [], opStarts: (e ?? NO_IDS).op_starts_us ?? [],
+});
+
 const plural = (n: number, one: string, many = one + "s") => `${fmtCount(n)} ${n === 1 ? one : many}`;
 // A per-call count can be a mean (0.33 of a kernel per call): at most two decimals, no trailing zeros.
 const perCall = (v: number) => (Number.isInteger(v) ? String(v) : String(Number(v.toFixed(2))));
+
+/** The events of a call that a claim's evidence names: kernels by correlation id, ops (CPU traces) by
+ *  their ts as recorded; both are the trace's own numbers, so they match exactly or not at all. */
+export function claimLink(ids: ClaimIds, events: CallEvent[]): ClaimLink {
+  const corr = new Set(ids.kernels);
+  const ts = new Set(ids.opStarts);
+  const hit = events.filter((e) => (e.kind === "kernel" ? e.correlation !== undefined && corr.has(e.correlation)
+    : e.ts_us !== undefined && ts.has(e.ts_us)));
+  const listed = ids.kernels.length + ids.opStarts.length;
+  const unit = ids.kernels.length ? "kernel" : "op";
+  const idName = ids.kernels.length ? "correlation" : "ts";
+  let text: string;
+  if (!listed) {
+    text = "the report lists no event for this claim (the trace recorded no id for its kernels)";
+  } else if (hit.length) {
+    // distinct ids: the kernels of a replayed graph share their launch's correlation id
+    const shown = [...new Set(hit.map((e) => (e.kind === "kernel" ? e.correlation : e.ts_us)))];
+    text = `${plural(hit.length, unit)} of this call highlighted (${idName} ${shown.join(", ")})`
+      + (listed > shown.length ? `; the other ${listed - shown.length} ids the report lists are not among this call's events`
+        : "");
+  } else if (!events.some((e) => e.correlation !== undefined || e.ts_us !== undefined)) {
+    text = "this call's events carry no ids (a report made before engine 16), so the claim cannot be linked to them";
+  } else {
+    text = `none of the ${plural(listed, unit)} the report lists for this claim ran in this call `
+      + "(it keeps the first few over all the calls read alike)";
+  }
+  return { events: hit, listed, text };
+}
 
 function expectedModel(e: Expected, reason: string | undefined): ExpectedModel | Unknown {
   const unit = e.unit === "ops" ? "ops" : "kernels";
@@ -98,6 +154,7 @@ function expectedModel(e: Expected, reason: string | undefined): ExpectedModel |
     : `expected ${e.expected} ${e.expected === 1 ? one : unit} per forward, ran ${ran}`;
   const extras = e.extras.map((x): ExtraRow => ({
     cause: x.cause,
+    evidence: claimIds(x.evidence),
     label: `+${perCall(x.per_call)} ${x.cause.replace(/_/g, " ")}${x.step ? ` (${x.step})` : ""}`,
     what: x.what,
     cost: `${fmtUs(x.us_per_call)} per call · ` + (num(x.us_per_step) === null
@@ -106,10 +163,12 @@ function expectedModel(e: Expected, reason: string | undefined): ExpectedModel |
     fix: x.fix || "no fix known",
     source: x.source,
   }));
+  const flags = e.flags.map((f): FlagRow => ({
+    flag: f.flag,
+    text: `${f.what}: ${perCall(f.per_call)} per call, ${fmtUs(f.us_per_call)} per call; fix: ${f.fix}`,
+    evidence: claimIds(f.evidence),
+  }));
   const notes: string[] = [];
-  for (const f of e.flags) {
-    notes.push(`${f.what}: ${perCall(f.per_call)} per call, ${fmtUs(f.us_per_call)} per call; fix: ${f.fix}`);
-  }
   if (e.transposes !== null) {
     notes.push(`aten::transpose ×${e.transposes} inside the attention op: metadata only, no kernel`
       + (e.transposes_expected !== null ? ` (the post counts ${e.transposes_expected} for this backend)` : ""));
@@ -120,7 +179,7 @@ function expectedModel(e: Expected, reason: string | undefined): ExpectedModel |
   }
   return {
     headline, expected: e.expected, ran: e.ran, unit,
-    steps: e.expected_steps ? e.expected_steps.join(" → ") : "", extras, notes, source: e.source,
+    steps: e.expected_steps ? e.expected_steps.join(" → ") : "", extras, flags, notes, source: e.source,
   };
 }
 
@@ -185,6 +244,7 @@ function kernelRow(k: CallReadingKernel, deviceArch: string | null): KernelRow {
   let occupancyConfig = "";
   let occupancyReading: string;
   const tags: string[] = [];
+  let zeroEvidence: ClaimIds | null = null;
   if (o) {
     const theo = num(o.theoretical_pct);
     const theoText = theo === null ? "theoretical unknown"
@@ -202,6 +262,7 @@ function kernelRow(k: CallReadingKernel, deviceArch: string | null): KernelRow {
     occupancyReading = o.reading || "";
     if ((o.reading || "").includes("low by design")) tags.push("low by design");
     if (zero) tags.push(zero === "idle SMs" ? "idle SMs" : "0% estimate");
+    if (zero) zeroEvidence = { kernels: o.evidence_correlations ?? [], opStarts: [] };
   } else {
     occupancy = "occupancy unknown";
     occupancyReading = k.occupancy_unknown || "not read";
@@ -210,7 +271,7 @@ function kernelRow(k: CallReadingKernel, deviceArch: string | null): KernelRow {
     name: k.name, stage: k.stage || "other", pass: k.pass || "fwd",
     inCall: `${plural(k.launches, "launch", "launches")} · ${fmtUs(k.us)} in this call`,
     fields, summary: fp ? fp.summary : `fingerprint unknown: ${k.fingerprint_unknown || "not decoded"}`,
-    flags: fp ? fp.flags : [], occupancy, occupancyConfig, occupancyReading, tags,
+    flags: fp ? fp.flags : [], occupancy, occupancyConfig, occupancyReading, tags, zeroEvidence,
   };
 }
 

@@ -3,7 +3,7 @@
 
 import type { MemorySection } from "./memory_types";
 import type { Basis, Pass } from "./tags";
-import type { CallEvent, Expected, Fingerprint, HostCost, Implementation, Kernel, KernelOccupancy, WhyNotFlash } from "./types";
+import type { CallEvent, Expected, Fingerprint, HostCost, Implementation, Kernel, KernelOccupancy, PhaseReading, WhyNotFlash } from "./types";
 
 /** GET /runs: every run of the logdir. */
 export interface RunsDoc {
@@ -110,6 +110,10 @@ export interface CallReading {
   layer_type: string | null;
   implementation: string | null;
   calls: number | null;
+  /** the call's serving phase */
+  phase: string | null;
+  /** its layer type's reading over that phase's calls; null where the report did not split the reading by phase (fewer than two phases among the calls) */
+  phase_reading: PhaseReading | null;
   expected: Expected | null;
   host: HostCost | null;
   kernels: CallReadingKernel[];

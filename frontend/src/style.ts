@@ -97,6 +97,11 @@ td.better { color: #2e7d32; } td.worse { color: #c62828; }
 .reading-fields dt { color: #757575; }
 .reading-fields dd { margin: 0; }
 .reading-flag { color: #c62828; font-size: 11px; }
+.claim { cursor: pointer; }
+.claim:hover, .claim:focus { outline: 1px dashed #3f51b5; }
+.claim[data-picked] { outline: 2px solid #d50000; background: #fff3e0; }
+[data-claim-hit] { background: #ffe0b2 !important; box-shadow: inset 3px 0 #d50000; }
+.claim-status { font-weight: 500; color: #3f51b5; }
 .reading-tag { display: inline-block; font-size: 11px; background: #e8eaf6; border-radius: 3px; padding: 0 5px; margin: 2px 4px 2px 0; }
 .reading-backends { margin: 4px 0; padding-left: 18px; }
 .verdict-hostbound { color: #c62828; }

@@ -13,6 +13,7 @@ export interface TimelineItem {
   pass: Pass;
   start: number; // µs since the start of its segment
   dur: number;
+  event: CallEvent; // the sample's event it draws (a claim of the Reading panel highlights it)
 }
 
 /** One chart: the whole call, or its forward or its backward part when they are far apart. */
@@ -76,7 +77,7 @@ function segment(events: CallEvent[], title: string, pass: Pass | null, offset: 
   }
   const items: TimelineItem[] = ops.map((e) => ({
     lane: laneOf.get(`${e.thread ?? ""}\u0000${n0(e.depth)}`)!, name: e.name, kind: "op", stage: drawnStage(e, ops),
-    pass: e.pass === "bwd" ? "bwd" : "fwd", start: n0(e.start_us) - offset, dur: n0(e.dur_us),
+    pass: e.pass === "bwd" ? "bwd" : "fwd", start: n0(e.start_us) - offset, dur: n0(e.dur_us), event: e,
   }));
   const streams = [...new Set(kernels.map((k) => k.stream ?? ""))];
   for (const s of streams) {
@@ -96,7 +97,7 @@ function segment(events: CallEvent[], title: string, pass: Pass | null, offset: 
     for (const [k, sub] of placed) {
       items.push({
         lane: base + sub, name: k.name, kind: "kernel", stage: k.stage || "other",
-        pass: k.pass === "bwd" ? "bwd" : "fwd", start: n0(k.start_us) - offset, dur: n0(k.dur_us),
+        pass: k.pass === "bwd" ? "bwd" : "fwd", start: n0(k.start_us) - offset, dur: n0(k.dur_us), event: k,
       });
     }
   }

@@ -127,7 +127,7 @@ export interface StageRow {
   launches: number;
 }
 
-/** One attention layer, over all its calls. */
+/** One attention layer, over all its calls. Its fields are in the order the engine writes them (report/layers.py), so that a Layer encodes to the same bytes as the engine's row. */
 export interface Layer {
   layer: string;
   layer_type: string;
@@ -136,8 +136,6 @@ export interface Layer {
   compiled: boolean;
   source: "kernel" | "module" | "motif" | "op" | "tag";
   shape: Shape | null;
-  /** MQA: K/V have one head for all of Q's; GQA: fewer K/V heads than Q's (from K/V shapes, or a repeat_kv/repeat_interleave of K and V in the call: then shape.kv_heads is null); MHA: as many; absent: unknown */
-  heads?: "GQA" | "MHA" | "MQA";
   dtype: string | null;
   causal: boolean | null;
   /** probability */
@@ -151,6 +149,8 @@ export interface Layer {
   memory_bytes: number | null;
   /** id of its first call */
   first_call: number;
+  /** MQA: K/V have one head for all of Q's; GQA: fewer K/V heads than Q's (from K/V shapes, or a repeat_kv/repeat_interleave of K and V in the call: then shape.kv_heads is null); MHA: as many; absent: unknown */
+  heads?: "GQA" | "MHA" | "MQA";
   /** the layer's kernels over all its calls, largest first (at most 100) */
   kernels: LayerKernel[];
   /** its calls' implementations, most common first, joined by "+" */
@@ -225,8 +225,8 @@ export interface KernelOccupancy {
 export interface WhyNotFlash {
   device: string;
   rules: string;
-  ran: string | null;
   backends: BackendCheck[];
+  ran: string | null;
 }
 
 /** One SDPA backend: eligible (null: unknown), what refused it and what could not be checked. */
@@ -312,6 +312,10 @@ export interface CallEvent {
   thread?: string;
   /** kernels: the GPU stream the kernel ran on */
   stream?: string;
+  /** kernels: the launch's correlation id, where the trace records one (the id a reading's evidence lists) */
+  correlation?: number;
+  /** CPU ops of a trace with no GPU kernel: the op's ts as the trace records it (the id a reading's evidence lists) */
+  ts_us?: number;
 }
 
 /** What the trace held. */
@@ -499,6 +503,8 @@ export interface ReadingRow {
   expected: Expected | null;
   /** null for calls with no host side (graph replay only) */
   host: HostCost | null;
+  /** the reading per serving phase, prefill first; only where the trace's calls have two phases or more */
+  phases?: PhaseReading[];
 }
 
 /** Expected against actual kernels per forward (reading/expected.py, expectations.py). */
@@ -557,6 +563,7 @@ export interface Flag {
   names: string[];
   fix: string;
   source: string;
+  evidence: Evidence;
 }
 
 /** Kernels launched inside the call that belong to no stage. */
@@ -591,6 +598,14 @@ export interface LaunchApi {
   per_call: number;
   note: string;
   source: string;
+}
+
+/** The same reading over the calls of one serving phase (overview/phases.py). */
+export interface PhaseReading {
+  phase: "decode" | "mixed" | "prefill" | "unknown";
+  calls: number;
+  expected: Expected | null;
+  host: HostCost | null;
 }
 
 /** One finding, in words. */
@@ -839,7 +854,7 @@ export interface PhaseRoofline {
   /** the calls with a recorded shape, the point's calls */
   calls: number;
   flops: number;
-  /** decode: the KV cache read; other phases: the stage model's bytes */
+  /** decode: the KV cache read (at most, for a paged op that records its longest sequence only); other phases: the stage model's bytes */
   bytes: number;
   /** their attention time on the report's time basis, µs */
   time_us: number;
@@ -851,7 +866,8 @@ export interface PhaseRoofline {
   /** null: no roof for this device */
   bound: "compute" | "launch" | "memory" | null;
   bound_reason: string;
-  bytes_are: "kv_cache_read" | "stage_model";
+  /** kv_cache_read_at_most: bytes, FLOPs and rates are upper bounds, the intensity exact */
+  bytes_are: "kv_cache_read" | "kv_cache_read_at_most" | "stage_model";
 }
 
 /** ``tb-attn report FILE.pickle`` (memory/engine.py snapshot_report): a report holding only a CUDA memory snapshot's memory section. */

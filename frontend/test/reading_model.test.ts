@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { isUnknown, readingModel, type ExpectedModel, type HostModel, type KernelRow, type WhyNotFlashModel } from "../src/reading_model";
-import type { CallReading } from "../src/route_types";
+import { claimLink, isUnknown, readingModel, type ExpectedModel, type HostModel, type KernelRow, type WhyNotFlashModel } from "../src/reading_model";
+import type { CallAnswer, CallReading } from "../src/route_types";
 
 // Real /call readings (fixtures/README.md): two H100 traces and a CPU recording of the post's SDPA math variant.
 const fx = JSON.parse(readFileSync(new URL("./fixtures/call_readings.json", import.meta.url), "utf8")) as Record<string, CallReading>;
@@ -147,5 +147,56 @@ describe("the panel as a whole", () => {
     expect(m.title).toBe("BertSdpaSelfAttention_0 · flash");
     expect(isUnknown(m.expected) && m.expected.unknown).toContain("not among the report's layers");
     expect(isUnknown(m.host) && m.host.unknown).toContain("not among the report's layers");
+  });
+});
+
+// Whole real /call answers (events and reading, fixtures/README.md): OWLv2 eager H100 calls #0 and #36,
+// and the CPU recording of the post's SDPA math variant, call #0.
+const calls = JSON.parse(readFileSync(new URL("./fixtures/call_claims.json", import.meta.url), "utf8")) as Record<string, CallAnswer>;
+
+describe("a claim linked to the events of the call", () => {
+  it("highlights the call's layout copies by the correlation ids the extra's evidence lists", () => {
+    const c = calls.owlv2_eager_call0;
+    const x = known<ExpectedModel>(readingModel(c.reading)!.expected).extras.find((e) => e.cause === "layout_copy")!;
+    const listed = c.reading!.expected!.extras.find((e) => e.cause === "layout_copy")!.evidence.kernel_correlations;
+    expect(x.evidence.kernels).toEqual(listed);
+    const link = claimLink(x.evidence, c.events);
+    const own = c.events.filter((e) => e.kind === "kernel" && listed.includes(e.correlation!));
+    expect(link.events).toEqual(own);
+    expect(link.events.length).toBe(4); // +4 layout copy per call: this first call's four are the evidence's first four
+    expect(link.events.every((e) => e.name.includes("direct_copy_kernel"))).toBe(true);
+    expect(link.text).toBe(`4 kernels of this call highlighted (correlation ${own.map((e) => e.correlation).join(", ")}); `
+      + "the other 4 ids the report lists are not among this call's events");
+  });
+
+  it("links a 0% occupancy figure to the launches that read 0", () => {
+    const c = calls.owlv2_eager_call36;
+    const k = known<KernelRow[]>(readingModel(c.reading)!.kernels).find((r) => r.zeroEvidence)!;
+    expect(k.tags).toContain("0% estimate");
+    const link = claimLink(k.zeroEvidence!, c.events);
+    expect(link.events.length).toBe(4);
+    expect(link.events.every((e) => e.name === k.name)).toBe(true);
+  });
+
+  it("on a CPU trace links an extra to its ops by their ts as recorded", () => {
+    const c = calls.post_sdpa_math_cpu_call0;
+    const src = c.reading!.expected!.extras.find((e) => e.cause === "mask_built_per_call")!;
+    const x = known<ExpectedModel>(readingModel(c.reading)!.expected).extras.find((e) => e.cause === "mask_built_per_call")!;
+    const link = claimLink(x.evidence, c.events);
+    expect(link.events.map((e) => e.ts_us)).toEqual(src.evidence.op_starts_us);
+    expect(link.events.every((e) => e.kind === "op" && src.names.includes(e.name))).toBe(true);
+    expect(link.text).toMatch(/^5 ops of this call highlighted \(ts [\d.]+(, [\d.]+){4}\)$/);
+  });
+
+  it("says why nothing is highlighted: evidence from other calls, an older report, no ids at all", () => {
+    const c0 = calls.owlv2_eager_call0;
+    const repeated = known<ExpectedModel>(readingModel(c0.reading)!.expected).extras.find((e) => e.cause === "repeated_step")!;
+    const none = claimLink(repeated.evidence, c0.events); // its evidence is from calls #24 to #31
+    expect(none.events).toEqual([]);
+    expect(none.text).toBe("none of the 8 kernels the report lists for this claim ran in this call "
+      + "(it keeps the first few over all the calls read alike)");
+    const old = c0.events.map(({ correlation: _, ...e }) => e);
+    expect(claimLink(repeated.evidence, old).text).toContain("a report made before engine 16");
+    expect(claimLink({ kernels: [], opStarts: [] }, c0.events).text).toContain("the report lists no event for this claim");
   });
 });

@@ -9,7 +9,7 @@ loss never pairs); a GEMM counts as batched when its grid has z > 1 (cuBLAS and 
 there: OWLv2's QKᵀ ``cutlass_75_tensorop_bf16_s1688gemm_bf16_256x128_tn_align1`` ran on [328, 3, 16]
 for 16 heads, its projections on z = 1), or when the grid says nothing (none recorded; GRID_NOT_BATCH). A backward joins the latest forward on its stream
 not yet joined (autograd runs the layers in reverse). Such calls have lower confidence than calls
-found from ops: the report says how many were found so (build.py).
+found from ops: the report says how many were found so (report/run.py).
 """
 
 from __future__ import annotations

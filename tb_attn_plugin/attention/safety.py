@@ -12,6 +12,7 @@ the unknown set, so applying the row as offered never turns a GEMM into attentio
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -22,7 +23,7 @@ from ..format.linear_regex import compile_linear
 from ..trace.link import Linked
 from . import kernel_path
 from . import patterns as P
-from .user_table import MAX_PATTERN, MAX_TEXT, toml_row
+from .user_table import MAX_PATTERN, MAX_TEXT, installed_files, toml_row
 
 # Substrings that say attention wherever they stand, and words that do only as a whole token
 # ("sage" in "message" or "mla" in "mlaunch" do not).
@@ -318,3 +319,22 @@ def warning_line(rows: list[dict[str, Any]]) -> str | None:
             f"but match{'es' if one else ''} no kernel family and no attention call ({share:.1%} of GPU time): "
             f"{first[:100]!r}{more}; "
             "if it is attention, add a [[family]] row with --patterns FILE (rows ready to edit: unknown_kernels)")
+
+
+def section(L: Linked, call_of: list[int], m, warnings: list[str]) -> dict[str, Any]:
+    """The report's safety net: attention-looking kernels that nothing explains, the sub-stage kernels
+    that joined no call, the GPU time's accounting, and the kernel table used; its warnings go to
+    ``warnings``."""
+    outside = outside_calls(L, call_of, m.kernel_call)
+    rows = unknown_kernels(L, call_of, m.kernel_call, m.total_gpu_us, outside)
+    unjoined = unjoined_kernels(outside, m.total_gpu_us)
+    # Attention time as the calls' cells hold it (unrounded), so the four parts add up to the total.
+    att_gpu = sum(x.gpu_us for cells in m.cells for x in cells.values())
+    part = {"unknown_kernels": rows, "unjoined_kernels": unjoined,
+            "gpu_accounting": accounting(outside, att_gpu, m.total_gpu_us) if L.kernels else None}
+    for line in (warning_line(rows), unjoined_warning(unjoined), unclaimed_score_paths(L, call_of, m.kernel_call)):
+        if line:
+            warnings.append(line)
+    part["kernel_table"] = {"families": len(P.effective_families()), "user_families": len(P.user_families()),
+                            "user_sources": [os.path.basename(f) for f in installed_files()]}
+    return part

@@ -18,7 +18,7 @@ from msgspec import UNSET, UnsetType
 from .report.base import Basis, Count, Pass, Row, doc
 from .report.memory import MemorySection
 from .report.layers import KernelOccupancy, WhyNotFlash
-from .report.reading import Expected, Fingerprint, HostCost
+from .report.reading import Expected, Fingerprint, HostCost, PhaseReading
 from .report.rows import CallSample, Implementation, Kernel
 
 Status = Literal["loading", "ready", "error"]
@@ -155,6 +155,10 @@ class CallReading(Row, kw_only=True):
     layer_type: str | None
     implementation: str | None
     calls: Count | None
+    phase: Annotated[str | None, doc("the call's serving phase")]
+    phase_reading: Annotated[PhaseReading | None, doc(
+        "its layer type's reading over that phase's calls; null where the report did not split the reading by "
+        "phase (fewer than two phases among the calls)")]
     expected: Expected | None
     host: HostCost | None
     kernels: list[CallReadingKernel]

@@ -14,6 +14,7 @@ import numpy as np
 from ..attention import shapes
 from ..format.errors import TraceError
 from ..table import columns
+from ..trace.read import is_url
 from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
 from . import attribute, profiler_events, section, stack_attribution
 from . import snapshot as snap
@@ -227,18 +228,37 @@ def joining_snapshots(trace_path: str) -> list[str]:
     return [os.path.join(d, n) for n in joining_names(name, names)]
 
 
-def join(report: dict[str, Any], trace_path: str, paths: list[str] | None = None) -> None:
-    """Add the snapshots beside a trace (or ``paths``) to its report: as its memory section when the
-    trace has no memory events, else under ``memory.snapshot_section``. A bad snapshot is a warning,
-    not a failure."""
+def join(sec: dict[str, Any] | None, warnings: list[str], trace_path: str,
+         paths: list[str] | None = None) -> dict[str, Any] | None:
+    """The memory section with the snapshots beside a trace (or ``paths``) joined: the snapshot's section
+    when the trace has no memory events (``sec`` None), else ``sec`` with it under ``snapshot_section``.
+    A bad snapshot is a warning, not a failure."""
     for p in joining_snapshots(trace_path) if paths is None else paths:
         try:
-            sec = snapshot_section(p)
+            snap_sec = snapshot_section(p)
         except TraceError as exc:
-            report["warnings"].append(f"memory snapshot {exc}")
+            warnings.append(f"memory snapshot {exc}")
             continue
-        if report.get("memory") is None:
-            report["memory"] = sec
+        if sec is None:
+            sec = snap_sec
         else:
-            report["memory"]["snapshot_section"] = sec
+            sec["snapshot_section"] = snap_sec
         break
+    return sec
+
+
+def report_section(ev, L, calls, m, warnings: list[str], path: str, snapshots: list[str] | None,
+            layers: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The report's memory section (profiler events, and a snapshot beside the trace: ``snapshots``, or
+    None to find them beside a local trace); each layer's memory_bytes is its largest peak growth there."""
+    sec = from_trace(ev, L, calls, (m.slot, m.slot_keys), warnings, m.member_at)
+    if snapshots is not None:
+        sec = join(sec, warnings, path, snapshots)
+    elif not is_url(path):
+        sec = join(sec, warnings, path)
+    if sec is not None:
+        growth = {r["layer"]: r["peak_growth_bytes"] for r in sec["layers"] if r["allocs"]}
+        for lay in layers:
+            if lay["layer"] in growth:
+                lay["memory_bytes"] = growth[lay["layer"]]
+    return sec

@@ -98,6 +98,11 @@ def render(mem: dict[str, Any] | None) -> list[str]:
     return out
 
 
+def lines(r: dict[str, Any]) -> list[str]:
+    """The memory section of a report, as text."""
+    return render(r.get("memory"))
+
+
 def render_snapshot_report(r: dict[str, Any]) -> str:
     return "\n".join([r["source"]["path"]] + render(r["memory"]))
 

@@ -95,6 +95,43 @@ def is_query_op(name: str) -> bool:
     return _QUERY_ANY.search(name) is not None
 
 
+class PagedArgs(NamedTuple):
+    """Where a paged decode op's recorded inputs hold its sizes: ``query`` the index in Input Dims of
+    the query (num_seqs, q_heads, head_size), ``value_cache`` of the value cache (num_blocks, kv_heads,
+    head_size, block_size), ``max_seq_len`` the index in Concrete Inputs of the longest sequence. Each
+    sequence's length is a tensor's values (seq_lens) the profiler does not keep: the longest bounds them."""
+    pattern: str
+    query: int
+    value_cache: int
+    max_seq_len: int
+    example: str
+    source: str
+
+
+PAGED_ARGS = (
+    PagedArgs(r"^_C::paged_attention_v1$", 1, 3, 9, "_C::paged_attention_v1",
+              "source: vllm-project/vllm csrc/ops.h (paged_attention_v1(out, query, key_cache, value_cache, "
+              "num_kv_heads, scale, block_tables, seq_lens, block_size, max_seq_len, ...); value_cache "
+              "[num_blocks, num_kv_heads, head_size, block_size])"),
+    PagedArgs(r"^_C::paged_attention_v2$|^_rocm_C::paged_attention$", 4, 6, 12, "_C::paged_attention_v2",
+              "source: vllm-project/vllm csrc/ops.h (paged_attention_v2(out, exp_sums, max_logits, tmp_out, query, "
+              "key_cache, value_cache, num_kv_heads, scale, block_tables, seq_lens, block_size, max_seq_len, ...)); "
+              "csrc/rocm/ops.h paged_attention takes the same arguments"),
+)
+_PAGED_ANY = compile_linear("|".join(f"(?:{r.pattern})" for r in PAGED_ARGS))
+
+
+@lru_cache(maxsize=256)
+def paged_args_for(name: str) -> PagedArgs | None:
+    if _PAGED_ANY.search(name) is None:
+        return None
+    return next(r for r in PAGED_ARGS if compile_linear(r.pattern).search(name))
+
+
+def is_paged_op(name: str) -> bool:
+    return _PAGED_ANY.search(name) is not None
+
+
 # One pattern per kind says whether any row matches (most names match none); the rows' own patterns
 # are compiled only when a name does (a report pays for the compiles it uses).
 _ANY = {on: compile_linear("|".join(f"(?:{r.pattern})" for r in PHASE_RULES if r.on == on)) for on in ("kernel", "op")}

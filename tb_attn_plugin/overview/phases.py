@@ -26,7 +26,7 @@ def _from_shape(shape: dict | None, op_says_shape: bool) -> str | None:
     return None
 
 
-def _int(v) -> int | None:
+def as_int(v) -> int | None:
     """A Concrete Inputs value as an int (the profiler writes scalars as text: "1", "128")."""
     if isinstance(v, bool):
         return None
@@ -56,7 +56,7 @@ def _query_lengths(L, i: int) -> tuple[int, int | None, int | None] | None:
     if row.max_seqlen_q is not None:
         conc = got.concrete
         if isinstance(conc, list) and len(conc) > row.max_seqlen_q:
-            m = _int(conc[row.max_seqlen_q])
+            m = as_int(conc[row.max_seqlen_q])
     return q[0], n, m
 
 

@@ -16,8 +16,11 @@ SUMMED = ("gpu_span_us", "busy_us", "idle_us", "idle_host_us", "idle_sync_us", "
 SPREAD = ("gpu_span_us", "busy_us", "idle_us", "host_us", "data_loading_us", "optimizer_us")
 
 
-def add(report: dict[str, Any], L, ev, calls, m) -> dict[int, str]:
-    """Set report["overview"]; returns each call's phase (call id -> phase) for the sampled calls."""
+def build(report: dict[str, Any], L, ev, calls, m, phase_of: dict[int, tuple[str, list[str]]] | None = None
+          ) -> dict[str, Any]:
+    """The report's ``overview`` (it reads the report's steps, gpu_window and roofline); marks each
+    sampled call with its serving phase. ``phase_of``: phases.phase_of_calls's answer where the caller
+    has it already."""
     lost: dict[int, int] = {}
     if report.get("gpu_window"):
         for st in report["steps"]:
@@ -28,9 +31,10 @@ def add(report: dict[str, Any], L, ev, calls, m) -> dict[int, str]:
             lost[-1] = outside
     rows = breakdown(L, ev, m, lost)
     total = _total(rows)
-    phase_of = phases.phase_of_calls(L, calls, m)
+    if phase_of is None:
+        phase_of = phases.phase_of_calls(L, calls, m)
     window = report.get("gpu_window") or {}
-    report["overview"] = {
+    overview: dict[str, Any] = {
         "precedence": list(PRECEDENCE) + ["idle"],
         "steps": rows,
         "total": total,
@@ -42,15 +46,16 @@ def add(report: dict[str, Any], L, ev, calls, m) -> dict[int, str]:
     # figures per phase only where some call has a serving phase: with every call "unknown" they
     # would repeat the report's own stages and roofline under one more name
     served = any(ph != "unknown" for ph, _ in phase_of.values())
-    per_phase = phase_figures.figures(calls, m, phase_of, report.get("roofline")) if served else {}
-    for row in report["overview"]["phases"]:
+    per_phase = phase_figures.figures(L, calls, m, phase_of, report.get("roofline")) if served else {}
+    for row in overview["phases"]:
         row.update(per_phase.get(row["phase"], {"stages": [], "roofline": None}))
-    report["overview"]["phase_convention"] = phase_figures.CONVENTION
+    bounded = any((f.get("roofline") or {}).get("bytes_are") == "kv_cache_read_at_most" for f in per_phase.values())
+    overview["phase_convention"] = phase_figures.CONVENTION + (phase_figures.PAGED_CONVENTION if bounded else "")
     for sample in report.get("call_samples") or []:
         got = phase_of.get(sample["id"])
         if got:
             sample["phase"] = got[0]
-    return {k: v[0] for k, v in phase_of.items()}
+    return overview
 
 
 def _total(rows: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -92,7 +92,8 @@ def _phase_lines(p: dict[str, Any]) -> list[str]:
         out.append("      roofline: unknown (no call of this phase recorded its query and key shapes; a paged cache's "
                    "lengths are tensor values the profiler does not keep)")
     if rp:
-        what = "KV cache read" if rp["bytes_are"] == "kv_cache_read" else "bytes"
+        what = {"kv_cache_read": "KV cache read", "kv_cache_read_at_most": "KV cache read at most"}.get(
+            rp["bytes_are"], "bytes")
         rate = f", {rp['achieved_tbs']:.3g} TB/s" if rp.get("achieved_tbs") is not None else ""
         inten = f"{rp['intensity']:.3g} FLOP/B" if rp.get("intensity") is not None else "intensity unknown"
         out.append(f"      roofline ({plural(rp['calls'], 'call')} with shapes): {what} {rp['bytes'] / 1e6:.4g} MB, "

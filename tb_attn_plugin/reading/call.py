@@ -61,7 +61,7 @@ def panel(report: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
     group = None
     if lay is None:
         unknown["layer"] = (f"layer {layer_name!r} is not among the report's layers (it keeps the slowest only: "
-                            "report/build.py MAX_LAYERS)")
+                            "report/layers.py MAX_LAYERS)")
     elif report.get("reading") is None:
         unknown["layer"] = "this report has no reading section"
     else:
@@ -98,6 +98,9 @@ def panel(report: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
         unknown["kernels"] = _kernels_unknown(report, sample)
     if "kernel_reading" not in report or report.get("kernel_reading") is None:
         unknown["kernels"] = "this report has no kernel_reading section"
+    # the same reading over the calls of this call's serving phase, where the report split it by phase
+    phase = sample.get("phase")
+    by_phase = next((p for p in _rows(_get(group, "phases")) if p.get("phase") == phase), None)
     wnf = _get(lay, "why_not_flash")
     if wnf is None:
         unknown["why_not_flash"] = (_get(lay, "why_not_flash_unknown")
@@ -108,6 +111,8 @@ def panel(report: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
         "layer_type": layer_type,
         "implementation": implementation,
         "calls": _get(group, "calls"),
+        "phase": phase if isinstance(phase, str) else None,
+        "phase_reading": by_phase,
         "expected": expected,
         "host": host,
         "kernels": kernels[:MAX_KERNELS],

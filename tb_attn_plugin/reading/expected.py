@@ -30,7 +30,7 @@ STEP_OF_STAGE = {"qk_matmul": "qk_matmul", "av_matmul": "av_matmul", "softmax": 
 SCALE_OPS = frozenset({"aten::mul", "aten::div", "aten::mul_", "aten::div_", "aten::_masked_scale"})
 OUTSIDE_STAGES = frozenset({"qkv_proj", "out_proj"})
 MAX_NAMES = 5
-MAX_EVIDENCE = 8  # event ids kept per extra: the first items that earned it
+MAX_EVIDENCE = 8  # event ids kept per extra or flag: the first items that earned it
 
 
 class CallReading(msgspec.Struct):
@@ -38,7 +38,7 @@ class CallReading(msgspec.Struct):
     ran: int = 0
     steps: Counter = msgspec.field(default_factory=Counter)  # step -> items
     extras: dict[tuple[str, str, int], list] = msgspec.field(default_factory=dict)  # (cause, step or "", CAUSES row or -1) -> [count, us, Counter(names), evidence ids]
-    flags: dict[str, list] = msgspec.field(default_factory=dict)  # flag -> [count, us, Counter(names)]
+    flags: dict[str, list] = msgspec.field(default_factory=dict)  # flag -> [count, us, Counter(names), ids]
     outside: list = msgspec.field(default_factory=lambda: [0, 0.0, Counter()])
     transposes: int | None = None
 
@@ -160,7 +160,8 @@ def read_call(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of:
     r = CallReading(unit=unit, ran=plan.ran, steps=Counter(plan.steps),
                     extras={key: [n, sum(map(at, idx), 0.0), names, [ids(i) for i in idx[:MAX_EVIDENCE]]]
                             for key, n, names, idx in plan.extras},
-                    flags={key: [n, sum(map(at, idx), 0.0), names] for key, n, names, idx in plan.flags},
+                    flags={key: [n, sum(map(at, idx), 0.0), names, [ids(i) for i in idx[:MAX_EVIDENCE]]]
+                           for key, n, names, idx in plan.flags},
                     outside=[plan.outside[0], sum(map(at, plan.outside[2]), 0.0), plan.outside[1]])
     if c.hi > c.lo:
         r.transposes = _transposes(L, c, *where)
@@ -473,18 +474,20 @@ def group(calls: list[Call], readings: list[CallReading]) -> dict[tuple[str, str
         flags = []
         fl: dict[str, list] = {}
         for r in rs:
-            for k, (cnt, us, names) in r.flags.items():
-                acc = fl.setdefault(k, [0, 0.0, Counter()])
+            for k, (cnt, us, names, ids) in r.flags.items():
+                acc = fl.setdefault(k, [0, 0.0, Counter(), []])
                 acc[0] += cnt
                 acc[1] += us
                 acc[2].update(names)
-        for k, (cnt, us, names) in fl.items():
+                acc[3].extend(ids[:MAX_EVIDENCE - len(acc[3])])
+        for k, (cnt, us, names, ids) in fl.items():
             flags.append({"flag": k, "what": "FP32 GEMM on CUDA cores (sgemm) while the inputs are bf16/fp16",
                           "per_call": round(cnt / n, 3), "us_per_call": round(us / n, 3),
                           "names": [nm for nm, _ in names.most_common(MAX_NAMES)],
                           "fix": "a fused backend, or allow reduced-precision math "
                                  "(torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True))",
-                          "source": "blog: 'Tensor cores left vacant' (sgemm, not the s16816 bf16 GEMM)"})
+                          "source": "blog: 'Tensor cores left vacant' (sgemm, not the s16816 bf16 GEMM)",
+                          "evidence": _evidence(rs[0].unit, ids)})
         tr = Counter(r.transposes for r in rs if r.transposes is not None)
         transposes = max(tr, key=lambda v: (tr[v], -v)) if tr else None
         out_cnt = sum(r.outside[0] for r in rs)

@@ -27,22 +27,54 @@ KINETO_ESTIMATE = ("pytorch/kineto libkineto/src/DeviceProperties.cpp kernelOccu
                    "grid / numSms")
 
 
-def build(L: Linked, calls: list[Call], call_of: list[int], stage_of: list, ev, has_gpu: bool) -> list[dict[str, Any]]:
+def build(L: Linked, calls: list[Call], call_of: list[int], stage_of: list, ev, has_gpu: bool,
+          phase_of: dict[int, str] | None = None) -> list[dict[str, Any]]:
     """One row per (layer type, implementation), most calls first; ``ev``: the trace's events (its
-    launches' columns)."""
+    launches' columns); ``phase_of``: each call's serving phase (overview/phases.py), which splits
+    every row by phase where the trace's calls have more than one."""
     readings = expected.read_calls(L, calls, call_of, stage_of, has_gpu)
     exp = expected.group(calls, readings)
     # calls whose forward left no kernel in the trace (a cut GPU window, a backward-only call) are no zeros
     no_forward = {c.id for c in calls if has_gpu and expected.no_forward(readings[c.id])}
     # no kernel, no launch, no device properties: a CPU trace (roofline/devices.describe's "CPU only")
     cpu_only = not has_gpu and len(ev.launch_table) == 0 and not ev.device_properties
-    host = host_cost.group(calls, host_cost.host_costs(L, calls, ev, has_gpu), no_forward, cpu_only)
+    costs = host_cost.host_costs(L, calls, ev, has_gpu)
+    host = host_cost.group(calls, costs, no_forward, cpu_only)
     counts = Counter((c.layer_type, c.implementation) for c in calls)
     rows = []
     for (lt, im), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         rows.append({"layer_type": lt, "implementation": im, "calls": n,
                      "expected": exp.get((lt, im)), "host": host.get((lt, im))})
-    return rows[:MAX_GROUPS]
+    rows = rows[:MAX_GROUPS]
+    # one average over prefill and decode hides both (a decode's split-KV combine, a prefill's longer
+    # kernels): the same reading again over each phase's calls, only where the trace has two or more
+    if phase_of and len(set(phase_of.values())) > 1:
+        _by_phase(rows, calls, readings, costs, no_forward, cpu_only, phase_of)
+    return rows
+
+
+PHASE_ORDER = ("prefill", "decode", "mixed", "unknown")  # overview/phases.py PHASES
+
+
+def _by_phase(rows, calls, readings, costs, no_forward, cpu_only, phase_of: dict[int, str]) -> None:
+    """Each row's ``phases``: its reading (expected, host) over the calls of each phase it has."""
+    by: dict[str, list[Call]] = {}
+    for c in calls:
+        by.setdefault(phase_of.get(c.id, "unknown"), []).append(c)
+    for row in rows:
+        row["phases"] = []
+    at = {(row["layer_type"], row["implementation"]): row for row in rows}
+    for ph in PHASE_ORDER:
+        cs = by.get(ph)
+        if not cs:
+            continue
+        exp = expected.group(cs, readings)
+        host = host_cost.group(cs, costs, no_forward, cpu_only)
+        counts = Counter((c.layer_type, c.implementation) for c in cs)
+        for key, n in counts.items():
+            row = at.get(key)
+            if row is not None:
+                row["phases"].append({"phase": ph, "calls": n, "expected": exp.get(key), "host": host.get(key)})
 
 
 class _Launches:
@@ -64,10 +96,10 @@ class _Launches:
         self.small_grid = 0  # launches whose grid has fewer blocks than the device has SMs
 
 
-def add(report: dict[str, Any], ev, L, calls, call_of: list[int], m) -> None:
-    """Adds ``kernel_reading`` (each distinct kernel name's fingerprint, once, and what occupancy could be
-    read), ``occupancy`` and ``why_not_flash`` to every layer row, and a one-line ``fingerprint`` to every
-    row of the report's kernel list."""
+def kernel_reading(report: dict[str, Any], ev, L, calls, call_of: list[int], m) -> dict[str, Any]:
+    """The report's ``kernel_reading`` (each distinct kernel name's fingerprint, once, and what occupancy
+    could be read); adds ``occupancy`` and ``why_not_flash`` to every layer row, and a one-line
+    ``fingerprint`` to every row of the report's kernel list."""
     device = report.get("device")
     arch = fingerprint.device_arch(device)
     props = ev.device_properties[0] if ev.device_properties and isinstance(ev.device_properties[0], dict) else None
@@ -92,12 +124,13 @@ def add(report: dict[str, Any], ev, L, calls, call_of: list[int], m) -> None:
                 recorded = True
                 occ.append(_occupancy_row(k["name"], acc, dev, apis))
         lay["occupancy"] = occ
-    report["kernel_reading"] = {
+    section = {
         "device_arch": arch,
         "occupancy": _occupancy_note(bool(launches), recorded, dev, amd),
         "fingerprints": {n: _fingerprint(n, arch, st) for n, st in stages.items()},
     }
     _why_not_flash(report, L, calls, rows, device)
+    return section
 
 
 def _occupancy_note(any_kernels: bool, recorded: bool, dev, amd: bool) -> str:

@@ -30,7 +30,8 @@ from ..memory.engine import score_blocks
 from ..trace.link import Kernel, Linked
 from ..trace.splice import write_spliced
 from ..format.version import ENGINE_VERSION
-from .build import UNFUSED, analyze_file
+from .build import analyze_file
+from .layers import UNFUSED
 
 TRACK_NAME = "tb-attn: attention calls"
 CAT_CALL = "tb_attn.call"

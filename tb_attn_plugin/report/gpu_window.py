@@ -13,15 +13,14 @@ from ..trace.link import Linked
 MAX_CALL_ROWS = 100
 
 
-def add(report: dict[str, Any], L: Linked, calls: list[Call], call_of: list[int], m) -> None:
-    """Set report["gpu_window"] (None when every launch's kernel was recorded) and mark the layers,
-    steps and sampled calls whose GPU time is a lower bound (``gpu_unrecorded_calls``,
-    ``unrecorded_launches``, ``gpu_recorded``)."""
-    _before(report, L)
+def build(report: dict[str, Any], L: Linked, calls: list[Call], call_of: list[int], m) -> dict[str, Any]:
+    """``before_window`` and ``gpu_window`` (None when every launch's kernel was recorded); marks the
+    report's layers, steps and sampled calls whose GPU time is a lower bound (``gpu_unrecorded_calls``,
+    ``unrecorded_launches``, ``gpu_recorded``) and adds the warnings."""
+    part = {"before_window": _before(report["warnings"], L), "gpu_window": None}
     lost = L.unrecorded
-    report["gpu_window"] = None
     if lost is None:
-        return
+        return part
     per_call: Counter = Counter()
     per_step: Counter = Counter()
     outside = 0
@@ -52,7 +51,7 @@ def add(report: dict[str, Any], L: Linked, calls: list[Call], call_of: list[int]
         if per_step.get(st["step"]):
             st["unrecorded_launches"] = per_step[st["step"]]
     cut = lost.tail > 0
-    report["gpu_window"] = {
+    part["gpu_window"] = window = {
         "cut": cut,
         "unrecorded_launches": len(lost.launches),
         "after_last_recorded": lost.tail,
@@ -63,7 +62,8 @@ def add(report: dict[str, Any], L: Linked, calls: list[Call], call_of: list[int]
         "launches_outside_calls": outside,
         "calls": rows[:MAX_CALL_ROWS],
     }
-    report["warnings"].append(message(report["gpu_window"]))
+    report["warnings"].append(message(window))
+    return part
 
 
 def message(w: dict[str, Any]) -> str:
@@ -82,21 +82,20 @@ def message(w: dict[str, Any]) -> str:
     return text + "; GPU totals are what was recorded"
 
 
-def _before(report: dict[str, Any], L: Linked) -> None:
-    """report["before_window"] and its warning: GPU activities launched before the window (kineto
-    flushed them from before the window, trace/window.py); they are in no call of the window."""
+def _before(warnings: list[str], L: Linked) -> dict[str, Any] | None:
+    """``before_window`` and its warning: GPU activities launched before the window (kineto flushed
+    them from before the window, trace/window.py); they are in no call of the window."""
     b = L.before_window
-    report["before_window"] = None
     if b is None:
-        return
+        return None
     if b.unknown:
-        report["warnings"].append(b.unknown)
-        return
-    report["before_window"] = {"gpu_activities": b.count, "gpu_us": round(b.gpu_us, 3),
-                               "first_ts_us": round(b.first_ts, 3), "window_start_ts_us": round(b.window_start, 3)}
+        warnings.append(b.unknown)
+        return None
     n = b.count
-    report["warnings"].append(
+    warnings.append(
         f"{n} GPU activit{'ies' if n != 1 else 'y'} ({b.gpu_us:.1f} µs) were launched before the profiling window "
         f"(no launch in the trace, correlation ids older than every launch of the window; the first started at "
         f"{b.first_ts:.3f} µs): kineto flushed {'them' if n != 1 else 'it'} from before the window (warm-up or an "
         "earlier window); listed apart in before_window, in no attention call of the window")
+    return {"gpu_activities": b.count, "gpu_us": round(b.gpu_us, 3),
+            "first_ts_us": round(b.first_ts, 3), "window_start_ts_us": round(b.window_start, 3)}

@@ -9,7 +9,7 @@ from collections import Counter
 from typing import Any, Mapping, Sequence
 
 _DIGITS = re.compile(r"(\d+)")
-# Names the engine makes up when nothing names a layer (report/build.py _name_calls): "eager#0".
+# Names the engine makes up when nothing names a layer (attention/naming.py name_calls): "eager#0".
 _ORDINAL = re.compile(r"#\d+$")
 
 

@@ -145,9 +145,24 @@ def reading_lines(r: dict[str, Any], top: int = 8) -> list[str]:
                 out.append(f"      host time: {_host_parts(h)}")
         else:
             out.append(f"    host: unknown: {call_reading.NO_HOST}")
+        out.extend(_phase_reading_lines(g.get("phases") or []))
     if len(rows) > top:
         out.append(f"  … {plural(len(rows) - top, 'more layer type')}")
     out.append(f"  backward: {call_reading.BACKWARD}")
+    return out
+
+
+def _phase_reading_lines(phases: list[dict[str, Any]]) -> list[str]:
+    """The reading over each serving phase's calls (a report whose calls have two phases or more)."""
+    out = []
+    for p in phases:
+        e, h = p.get("expected"), p.get("host")
+        out.append(f"    {p['phase']} · {plural(p['calls'], 'call')}: " + (e["summary"] if e else "no forward read"))
+        if e:
+            out.extend(f"      +{x['per_call']:g} {x['cause'].replace('_', ' ')}: {duration(x['us_per_call'])} per call"
+                       for x in e["extras"])
+        if h:
+            out.append(f"      host: {_host_line(h)}")
     return out
 
 

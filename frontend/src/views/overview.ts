@@ -84,7 +84,7 @@ export function phaseRoof(p: PhaseModel): string {
   const r = p.roofline;
   if (!r) return "no shapes recorded";
   const bound = r.bound ? `${r.bound}-bound` : "bound unknown";
-  return `${bound}: ${r.kvCache ? "KV cache read" : "bytes"} ${fmtBytes(r.bytes)}` + (r.tbs !== null ? `, ${fmtTbs(r.tbs)}` : "");
+  return `${bound}: ${r.kvCache ? (r.atMost ? "KV cache read at most" : "KV cache read") : "bytes"} ${fmtBytes(r.bytes)}` + (r.tbs !== null ? `, ${fmtTbs(r.tbs)}` : "");
 }
 
 function hostLine(host: { step: number | null; dataLoading: number; optimizer: number }): HTMLElement {

@@ -2,8 +2,9 @@
 // profile" reads a call. DOM only; what it says comes from reading_model.ts.
 import { h } from "../dom";
 import { distinctShortNames } from "../format";
-import { isUnknown, readingModel, type Unknown } from "../reading_model";
+import { claimLink, isUnknown, readingModel, type ClaimIds, type Unknown } from "../reading_model";
 import type { CallReading } from "../route_types";
+import type { CallEvent } from "../types";
 import { kernelName, stageChip } from "./common";
 
 function unknownLine(piece: string, u: Unknown): HTMLElement {
@@ -14,15 +15,44 @@ function section(title: string, testid: string, ...body: (Node | null)[]): HTMLE
   return h("div", { class: "reading-section", "data-testid": testid }, h("h4", null, title), ...body);
 }
 
-export function readingPanel(r: CallReading | null | undefined): HTMLElement {
+/** ``events``: the call's own events, which a claim (an extra, a flag, an occupancy figure) is linked to
+ *  when clicked: the panel's kernel rows and ``onLink`` (One call's chart and events table) show them. */
+export function readingPanel(r: CallReading | null | undefined, events?: CallEvent[],
+  onLink?: (hit: CallEvent[] | null) => void): HTMLElement {
   const m = readingModel(r);
   const el = h("section", { class: "reading", "data-testid": "reading-panel" });
+  const status = h("p", { class: "hint claim-status", "data-testid": "claim-status", role: "status" },
+    "click an extra, a flag or a 0% occupancy figure to highlight the kernels of this call it rests on");
+  let picked: HTMLElement | null = null;
+  // A claim as a clickable element: a second click on it clears the highlight.
+  const claim = (node: HTMLElement, ids: ClaimIds): HTMLElement => {
+    if (!events) return node;
+    node.classList.add("claim");
+    node.setAttribute("tabindex", "0");
+    node.setAttribute("data-claim", "");
+    const pick = () => {
+      const off = picked === node;
+      picked?.removeAttribute("data-picked");
+      picked = off ? null : node;
+      const link = off ? null : claimLink(ids, events);
+      if (picked) picked.setAttribute("data-picked", "");
+      status.textContent = link ? link.text : "no claim picked";
+      const names = new Set(link ? link.events.map((e) => e.name) : []);
+      for (const row of panelRows()) row.toggleAttribute("data-claim-hit", names.has(row.getAttribute("data-kernel") || ""));
+      onLink?.(link ? link.events : null);
+    };
+    node.addEventListener("click", pick);
+    node.addEventListener("keydown", (ev) => { if ((ev as KeyboardEvent).key === "Enter") pick(); });
+    return node;
+  };
+  const panelRows = () => [...el.querySelectorAll<HTMLElement>('[data-testid="reading-kernel"]')];
   if (!m) {
     el.appendChild(h("h3", null, "Reading"));
     el.appendChild(unknownLine("all", { unknown: "this answer has no reading (a tb-attn server before engine 13)" }));
     return el;
   }
   el.appendChild(h("h3", null, "Reading ", h("span", { class: "sub", "data-testid": "reading-title" }, m.title)));
+  if (events) el.appendChild(status);
 
   const e = m.expected;
   el.appendChild(section("Expected against actual, per forward", "reading-expected", isUnknown(e) ? unknownLine("expected", e)
@@ -31,11 +61,13 @@ export function readingPanel(r: CallReading | null | undefined): HTMLElement {
       e.steps ? h("p", { class: "hint" }, `expected steps: ${e.steps}`) : null,
       e.extras.length ? h("table", { class: "grid reading-extras" },
         h("thead", null, h("tr", null, ...["Extra", "Cost", "Fix"].map((c) => h("th", null, c)))),
-        h("tbody", null, ...e.extras.map((x) => h("tr", { "data-testid": "reading-extra", "data-cause": x.cause },
+        h("tbody", null, ...e.extras.map((x) => claim(h("tr", { "data-testid": "reading-extra", "data-cause": x.cause },
           h("td", null, h("strong", null, x.label), h("div", { class: "fingerprint" }, x.what),
             h("div", { class: "fingerprint", title: x.source }, x.names)),
           h("td", { class: "reading-cost" }, x.cost),
-          h("td", null, x.fix))))) : h("p", { class: "hint" }, "no extras: what ran is what was expected"),
+          h("td", null, x.fix)), x.evidence)))) : h("p", { class: "hint" }, "no extras: what ran is what was expected"),
+      ...e.flags.map((f) => claim(h("p", { class: "hint reading-flag", "data-testid": "reading-flag-claim", "data-flag": f.flag },
+        "⚠ ", f.text), f.evidence)),
       ...e.notes.map((n) => h("p", { class: "hint", "data-testid": "reading-note" }, n)),
       h("p", { class: "hint reading-source" }, `expectation: ${e.source}`))));
   if (m.backward) el.appendChild(h("p", { class: "hint", "data-testid": "reading-backward" }, `backward: ${m.backward}`));
@@ -65,7 +97,9 @@ export function readingPanel(r: CallReading | null | undefined): HTMLElement {
           ...k.flags.map((f) => h("div", { class: "reading-flag", "data-testid": "reading-flag" }, "⚠ ", f))),
           h("td", { "data-testid": "reading-occupancy" }, h("div", null, k.occupancy),
             k.occupancyConfig ? h("div", { class: "fingerprint" }, k.occupancyConfig) : null,
-            ...k.tags.map((t) => h("span", { class: "reading-tag", "data-tag": t }, t)),
+            ...k.tags.map((t) => (k.zeroEvidence && t !== "low by design"
+              ? claim(h("span", { class: "reading-tag", "data-tag": t, "data-testid": "reading-zero-claim" }, t), k.zeroEvidence)
+              : h("span", { class: "reading-tag", "data-tag": t }, t))),
             h("div", { class: "fingerprint" }, k.occupancyReading)))))),
       m.kernelsOmitted ? h("p", { class: "hint" }, `… and ${m.kernelsOmitted} more kernel names`) : null,
       m.occupancyNote ? h("p", { class: "hint" }, `occupancy: ${m.occupancyNote}`) : null));

@@ -141,7 +141,7 @@ function layerDetailPanel(ctx: Ctx, report: Report, layerName: string, basis: Ba
     el.appendChild(slot);
     untilReady(() => api.call(ctx.target!, d.sampleId!), () => undefined, ctx.alive).then((sample) => {
       if (!sample || !ctx.alive()) return;
-      slot.replaceChildren(readingPanel(sample.reading));
+      slot.replaceChildren(readingPanel(sample.reading, sample.events || []));
     }, (e: Error) => slot.replaceChildren(h("p", { class: "hint err" }, `cannot load the reading: ${e.message}`)));
   }
   return el;

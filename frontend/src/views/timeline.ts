@@ -6,6 +6,7 @@ import { stageLabel } from "../model";
 import { stageColor } from "../colors";
 import { callChoices, timelineModel, type TimelineSegment } from "../timeline_model";
 import type { CallAnswer } from "../route_types";
+import type { CallEvent } from "../types";
 import { badge, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
 import { readingPanel } from "./reading";
@@ -65,12 +66,14 @@ export async function timelineView(ctx: Ctx, root: HTMLElement): Promise<void> {
     sample.truncated ? h("span", { class: "hint" }, "events truncated") : null));
   slot.appendChild(h("div", { class: "legend-row" }, ...m.stages.map((s) => stageChip(s))));
   const short = distinctShortNames((sample.events || []).filter((e) => e.kind === "kernel").map((e) => e.name));
+  const hit = new Set<CallEvent>(); // the events of the claim picked in the Reading panel
+  const redraw: (() => void)[] = [];
   for (const seg of m.segments) {
     if (split) slot.appendChild(h("h3", { "data-segment": seg.pass ?? "" }, seg.pass === "bwd" ? "Backward" : "Forward"));
     const chartEl = h("div", { class: "chart chart-timeline", "data-chart": "timeline", "data-segment": seg.pass ?? "call" });
     chartEl.style.height = `${Math.max(180, 60 + seg.lanes.length * 26)}px`;
     slot.appendChild(chartEl);
-    requestAnimationFrame(() => { if (ctx.alive()) drawSegment(chartEl, seg, split); });
+    requestAnimationFrame(() => { if (ctx.alive()) redraw.push(drawSegment(chartEl, seg, split, hit)); });
   }
 
   const rows = m.segments.flatMap((seg) => seg.items.map((it) => ({ seg, it })))
@@ -79,16 +82,28 @@ export async function timelineView(ctx: Ctx, root: HTMLElement): Promise<void> {
     h("table", { class: "grid", "data-testid": "timeline-table" },
       h("thead", null, h("tr", null, ...["Row (thread · depth, or GPU stream)", "Event", "Stage", "Start", "Duration"]
         .map((c, i) => h("th", { class: i >= 3 ? "num" : null }, c)))),
-      h("tbody", null, ...rows.map(({ seg, it }) => h("tr", { "data-kind": it.kind, "data-lane": seg.lanes[it.lane] },
-        h("td", null, seg.lanes[it.lane]),
-        h("td", { class: "kcell", title: it.name }, it.kind === "kernel" ? short.get(it.name) ?? it.name : it.name),
-        h("td", null, stageChip(it.stage, it.pass)), usCell(seg.offset + it.start), usCell(it.dur)))))));
-  slot.appendChild(readingPanel(sample.reading));
+      h("tbody", null, ...rows.map(({ seg, it }) => h("tr", {
+        "data-kind": it.kind, "data-lane": seg.lanes[it.lane], "data-testid": "timeline-event",
+        "data-correlation": it.event.correlation, "data-ts": it.event.ts_us,
+      },
+      h("td", null, seg.lanes[it.lane]),
+      h("td", { class: "kcell", title: it.name }, it.kind === "kernel" ? short.get(it.name) ?? it.name : it.name),
+      h("td", null, stageChip(it.stage, it.pass)), usCell(seg.offset + it.start), usCell(it.dur)))))));
+  const table = slot.querySelector("details.numbers") as HTMLDetailsElement;
+  const trs = [...table.querySelectorAll<HTMLElement>('[data-testid="timeline-event"]')];
+  slot.appendChild(readingPanel(sample.reading, sample.events || [], (events) => {
+    hit.clear();
+    for (const e of events || []) hit.add(e);
+    rows.forEach(({ it }, i) => trs[i].toggleAttribute("data-claim-hit", hit.has(it.event)));
+    if (hit.size) table.open = true; // the highlighted rows are the answer: show them
+    for (const r of redraw) r();
+  }));
 }
 
-function drawSegment(chartEl: HTMLElement, seg: TimelineSegment, split: boolean): void {
+function drawSegment(chartEl: HTMLElement, seg: TimelineSegment, split: boolean, hit: Set<CallEvent>): () => void {
   const since = split ? `since the ${seg.pass === "bwd" ? "backward" : "forward"} starts` : "since the call starts";
-  makeChart(chartEl, {
+  const data = () => seg.items.map((it) => [it.lane, it.start, it.start + it.dur]);
+  const chart = makeChart(chartEl, {
     grid: { left: 170, right: 20, top: 10, bottom: 50 },
     tooltip: {
       trigger: "item",
@@ -107,7 +122,7 @@ function drawSegment(chartEl: HTMLElement, seg: TimelineSegment, split: boolean)
     series: [{
       type: "custom",
       encode: { x: [1, 2], y: 0 },
-      data: seg.items.map((it) => [it.lane, it.start, it.start + it.dur]),
+      data: data(),
       renderItem: (params: unknown, api: {
         value: (i: number) => number; coord: (v: number[]) => number[]; size: (v: number[]) => number[]; style: () => object;
       }) => {
@@ -121,9 +136,13 @@ function drawSegment(chartEl: HTMLElement, seg: TimelineSegment, split: boolean)
         );
         return shape && {
           type: "rect", shape,
-          style: { fill: stageColor(it.stage), stroke: it.kind === "kernel" ? "#333" : "rgba(0,0,0,0.15)", lineWidth: it.kind === "kernel" ? 1 : 0.5 },
+          style: hit.has(it.event) ? { fill: stageColor(it.stage), stroke: "#d50000", lineWidth: 3 }
+            : { fill: stageColor(it.stage), stroke: it.kind === "kernel" ? "#333" : "rgba(0,0,0,0.15)", lineWidth: it.kind === "kernel" ? 1 : 0.5,
+              opacity: hit.size ? 0.35 : 1 },
         };
       },
     }],
   });
+  // re-rendered with the same data: renderItem reads ``hit`` again
+  return () => chart.setOption({ series: [{ data: data() }] });
 }

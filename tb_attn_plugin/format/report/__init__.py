@@ -1,6 +1,6 @@
 """The report's format as typed msgspec Structs: the one source of report/schema.json and the frontend's types.
 
-``report/build.py`` still assembles plain dicts (the hot path stays as it was); these Structs say what
+The report's sections (``report/sections.py``) still write plain dicts (the hot path stays as it was); these Structs say what
 those dicts hold, and tests/test_format_generated.py converts real reports into ``Report`` with
 ``strict=True``, so a key the engine writes that is missing here (or a wrong type) fails a test.
 
@@ -15,7 +15,8 @@ To add a section (or a field):
   1. add its Struct(s) in the module of its part, or a new module here (subclass ``Row`` with
      ``kw_only=True``; a docstring, and ``doc(...)`` for a field whose unit is not in its
      name), and a field on ``Report`` below (or on the section it belongs to);
-  2. write it in the engine (``report/build.py`` or the section's module);
+  2. write its builder in its room and one row of ``report/sections.py`` (a field of a section: in
+     that section's builder);
   3. run ``python -m tb_attn_plugin.format.generate``: it rewrites report/schema.json,
      frontend/src/tags.ts, types.ts and memory_types.ts, and from format/routes.py
      plugin/routes.schema.json and frontend/src/route_types.ts. A Struct reachable from

@@ -85,12 +85,13 @@ class WhyNotFlash(Row, kw_only=True):
     aten::scaled_dot_product_attention call."""
     device: str
     rules: str
-    ran: str | None
     backends: list[BackendCheck]
+    ran: str | None
 
 
 class Layer(Row, kw_only=True):
-    """One attention layer, over all its calls."""
+    """One attention layer, over all its calls. Its fields are in the order the engine writes them
+    (report/layers.py), so that a Layer encodes to the same bytes as the engine's row."""
     layer: str
     layer_type: str
     calls: int
@@ -98,9 +99,6 @@ class Layer(Row, kw_only=True):
     compiled: bool
     source: Literal["tag", "op", "module", "motif", "kernel"]
     shape: Shape | None
-    heads: Annotated[Literal["MHA", "MQA", "GQA"], doc(
-        "MQA: K/V have one head for all of Q's; GQA: fewer K/V heads than Q's (from K/V shapes, or a repeat_kv/"
-        "repeat_interleave of K and V in the call: then shape.kv_heads is null); MHA: as many; absent: unknown")] | UnsetType = UNSET
     dtype: str | None
     causal: bool | None
     dropout: Annotated[float | None, doc("probability")]
@@ -109,6 +107,9 @@ class Layer(Row, kw_only=True):
     score_bytes: Annotated[int | None, doc("the largest score matrix of an unfused call")]
     memory_bytes: Annotated[int | None, doc("the largest peak growth of its calls (memory section)")]
     first_call: Annotated[int, doc("id of its first call")]
+    heads: Annotated[Literal["MHA", "MQA", "GQA"], doc(
+        "MQA: K/V have one head for all of Q's; GQA: fewer K/V heads than Q's (from K/V shapes, or a repeat_kv/"
+        "repeat_interleave of K and V in the call: then shape.kv_heads is null); MHA: as many; absent: unknown")] | UnsetType = UNSET
     kernels: Annotated[list[LayerKernel], doc("the layer's kernels over all its calls, largest first (at most 100)")]
     implementation: Annotated[str, doc("its calls' implementations, most common first, joined by \"+\"")]
     gpu_us: float

@@ -101,14 +101,16 @@ class PhaseRoofline(Row, kw_only=True):
     """One roofline point for the calls of one phase whose shape was recorded (overview.phase_convention)."""
     calls: Annotated[Count, doc("the calls with a recorded shape, the point's calls")]
     flops: float
-    bytes: Annotated[float, doc("decode: the KV cache read; other phases: the stage model's bytes")]
+    bytes: Annotated[float, doc("decode: the KV cache read (at most, for a paged op that records its longest "
+                                "sequence only); other phases: the stage model's bytes")]
     time_us: Annotated[float, doc("their attention time on the report's time basis, µs")]
     intensity: Annotated[float | None, doc("FLOP per byte")]
     achieved_tflops: float | None
     achieved_tbs: Annotated[float | None, doc("bytes / time, TB/s")]
     bound: Annotated[Literal["compute", "memory", "launch"] | None, doc("null: no roof for this device")]
     bound_reason: str
-    bytes_are: Literal["kv_cache_read", "stage_model"]
+    bytes_are: Annotated[Literal["kv_cache_read", "kv_cache_read_at_most", "stage_model"], doc(
+        "kv_cache_read_at_most: bytes, FLOPs and rates are upper bounds, the intensity exact")]
 
 
 class PhaseRow(Row, kw_only=True):

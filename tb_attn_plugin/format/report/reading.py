@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from msgspec import UNSET, UnsetType
+
 from .base import Count, NonNeg, Positive, Row, doc
 
 
@@ -40,6 +42,7 @@ class Flag(Row, kw_only=True):
     names: list[str]
     fix: str
     source: str
+    evidence: Evidence
 
 
 class Outside(Row, kw_only=True):
@@ -97,6 +100,14 @@ class HostCost(Row, kw_only=True):
     summary: str
 
 
+class PhaseReading(Row, kw_only=True):
+    """The same reading over the calls of one serving phase (overview/phases.py)."""
+    phase: Literal["prefill", "decode", "mixed", "unknown"]
+    calls: Positive
+    expected: Expected | None
+    host: HostCost | None
+
+
 class ReadingRow(Row, kw_only=True):
     """A layer type × implementation read the way 'Attention is all you profile' reads a call."""
     layer_type: str
@@ -104,6 +115,8 @@ class ReadingRow(Row, kw_only=True):
     calls: Positive
     expected: Expected | None
     host: Annotated[HostCost | None, doc("null for calls with no host side (graph replay only)")]
+    phases: Annotated[list[PhaseReading], doc("the reading per serving phase, prefill first; only where the "
+                                              "trace's calls have two phases or more")] | UnsetType = UNSET
 
 
 class Fingerprint(Row, kw_only=True):

@@ -106,6 +106,10 @@ class CallEvent(Row, kw_only=True):
     depth: Annotated[int, doc("nesting below the call's root op (kernels: 0)")]
     thread: Annotated[str, doc("CPU ops: the thread (trace tid) that ran the op")] | UnsetType = UNSET
     stream: Annotated[str, doc("kernels: the GPU stream the kernel ran on")] | UnsetType = UNSET
+    correlation: Annotated[int, doc("kernels: the launch's correlation id, where the trace records one (the id a "
+                                    "reading's evidence lists)")] | UnsetType = UNSET
+    ts_us: Annotated[float, doc("CPU ops of a trace with no GPU kernel: the op's ts as the trace records it (the id a "
+                                "reading's evidence lists)")] | UnsetType = UNSET
 
 
 class CallSample(Row, kw_only=True):
