@@ -2,7 +2,8 @@
 // and fix, host vs GPU, the kernels' fingerprints and occupancy, why not flash. Pure: the numbers
 // are the engine's (GET /call's "reading"); this only words them, with units (test/reading_model.test.ts).
 import { fmtBytes, fmtCount, fmtShare, fmtUs, num, ZERO_ESTIMATE } from "./format";
-import type { CallEvent, CallReading, CallReadingKernel, Evidence, Expected, HostCost, WhyNotFlash } from "./types";
+import type { CallReading, CallReadingKernel } from "./route_types";
+import type { CallEvent, Evidence, Expected, HostCost, WhyNotFlash } from "./types";
 
 /** A piece the engine could not read: shown as "unknown" with the reason, never as 0. */
 export interface Unknown {

@@ -3,7 +3,8 @@
 import { h } from "../dom";
 import { distinctShortNames } from "../format";
 import { claimLink, isUnknown, readingModel, type ClaimIds, type Unknown } from "../reading_model";
-import type { CallEvent, CallReading } from "../types";
+import type { CallReading } from "../route_types";
+import type { CallEvent } from "../types";
 import { kernelName, stageChip } from "./common";
 
 function unknownLine(piece: string, u: Unknown): HTMLElement {
