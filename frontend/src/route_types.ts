@@ -116,6 +116,8 @@ export interface CallReading {
    *  report did not split the reading by phase: fewer than two phases among the calls) */
   phase?: string | null;
   phase_reading?: PhaseReading | null;
+  /** the layer type's reading over every phase it has, prefill first (null where not split) */
+  phases?: PhaseReading[] | null;
   expected: Expected | null;
   host: HostCost | null;
   kernels: CallReadingKernel[];
