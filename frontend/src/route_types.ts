@@ -114,6 +114,8 @@ export interface CallReading {
   phase: string | null;
   /** its layer type's reading over that phase's calls; null where the report did not split the reading by phase (fewer than two phases among the calls) */
   phase_reading: PhaseReading | null;
+  /** the row's reading over each phase's calls, prefill first (the panel's table); null where not split */
+  phases: PhaseReading[] | null;
   expected: Expected | null;
   host: HostCost | null;
   kernels: CallReadingKernel[];

@@ -159,6 +159,8 @@ class CallReading(Row, kw_only=True):
     phase_reading: Annotated[PhaseReading | None, doc(
         "its layer type's reading over that phase's calls; null where the report did not split the reading by "
         "phase (fewer than two phases among the calls)")]
+    phases: Annotated[list[PhaseReading] | None, doc(
+        "the row's reading over each phase's calls, prefill first (the panel's table); null where not split")]
     expected: Expected | None
     host: HostCost | None
     kernels: list[CallReadingKernel]
