@@ -135,7 +135,7 @@ def test_identical_ops_count_identical_bytes_under_a_roof(recorded_traces, tmp_p
 
 
 def test_one_step_runs_with_calls_enough_let_the_calls_spread_stand_in():
-    # the shared traces' README: 180 Owlv2Attention module calls, 4 BertSdpaSelfAttention calls, one step each
+    # the shared traces' README: 180 Owlv2Attention module calls, 4 BertSdpaSelfAttention calls (the calls are their BertAttention modules), one step each
     owl = analyze_file(str(shared_trace("tl_h100_owlv2_eager_bmm_softmax")))
     bert = analyze_file(str(shared_trace("tl_h100_bert_small_sdpa_flash")))
     mi300 = analyze_file(str(shared_trace("tl_mi300x_bert_small_sdpa_aotriton")))

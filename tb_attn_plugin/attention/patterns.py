@@ -362,6 +362,12 @@ def attention_function_backward(name: str) -> AttentionOpRule | None:
 # classes, nn.MultiheadAttention), but not containers of several layers.
 ATTENTION_MODULE = compile_linear(r"Attention|Attn", ignore_case=True)
 ATTENTION_MODULE_EXCLUDE = compile_linear(r"(Output|Block|Layer|Stack|Model|Encoder|Decoder|Pooler|Processor)s?$", ignore_case=True)
+# An attention module's output projection when it is a module of its own beside the attention, both
+# inside an outer attention module: HF's BERT family splits XAttention into XSelfAttention (Q, K, V,
+# the score path) and XSelfOutput (the output projection, dropout, its norm): ViTAttention, BertAttention,
+# DeiTAttention, TimeSformerAttention; LxmertAttentionOutput in Lxmert. There the call's scope is the
+# outer module (detect.py), so the output projection's time and blocks are attention's.
+ATTENTION_OUTPUT_MODULE = compile_linear(r"(SelfOutput|AttentionOutput)$", ignore_case=True)
 
 SOFTMAX_OPS = frozenset({"aten::softmax", "aten::_softmax", "aten::_safe_softmax", "aten::special_softmax"})
 SOFTMAX_BACKWARD_OPS = frozenset({"aten::_softmax_backward_data"})  # softmax's backward, inside a Function's backward
@@ -405,6 +411,11 @@ def is_vendor_op(name: str) -> bool:
 @lru_cache(maxsize=65536)
 def is_attention_module(class_name: str) -> bool:
     return bool(ATTENTION_MODULE.search(class_name)) and not ATTENTION_MODULE_EXCLUDE.search(class_name)
+
+
+@lru_cache(maxsize=65536)
+def is_attention_output_module(class_name: str) -> bool:
+    return bool(ATTENTION_OUTPUT_MODULE.search(class_name))
 
 
 @lru_cache(maxsize=65536)
