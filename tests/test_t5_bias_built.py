@@ -9,7 +9,6 @@ import gzip
 import json
 from functools import lru_cache
 
-import pytest
 
 from tests.conftest import shared_trace
 
@@ -42,9 +41,6 @@ def test_compute_bias_launches_22_kernels_in_the_first_t5_call():
     assert "arange_cuda_out" in kernels[578] and "vectorized_gather_kernel" in kernels[601]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 46 item 1 open: the reading names 3 of compute_bias's 22 kernels "
-                   "'mask built per call' (arange x2, full_like's fill); the rest read as dtype cast, repeated "
-                   "step (mask, scale) or outside the core")
 def test_the_reading_counts_every_bias_kernel_as_mask_built_per_call():
     from tb_attn_plugin.report.build import analyze_file
 
