@@ -21,6 +21,8 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 from werkzeug.security import safe_join
 
+from ..format.report.layers import Layer
+from ..format.report.rows import StageRow
 from ..format.tags import STAGES
 from ..reading import call as call_reading
 from ..report.compare import compare_reports
@@ -55,7 +57,7 @@ class _KernelsView(msgspec.Struct):
 class _CallsView(msgspec.Struct):
     call_samples: Any = None
     # what the Reading panel of a call looks up (reading/call.py)
-    layers: Any = None
+    layers: list[Layer] | None = None
     reading: Any = None
     kernel_reading: Any = None
     time_basis: Any = None
@@ -368,6 +370,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
             if r is None:  # its cache entry vanished: it is being analysed again
                 loading = [e]
                 break
+            # the parts compare reads as the report's Structs (format/report/)
+            r["layers"] = msgspec.convert(r.get("layers") or [], list[Layer])
+            r["stages"] = msgspec.convert(r.get("stages") or [], list[StageRow])
             reports.append((e.run if workers[0] is None else _rank_label(e, r), r))
         if loading:
             return _json(request, {"status": "loading", "waiting_for": [e.run for e in loading]}, 202)

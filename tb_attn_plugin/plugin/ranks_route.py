@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from ..format.report.rows import StageRow
 from ..ranks.summary import summarize_ranks
 from .index import ERROR, LOADING, RunIndex
 
@@ -20,10 +21,11 @@ MAX_WAITING_LISTED = 8
 
 
 class _Layer(msgspec.Struct):
-    layer: Any = None
-    gpu_us: Any = None
-    cpu_us: Any = None
-    backend: Any = None
+    """The fields of a report's Layer the summary reads."""
+    layer: str
+    gpu_us: float
+    cpu_us: float
+    backend: str
 
 
 class _RankFields(msgspec.Struct):
@@ -35,7 +37,7 @@ class _RankFields(msgspec.Struct):
     attention_gpu_us: Any = None
     attention_cpu_us: Any = None
     calls: Any = None
-    stages: Any = None
+    stages: list[StageRow] | None = None
     implementations: Any = None
     layers: list[_Layer] | None = None
 
@@ -44,9 +46,7 @@ _decoder = msgspec.json.Decoder(_RankFields)
 
 
 def _as_dict(v: _RankFields) -> dict[str, Any]:
-    d = {f: getattr(v, f) for f in v.__struct_fields__}
-    d["layers"] = [{f: getattr(lay, f) for f in lay.__struct_fields__} for lay in v.layers or []]
-    return d
+    return {f: getattr(v, f) for f in v.__struct_fields__}
 
 
 class RanksAnswers:
