@@ -16,7 +16,7 @@ setup(
     license="MIT",
     python_requires=">=3.10",
     packages=find_packages(include=["tb_attn_plugin", "tb_attn_plugin.*"]),
-    package_data={"tb_attn_plugin": ["static/*", "static/**/*", "report/schema.json"]},
+    package_data={"tb_attn_plugin": ["static/*", "static/**/*", "report/schema.json", "plugin/routes.schema.json"]},
     include_package_data=True,
     # The engine needs msgspec (decoding) and numpy (columns: grouped sums, sorts, joins); torch and
     # tensorboard are for the collector and the plugin.

@@ -108,3 +108,27 @@ def test_a_claim_highlights_its_kernels_in_one_call(tmp_path):
         spec.write_text(json.dumps(checks))
         out = run_script("claims.mjs", base, shots_dir(tmp_path), RUN="owlv2", CLAIMS_FILE=str(spec))
     assert "highlights exactly the kernels" in out
+
+
+def test_reading_panel_by_serving_phase(tmp_path):
+    """A built vLLM FA2 serving trace (three decode batches, two prompts, one chunked prefill beside decodes):
+    the Reading panel of a call of each phase names its phase and shows every phase's expected against ran,
+    extras and host vs GPU per call, as the report has them; the report's per-phase counts are the raw
+    events' (tests/test_phases_serving.py's walker). An all-decode trace shows no phase table."""
+    require_browser()
+    from tests.make_call_phases_fixture import write_serving_logdir
+    from tests.test_phases_serving import raw_reading_by_phase
+
+    logdir = tmp_path / "logdir"
+    write_serving_logdir(logdir)
+    raw = raw_reading_by_phase(next((logdir / "served").glob("*.json")))
+    with serving(logdir, tmp_path) as (base, proc):
+        report = poll(f"{base}/data/plugin/tb_attn/report?run=served", lambda d: "reading" in d, timeout=300, proc=proc)
+        (row,) = report["reading"]
+        assert {p["phase"]: p["calls"] for p in row["phases"]} == {ph: v["calls"] for ph, v in raw.items()}
+        for p in row["phases"]:
+            assert (p["expected"]["ran_min"], p["expected"]["ran_max"]) == (min(raw[p["phase"]]["ran"]),
+                                                                          max(raw[p["phase"]]["ran"]))
+        poll(f"{base}/data/plugin/tb_attn/report?run=decode_only", lambda d: "reading" in d, timeout=300, proc=proc)
+        out = run_script("phases.mjs", base, shots_dir(tmp_path), RUN="served", ONE_PHASE_RUN="decode_only")
+    assert "the phase table shows the report's per-phase reading" in out

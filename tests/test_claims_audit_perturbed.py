@@ -76,7 +76,7 @@ def test_a_ran_count_changed_is_rejected(delta):
     doc, r = _bert()
 
     def change(bad):
-        e = _row(bad, "BertSdpaSelfAttention")["expected"]
+        e = _row(bad, "BertAttention")["expected"]
         for k in ("ran", "ran_min", "ran_max"):  # the whole range moved, so only the raw events can tell
             e[k] += delta
     assert any("kernels each" in p for p in _rejects(doc, r, change))

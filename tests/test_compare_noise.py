@@ -23,7 +23,7 @@ STEPS = 8
 
 def record_together(tmp: Path, *runs: tuple[str, str, int]) -> list[Path]:
     """Record (name, mode, sequence length) runs at the same time, each in its own process: a load
-    on this machine then falls on both alike, as it would not on two runs recorded one after another."""
+    on this machine then falls on all of them alike, as it would not on two runs recorded one after another."""
     pytest.importorskip("torch")
     paths = [tmp / f"{name}.json" for name, _, _ in runs]
     procs = [subprocess.Popen([sys.executable, "-m", "tests.cpu_models", mode, str(p), str(STEPS), str(seq)],
@@ -54,8 +54,16 @@ def test_mann_whitney_exact_matches_counting_every_ordering():
     assert min_p(3, 3) == pytest.approx(0.1) and min_p(5, 5) < ALPHA <= min_p(4, 4)
 
 
-def test_same_model_twice_is_within_noise_and_bytes_are_identical(tmp_path):
-    a, b = record_together(tmp_path, ("first", "eager", 32), ("again", "eager", 32))
+@pytest.fixture(scope="module")
+def eager_runs(tmp_path_factory) -> dict[str, Path]:
+    """The same eager model twice at length 32 and once at 256 (8x the length: 64x the scores), recorded
+    at once: one wave of processes serves both the within-noise and the beyond-noise test."""
+    runs = (("first", "eager", 32), ("again", "eager", 32), ("L256", "eager", 256))
+    return dict(zip([r[0] for r in runs], record_together(tmp_path_factory.mktemp("eager_runs"), *runs)))
+
+
+def test_same_model_twice_is_within_noise_and_bytes_are_identical(eager_runs):
+    a, b = eager_runs["first"], eager_runs["again"]
     ra, rb = analyze_file(str(a)), analyze_file(str(b))
     assert [s["calls"] for s in ra["steps"]] == [s["calls"] for s in rb["steps"]] == [2] * STEPS
     c = compare_reports([("first", ra), ("again", rb)])
@@ -69,8 +77,8 @@ def test_same_model_twice_is_within_noise_and_bytes_are_identical(tmp_path):
     assert c["differences"] == []
 
 
-def test_eight_times_the_length_is_beyond_noise(tmp_path):
-    short, long = record_together(tmp_path, ("L32", "eager", 32), ("L256", "eager", 256))  # 8x the length: 64x the scores
+def test_eight_times_the_length_is_beyond_noise(eager_runs):
+    short, long = eager_runs["first"], eager_runs["L256"]  # 8x the length: 64x the scores
     c = compare_reports([("L32", analyze_file(str(short))), ("L256", analyze_file(str(long)))])
     assert c["noise"]["verdict"] == "beyond_noise", c["noise"]
     assert c["noise"]["p_value"] < ALPHA
@@ -135,7 +143,7 @@ def test_identical_ops_count_identical_bytes_under_a_roof(recorded_traces, tmp_p
 
 
 def test_one_step_runs_with_calls_enough_let_the_calls_spread_stand_in():
-    # the shared traces' README: 180 Owlv2Attention module calls, 4 BertSdpaSelfAttention calls, one step each
+    # the shared traces' README: 180 Owlv2Attention module calls, 4 BertSdpaSelfAttention calls (the calls are their BertAttention modules), one step each
     owl = analyze_file(str(shared_trace("tl_h100_owlv2_eager_bmm_softmax")))
     bert = analyze_file(str(shared_trace("tl_h100_bert_small_sdpa_flash")))
     mi300 = analyze_file(str(shared_trace("tl_mi300x_bert_small_sdpa_aotriton")))

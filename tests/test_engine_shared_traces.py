@@ -34,7 +34,7 @@ def test_h100_bert_sdpa_flash():
     assert (n, us) == (4, 37.4)
     assert all("pytorch_flash::flash_fwd_kernel" in k["name"] for k in rows)
     assert r["calls"] == 4
-    assert layer_type_calls(r) == {"BertSdpaSelfAttention": 4}
+    assert layer_type_calls(r) == {"BertAttention": 4}
     assert {lay.implementation for lay in r["layers"]} == {"flash"}
     assert {lay.backend for lay in r["layers"]} == {"flash"}
     shape = r["layers"][0].shape
@@ -67,7 +67,7 @@ def test_mi300x_bert_aotriton():
     n, us, rows = kernels(r, "fused")
     assert (n, us) == (4, 113.7)
     assert {k["name"] for k in rows} == {"attn_fwd"}
-    assert layer_type_calls(r) == {"BertSdpaSelfAttention": 4}
+    assert layer_type_calls(r) == {"BertAttention": 4}
     assert {lay.implementation for lay in r["layers"]} == {"aotriton"}
     assert {lay.backend for lay in r["layers"]} == {"flash"}
     assert r["device"]["vendor"] == "AMD"

@@ -66,7 +66,7 @@ def test_a_cut_gpu_window_reads_per_recorded_call(tmp_path):
     n, kept = _cut_window(src, tmp_path / "cut.json.gz", 2)
     assert n == 4 and len(kept) == 2 and all(us > 0 for us in kept)
     r = analyze_file(str(tmp_path / "cut.json.gz"))
-    (row,) = [g for g in r["reading"] if g["layer_type"] == "BertSdpaSelfAttention"]
+    (row,) = [g for g in r["reading"] if g["layer_type"] == "BertAttention"]
     e, h = row["expected"], row["host"]
     assert row["calls"] == 4 and e["calls_without_forward"] == 2
     assert e["ran"] == e["ran_min"] >= 1  # the two recorded calls; no zero from the unrecorded ones
@@ -78,7 +78,7 @@ def test_a_group_with_no_recorded_forward_says_unknown_not_zero(tmp_path):
     src = shared_trace("tl_h100_bert_small_sdpa_flash")
     _cut_window(src, tmp_path / "cut0.json.gz", 0)
     r = analyze_file(str(tmp_path / "cut0.json.gz"))
-    (row,) = [g for g in r["reading"] if g["layer_type"] == "BertSdpaSelfAttention"]
+    (row,) = [g for g in r["reading"] if g["layer_type"] == "BertAttention"]
     assert row["expected"]["calls_without_forward"] == 4 and "ran unknown" in row["expected"]["summary"]
     assert row["host"]["gpu_us_per_call"] is None and row["host"]["host_bound"] is None
 

@@ -124,3 +124,18 @@ def test_a_key_the_structs_lack_fails(recorded_traces):
     r["kernels"][0]["gpu_us"] = "fast"
     with pytest.raises(msgspec.ValidationError, match="gpu_us"):
         msgspec.convert(r, Report, strict=True)
+
+
+def test_docs_name_only_parts_the_schemas_define():
+    """docs/api.md names the format's parts (`Layer`, `CompareDoc`) instead of copying their fields: each
+    such name is a definition of report/schema.json or plugin/routes.schema.json, so a renamed or
+    deleted Struct cannot leave the docs pointing at nothing."""
+    import re
+
+    defined = {"Report"}
+    for rel in (generate.SCHEMA_PATH, generate.ROUTE_SCHEMA_PATH):
+        defined |= set(json.loads((REPO / rel).read_text(encoding="utf-8"))["$defs"])
+    outside = {"LlamaAttention", "ProfilerStep", "Addr", "Bytes"}  # torch's, Hugging Face's and kineto's names
+    named = set(re.findall(r"`([A-Z][a-z][A-Za-z0-9]*)`", (REPO / "docs" / "api.md").read_text(encoding="utf-8")))
+    assert named - defined - outside == set()
+    assert {"Layer", "CompareDoc", "RunsDoc", "MemoryPeak"} <= named  # the docs do name them

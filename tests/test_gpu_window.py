@@ -53,7 +53,7 @@ def test_bert_cut_before_its_last_attention_kernel(tmp_path):
     assert full["gpu_window"] is None
     w = r["gpu_window"]
     assert w["cut"] is True and w["unrecorded_launches"] == len(removed) == w["after_last_recorded"]
-    # The fourth BertSdpaSelfAttention call kept its projections' kernels but lost its flash kernel.
+    # The fourth BertAttention call kept its projections' kernels but lost its flash kernel.
     assert r["calls"] == full["calls"] == 4
     (row,) = w["calls"]
     assert row["recorded"] == "partly" and w["calls_partly_recorded"] == 1 and w["calls_not_recorded"] == 0

@@ -131,7 +131,7 @@ def test_every_built_in_name_table_is_compiled_linear():
     from tb_attn_plugin.roofline import devices
     from tb_attn_plugin.trace import window
 
-    programs = [rx for rx, _ in P._BUILT_IN] + [rx for rx, _ in P._OP_RULES] + [
+    programs = P._BUILT_IN.programs + P._OP_RULES.programs + [
         P.BACKWARD_NODE_SUFFIX, P.ATTENTION_MODULE, P.ATTENTION_MODULE_EXCLUDE, P.COMPILED_REGION, P.TRITON_OP,
         window._LAUNCH, window.CAPTURE_BEGIN, window.CAPTURE_END, frame_rules.NODE_NAME, frame_rules.TORCH_FILES,
         frame_rules.PYTHON_FILE, expectations.HOST_SCALAR_PARENTS, expectations.FP32_GEMM, devices._STATES_MEMORY,

@@ -100,3 +100,11 @@ def test_attention_ops(op, expected):
                                      ("T5LayerSelfAttention", True), ("Linear", False), ("AttentionBlock", False)])
 def test_attention_modules(cls, yes):
     assert P.is_attention_module(cls) is yes
+
+
+@pytest.mark.parametrize("cls,yes", [("ViTSelfOutput", True), ("BertSelfOutput", True), ("TimesformerSelfOutput", True),
+                                     ("LxmertAttentionOutput", True), ("ViTOutput", False), ("BertOutput", False),
+                                     ("T5LayerFF", False), ("Linear", False)])
+def test_attention_output_modules(cls, yes):
+    """The output projection as a module of its own beside the attention (HF BERT family), not a block's MLP output."""
+    assert P.is_attention_output_module(cls) is yes

@@ -289,7 +289,7 @@ def test_gpu_runs_keep_their_measured_facts(app):
     assert [k["name"] for k in body["kernels_only_in"]["gpu/bert_aotriton"] if k["stage"] == "fused"] == ["attn_fwd"]
     assert any("flash_fwd_kernel" in k["name"] for k in body["kernels_only_in"]["gpu/bert_flash"])
     layer = body["layers"][0]
-    assert layer["layer_type"] == "BertSdpaSelfAttention" and layer["implementations"] == ["flash", "aotriton"]
+    assert layer["layer_type"] == "BertAttention" and layer["implementations"] == ["flash", "aotriton"]
     assert "flash -> aotriton" in body["summary"]
     # A GPU run next to CPU-only runs: compared on CPU time, and it says so.
     _, body = get(client, f"{P}/compare?run=gpu/bert_flash&run=cpu_sdpa&run=cpu_eager")

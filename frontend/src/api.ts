@@ -2,10 +2,8 @@
 // <base href="plugin/tb_attn/">, so "./runs" is /data/plugin/tb_attn/runs wherever TensorBoard is
 // mounted (a --path_prefix included).
 
-import type { RanksDoc } from "./ranks-model";
-import type { MemoryDoc } from "./memory_types";
-import type { SweepDoc, SweepsDoc } from "./sweep_model";
-import type { CallAnswer, CompareDoc, Kernel, Report, RunsDoc } from "./types";
+import type { CallAnswer, CompareDoc, MemoryDoc, RanksDoc, RunsDoc, SweepDoc, SweepsDoc } from "./route_types";
+import type { Kernel, Report } from "./types";
 
 export class ApiError extends Error {
   constructor(message: string, readonly status: number) {

@@ -4,11 +4,12 @@
 import { api, ApiError, untilReady } from "./api";
 import { disposeCharts } from "./charts";
 import { clear, h, notice } from "./dom";
-import { defaultRun, defaultSpan, defaultTarget, skippedByReason, spanChoice } from "./model";
+import { defaultRun, defaultSpan, defaultTarget, skippedByReason, spanChoice } from "./runs_model";
 import { mergeHash, parseHash, stateFromParams, type State, type View } from "./state";
 import { STYLE } from "./style";
 import { splitSweepRuns } from "./sweep_runs";
-import type { Report, RunsDoc } from "./types";
+import type { RunsDoc } from "./route_types";
+import type { Report } from "./types";
 import { compareView } from "./views/compare";
 import type { Ctx, Target } from "./views/context";
 import { kernelsView } from "./views/kernels";
@@ -50,7 +51,7 @@ function hostWindow(): Window {
 
 class App {
   private state: State;
-  private runs: RunsDoc = { runs: [] };
+  private runs: RunsDoc = { runs: [], scanned: false };
   private reports = new Map<string, Report>();
   private generation = 0;
   private header = h("header", { class: "attn-header" });

@@ -2,9 +2,12 @@
 // (unit-tested in test/memory_model.test.ts).
 
 import { fmtBytes, fmtShare, naturalCompare, num } from "./format";
-import type { MemoryDoc, MemorySection } from "./memory_types";
-import { logSlope, seqLenOf, seriesKeyOf, seriesLabel, stageColor, stageLabel } from "./model";
-import type { SeriesKey } from "./model";
+import type { MemorySection } from "./memory_types";
+import type { MemoryDoc } from "./route_types";
+import { stageColor } from "./colors";
+import { stageLabel } from "./model";
+import { logSlope, seqLenOf, seriesKeyOf, seriesLabel } from "./scaling_model";
+import type { SeriesKey } from "./scaling_model";
 import type { Report } from "./types";
 
 export interface Band {

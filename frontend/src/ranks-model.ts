@@ -3,46 +3,10 @@
 // Pure functions, no DOM: tested in test/ranks_model.test.ts.
 
 import { num } from "./format";
-import { stageColor, stageLabel } from "./model";
-import type { Basis } from "./types";
-
-export interface RankRow {
-  rank: number;
-  worker: string;
-  rank_from?: string;
-  attention_us: number;
-  total_us?: number;
-  calls?: number;
-  stages: Record<string, number>;
-  implementations?: string[];
-  backends?: string[];
-  vs_median: number | null;
-}
-
-export interface RanksDoc {
-  run: string;
-  /** Why the run is not a job of several ranks (then no summary follows). */
-  not_a_job?: string;
-  time_basis?: Basis;
-  world_size?: number | null;
-  rank_count?: number;
-  missing_ranks?: number[];
-  missing_count?: number;
-  unranked_workers?: string[];
-  unranked_count?: number;
-  duplicate_ranks?: { rank: number; worker: string; kept: string; rank_from?: string }[];
-  duplicate_count?: number;
-  stages?: string[];
-  ranks?: RankRow[];
-  median_us?: number;
-  slowest?: { rank: number; worker: string; attention_us: number };
-  fastest?: { rank: number; worker: string; attention_us: number };
-  imbalance?: number | null;
-  odd_ranks?: { rank: number; worker: string; what: string; value: string; usual: string }[];
-  layers?: { layer: string; ranks: number; median_us: number; min_us: number; max_us: number; spread: number | null; slowest_rank: number }[];
-  headline?: string;
-  errors?: string[];
-}
+import { stageColor } from "./colors";
+import { stageLabel } from "./model";
+import type { RankRow, RanksDoc } from "./route_types";
+import type { Basis } from "./tags";
 
 export interface HeatCell {
   stage: string;

@@ -2,7 +2,8 @@
 // and fix, host vs GPU, the kernels' fingerprints and occupancy, why not flash. Pure: the numbers
 // are the engine's (GET /call's "reading"); this only words them, with units (test/reading_model.test.ts).
 import { fmtBytes, fmtCount, fmtShare, fmtUs, num, ZERO_ESTIMATE } from "./format";
-import type { CallEvent, CallReading, CallReadingKernel, Evidence, Expected, HostCost, WhyNotFlash } from "./types";
+import type { CallReading, CallReadingKernel } from "./route_types";
+import type { CallEvent, Evidence, Expected, HostCost, PhaseReading, WhyNotFlash } from "./types";
 
 /** A piece the engine could not read: shown as "unknown" with the reason, never as 0. */
 export interface Unknown {
@@ -90,8 +91,26 @@ export interface WhyNotFlashModel {
   rules: string;
 }
 
+/** The layer type's reading over the calls of one serving phase: one row of the panel's phase table. */
+export interface PhaseRowModel {
+  phase: string;
+  calls: number;
+  own: boolean; // this call's phase
+  expected: ExpectedModel | Unknown;
+  host: string; // "95.0 µs on the host vs 48.0 µs on the GPU per call"
+  verdict: HostModel["verdict"] | null;
+}
+
+/** The reading split by serving phase: only where the report split it (two phases or more). */
+export interface PhasesModel {
+  phase: string; // this call's phase
+  headline: string; // "this call is a decode: its layer type's reading over the 3 decode calls of 6"
+  rows: PhaseRowModel[];
+}
+
 export interface ReadingModel {
   title: string;
+  phases: PhasesModel | null;
   expected: ExpectedModel | Unknown;
   host: HostModel | Unknown;
   kernels: KernelRow[] | Unknown;
@@ -288,6 +307,30 @@ function whyNotFlashModel(w: WhyNotFlash): WhyNotFlashModel {
   };
 }
 
+function phasesModel(r: CallReading): PhasesModel | null {
+  // the whole row's phases when the answer carries them, else the call's own phase alone
+  const list: PhaseReading[] = r.phases?.length ? r.phases : r.phase_reading ? [r.phase_reading] : [];
+  if (!list.length) return null; // not split: a trace of one phase or none reads as before
+  const phase = r.phase || "unknown";
+  const own = list.find((p) => p.phase === phase);
+  const total = num(r.calls);
+  const headline = own
+    ? `this call is ${phase === "unknown" ? "of unknown phase" : `a ${phase}`}: its layer type's reading over the `
+      + `${plural(own.calls, `${phase} call`)}${total !== null ? ` of ${fmtCount(total)}` : ""}`
+    : `this call's phase (${phase}) has no reading of its own in the report`;
+  const rows = list.map((p): PhaseRowModel => {
+    const h = p.host ? hostModel(p.host, undefined) : null;
+    return {
+      phase: p.phase, calls: p.calls, own: p.phase === phase,
+      expected: p.expected ? expectedModel(p.expected, undefined)
+        : { unknown: "no forward op or kernel of these calls was read" },
+      host: h ? h.headline : "host side unknown: no host side recorded for these calls",
+      verdict: h ? h.verdict : null,
+    };
+  });
+  return { phase, headline, rows };
+}
+
 export function readingModel(r: CallReading | null | undefined): ReadingModel | null {
   if (!r) return null;
   const u = r.unknown || {};
@@ -296,6 +339,7 @@ export function readingModel(r: CallReading | null | undefined): ReadingModel | 
     num(r.calls) !== null ? plural(r.calls as number, "call") : null].filter(Boolean).join(" · ");
   return {
     title,
+    phases: phasesModel(r),
     expected: r.expected ? expectedModel(r.expected, u.expected) : { unknown: u.expected || layer || "not read" },
     host: r.host ? hostModel(r.host, u.gpu) : { unknown: u.host || layer || "not read" },
     kernels: r.kernels.length ? r.kernels.map((k) => kernelRow(k, r.device_arch)) : { unknown: u.kernels || "no kernels" },

@@ -3,7 +3,8 @@
 // unit-tested in test/roofline_model.test.ts. The JSON is the report's `roofline` section (docs/api.md).
 
 import { BOUND_COLOR, runColors } from "./colors";
-import type { CompareDoc, Report } from "./types";
+import type { CompareDoc } from "./route_types";
+import type { Report } from "./types";
 
 export type Bound = "compute" | "memory" | "launch" | null;
 
@@ -89,26 +90,11 @@ export function fractionText(v: number | null | undefined): string {
   return `${(v * 100).toFixed(v < 0.1 ? 1 : 0)}%`;
 }
 
-export interface Decomposition {
-  basis: "gpu" | "cpu";
-  runs: [string, string];
-  wall_us: [number, number];
-  busy_us: [number, number];
-  measured_us: number;
-  parts_us: Record<string, number>;
-  bytes: [number, number];
-  units: [number, number];
-  unit: string;
-  score_bytes: [number, number];
-  sentence: string;
-}
-
 export const PART_ORDER = ["memory", "compute", "launch", "cpu", "rest"] as const;
 export const PART_LABEL: Record<string, string> = {
   memory: "Memory traffic", compute: "Compute efficiency", launch: "Kernel launches", cpu: "CPU-side overhead",
   rest: "Rest (projections, copies, unmodelled)",
 };
-export { BOUND_COLOR } from "./colors"; // the one colour map
 
 const finite = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
 
@@ -249,7 +235,7 @@ function decadeUp(v: number): number {
 export interface DecompositionModel {
   sentence: string;
   basis: "gpu" | "cpu";
-  runs: [string, string];
+  runs: string[];
   rows: { part: string; label: string; us: number; share: number | null }[];
   measuredUs: number;
   sumUs: number;
@@ -257,7 +243,7 @@ export interface DecompositionModel {
 
 /** The compare document's decomposition as rows in a fixed order; null when the backend gave none. */
 export function decompositionModel(doc: CompareDoc | null | undefined): DecompositionModel | null {
-  const d = (doc as { decomposition?: Decomposition | null } | null | undefined)?.decomposition;
+  const d = doc?.decomposition;
   if (!d || typeof d !== "object" || !d.parts_us) return null;
   const measured = finite(d.measured_us) ? d.measured_us : 0;
   const rows = PART_ORDER.map((p) => {

@@ -2,7 +2,7 @@
 // "#<plugin>&key=value&..." (tf_storage); ours rides along as attn_* keys, so a copied TensorBoard
 // link opens the same view. Pure functions here; index.ts reads and writes the actual URL.
 
-import type { Basis, Pass } from "./types";
+import type { Basis, Pass } from "./tags";
 
 export const VIEWS = ["overview", "summary", "stages", "kernels", "compare", "scaling", "timeline", "roofline", "memory", "ranks", "sweep"] as const;
 export type View = (typeof VIEWS)[number];

@@ -104,6 +104,8 @@ td.better { color: #2e7d32; } td.worse { color: #c62828; }
 .claim-status { font-weight: 500; color: #3f51b5; }
 .reading-tag { display: inline-block; font-size: 11px; background: #e8eaf6; border-radius: 3px; padding: 0 5px; margin: 2px 4px 2px 0; }
 .reading-backends { margin: 4px 0; padding-left: 18px; }
+.reading-phase-table tr[data-own] { background: #e8eaf6; }
+.reading-phase-extras { margin: 0; padding-left: 14px; }
 .verdict-hostbound { color: #c62828; }
 .verdict-GPUbound { color: #2e7d32; }
 .layer-detail { background: #fff; border: 1px solid #ffcc80; border-radius: 6px; padding: 4px 14px 10px; margin-top: 10px; }

@@ -3,101 +3,12 @@
 
 import { seriesColors } from "./colors";
 
-export type CellStatus = "ok" | "unsupported" | "oom" | "error";
+import type { SweepBest, SweepCell, SweepDoc } from "./route_types";
 
-export interface SweepCell {
-  cell_id?: string;
-  backend: string;
-  module?: string | null;
-  batch: number;
-  seq_len: number;
-  heads?: number;
-  kv_heads?: number;
-  head_dim?: number;
-  dtype?: string;
-  causal?: boolean;
-  pass?: string;
-  device?: string;
-  device_name?: string | null;
-  torch_version?: string | null;
-  status: CellStatus;
-  reason?: string | null;
-  median_s?: number | null;
-  iqr_s?: number | null;
-  peak_bytes?: number | null;
-  flops?: number | null;
-  tflops?: number | null;
-  tokens_per_s?: number | null;
-  pct_of_peak?: number | null;
-  max_abs_error?: number | null;
-  profile_run?: string | null;
-}
-
-export interface SweepFit {
-  backend: string;
-  batch: number;
-  time_exponent: number | null;
-  memory_exponent: number | null;
-  /** The noisiest cell's IQR / median (older sweeps: absent). */
-  max_iqr_fraction?: number | null;
-}
+export type CellStatus = SweepCell["status"];
 
 /** torch.utils.benchmark's own mark of a noisy measurement (the backend's sweeps/analysis.NOISY_IQR). */
 export const NOISY_IQR = 0.1;
-
-export interface SweepCrossover {
-  batch: number;
-  backends: [string, string];
-  seq_len: number;
-  between: [number, number];
-  faster_below: string;
-  faster_above: string;
-  noisy_fraction?: number | null;
-  noise_unknown?: boolean;
-}
-
-export interface SweepBest {
-  batch: number;
-  seq_len: number;
-  backend: string | null;
-  median_s: number | null;
-  runner_up: string | null;
-  speedup: number | null;
-  statuses: Record<string, CellStatus>;
-  /** Backends timed fewer than three times here: shown, never ranked. */
-  unranked?: string[];
-  /** IQR / median of the noisier of the two fastest cells, when above the noise mark. */
-  noisy_fraction?: number | null;
-}
-
-export interface SweepOom {
-  backend: string;
-  batch: number;
-  max_ok_seq_len: number | null;
-  min_oom_seq_len: number;
-}
-
-export interface SweepDoc {
-  run: string;
-  cells: SweepCell[];
-  skipped_lines: number;
-  /** Why lines were skipped, one note each ("line 7: heads is a JSON list, not a value"); the first 20. */
-  skipped_notes?: string[];
-  analysis: {
-    cells: number;
-    status_counts: Record<string, number>;
-    fits: SweepFit[];
-    crossovers: SweepCrossover[];
-    best: SweepBest[];
-    oom_boundary: SweepOom[];
-  };
-  conventions: { flops: string; timing: string; peak_memory: Record<string, string>; pct_of_peak: string };
-}
-
-export interface SweepsDoc {
-  sweeps: { run: string; size_bytes: number }[];
-  scanned?: boolean;
-}
 
 export function seriesName(c: { backend: string; module?: string | null }): string {
   return c.module ? c.module : c.backend;

@@ -1,7 +1,8 @@
 // The one-call timeline, shaped for drawing: lanes named by CPU thread and nesting depth and by GPU
 // stream, and the call split into forward and backward when the two ran far apart. Pure: tested in
 // test/timeline_model.test.ts.
-import type { CallEvent, CallSample, Pass } from "./types";
+import type { CallEvent, CallSample } from "./types";
+import type { Pass } from "./tags";
 import { stageIndex } from "./model";
 
 export interface TimelineItem {

@@ -5,7 +5,10 @@ import {
 } from "../src/colors";
 import { memoryScaling } from "../src/memory_model";
 import type { MemorySection } from "../src/memory_types";
-import { implKind, scalingModel, seriesKeyOf, stagesByLayer, summaryModel } from "../src/model";
+import { implKind } from "../src/model";
+import { scalingModel, seriesKeyOf } from "../src/scaling_model";
+import { stagesByLayer } from "../src/stages_model";
+import { summaryModel } from "../src/summary_model";
 import { backendColor } from "../src/sweep_model";
 import type { Report } from "../src/types";
 

@@ -1,10 +1,14 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import {
-  compareHeadline, compareModel, defaultRun, defaultTarget, dominantImplementation, flattenRuns, implementationBadges,
-  implKind, kernelGroups, layerDetail, logSlope, scalingModel, seriesKeyOf, timeFitCaveat, seqLenOf, skippedByReason, spanChoice, stagesByLayer, summaryModel,
-} from "../src/model";
-import type { CompareDoc, Report, RunsDoc } from "../src/types";
+import { compareHeadline, compareModel } from "../src/compare_model";
+import { kernelGroups } from "../src/kernels_model";
+import { implementationBadges, implKind } from "../src/model";
+import { defaultRun, defaultTarget, flattenRuns, skippedByReason, spanChoice } from "../src/runs_model";
+import { dominantImplementation, logSlope, scalingModel, seriesKeyOf, timeFitCaveat, seqLenOf } from "../src/scaling_model";
+import { layerDetail, stagesByLayer } from "../src/stages_model";
+import { summaryModel } from "../src/summary_model";
+import type { CompareDoc, RunsDoc } from "../src/route_types";
+import type { Report } from "../src/types";
 
 const fixture = <T>(name: string): T => JSON.parse(readFileSync(new URL(`./fixtures/${name}.json`, import.meta.url), "utf8"));
 const bert = fixture<Report>("bert_flash");

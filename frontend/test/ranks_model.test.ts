@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { heatColor, ranksModel, type RanksDoc } from "../src/ranks-model";
+import { heatColor, ranksModel } from "../src/ranks-model";
+import type { RanksDoc } from "../src/route_types";
 
 function doc(over: Partial<RanksDoc> = {}): RanksDoc {
   return {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { notAJob, type RanksDoc } from "../src/ranks-model";
+import { notAJob } from "../src/ranks-model";
+import type { RanksDoc } from "../src/route_types";
 
 // /ranks on a listed run that is not a job answers 200 with the reason (plugin/ranks_route.py; issue 47:
 // the 404 it sent before was logged by the browser as an error); the view shows the reason, no summary.

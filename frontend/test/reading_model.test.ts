@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { claimLink, isUnknown, readingModel, type ExpectedModel, type HostModel, type KernelRow, type WhyNotFlashModel } from "../src/reading_model";
-import type { CallAnswer, CallReading } from "../src/types";
+import type { CallAnswer, CallReading } from "../src/route_types";
 
 // Real /call readings (fixtures/README.md): two H100 traces and a CPU recording of the post's SDPA math variant.
 const fx = JSON.parse(readFileSync(new URL("./fixtures/call_readings.json", import.meta.url), "utf8")) as Record<string, CallReading>;

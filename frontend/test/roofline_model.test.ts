@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { decompositionModel, PART_ORDER, rooflineChart, rooflineOf } from "../src/roofline_model";
-import type { CompareDoc, Report } from "../src/types";
+import type { Report } from "../src/types";
+import type { CompareDoc } from "../src/route_types";
 
 const fixture = <T>(name: string): T => JSON.parse(readFileSync(new URL(`./fixtures/${name}.json`, import.meta.url), "utf8"));
 const owl = fixture<Report>("roofline_owlv2");

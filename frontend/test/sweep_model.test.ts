@@ -3,11 +3,11 @@ import { describe, expect, it } from "vitest";
 import {
   backendColor, backendsOf, batchesOf, bestGrid, fmtSeconds, seriesLabel, sharedShape, skippedLines, statusCounts,
   sweepSeries,
-  type SweepDoc,
 } from "../src/sweep_model";
+import type { SweepDoc } from "../src/route_types";
 import { mergeHash, parseHash, stateFromParams, stateToParams } from "../src/state";
 import { splitSweepRuns, sweepOfRun } from "../src/sweep_runs";
-import { defaultRun } from "../src/model";
+import { defaultRun } from "../src/runs_model";
 
 // A real /sweep answer: tests/sweep_data.py's CPU sweep (math, flash, eager; efficient unsupported;
 // math and eager out of memory under a 48 MiB cap), served by tb_attn_plugin/plugin/sweeps.py.

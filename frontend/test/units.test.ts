@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { fmtTbs, fmtTflops, naturalCompare, niceByteStep } from "../src/format";
 import { memoryModel } from "../src/memory_model";
 import type { MemorySection } from "../src/memory_types";
-import { implColor } from "../src/model";
+import { implColor } from "../src/colors";
 import { timelineModel } from "../src/timeline_model";
 
 describe("rates in their unit", () => {
@@ -64,7 +64,7 @@ describe("the one-call timeline's legend", () => {
 
 describe("the Summary's share of peak on a CPU", () => {
   it("uses the roofline's measured roof when the device has no data-sheet peak", async () => {
-    const { summaryModel } = await import("../src/model");
+    const { summaryModel } = await import("../src/summary_model");
     const report = {
       calls: 2, layers: [{ layer: "l0", layer_type: "Attention", implementation: "eager", calls: 2, cpu_us: 10, gpu_us: 0, tflops: 0.0217, stages: [] }],
       attention_cpu_us: 10, total_cpu_us: 20, time_basis: "cpu", device: { name: "cpu" },

@@ -6,7 +6,10 @@
    under them); the outermost op of a nest is one call;
 3. ``nn.Module: ...Attention...`` scopes (with_stack) and the collector's ``tb_attn::module`` scopes:
    a call found by 1, 2 or 4 widens to the innermost attention module around it, so its projections
-   are part of it and the layer gets the module's name (the collector's: its module path);
+   are part of it and the layer gets the module's name (the collector's: its module path); where
+   that module's output projection is a module beside it inside an outer attention module that holds
+   no other attention (patterns.ATTENTION_OUTPUT_MODULE: ViTAttention = ViTSelfAttention +
+   ViTSelfOutput), the call is the outer module: its ops and its name;
 4. the eager motif: batched matmul -> softmax -> batched matmul among siblings, shapes agreeing;
 5. fused attention kernels that no op explains (graph replay, launches outside the window); the
    helper kernels of such a call (split-KV reduce, quantize, ...) join it (groups.py).
@@ -20,6 +23,7 @@ its op belong to it.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from functools import lru_cache
 from itertools import compress
 from typing import Any
@@ -77,6 +81,8 @@ class Detector:
         self._fused_kernels: list[int] = []  # positions in L.kernels of fused attention kernels (step 5)
         self._enclosing: list[int] | None = None  # filled by _ancestry() on first use
         self._in_compiled: list[bool] | None = None
+        self._attn_modules: list[int] = []  # positions of attention modules, and of output-projection
+        self._output_modules: list[int] = []  # modules (filled by _ancestry() with _enclosing)
         for i in L.where_name(lambda nm: P.is_attention_module(_class_of(nm))):
             if L.is_module(i):
                 self._attn_module[i] = True
@@ -104,6 +110,26 @@ class Detector:
         for i in compress(range(n), self._attn_module):
             enclosing[i + 1:end[i]] = [i] * (end[i] - i - 1)
         self._enclosing, self._in_compiled = enclosing, compiled
+        self._attn_modules = list(compress(range(n), self._attn_module))
+        self._output_modules = [i for i in L.where_name(lambda nm: P.is_attention_output_module(_class_of(nm)))
+                                if L.is_module(i)]
+
+    def _scope_of(self, m: int) -> int:
+        """The module whose ops are the call of attention module m: the outermost attention module
+        around m that holds no attention module beside m's own and holds an output-projection module
+        (patterns.ATTENTION_OUTPUT_MODULE) beside m; m itself where none does (T5LayerSelfAttention
+        around T5Attention adds a norm and a residual, not the projection: T5Attention has its own)."""
+        end, att, out = self.L.subtree_end, self._attn_modules, self._output_modules
+        enclosing = self._enclosing or []  # filled: m came from _enclosing_attention_module
+        inner = bisect_right(att, end[m] - 1) - bisect_left(att, m)  # attention modules in m's subtree, m too
+        best, p = m, enclosing[m]
+        while p >= 0 and bisect_right(att, end[p] - 1) - bisect_left(att, p + 1) == inner:
+            # p holds only m's chain; an output module in p outside m's subtree makes p the scope
+            if bisect_left(out, m) - bisect_left(out, p) + bisect_right(out, end[p] - 1) - bisect_left(out, end[m]) > 0:
+                best = p
+            inner += 1
+            p = enclosing[p]
+        return best
 
     def _enclosing_attention_module(self, i: int) -> int:
         if self._enclosing is None:
@@ -136,19 +162,20 @@ class Detector:
         return self._in_compiled[i]
 
     def _new_call(self, lo: int, hi: int, root: int, source: str, layer: str | None = None) -> Call | None:
-        # Widen to the innermost attention module, unless it already belongs to another call.
+        # Widen to the innermost attention module's scope, unless it already belongs to another call.
         m = self._enclosing_attention_module(lo)
-        if m >= 0 and self.call_of[m] < 0:
-            lo, hi = m, self.L.subtree_end[m]
+        w = self._scope_of(m) if m >= 0 else -1
+        if w >= 0 and self.call_of[w] < 0:
+            lo, hi = w, self.L.subtree_end[w]
             if source != "tag":
-                root = m
+                root = w
         mine = self.call_of[lo:hi]
         if mine and max(mine) >= 0 and any(c >= 0 and nd < 0 for c, nd in zip(mine, self.L.node_of[lo:hi])):
             return None  # overlaps an earlier call (e.g. two SDPA ops in one module): join it
-        scope = self._scope.get(m)
+        scope = self._scope.get(w)
         if layer is None:
-            layer = scope[0] if scope else module_name(self.L.names[m]) if m >= 0 else ""
-        layer_type = scope[1] if scope else _class_of(self.L.names[m]) if m >= 0 else ""
+            layer = scope[0] if scope else module_name(self.L.names[w]) if w >= 0 else ""
+        layer_type = scope[1] if scope else _class_of(self.L.names[w]) if w >= 0 else ""
         c = Call(id=len(self.calls), lo=lo, hi=hi, root=root, layer=layer, layer_type=layer_type, source=source,
                  step=self.L.step[lo], start=self.L.ts[lo], end=self.L.ts[lo] + self.L.dur[lo])
         c.compiled = self._compiled(lo)

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import msgspec
 
-from ..format.linear_regex import compile_linear
+from ..format.linear_regex import FirstMatch, compile_linear
 
 
 class KernelFamily(msgspec.Struct, frozen=True):
@@ -191,18 +191,18 @@ KERNEL_FAMILIES: tuple[KernelFamily, ...] = (
 )
 
 _user_families: tuple[KernelFamily, ...] = ()
-_BUILT_IN = [(compile_linear(f.pattern), f) for f in KERNEL_FAMILIES]  # RE2: a name cannot make them slow
-_COMPILED = list(_BUILT_IN)
+_BUILT_IN = FirstMatch([f.pattern for f in KERNEL_FAMILIES])  # RE2: a name cannot make them slow
+_USER: list = []  # the user's rows compiled, asked before the built-in ones
 
 
 def set_user_families(rows: tuple[KernelFamily, ...] | list[KernelFamily]) -> None:
     """Put a user's rows (attention/user_table.py) ahead of the built-in table; () removes them."""
-    global _user_families, _COMPILED
+    global _user_families, _USER
     from .safe_regex import compile_untrusted
 
     _user_families = tuple(rows)
     # A user's pattern is untrusted: RE2, which cannot backtrack (safe_regex.py), as ours are.
-    _COMPILED = [(compile_untrusted(f.pattern), f) for f in _user_families] + _BUILT_IN
+    _USER = [(compile_untrusted(f.pattern), f) for f in _user_families]
     kernel_family.cache_clear()
 
 
@@ -218,10 +218,11 @@ def effective_families() -> tuple[KernelFamily, ...]:
 @lru_cache(maxsize=65536)
 def kernel_family(name: str) -> KernelFamily | None:
     """The first family whose pattern matches ``name`` (exclusions included), or None."""
-    for rx, fam in _COMPILED:
+    for rx, fam in _USER:
         if rx.search(name):
             return fam
-    return None
+    i = _BUILT_IN.index(name)
+    return KERNEL_FAMILIES[i] if i >= 0 else None
 
 
 def fused_family(name: str) -> KernelFamily | None:
@@ -331,17 +332,15 @@ ATTENTION_OP_RULES: tuple[AttentionOpRule, ...] = (
     _o("triton_tutorial_function", r"_attention", "function",
        "_attention", "source: triton-lang/triton python/tutorials/06-fused-attention.py (class _attention(torch.autograd.Function))"),
 )
-_OP_RULES = [(compile_linear(r.pattern), r) for r in ATTENTION_OP_RULES]
+_OP_RULES = FirstMatch([r.pattern for r in ATTENTION_OP_RULES], "fullmatch")
 BACKWARD_NODE_SUFFIX = compile_linear(r"Backward\d*$")
 
 
 @lru_cache(maxsize=65536)
 def op_rule(name: str) -> AttentionOpRule | None:
     """The first row of ATTENTION_OP_RULES that matches ``name`` whole (exclusions included), or None."""
-    for rx, rule in _OP_RULES:
-        if rx.fullmatch(name):
-            return rule
-    return None
+    i = _OP_RULES.index(name)
+    return ATTENTION_OP_RULES[i] if i >= 0 else None
 
 
 @lru_cache(maxsize=65536)
@@ -363,6 +362,12 @@ def attention_function_backward(name: str) -> AttentionOpRule | None:
 # classes, nn.MultiheadAttention), but not containers of several layers.
 ATTENTION_MODULE = compile_linear(r"Attention|Attn", ignore_case=True)
 ATTENTION_MODULE_EXCLUDE = compile_linear(r"(Output|Block|Layer|Stack|Model|Encoder|Decoder|Pooler|Processor)s?$", ignore_case=True)
+# An attention module's output projection when it is a module of its own beside the attention, both
+# inside an outer attention module: HF's BERT family splits XAttention into XSelfAttention (Q, K, V,
+# the score path) and XSelfOutput (the output projection, dropout, its norm): ViTAttention, BertAttention,
+# DeiTAttention, TimeSformerAttention; LxmertAttentionOutput in Lxmert. There the call's scope is the
+# outer module (detect.py), so the output projection's time and blocks are attention's.
+ATTENTION_OUTPUT_MODULE = compile_linear(r"(SelfOutput|AttentionOutput)$", ignore_case=True)
 
 SOFTMAX_OPS = frozenset({"aten::softmax", "aten::_softmax", "aten::_safe_softmax", "aten::special_softmax"})
 SOFTMAX_BACKWARD_OPS = frozenset({"aten::_softmax_backward_data"})  # softmax's backward, inside a Function's backward
@@ -406,6 +411,11 @@ def is_vendor_op(name: str) -> bool:
 @lru_cache(maxsize=65536)
 def is_attention_module(class_name: str) -> bool:
     return bool(ATTENTION_MODULE.search(class_name)) and not ATTENTION_MODULE_EXCLUDE.search(class_name)
+
+
+@lru_cache(maxsize=65536)
+def is_attention_output_module(class_name: str) -> bool:
+    return bool(ATTENTION_OUTPUT_MODULE.search(class_name))
 
 
 @lru_cache(maxsize=65536)

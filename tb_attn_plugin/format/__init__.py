@@ -1,1 +1,1 @@
-"""The contracts below everything else: the tag format, user-facing errors, versions and the report's format (imports nothing of ours)."""
+"""The contracts below everything else: the tag format, user-facing errors, versions, the report's format and the route answers (imports nothing of ours)."""

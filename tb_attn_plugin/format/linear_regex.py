@@ -64,3 +64,29 @@ def compile_linear(pattern: str, ignore_case: bool = False) -> Linear:
         why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
         raise NotLinear(f"not a pattern RE2 accepts ({why}; RE2 has no lookaround or backreferences)") from None
     return Linear(program)
+
+
+class FirstMatch:
+    """Which of a table's programs (in order) is the first to match a text. Most names a trace holds match
+    no row of a table, so one program that matches where any row does answers them in one RE2 call; only
+    a text it matches is asked row by row (``how``: "search" or "fullmatch", as each row is asked)."""
+
+    __slots__ = ("programs", "_any", "_how")
+
+    def __init__(self, patterns: list[str], how: str = "search", ignore_case: bool = False):
+        self.programs = [compile_linear(p, ignore_case) for p in patterns]
+        self._how = how
+        try:
+            self._any: Any = getattr(compile_linear("|".join(f"(?:{p})" for p in patterns), ignore_case), how) \
+                if patterns else (lambda text: None)
+        except NotLinear:  # the joined program past MAX_MEM: every row asked
+            self._any = lambda text: True
+
+    def index(self, text: str) -> int:
+        """The position of the first program that matches ``text``, -1 where none does."""
+        if not self._any(text):
+            return -1
+        for i, rx in enumerate(self.programs):
+            if getattr(rx, self._how)(text):
+                return i
+        return -1

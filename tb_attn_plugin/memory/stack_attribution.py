@@ -61,6 +61,8 @@ class StackInfo(msgspec.Struct, frozen=True):
     released: str | None = None  # a free's stack: the node releasing its saved tensors
     encl: tuple | None = None  # the key of the function that called the attention core (its module's forward)
     keys: frozenset = frozenset()  # the keys of the stack's Python frames (memory/structure.py)
+    key_lines: tuple = ()  # (key, the line running in that frame) per Python frame, innermost first
+    encl_line: int | None = None  # the line of the module's forward that called the core
     line: int | None = None  # the line running in the innermost attention frame (a Python one)
 
 
@@ -111,6 +113,7 @@ def read_stack(rows: EntryRows, s: int, shown: str | None, struct: tuple | None 
     by_pos = [R.match(frames[k][0], str(frames[k][2] or "")) for k in ids]
     chain = struct[0].chain(s) if struct is not None else None
     keys = frozenset(key for _, _, key in chain.py) if chain is not None else frozenset()
+    key_lines = tuple((key, frames[k][1]) for _, k, key in chain.py) if chain is not None else ()
     compiled_bwd = any(m is not None and m[0] == R.BACKWARD for m in by_pos)
     if chain is not None and struct[1]:
         for pos, k, key in chain.py:
@@ -136,12 +139,12 @@ def read_stack(rows: EntryRows, s: int, shown: str | None, struct: tuple | None 
     limit = inner_att if inner_att is not None else len(seq)
     ops = [m[1] for _, m, _ in seq[:limit] if m[0] == R.OP and m[1] not in R.GENERIC_OPS]
     site = impl = None
-    encl = None
+    encl = encl_line = None
     if outer_att is not None:
         k_out, m_out, pos_out = seq[outer_att]
         impl = m_out[1]
         site = _label(frames, k_out, shown) if impl != "structure" else _structure_label(frames, chain, pos_out)
-        encl = _enclosing(chain, pos_out) if chain is not None else None
+        encl, encl_line = _enclosing(chain, frames, pos_out) if chain is not None else (None, None)
     elif node == "attention":
         site = _label(frames, next(k for k, m, _ in seq if m == (R.NODE, "attention")), shown)
         impl = "aten"
@@ -154,7 +157,8 @@ def read_stack(rows: EntryRows, s: int, shown: str | None, struct: tuple | None 
     line = frames[seq[inner_att][0]][1] if inner_att is not None else None
     return StackInfo(site, impl, fused, ops[-1] if ops else None, ops[0] if ops else None, node, bwd, gqa,
                      node_name=next((x for x in names if x), None) if nodes else None, released=released, cpp_site=cpp,
-                     encl=encl, keys=keys, line=line if type(line) is int else None)
+                     encl=encl, keys=keys, line=line if type(line) is int else None, key_lines=key_lines,
+                     encl_line=encl_line if type(encl_line) is int else None)
 
 
 def _structure_label(frames: list, chain, pos: int) -> str:
@@ -167,15 +171,15 @@ def _structure_label(frames: list, chain, pos: int) -> str:
     return f"{fn.rsplit('/', 1)[-1]}:{name}{where}"
 
 
-def _enclosing(chain, pos: int) -> tuple | None:
-    """The key of the Python function that called the attention core at stack position ``pos``: the
-    attention module's forward, whose own allocations (projections, rotary, K/V repeats, output
-    projection) are attention's too. None where the core is itself a module's forward (called
-    through torch/nn/modules/module.py: what calls it is a block, not attention)."""
+def _enclosing(chain, frames: list, pos: int) -> tuple[tuple | None, int | None]:
+    """The key of the Python function that called the attention core at stack position ``pos``, and
+    the line that called it: the attention module's forward, whose own allocations (projections,
+    rotary, K/V repeats, output projection) are attention's too. None where the core is itself a
+    module's forward (called through torch/nn/modules/module.py: what calls it is a block, not attention)."""
     outer = [(p, k, key) for p, k, key in chain.py if p > pos]
     if not outer or structure.MODULE_CALL.search(outer[0][2][0]):
-        return None
-    return outer[0][2]
+        return None, None
+    return outer[0][2], frames[outer[0][1]][1]
 
 
 def attribute(tl, rows: EntryRows, entry_ix: array) -> FrameAttribution:
@@ -323,16 +327,33 @@ KIND_STAGES = set(NODE_STAGE) | {"matmul"}
 
 def _modules(per_event: list, encls: set, delta) -> dict[int, tuple]:
     """Per forward allocation outside any core that runs inside an attention module's forward (a
-    function that called a core): that function's key."""
+    function that called a core): that function's key. A key is a file, a name and the callers: two
+    functions of one file called from one line share it (course code's ``x + self.attn(self.ln1(x))``
+    where both are ``forward``), so the module's own lines are those around the line that called the
+    core (structure.span), and an allocation counts where its frame of that key runs one of them."""
     out: dict[int, tuple] = {}
     if not encls:
         return out
+    calling: dict[tuple, set] = {}
+    seen: dict[tuple, set] = {}
+    for i, si in enumerate(per_event):
+        if si is None or si.bwd or delta[i] <= 0:
+            continue
+        if si.site is not None and si.encl in encls:
+            calling.setdefault(si.encl, set()).add(si.encl_line)
+        for key, line in si.key_lines:
+            if key in encls:
+                seen.setdefault(key, set()).add(line)
+    spans = {k: structure.span(calling.get(k, set()), seen.get(k, set())) for k in encls}
     for i, si in enumerate(per_event):
         if si is None or si.site is not None or si.bwd or delta[i] <= 0:
             continue
         hit = si.keys & encls
         if hit:
-            out[i] = min(hit)
+            own = [k for k in hit if any(key == k and (type(line) is not int or spans[k][0] <= line <= spans[k][1])
+                                         for key, line in si.key_lines)]
+            if own:
+                out[i] = min(own)
     return out
 
 

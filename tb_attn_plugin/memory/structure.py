@@ -210,7 +210,7 @@ def find(stacks: Stacks, tl, entry_ix) -> dict[tuple, tuple[int, int]]:
     keys = [k for k in found if k not in covers]
     # The innermost: a function that calls an attention function is not attention itself.
     keys = [k for k in keys if not any(o != k and stacks.nested(o, k) for o in keys)]
-    return {k: _span(found[k], lines[k]) for k in keys}
+    return {k: span(found[k], lines[k]) for k in keys}
 
 
 def _line(x) -> int | None:
@@ -218,7 +218,9 @@ def _line(x) -> int | None:
     return x if type(x) is int else None
 
 
-def _span(pattern: set, seen: set) -> tuple[int, int]:
+def span(pattern: set, seen: set) -> tuple[int, int]:
+    """The lines of one function among those under its key: from ``pattern``'s lines outward through
+    ``seen`` while they lie within LINE_GAP (two functions of one file may share a key)."""
     ints = sorted(x for x in seen if type(x) is int)
     core = [x for x in pattern if type(x) is int]
     if not core or not ints:

@@ -31,6 +31,8 @@ from .pool import AnalysisPool, Unavailable
 logger = logging.getLogger(__name__)
 
 LOADING, READY, ERROR = "loading", "ready", "error"
+# what a route that needs a trace's report answers for a snapshot listed on its own (422)
+NOT_A_TRACE = "{} is a CUDA memory snapshot, not a trace: it has a memory section only (the Memory view, /memory)"
 MAX_ATTEMPTS = 2  # a worker dying twice on the same file marks the file, not the pool, as bad
 IN_FLIGHT_PER_WORKER = 2
 

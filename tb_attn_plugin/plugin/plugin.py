@@ -21,14 +21,10 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 from werkzeug.security import safe_join
 
-from ..format.report.layers import Layer
-from ..format.report.rows import StageRow
 from ..format.tags import STAGES
-from ..reading import call as call_reading
-from ..report.compare import compare_reports
 from . import cache as cache_mod
-from . import memory_route
-from .index import ERROR, LOADING, RunIndex, UnknownName
+from . import compare_route, memory_route, report_views
+from .index import ERROR, LOADING, NOT_A_TRACE, RunIndex, UnknownName
 from .layout import MAX_NAME, Source
 from .pools import make_pool
 from .ranks_route import RanksAnswers
@@ -45,22 +41,6 @@ PASSES = ("fwd", "bwd")
 CONTENT_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
                  ".json": "application/json", ".map": "application/json", ".svg": "image/svg+xml",
                  ".png": "image/png", ".html": "text/html", ".txt": "text/plain", ".woff2": "font/woff2"}
-
-
-# Partial views of a report: msgspec skips every other field without building it, so /kernels
-# and /call cost a fraction of decoding the whole report.
-class _KernelsView(msgspec.Struct):
-    kernels: Any = None
-    time_basis: Any = None
-
-
-class _CallsView(msgspec.Struct):
-    call_samples: Any = None
-    # what the Reading panel of a call looks up (reading/call.py)
-    layers: list[Layer] | None = None
-    reading: Any = None
-    kernel_reading: Any = None
-    time_basis: Any = None
 
 
 class ApiError(Exception):
@@ -243,7 +223,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         """The entry of a route that needs a trace's report: a snapshot listed on its own is a 422."""
         e = self._entry(request)
         if e.is_snapshot:
-            raise ApiError(422, _NOT_A_TRACE.format(e.display))
+            raise ApiError(422, NOT_A_TRACE.format(e.display))
         return e
 
     def _report_bytes(self, e) -> bytes | None:
@@ -288,30 +268,22 @@ class AttentionPlugin(base_plugin.TBPlugin):
             raise ApiError(400, f"unknown stage {stage!r}; expected one of: {', '.join(STAGES)}")
         if pas is not None and pas not in PASSES:
             raise ApiError(400, f"unknown pass {pas!r}; expected fwd or bwd")
-        view = self._report(e, _KernelsView)
+        view = self._report(e, report_views.KernelsView)
         if view is None:
             return self._loading(request, e)
-        kernels = [k for k in view.kernels or []
-                   if (stage is None or k.get("stage") == stage) and (pas is None or k.get("pass") == pas)]
-        return _json(request, {"run": e.run, "worker": e.worker, "span": e.span, "time_basis": view.time_basis,
-                               "kernels": kernels})
+        return _json(request, report_views.kernels(view, stage, pas, {"run": e.run, "worker": e.worker, "span": e.span}))
 
     @_route
     def _serve_call(self, request):
         e = self._trace_entry(request)
         call_id = _int_param(request, "id", required=True)
-        view = self._report(e, _CallsView)
+        view = self._report(e, report_views.CallsView)
         if view is None:
             return self._loading(request, e)
-        for sample in view.call_samples or []:
-            if sample.get("id") == call_id:
-                doc = {"layers": view.layers, "reading": view.reading, "time_basis": view.time_basis}
-                if view.kernel_reading is not None:
-                    doc["kernel_reading"] = view.kernel_reading
-                return _json(request, {**sample, "reading": call_reading.panel(doc, sample)})
-        ids = [s.get("id") for s in view.call_samples or []]
-        raise ApiError(404, f"run {e.run!r} has no call sample {call_id}"
-                            + (f" (samples: {ids[0]}..{ids[-1]})" if ids else " (it has no attention calls)"))
+        try:
+            return _json(request, report_views.call(view, call_id, e.run))
+        except LookupError as exc:
+            raise ApiError(404, str(exc)) from None
 
     @_route
     def _serve_annotated(self, request):
@@ -349,36 +321,13 @@ class AttentionPlugin(base_plugin.TBPlugin):
             raise ApiError(400, f"compare takes at most {MAX_COMPARE} runs, not {len(names)}")
         if len(set(zip(names, workers))) != len(names):
             raise ApiError(400, "each run may be named only once in a comparison")
-        entries = []
-        for name, worker in zip(names, workers):
-            try:
-                entries.append(self._index.lookup(name, worker))
-            except UnknownName as exc:
-                raise ApiError(404, str(exc)) from None
-        failed = [e for e in entries if e.status == ERROR]
-        if failed:
-            raise ApiError(422, "cannot compare: " + "; ".join(e.message or e.display for e in failed))
-        snaps = [e for e in entries if e.is_snapshot]
-        if snaps:
-            raise ApiError(422, "cannot compare: " + "; ".join(_NOT_A_TRACE.format(e.display) for e in snaps))
-        loading = [e for e in entries if e.status == LOADING]
-        for e in loading:
-            self._index.want(e)
-        reports = []
-        for e in [] if loading else entries:
-            r = self._report(e)
-            if r is None:  # its cache entry vanished: it is being analysed again
-                loading = [e]
-                break
-            # the parts compare reads as the report's Structs (format/report/)
-            r["layers"] = msgspec.convert(r.get("layers") or [], list[Layer])
-            r["stages"] = msgspec.convert(r.get("stages") or [], list[StageRow])
-            reports.append((e.run if workers[0] is None else _rank_label(e, r), r))
-        if loading:
-            return _json(request, {"status": "loading", "waiting_for": [e.run for e in loading]}, 202)
-        if len({label for label, _ in reports}) < len(reports):  # two traces claim one rank
-            reports = [(f"{e.run}/{e.worker}", r) for e, (_, r) in zip(entries, reports)]
-        return _json(request, compare_reports(reports))
+        try:
+            code, body = compare_route.answer(self._index, names, workers)
+        except UnknownName as exc:
+            raise ApiError(404, str(exc)) from None
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from None
+        return _json(request, body, code)
 
     @_route
     def _serve_ranks(self, request):
@@ -438,13 +387,3 @@ class AttentionPlugin(base_plugin.TBPlugin):
         return http_util.Respond(request, body, CONTENT_TYPES.get(ext, "application/octet-stream"))
 
 
-def _rank_label(e, report) -> str:
-    """How a rank against rank comparison names a side: "job rank 5" when the trace says its rank
-    (ranks/identify.py), else run/worker."""
-    from ..ranks.identify import rank_of
-
-    got = rank_of(report)
-    return f"{e.run} rank {got[0]}" if got is not None else f"{e.run}/{e.worker}"
-
-
-_NOT_A_TRACE = "{} is a CUDA memory snapshot, not a trace: it has a memory section only (the Memory view, /memory)"

@@ -117,6 +117,7 @@ def panel(report: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
         "calls": _get(group, "calls"),
         "phase": phase if isinstance(phase, str) else None,
         "phase_reading": by_phase,
+        "phases": _rows(_get(group, "phases")) or None,
         "expected": expected,
         "host": host,
         "kernels": kernels[:MAX_KERNELS],

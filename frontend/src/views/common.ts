@@ -1,7 +1,8 @@
 import { h } from "../dom";
 import { fmtUs } from "../format";
-import { implKind, stageColor, stageLabel } from "../model";
-import type { Basis } from "../types";
+import { implKind, stageLabel } from "../model";
+import { stageColor } from "../colors";
+import type { Basis } from "../tags";
 
 export function badge(impl: string, extra?: string, title?: string): HTMLElement {
   const kind = implKind(impl);

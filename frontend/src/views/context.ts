@@ -1,4 +1,5 @@
-import type { Report, RunsDoc } from "../types";
+import type { Report } from "../types";
+import type { RunsDoc } from "../route_types";
 import type { State } from "../state";
 
 export interface Target {

@@ -1,7 +1,8 @@
 import { h } from "../dom";
 import { distinctShortNames, fmtCount, fmtShare, fmtUs, occupancyText } from "../format";
-import { basisOf, kernelGroups, stageLabel, type KernelSort, type TableKernel } from "../model";
-import { STAGES } from "../types";
+import { kernelGroups, type KernelSort, type TableKernel } from "../kernels_model";
+import { basisOf, stageLabel } from "../model";
+import { STAGES } from "../tags";
 import { kernelName, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
 

@@ -1,8 +1,9 @@
 import { api, ApiError, untilReady } from "../api";
 import { h, notice } from "../dom";
 import { fmtCount, fmtDeltaPct, fmtDeltaUs, fmtUs } from "../format";
-import { compareModel } from "../model";
-import { notAJob, ranksModel, type RanksDoc, type RanksModel } from "../ranks-model";
+import { compareModel } from "../compare_model";
+import { notAJob, ranksModel, type RanksModel } from "../ranks-model";
+import type { RanksDoc } from "../route_types";
 import { basisWord, badge, stageChip, usCell } from "./common";
 import type { Ctx } from "./context";
 

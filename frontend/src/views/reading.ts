@@ -3,7 +3,8 @@
 import { h } from "../dom";
 import { distinctShortNames } from "../format";
 import { claimLink, isUnknown, readingModel, type ClaimIds, type Unknown } from "../reading_model";
-import type { CallEvent, CallReading } from "../types";
+import type { CallReading } from "../route_types";
+import type { CallEvent } from "../types";
 import { kernelName, stageChip } from "./common";
 
 function unknownLine(piece: string, u: Unknown): HTMLElement {
@@ -53,8 +54,33 @@ export function readingPanel(r: CallReading | null | undefined, events?: CallEve
   el.appendChild(h("h3", null, "Reading ", h("span", { class: "sub", "data-testid": "reading-title" }, m.title)));
   if (events) el.appendChild(status);
 
+  // a serving trace of two phases or more: the call's phase, and the reading over each phase's calls
+  const ph = m.phases;
+  if (ph) {
+    el.appendChild(section("By serving phase", "reading-phases",
+      h("p", { class: "reading-headline", "data-testid": "reading-phase", "data-phase": ph.phase }, ph.headline),
+      h("table", { class: "grid reading-phase-table" },
+        h("thead", null, h("tr", null, ...["Phase", "Calls", "Expected against actual, per forward", "Extras per call",
+          "Host vs GPU per call"].map((c) => h("th", null, c)))),
+        h("tbody", null, ...ph.rows.map((p) => {
+          const e = p.expected;
+          return h("tr", {
+            "data-testid": "reading-phase-row", "data-phase": p.phase, "data-calls": String(p.calls),
+            ...(p.own ? { "data-own": "" } : {}),
+            ...(isUnknown(e) ? {} : { "data-expected": e.expected === null ? "" : String(e.expected), "data-ran": String(e.ran) }),
+          },
+          h("td", null, p.own ? h("strong", null, p.phase, " (this call)") : p.phase),
+          h("td", null, String(p.calls)),
+          h("td", null, isUnknown(e) ? `unknown: ${e.unknown}` : e.headline),
+          h("td", null, isUnknown(e) ? "" : e.extras.length ? h("ul", { class: "reading-phase-extras" },
+            ...e.extras.map((x) => h("li", { "data-testid": "reading-phase-extra", "data-cause": x.cause },
+              h("strong", null, x.label), ` · ${x.cost}`))) : "none"),
+          h("td", { "data-verdict": p.verdict ?? "" }, p.host));
+        })))));
+  }
+
   const e = m.expected;
-  el.appendChild(section("Expected against actual, per forward", "reading-expected", isUnknown(e) ? unknownLine("expected", e)
+  el.appendChild(section(`Expected against actual, per forward${ph ? ", all phases" : ""}`, "reading-expected", isUnknown(e) ? unknownLine("expected", e)
     : h("div", { "data-expected": e.expected === null ? "" : String(e.expected), "data-ran": String(e.ran), "data-unit": e.unit },
       h("p", { class: "reading-headline", "data-testid": "reading-headline" }, e.headline),
       e.steps ? h("p", { class: "hint" }, `expected steps: ${e.steps}`) : null,

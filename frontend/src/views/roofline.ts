@@ -5,12 +5,13 @@
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
 import { fmtTbs, fmtTflops, fmtUs } from "../format";
-import { defaultTarget } from "../model";
+import { defaultTarget } from "../runs_model";
 import { BOUND_COLOR, ROOF_COLORS } from "../colors";
 import {
   decompositionModel, fractionText, pointSeries, roofNoteText, rooflineChart, rooflineOf, type ChartPoint, type RooflineChart,
 } from "../roofline_model";
-import type { CompareDoc, Report } from "../types";
+import type { Report } from "../types";
+import type { CompareDoc } from "../route_types";
 import { badge } from "./common";
 import type { Ctx } from "./context";
 

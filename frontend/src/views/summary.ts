@@ -1,7 +1,9 @@
 import { makeChart, tip } from "../charts";
 import { h } from "../dom";
 import { fmtBytes, fmtCount, fmtShare, fmtSpan, fmtTflops, fmtUs, usAxis } from "../format";
-import { stageColor, stageLabel, summaryModel } from "../model";
+import { stageLabel } from "../model";
+import { summaryModel } from "../summary_model";
+import { stageColor } from "../colors";
 import type { Report } from "../types";
 import { badge, basisWord, usCell } from "./common";
 import { annotatedLink, unknownPanel } from "./unknown";

@@ -9,8 +9,9 @@ import { fmtBytes, fmtCount, fmtTflops } from "../format";
 import {
   backendColor, backendsOf, batchesOf, bestGrid, fmtSeconds, seriesLabel, sharedShape, skippedLines, statusCounts,
   sweepSeries,
-  type SweepCell, type SweepDoc, type SweepSeries,
+  type SweepSeries,
 } from "../sweep_model";
+import type { SweepCell, SweepDoc } from "../route_types";
 import type { Ctx } from "./context";
 
 export async function sweepView(ctx: Ctx, root: HTMLElement): Promise<void> {

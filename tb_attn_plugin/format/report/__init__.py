@@ -18,9 +18,11 @@ To add a section (or a field):
   2. write its builder in its room and one row of ``report/sections.py`` (a field of a section: in
      that section's builder);
   3. run ``python -m tb_attn_plugin.format.generate``: it rewrites report/schema.json,
-     frontend/src/types.ts and frontend/src/memory_types.ts (a Struct reachable from
-     ``MemorySection`` goes to memory_types.ts, every other one to types.ts, as an interface of
-     the same name; a Literal equal to one of ``TS_ALIASES`` is written as that alias's name).
+     frontend/src/tags.ts, types.ts and memory_types.ts, and from format/routes.py
+     plugin/routes.schema.json and frontend/src/route_types.ts. A Struct reachable from
+     ``MemorySection`` goes to memory_types.ts, every other report one to types.ts and a route
+     answer's own to route_types.ts, as an interface of the same name; a Literal equal to one of
+     ``TS_ALIASES`` is written as that alias's name.
 """
 
 from __future__ import annotations

@@ -28,9 +28,9 @@ Count = Annotated[int, Meta(ge=0)]
 NonNeg = Annotated[float, Meta(ge=0)]
 Positive = Annotated[int, Meta(ge=1)]
 
-# Literal types the TypeScript side names (types.ts exports them; the frontend imports them).
+# Literal types the TypeScript side names (tags.ts exports them; the frontend imports them).
 TS_ALIASES: dict[str, Any] = {"Pass": Pass, "Basis": Basis, "Stage": Stage, "CoreStage": CoreStage}
-# Constant lists the TypeScript side needs in order (types.ts exports them as `const NAME = [...] as const`).
+# Constant lists the TypeScript side needs in order (tags.ts exports them as `const NAME = [...] as const`).
 TS_CONSTANTS: dict[str, Any] = {"STAGES": Stage}
 
 
