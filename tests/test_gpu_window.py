@@ -14,6 +14,7 @@ import gzip
 import json
 import re
 
+import msgspec
 import pytest
 
 from tb_attn_plugin.report.build import analyze_file
@@ -98,7 +99,7 @@ def test_calls_with_no_kernel_at_all_are_not_recorded_not_zero(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
     from importlib import resources
 
-    jsonschema.validate(r, json.loads(resources.files("tb_attn_plugin.report").joinpath("schema.json").read_text()))
+    jsonschema.validate(msgspec.to_builtins(r), json.loads(resources.files("tb_attn_plugin.report").joinpath("schema.json").read_text()))
 
 
 def test_launches_inside_a_stream_capture_are_not_missing_kernels(tmp_path):
