@@ -24,7 +24,7 @@ def _why(path: Path) -> dict:
     r = analyze_file(str(path))
     jsonschema.validate(r, SCHEMA)
     (lay,) = r["layers"]
-    return lay["why_not_flash"]
+    return lay.why_not_flash
 
 
 def test_dropout_on_float32_is_named_and_no_gpu_rule_is_applied(tmp_path):
