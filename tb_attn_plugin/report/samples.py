@@ -35,8 +35,8 @@ def samples(L: Linked, calls: list[Call], first_calls: list[int], m: Measured) -
         for i in np.flatnonzero(mask[np.asarray(L.kernel_op, np.int64)]).tolist():
             k = L.kernels[i]
             by_op_kernels.setdefault(k.op, []).append(k)
-    sampled = [k for ks in by_op_kernels.values() for k in ks] + [k for c, _ in chosen for k in c.kernels]
-    stream, corr = _streams(L, sampled), _correlations(L, sampled)
+    stream = _streams(L)
+    corr = _correlations(L)
     cpu_ids = not L.kernels  # a CPU trace's reading names its ops by their ts (reading/expected.py _evidence_ids)
 
     for c, ranges in chosen:
@@ -54,13 +54,13 @@ def samples(L: Linked, calls: list[Call], first_calls: list[int], m: Measured) -
                 times += (L.ts[j] - t0, L.dur[j])
                 for k in by_op_kernels.get(j, ()):
                     events.append({"name": k.name, "kind": "kernel", "stage": kernel_stage(st, k.name), "pass": ps,
-                                   "start_us": None, "dur_us": None, "depth": 0, "stream": stream[k.i], **corr[k.i]})
+                                   "start_us": None, "dur_us": None, "depth": 0, "stream": stream(k), **corr(k)})
                     times += (k.ts - t0, k.dur)
         for k in c.kernels:
             fam = kernel_table.helper_family(k.name)
             events.append({"name": k.name, "kind": "kernel", "stage": fam.stage if fam else "fused",
                            "pass": (fam.pass_ or "fwd") if fam else "fwd", "start_us": None, "dur_us": None,
-                           "depth": 0, "stream": stream[k.i], **corr[k.i]})
+                           "depth": 0, "stream": stream(k), **corr(k)})
             times += (k.ts - t0, k.dur)
         times = columns.rounded(times)  # round(x, 3) of each, at C speed
         for ev, a, b in zip(events, times[0::2], times[1::2]):
@@ -72,15 +72,13 @@ def samples(L: Linked, calls: list[Call], first_calls: list[int], m: Measured) -
     return out
 
 
-def _correlations(L: Linked, kernels: list) -> dict[int, dict[str, int]]:
-    """Each of ``kernels``' correlation id as a sample event's field ({} where the trace records none):
-    the id the reading's evidence names it by (reading/expected.py _evidence_ids), so the tab can link a
-    claim to it. Read from the kernels' columns once for the sampled kernels (kernel index -> field)."""
+def _correlations(L: Linked):
+    """A kernel's correlation id as a sample event's field ({} where the trace records none): the id the
+    reading's evidence names it by (reading/expected.py _evidence_ids), so the tab can link a claim to it."""
     kt = L.kernel_table
     assert kt is not None  # link always sets it
-    at = np.fromiter((k.i for k in kernels), np.int64, len(kernels))
-    has, corr = kt.has("correlation")[at].tolist(), kt["correlation"][at].tolist()
-    return {k.i: {"correlation": c} if h else {} for k, h, c in zip(kernels, has, corr)}
+    has, corr = kt.has("correlation"), kt["correlation"]
+    return lambda k: {"correlation": int(corr[k.i])} if has[k.i] else {}
 
 
 def _sample_ids(calls: list[Call], first_calls: list[int]) -> list[int]:
@@ -95,11 +93,10 @@ def _sample_ids(calls: list[Call], first_calls: list[int]) -> list[int]:
     return list(dict.fromkeys(ids))[:MAX_SAMPLES]
 
 
-def _streams(L: Linked, kernels: list) -> dict[int, str]:
-    """The GPU stream each of ``kernels`` ran on (kernel index -> stream): kineto writes it in args and as
-    the event's tid (read from the kernels' columns once for the sampled kernels)."""
+def _streams(L: Linked):
+    """The GPU stream a kernel ran on, as a function of the kernel: kineto writes it in args and as
+    the event's tid (read from the kernels' columns)."""
     kt = L.kernel_table
     assert kt is not None  # link always sets it
-    at = np.fromiter((k.i for k in kernels), np.int64, len(kernels))
-    has, stream = kt.has("stream")[at].tolist(), kt["stream"][at].tolist()
-    return {k.i: str(s if h else k.tid) for k, h, s in zip(kernels, has, stream)}
+    has, stream = kt.has("stream"), kt["stream"]
+    return lambda k: str(stream[k.i] if has[k.i] else k.tid)

@@ -117,74 +117,59 @@ def point(flops: float, nbytes: float, time_us: float, units: int, roof: dict[st
           precision: str, unit: str = "kernels") -> dict[str, Any]:
     """Intensity, achieved and attainable rates, fraction and bound of one (FLOP, bytes, time) point.
     ``units`` counts ``unit``: "kernels" on a GPU, "ops" where the time is the CPU's."""
-    r = _Rates(flops, nbytes, time_us, units, roof, precision)
     out: dict[str, Any] = {"flops": flops, "bytes": nbytes, "time_us": round(time_us, 3), "units": units,
-                           "intensity": r.intensity, "achieved_tflops": r.achieved_tflops,
-                           "achieved_tbs": r.achieved_tbs, "precision": r.precision, "peak_tflops": r.peak,
-                           "bandwidth_tbs": r.bw, "attainable_tflops": r.attainable, "fraction": r.fraction,
-                           "bandwidth_fraction": r.bandwidth_fraction}
-    if (r.fraction or 0) > 1 or (r.bandwidth_fraction or 0) > 1:
+                           "intensity": _sig(flops / nbytes) if nbytes > 0 else None}
+    out["achieved_tflops"] = sig(per_second(flops, time_us, 1e12))
+    out["achieved_tbs"] = sig(per_second(nbytes, time_us, 1e12))
+    peak, used = peak_for(roof["tflops"], precision) if roof else (None, precision)
+    bw = roof.get("bandwidth_tbs") if roof else None
+    out["precision"] = used
+    out["peak_tflops"] = peak
+    out["bandwidth_tbs"] = bw
+    attainable = None
+    if peak and bw and out["intensity"] is not None:
+        attainable = min(peak, out["intensity"] * bw)
+    elif peak and not bw:
+        attainable = peak
+    out["attainable_tflops"] = _sig(attainable) if attainable else None
+    frac = out["achieved_tflops"] / attainable if attainable and out["achieved_tflops"] is not None else None
+    out["fraction"] = _sig(frac) if frac is not None else None
+    out["bandwidth_fraction"] = _sig(out["achieved_tbs"] / bw) if bw and out["achieved_tbs"] is not None else None
+    if (out["fraction"] or 0) > 1 or (out["bandwidth_fraction"] or 0) > 1:
         out["above_roof"] = True  # nothing runs faster than its roof: the roof (or the model's amounts) is wrong
-    out["mean_unit_us"] = round(r.mean, 3) if r.mean is not None else None
-    out["bound"], out["bound_reason"] = r.bound(unit)
+    mean = time_us / units if units > 0 else None
+    out["mean_unit_us"] = round(mean, 3) if mean is not None else None
+    out["bound"], out["bound_reason"] = _bound(out, peak, bw, mean, unit)
     return out
 
 
 def bound(flops: float, nbytes: float, time_us: float, units: int, roof: dict[str, Any] | None,
           precision: str) -> str | None:
     """point(...)["bound"] alone: a mean under LAUNCH_US (most short stages) settles it without the
-    rates, and the rates are worked out without the rest of the point."""
+    rest of the point."""
     if _too_short(time_us / units if units > 0 else None):
         return "launch"
-    return _Rates(flops, nbytes, time_us, units, roof, precision).bound("kernels")[0]
-
-
-class _Rates:
-    """What a point's bound is decided from, each figure rounded as the report prints it."""
-
-    __slots__ = ("intensity", "achieved_tflops", "achieved_tbs", "precision", "peak", "bw", "attainable",
-                 "fraction", "bandwidth_fraction", "mean")
-
-    def __init__(self, flops: float, nbytes: float, time_us: float, units: int, roof: dict[str, Any] | None,
-                 precision: str):
-        self.intensity = _sig(flops / nbytes) if nbytes > 0 else None
-        self.achieved_tflops = sig(per_second(flops, time_us, 1e12))
-        self.achieved_tbs = sig(per_second(nbytes, time_us, 1e12))
-        self.peak, self.precision = peak_for(roof["tflops"], precision) if roof else (None, precision)
-        bw = self.bw = roof.get("bandwidth_tbs") if roof else None
-        attainable = None
-        if self.peak and bw and self.intensity is not None:
-            attainable = min(self.peak, self.intensity * bw)
-        elif self.peak and not bw:
-            attainable = self.peak
-        self.attainable = _sig(attainable) if attainable else None
-        frac = self.achieved_tflops / attainable if attainable and self.achieved_tflops is not None else None
-        self.fraction = _sig(frac) if frac is not None else None
-        self.bandwidth_fraction = _sig(self.achieved_tbs / bw) if bw and self.achieved_tbs is not None else None
-        self.mean = time_us / units if units > 0 else None
-
-    def bound(self, unit: str) -> tuple[str | None, str]:
-        return _bound(self.intensity, self.fraction, self.peak, self.bw, self.mean, unit)
+    return point(flops, nbytes, time_us, units, roof, precision)["bound"]
 
 
 def _too_short(mean: float | None) -> bool:
     return mean is not None and mean < LAUNCH_US
 
 
-def _bound(intensity: float | None, fraction: float | None, peak: float | None, bw: float | None,
-           mean: float | None, unit: str = "kernels") -> tuple[str | None, str]:
+def _bound(p: dict[str, Any], peak: float | None, bw: float | None, mean: float | None,
+           unit: str = "kernels") -> tuple[str | None, str]:
     # A kernel too short leaves the GPU idle around it; a CPU op too short is mostly dispatch.
     why = "too short to fill the device" if unit == "kernels" else "too short to outweigh the dispatch overhead"
     if _too_short(mean):
         return "launch", f"{unit} average {mean:.1f} µs (< {LAUNCH_US:.0f} µs): {why}"
-    if mean is not None and mean < SHORT_US and fraction is not None and fraction < LOW_FRACTION:
-        return "launch", (f"{unit} average {mean:.1f} µs and reach {fraction:.1%} of the attainable rate: {why}")
-    if not peak or not bw or intensity is None:
+    if mean is not None and mean < SHORT_US and p["fraction"] is not None and p["fraction"] < LOW_FRACTION:
+        return "launch", (f"{unit} average {mean:.1f} µs and reach {p['fraction']:.1%} of the attainable rate: {why}")
+    if not peak or not bw or p["intensity"] is None:
         return None, "no roof: peak or bandwidth unknown for this device"
     ridge = peak / bw
-    if intensity < ridge:
-        return "memory", f"intensity {intensity:.3g} FLOP/B is below the ridge point {ridge:.0f} FLOP/B"
-    return "compute", f"intensity {intensity:.3g} FLOP/B is above the ridge point {ridge:.0f} FLOP/B"
+    if p["intensity"] < ridge:
+        return "memory", f"intensity {p['intensity']:.3g} FLOP/B is below the ridge point {ridge:.0f} FLOP/B"
+    return "compute", f"intensity {p['intensity']:.3g} FLOP/B is above the ridge point {ridge:.0f} FLOP/B"
 
 
 def _sig(v: float) -> float:

@@ -8,8 +8,6 @@ import math
 
 def finite(v: float | None) -> float | None:
     """``v`` when it is a finite number, else None (unknown), never inf or NaN in a report."""
-    if type(v) is float:  # the common case, asked thousands of times per report
-        return v if math.isfinite(v) else None
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
