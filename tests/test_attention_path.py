@@ -161,7 +161,7 @@ def forward_ops(path, name):
 
 
 def fwd_stages(r):
-    return {s.stage for s in r["stages"] if s.pass_ == "fwd"}
+    return {s["stage"] for s in r["stages"] if s["pass"] == "fwd"}
 
 
 def test_multihead_attention_slow_path_with_mask(traces):
@@ -173,7 +173,7 @@ def test_multihead_attention_slow_path_with_mask(traces):
     assert {"qk_matmul", "softmax", "av_matmul"} <= fwd_stages(r)
     q, kt = bmm[0]["args"]["Input Dims"][1:3]  # [B·H, Lq, D], [B·H, D, Lk]
     shape = r["layers"][0].shape
-    assert (shape["batch_heads"], shape["q_len"], shape["k_len"], shape["head_dim"]) == (q[0], q[1], kt[2], q[2])
+    assert (shape.batch_heads, shape.q_len, shape.k_len, shape.head_dim) == (q[0], q[1], kt[2], q[2])
     assert "  found: 4 by the score path (QKᵀ → softmax → AV by shapes; names only as evidence)" in render(r).splitlines()
 
 
@@ -193,7 +193,7 @@ def test_softmax_written_out(traces):
     assert forward_ops(traces / "hand.json", "aten::softmax") == []
     assert r["calls"] == len(forward_ops(traces / "hand.json", "aten::exp")) == 4
     assert {"qk_matmul", "softmax", "av_matmul"} <= fwd_stages(r)
-    softmax_cpu = sum(s.cpu_us for s in r["stages"] if s.stage == "softmax" and s.pass_ == "fwd")
+    softmax_cpu = sum(s["cpu_us"] for s in r["stages"] if s["stage"] == "softmax" and s["pass"] == "fwd")
     assert softmax_cpu > 0
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from tb_attn_plugin.format.report.layers import Layer
-from tb_attn_plugin.format.report.rows import StageRow
 from tb_attn_plugin.report.compare import MAX_ONLY_IN, compare_reports
 
 
@@ -24,8 +23,8 @@ def report(stages, layers=(), kernels=(), basis="gpu", impl="flash", att=None):
         "time_basis": basis, "total_gpu_us": 1000.0 if basis == "gpu" else 0.0, "total_cpu_us": 5000.0,
         "attention_gpu_us": total if basis == "gpu" else 0.0, "attention_cpu_us": att or total * 2,
         "attention_share": 0.5, "calls": 2,
-        "stages": [StageRow(stage=s, pass_=p, kernels=1, launches=1,
-                            **{key: v, "gpu_us" if basis == "cpu" else "cpu_us": v * 2}) for s, p, v in stages],
+        "stages": [{"stage": s, "pass": p, key: v, "gpu_us" if basis == "cpu" else "cpu_us": v * 2}
+                   for s, p, v in stages],
         "layers": [layer(f"{t}_0", t, i, **{key: v, "gpu_us" if basis == "cpu" else "cpu_us": v * 2})
                    for t, i, v in layers],
         "kernels": [{"name": n, "stage": s, "pass": "fwd", "count": 1, "gpu_us": v} for n, s, v in kernels],

@@ -20,8 +20,10 @@ def reports(cpu_traces):
 
 
 def cells(r, layer=None):
-    rows = r["stages"] if layer is None else next(lay for lay in r["layers"] if lay.layer == layer).stages
-    return {(s.stage, s.pass_): s.cpu_us for s in rows}
+    if layer is None:
+        return {(s["stage"], s["pass"]): s["cpu_us"] for s in r["stages"]}
+    lay = next(lay for lay in r["layers"] if lay.layer == layer)
+    return {(s.stage, s.pass_): s.cpu_us for s in lay.stages}
 
 
 def op_stage(r, name):

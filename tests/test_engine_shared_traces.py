@@ -114,7 +114,7 @@ def test_share_is_attention_over_all_gpu_time(name):
     r = report(name)
     assert 0 < r["attention_share"] <= 1
     assert r["attention_share"] == pytest.approx(r["attention_gpu_us"] / r["total_gpu_us"], rel=1e-4)
-    assert sum(s.gpu_us for s in r["stages"]) == pytest.approx(r["attention_gpu_us"], rel=1e-6)
+    assert sum(s["gpu_us"] for s in r["stages"]) == pytest.approx(r["attention_gpu_us"], rel=1e-6)
     assert sum(lay.gpu_us for lay in r["layers"]) == pytest.approx(r["attention_gpu_us"], rel=1e-6)
 
 

@@ -27,7 +27,7 @@ def _no_user_rows():
 
 
 def stage_us(r, stage):
-    return sum(s.gpu_us for s in r["stages"] if s.stage == stage)
+    return sum(s["gpu_us"] for s in r["stages"] if s["stage"] == stage)
 
 
 def test_split_kv_under_graph_replay_is_one_call_per_invocation(tmp_path):

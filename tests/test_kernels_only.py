@@ -81,7 +81,7 @@ def test_owlv2_kernels_only(stripped):
     assert 170 <= r["calls"] <= 190 and r["calls"] == calls == 180
     assert 450_000 <= r["attention_gpu_us"] <= 530_000
     assert r["attention_gpu_us"] == pytest.approx(us, rel=1e-9)
-    fwd = {s.stage for s in r["stages"] if s.pass_ == "fwd"}
+    fwd = {s["stage"] for s in r["stages"] if s["pass"] == "fwd"}
     assert {"qk_matmul", "softmax", "av_matmul"} <= fwd
     assert {i["implementation"] for i in r["implementations"]} == {"eager"}
 
@@ -123,7 +123,7 @@ def test_training_kernels_only_forward_and_backward_are_one_call(tmp_path):
     _kernels(b, layer + layer + [(PROJ, 20.0), (LOG_SOFTMAX, 3.0), (PROJ, 20.0)] + backward + backward)
     r = analyze_file(str(b.write(tmp_path / "train.json")))
     assert r["calls"] == 2
-    got = {(s.stage, s.pass_): s.gpu_us for s in r["stages"]}
+    got = {(s["stage"], s["pass"]): s["gpu_us"] for s in r["stages"]}
     assert got[("softmax", "fwd")] == pytest.approx(400.0) and got[("softmax", "bwd")] == pytest.approx(300.0)
     assert got[("av_matmul", "bwd")] == pytest.approx(280.0) and got[("qk_matmul", "bwd")] == pytest.approx(360.0)
     assert got[("scale_mask", "fwd")] == pytest.approx(10.0)
@@ -175,5 +175,5 @@ def test_fa2_split_kv_decode_from_a_cuda_graph_is_one_call_per_layer(tmp_path, n
     b.graph_replay([[(split, 20.0), (combine, 3.0)] for _ in range(layers)], between=MLP)
     r = analyze_file(str(b.write(tmp_path / "decode.json")))
     assert r["calls"] == layers  # not 64
-    got = {s.stage: s.gpu_us for s in r["stages"]}
+    got = {s["stage"]: s["gpu_us"] for s in r["stages"]}
     assert got["fused"] == pytest.approx(20.0 * layers) and got["split_kv_reduce"] == pytest.approx(3.0 * layers)

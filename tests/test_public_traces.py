@@ -138,7 +138,7 @@ def test_recommendation_training_with_softmax_between_gemms_has_no_attention(tmp
 
 
 def _stages(r):
-    return {(x.stage, x.pass_): x.gpu_us for x in r["stages"]}
+    return {(x["stage"], x["pass"]): x["gpu_us"] for x in r["stages"]}
 
 
 def test_timesformer_eager_attention(tmp_path):

@@ -157,7 +157,7 @@ def test_each_achieved_rate_says_what_time_it_is_over():
 
     r = analyze_file(str(shared_trace("tl_h100_owlv2_eager_bmm_softmax")))
     lay = r["layers"][0]
-    core = sum(s["gpu_us"] for s in lay.stages if s["stage"] not in ("qkv_proj", "out_proj", "other"))
+    core = sum(s.gpu_us for s in lay.stages if s.stage not in ("qkv_proj", "out_proj", "other"))
     assert lay.tflops == pytest.approx(lay.flops / core / 1e6, rel=2e-3)  # over the core ...
     assert abs(lay.flops / lay.gpu_us / 1e6 - lay.tflops) > 0.01 * lay.tflops  # ... not the whole call
     text = render(r)

@@ -28,7 +28,7 @@ def report_scalars(report: dict[str, Any], prefix: str = PREFIX) -> dict[str, fl
     if steps:
         out[f"{prefix}/calls_per_step"] = out[f"{prefix}/calls"] / len(steps)
     for row in report.get("stages") or []:
-        out[f"{prefix}/stage/{row.stage}/{row.pass_}_ms"] = getattr(row, f"{basis}_us") / 1e3
+        out[f"{prefix}/stage/{row['stage']}/{row['pass']}_ms"] = float(row.get(f"{basis}_us") or 0.0) / 1e3
     mem = report.get("memory")
     if mem:  # recorded with memory=True / profile_memory=True: peak and score-matrix bytes, in MiB
         out[f"{prefix}/memory/peak_mib"] = mem["peak_bytes"] / 2**20

@@ -7,9 +7,8 @@ from typing import Any
 import msgspec
 
 from ..format.report.layers import Layer
-from ..format.report.rows import StageRow
 from ..report.compare import compare_reports
-from .index import ERROR, LOADING, NOT_A_TRACE, RunIndex
+from .index import ERROR, LOADING, NOT_A_TRACE, RunIndex, unreadable
 
 
 def answer(index: RunIndex, names: list[str], workers: list[str | None]) -> tuple[int, Any]:
@@ -32,16 +31,23 @@ def answer(index: RunIndex, names: list[str], workers: list[str | None]) -> tupl
         if body is None:  # its cache entry vanished: it is being analysed again
             loading = [e]
             break
-        r = msgspec.json.decode(body)
-        # the parts compare reads as the report's Structs (format/report/)
-        r["layers"] = msgspec.convert(r.get("layers") or [], list[Layer])
-        r["stages"] = msgspec.convert(r.get("stages") or [], list[StageRow])
+        try:
+            r = msgspec.json.decode(body)
+            # the layers, which compare reads as the report's Structs (format/report/)
+            r["layers"] = msgspec.convert(r, _Layers).layers or []
+        except (msgspec.DecodeError, AttributeError) as exc:  # a damaged cache entry (or not an object)
+            raise ValueError(unreadable(e.display, exc)) from None
         reports.append((e.run if workers[0] is None else _rank_label(e, r), r))
     if loading:
         return 202, {"status": "loading", "waiting_for": [e.run for e in loading]}
     if len({label for label, _ in reports}) < len(reports):  # two traces claim one rank
         reports = [(f"{e.run}/{e.worker}", r) for e, (_, r) in zip(entries, reports)]
     return 200, compare_reports(reports)
+
+
+class _Layers(msgspec.Struct):
+    """The part of a report compare reads typed (its errors then name the field as $.layers[i].x)."""
+    layers: list[Layer] | None = None
 
 
 def _report_bytes(index: RunIndex, e) -> bytes | None:

@@ -12,9 +12,8 @@ from typing import Any
 
 import msgspec
 
-from ..format.report.rows import StageRow
 from ..ranks.summary import summarize_ranks
-from .index import ERROR, LOADING, RunIndex
+from .index import ERROR, LOADING, RunIndex, unreadable
 
 MAX_CACHED_RUNS = 64
 MAX_WAITING_LISTED = 8
@@ -37,7 +36,7 @@ class _RankFields(msgspec.Struct):
     attention_gpu_us: Any = None
     attention_cpu_us: Any = None
     calls: Any = None
-    stages: list[StageRow] | None = None
+    stages: Any = None
     implementations: Any = None
     layers: list[_Layer] | None = None
 
@@ -80,7 +79,10 @@ class RanksAnswers:
             body = self.index.report_bytes(e)
             if body is None:  # gone from the cache: being analysed again
                 return 202, {"status": "loading", "waiting_for": [e.display], "ready": 0, "total": len(entries)}
-            reports.append(_as_dict(_decoder.decode(body)))
+            try:
+                reports.append(_as_dict(_decoder.decode(body)))
+            except msgspec.DecodeError as exc:  # a damaged cache entry: the route's 422
+                raise ValueError(unreadable(e.display, exc)) from None
         doc = summarize_ranks(reports)
         if doc is None:
             failed = f" ({len(errors)} of its {len(entries)} traces failed, first: {errors[0]})" if errors else ""

@@ -72,7 +72,9 @@ def summarize_ranks(reports: Iterable[Mapping[str, Any]]) -> dict[str, Any] | No
     for k, r in zip(ranks, reps):
         stages: dict[str, float] = {}
         for s in r.get("stages") or []:
-            stages[s.stage] = stages.get(s.stage, 0.0) + getattr(s, key)
+            st = s.get("stage")
+            if st in STAGES:
+                stages[st] = stages.get(st, 0.0) + _num(s.get(key))
         present.update(st for st, v in stages.items() if v > 0)
         impls = sorted({str(i.get("implementation")) for i in r.get("implementations") or [] if i.get("implementation")})
         backends = sorted({lay.backend for lay in r.get("layers") or [] if lay.backend})

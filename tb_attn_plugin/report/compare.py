@@ -55,8 +55,8 @@ def _stages(reports: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, An
     for r in reports:
         acc: dict[tuple[str, str], float] = {}
         for s in r.get("stages") or []:
-            k = (s.stage, s.pass_)
-            acc[k] = acc.get(k, 0.0) + getattr(s, key)
+            k = (str(s.get("stage")), str(s.get("pass", "fwd")))
+            acc[k] = acc.get(k, 0.0) + _num(s.get(key))
         per_run.append(acc)
     keys = sorted({k for acc in per_run for k in acc}, key=lambda k: _stage_key(*k))
     rows = []

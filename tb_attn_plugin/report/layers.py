@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
+from typing import Any, cast
 
 from msgspec import UNSET
 
@@ -12,6 +12,7 @@ from ..attention.detect import Call
 from ..attention.metrics import PASSES, Cell, Measured
 from ..format import tags
 from ..format.report.layers import Layer, LayerKernel, Shape
+from ..format.report.base import Pass, Stage
 from ..format.report.rows import StageRow
 from ..text import units
 from ..trace.link import Linked
@@ -109,7 +110,7 @@ def totals(L: Linked, calls: list[Call], call_of: list[int], m: Measured, has_gp
                      for k, v in sorted(lay["kernel_acc"].items(), key=lambda kv: -kv[1][1])[:MAX_LAYER_KERNELS]],
             implementation="+".join(k for k, _ in lay["impls"].most_common()),
             gpu_us=round(sum(x.gpu_us for x in cells.values()), 3),
-            cpu_us=round(sum(x.cpu_us for x in cells.values()), 3), stages=stage_rows(cells),
+            cpu_us=round(sum(x.cpu_us for x in cells.values()), 3), stages=layer_stage_rows(cells),
             tflops=units.sig(units.per_second(lay["flops"], core, 1e12)) if has_flops else None,
             occupancy=[], why_not_flash=None, why_not_flash_unknown=None)
         t.by_layer[row.layer] = row
@@ -118,15 +119,22 @@ def totals(L: Linked, calls: list[Call], call_of: list[int], m: Measured, has_gp
     return t
 
 
-def stage_rows(cells: dict[tuple[str, str], Cell]) -> list[StageRow]:
-    rows = []
-    for st in tags.STAGES:
-        for ps in PASSES:
-            c = cells.get((st, ps))
-            if c is not None:
-                rows.append(StageRow(stage=st, pass_=ps, gpu_us=round(c.gpu_us, 3), cpu_us=round(c.cpu_us, 3),
-                                     kernels=c.kernels, launches=c.launches))
-    return rows
+def _in_order(cells: dict[tuple[str, str], Cell]) -> list[tuple[str, str, Cell]]:
+    """The cells that ran, in the tag format's stage order, fwd before bwd."""
+    return [(st, ps, c) for st in tags.STAGES for ps in PASSES if (c := cells.get((st, ps))) is not None]
+
+
+def stage_rows(cells: dict[tuple[str, str], Cell]) -> list[dict[str, Any]]:
+    """The report's run-wide ``stages`` (plain rows, as every reader of the report's stages takes them)."""
+    return [{"stage": st, "pass": ps, "gpu_us": round(c.gpu_us, 3), "cpu_us": round(c.cpu_us, 3),
+             "kernels": c.kernels, "launches": c.launches} for st, ps, c in _in_order(cells)]
+
+
+def layer_stage_rows(cells: dict[tuple[str, str], Cell]) -> list[StageRow]:
+    """A Layer's ``stages``: the same rows as its Struct takes them."""
+    return [StageRow(stage=cast(Stage, st), pass_=cast(Pass, ps), gpu_us=round(c.gpu_us, 3),
+                     cpu_us=round(c.cpu_us, 3), kernels=c.kernels, launches=c.launches)
+            for st, ps, c in _in_order(cells)]
 
 
 def layer_rows(t: Totals) -> list[Layer]:

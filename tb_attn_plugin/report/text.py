@@ -65,8 +65,8 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     by_stage: dict[str, dict[str, float]] = defaultdict(lambda: {"fwd": 0.0, "bwd": 0.0})
     kernels: dict[str, int] = defaultdict(int)
     for s in r["stages"]:
-        by_stage[s.stage][s.pass_] += getattr(s, key)
-        kernels[s.stage] += s.kernels
+        by_stage[s["stage"]][s["pass"]] += s[key]
+        kernels[s["stage"]] += s["kernels"]
     counted = "kernels"
     if basis == "cpu" and not any(kernels.values()):  # no GPU kernels: count the CPU ops that ran instead
         counted = "ops"

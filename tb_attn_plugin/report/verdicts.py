@@ -57,7 +57,7 @@ def verdicts(r: dict[str, Any]) -> list[dict[str, str]]:
 
     stage_t: Counter = Counter()
     for s in r["stages"]:
-        stage_t[s.stage] += getattr(s, key)
+        stage_t[s["stage"]] += s[key]
     att = sum(stage_t.values()) or 1.0
     calls_by_impl: Counter = Counter()
     for lay in layers:
