@@ -103,7 +103,7 @@ def test_text_report_reads_like_the_post(post_cpu, tmp_path):
 def test_every_cause_row_explains_its_own_example():
     for row in X.CAUSES:
         *path, item = row.example.split(" > ")
-        got = _cause(item, path)
+        got = _cause(item, path, row.index_operands)
         assert got is not None and got.cause == row.cause, (row.cause, row.example, got)
         assert row.source and row.what and row.fix
 

@@ -423,7 +423,23 @@ def needs_shapes(op_name: str) -> bool:
     """Ops whose Input Dims/types/Concrete Inputs the analysis reads (the reader drops the rest)."""
     return (op_name in ATTENTION_OPS or op_name in BMM_OPS or op_name in SOFTMAX_OPS or op_name in LINEAR_OPS
             or op_name in WRITTEN_SOFTMAX_EXP or is_vendor_op(op_name) or op_name.startswith("tb_attn::")
-            or op_name in KV_EXPAND_OPS)
+            or op_name in KV_EXPAND_OPS or op_name in INDEX_ARITH_OPS)
+
+
+# Ops whose input dtypes show position or mask index arithmetic inside an attention call (reading/expected.py
+# _index_ops: integer tensors in, or the float chain between them): the elementwise, cast, fill, min/max, where
+# and lookup ops such arithmetic is written with. Source: pytorch/pytorch aten/src/ATen/native/
+# native_functions.yaml; example: huggingface/transformers models/t5/modeling_t5.py T5Attention.compute_bias
+# and _relative_position_bucket (arange, sub, gt, to, mul, abs, lt, div, log, full_like, min, where, add_,
+# embedding), seen in tl_mi300x_xdit_flux1_aiter_fmha_hipgraph.
+INDEX_ARITH_OPS = frozenset({
+    "aten::arange", "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::rsub", "aten::mul", "aten::mul_",
+    "aten::div", "aten::div_", "aten::floor_divide", "aten::remainder", "aten::neg", "aten::abs", "aten::sign",
+    "aten::log", "aten::gt", "aten::lt", "aten::ge", "aten::le", "aten::eq", "aten::ne", "aten::copy_",
+    "aten::fill_", "aten::minimum", "aten::maximum", "aten::clamp", "aten::clamp_min", "aten::clamp_max",
+    "aten::where", "aten::embedding", "aten::index_select", "aten::gather", "aten::index", "aten::cumsum",
+    "aten::bucketize",
+})
 
 
 # Ops whose shapes show K/V's own head count before a repeat (attention/heads.py reads them): an

@@ -112,6 +112,11 @@ class Cause(msgspec.Struct, frozen=True, dict=True):  # dict: room for its cache
     source: str
     within: str = ""  # regex a second enclosing op must match; "" = none asked
     item_not: str = ""  # regex the op must not match (RE2 has no lookahead); "" = none
+    # True: only an op of index arithmetic (expected.py _index_ops): at or after the call's first QK^T and
+    # outside any attention op, the op takes an integer tensor (INDEX_DTYPES, rank >= 1) and no other tensor
+    # of SCORES_RANK or more, or takes only tensors shaped like such integer tensors before it in the call
+    # (their float chain: a cast, log, div)
+    index_operands: bool = False
 
     @cached_property
     def within_rx(self) -> Any:
@@ -137,6 +142,14 @@ class Cause(msgspec.Struct, frozen=True, dict=True):  # dict: room for its cache
 # The ops of the fused SDPA backends (attention/patterns.py FUSED_OPS): a fill inside them is a buffer, not a mask.
 FUSED_OP = r"^aten::_(scaled_dot_product_(flash|efficient|cudnn|fused)_attention|flash_attention_forward|efficient_attention_forward|cudnn_attention_forward)"
 
+MASK_WHAT = "the mask (or bias) is built inside every call (ones -> tril, scalar_tensor -> fill_, where; GPU triu_tril_kernel)"
+# The dtypes of integer tensors as the profiler records them ("Input type"; c10 names for the others) and the
+# rank of the scores and of q, k, v ([B, H, S, *] or [B*H, S, *]): index arithmetic never takes a floating one.
+INDEX_DTYPES = frozenset({"long int", "int", "short int", "signed char", "unsigned char", "bool", "unsigned int",
+                          "unsigned short", "unsigned long", "long long int", "c10::UInt16", "c10::UInt32",
+                          "c10::UInt64"})
+SCORES_RANK = 3
+
 # First match wins: an item under aten::_safe_softmax is the guard, not the mask, though both use where.
 CAUSES: tuple[Cause, ...] = (
     Cause("safe_softmax_guard", r"^aten::", r"^aten::_safe_softmax$", "",
@@ -155,21 +168,32 @@ CAUSES: tuple[Cause, ...] = (
           "none needed: part of the backend (one small fill kernel per call)",
           "aten::_flash_attention_forward > aten::zeros > aten::zero_ > aten::fill_",
           "trace: tl_mi300x_xdit_flux1_aiter_fmha_hipgraph (CLIPAttention, SDPA flash on ROCm)", within=FUSED_OP),
+    # A position bias (or mask) computed from integer position indices in the layer, after the scores exist:
+    # judged by the inputs' dtypes and shapes, as no module frame of the helper is kept (T5's compute_bias).
+    Cause("mask_built_per_call", r"", r"", r"^aten::_safe_softmax$|" + FUSED_OP, MASK_WHAT,
+          "build the bias (or mask) once outside the layer and pass it in (T5 passes layer 0's position_bias on)",
+          "aten::sub",
+          "source: huggingface/transformers models/t5/modeling_t5.py T5Attention.forward (scores = matmul(q, k^T), "
+          "then position_bias = compute_bias(...): two torch.arange(dtype=torch.long), their difference, "
+          "_relative_position_bucket's (x > 0).to(long) * n, abs, < max_exact, .float() / max_exact, log, div, mul, "
+          ".to(long), full_like, min, where, +=; then the nn.Embedding gather); trace: "
+          "tl_mi300x_xdit_flux1_aiter_fmha_hipgraph (T5Attention_0: 22 kernels, [512, 512] long int inputs)",
+          index_operands=True),
     Cause("mask_built_per_call", r"", r"^aten::(ones|zeros|full|tril|triu|arange|ones_like|zeros_like|full_like|"
           r"logical_not|scalar_tensor)$", r"^aten::_safe_softmax$|" + FUSED_OP,
-          "the mask (or bias) is built inside every call (ones -> tril, scalar_tensor -> fill_, where; GPU triu_tril_kernel)",
+          MASK_WHAT,
           "pass is_causal=True to a fused backend (flash, efficient, cuDNN), or build the mask once outside the layer",
           "aten::_scaled_dot_product_attention_math > aten::ones > aten::fill_",
           "blog: 'Causal masks built' (Figure 12); source: attention.cpp (is_causal: at::ones(...).tril(), convert_boolean_attn_mask)"),
     Cause("mask_built_per_call", r"^aten::(ones|zeros|full|tril|triu|arange|logical_not)$|triu_tril_kernel", r"", FUSED_OP,
-          "the mask (or bias) is built inside every call (ones -> tril, scalar_tensor -> fill_, where; GPU triu_tril_kernel)",
+          MASK_WHAT,
           "pass is_causal=True to a fused backend (flash, efficient, cuDNN), or build the mask once outside the layer",
           "aten::_scaled_dot_product_attention_math > aten::tril",
           "blog: 'Causal masks built' (Figure 12)"),
     Cause("mask_built_per_call", r"^aten::(where|scalar_tensor|fill_)$|where|fill",
           r"^aten::(_scaled_dot_product_attention_math|scaled_dot_product_attention)$",
           r"^aten::_safe_softmax$",
-          "the mask (or bias) is built inside every call (ones -> tril, scalar_tensor -> fill_, where; GPU triu_tril_kernel)",
+          MASK_WHAT,
           "pass is_causal=True to a fused backend (flash, efficient, cuDNN), or build the mask once outside the layer",
           "aten::_scaled_dot_product_attention_math > aten::where > aten::scalar_tensor",
           "blog: 'Causal masks built' (Figure 12: scalar_tensor -> fill_, where); source: attention.cpp convert_boolean_attn_mask"),

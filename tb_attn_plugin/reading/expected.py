@@ -104,14 +104,17 @@ def _path(L: Linked, i: int, lo: int) -> list[str]:
     return out
 
 
-def _cause(name: str, path: list[str] | tuple[str, ...]) -> X.Cause | None:
-    return _cause_of(name, tuple(path))
+def _cause(name: str, path: list[str] | tuple[str, ...], index: bool = False) -> X.Cause | None:
+    return _cause_of(name, tuple(path), index)
 
 
 @lru_cache(maxsize=65536)
-def _cause_of(name: str, path: tuple[str, ...]) -> X.Cause | None:
-    """The first CAUSES row for an op (or kernel) under ``path``; a layer's calls repeat the same paths."""
+def _cause_of(name: str, path: tuple[str, ...], index: bool = False) -> X.Cause | None:
+    """The first CAUSES row for an op (or kernel) under ``path``; a layer's calls repeat the same paths.
+    ``index``: the op is one of index arithmetic (_index_ops), which the rows with index_operands ask for."""
     for rule in X.CAUSES:
+        if rule.index_operands and not index:
+            continue
         if rule.item and not rule.item_rx.search(name):
             continue
         if rule.item_not and rule.item_not_rx.search(name):
@@ -124,6 +127,42 @@ def _cause_of(name: str, path: tuple[str, ...]) -> X.Cause | None:
             continue
         return rule
     return None
+
+
+def _index_ops(L: Linked, c: Call, items: list) -> frozenset[int]:
+    """The item ops of a call that are index arithmetic (a position bias or mask computed from integer
+    indices), outside any attention op: an op of P.INDEX_ARITH_OPS (whose types the reader keeps) that
+    takes an integer tensor (rank >= 1) and no other tensor of the scores' rank; or that takes only tensors
+    shaped like the integer tensors of such ops before it in the call (their float chain: T5's
+    .float() / max_exact, log). No data flow is recorded, so shape stands for it; the scores and q, k, v
+    (rank >= SCORES_RANK) never join."""
+    seen: set[tuple] = set()
+    out = []
+    names = L.names
+    for op, _, _, _ in items:
+        if op < 0 or names[op] not in P.INDEX_ARITH_OPS:
+            continue
+        a = L.args(op)
+        types = a.types if a is not None else None
+        if types is None or not (seen or any(t in X.INDEX_DTYPES for t in types if isinstance(t, str))):
+            continue  # the common case, decided on the types alone: no integer tensor in the call yet
+        dims = a.dims if a is not None else None
+        if dims is None or len(dims) != len(types):
+            continue
+        ints: list[tuple] = []
+        others: list[tuple] = []
+        for d, t in zip(dims, types):
+            if isinstance(d, list) and d and isinstance(t, str) and all(type(x) is int for x in d):
+                (ints if t in X.INDEX_DTYPES else others).append(tuple(d))
+        if any(len(d) >= X.SCORES_RANK for d in others):
+            continue
+        if ints:
+            seen.update(ints)
+        elif not others or not all(d in seen for d in others):
+            continue
+        if not _inside_attention_op(_path(L, op, c.lo), names[op]):
+            out.append(op)
+    return frozenset(out)
 
 
 def _step(stage: str, op_name: str, path: list[str]) -> str | None:
@@ -245,16 +284,17 @@ def _planned(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: 
             at.append(op - lo)
         else:
             return _plan(_judge(L, c, items, stage_of, kernel_unit), items)
-    key = (kernel_unit, str(c.info.get("dtype") or ""), tuple(at), tuple(map(_NAME, items)),
+    index = _index_ops(L, c, items)
+    key = (kernel_unit, str(c.info.get("dtype") or ""), tuple(at), tuple(map(_NAME, items)), tuple(sorted(o - lo for o in index)),
            tuple(L.names[lo:hi]), tuple(stage_of[lo:hi]), np.maximum(alike.parent[lo:hi] - lo, -1).tobytes())
     got = alike.memo.get(key)
     if got is None:
-        got = alike.memo[key] = _plan(_judge(L, c, items, stage_of, kernel_unit), items)
+        got = alike.memo[key] = _plan(_judge(L, c, items, stage_of, kernel_unit, index), items)
     return got
 
 
 def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: list,
-           kernel_unit: bool) -> list[tuple[int, Any]]:
+           kernel_unit: bool, index: frozenset[int] | None = None) -> list[tuple[int, Any]]:
     """What each item of a call is, in order: (OUTSIDE, the name it counts under), (EXTRA, (cause,
     step or "")), (STEP, step) or (FP32_STEP, step): a step run as an FP32 GEMM."""
     out: list[tuple[int, Any]] = []
@@ -264,6 +304,8 @@ def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: li
     first_qk = min((op for op, name, _, _ in items if op >= 0 and (stage_of[op] in ("qk_matmul", "fused")
                                                              or _attention_start(L, op, c.lo, name, kernel_unit))),
                    default=-1)
+    if index is None:
+        index = _index_ops(L, c, items)
     low = str(c.info.get("dtype") or "").lower()
     low_precision = any(t in low for t in X.LOW_PRECISION)
     for op, name, _, _ in items:
@@ -283,9 +325,10 @@ def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: li
             continue
         rule = None
         if op >= 0:
-            rule = _cause(op_name, path)
+            ix = 0 <= first_qk <= op and op in index  # index arithmetic once the scores exist (T5's bias)
+            rule = _cause(op_name, path, ix)
             if rule is None and kernel_unit:
-                rule = _cause(name, path + [op_name])  # a kernel named like its work (triu_tril_kernel, Memcpy DtoD)
+                rule = _cause(name, path + [op_name], ix)  # a kernel named like its work (triu_tril_kernel, Memcpy DtoD)
         if rule is not None:
             out.append((EXTRA, (rule.cause, "", X.CAUSES.index(rule))))  # the row: its evidence, what and fix
             continue
