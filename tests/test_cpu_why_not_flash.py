@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 
 from tb_attn_plugin.report.build import analyze_file
 from tests.test_kernel_reading import _record, _sdpa
@@ -22,7 +23,7 @@ def _ran_cpu_flash(path: Path) -> bool:
 
 def _why(path: Path) -> dict:
     r = analyze_file(str(path))
-    jsonschema.validate(r, SCHEMA)
+    jsonschema.validate(msgspec.to_builtins(r), SCHEMA)
     (lay,) = r["layers"]
     return lay.why_not_flash
 

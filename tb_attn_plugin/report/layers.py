@@ -11,9 +11,8 @@ from ..attention import shapes
 from ..attention.detect import Call
 from ..attention.metrics import PASSES, Cell, Measured
 from ..format import tags
-from ..format.report.layers import Layer, LayerKernel, Shape
 from ..format.report.base import Pass, Stage
-from ..format.report.rows import StageRow
+from ..format.report.layers import Layer, LayerKernel, Shape, StageRow
 from ..text import units
 from ..trace.link import Linked
 
