@@ -38,7 +38,7 @@ def test_hf_llama_attention_tagged(tmp_path, impl, engine_impl):
     for lay in layers.values():
         assert lay.implementation == engine_impl
         s = lay.shape
-        assert (s["batch"], s["q_heads"], s["kv_heads"], s["q_len"], s["head_dim"]) == (BATCH, HEADS, KV_HEADS, SEQ, HIDDEN // HEADS)
+        assert (s.batch, s.q_heads, s.kv_heads, s.q_len, s.head_dim) == (BATCH, HEADS, KV_HEADS, SEQ, HIDDEN // HEADS)
         assert any(st.pass_ == "bwd" and st.cpu_us > 0 for st in lay.stages)
 
 
