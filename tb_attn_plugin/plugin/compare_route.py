@@ -6,8 +6,8 @@ from typing import Any
 
 import msgspec
 
-from ..format.report.layers import Layer
 from ..report.compare import compare_reports
+from ..report.layers import decode_report
 from .index import ERROR, LOADING, NOT_A_TRACE, RunIndex, unreadable
 
 
@@ -32,10 +32,8 @@ def answer(index: RunIndex, names: list[str], workers: list[str | None]) -> tupl
             loading = [e]
             break
         try:
-            r = msgspec.json.decode(body)
-            # the layers, which compare reads as the report's Structs (format/report/)
-            r["layers"] = msgspec.convert(r, _Layers).layers or []
-        except (msgspec.DecodeError, AttributeError) as exc:  # a damaged cache entry (or not an object)
+            r = decode_report(body)  # its layers as the Structs compare reads
+        except msgspec.DecodeError as exc:  # a damaged cache entry (or not an object)
             raise ValueError(unreadable(e.display, exc)) from None
         reports.append((e.run if workers[0] is None else _rank_label(e, r), r))
     if loading:
@@ -43,11 +41,6 @@ def answer(index: RunIndex, names: list[str], workers: list[str | None]) -> tupl
     if len({label for label, _ in reports}) < len(reports):  # two traces claim one rank
         reports = [(f"{e.run}/{e.worker}", r) for e, (_, r) in zip(entries, reports)]
     return 200, compare_reports(reports)
-
-
-class _Layers(msgspec.Struct):
-    """The part of a report compare reads typed (its errors then name the field as $.layers[i].x)."""
-    layers: list[Layer] | None = None
 
 
 def _report_bytes(index: RunIndex, e) -> bytes | None:
