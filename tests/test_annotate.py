@@ -71,7 +71,7 @@ def test_cpu_trace(cpu_traces, tmp_path):
     calls = [e for e in mine if e.get("cat") == CAT_CALL]
     fwd = [e for e in calls if e["args"]["pass"] == "fwd"]
     assert len(fwd) == r["calls"] == got["calls"] > 0
-    assert {e["name"] for e in fwd} == {lay["layer"] for lay in r["layers"]}
+    assert {e["name"] for e in fwd} == {lay.layer for lay in r["layers"]}
     a = fwd[0]["args"]
     assert a["implementation"] == "eager" and a["shape"]["q_len"] == 32 and a["flops"] > 0 and a["score_matrix_bytes"] > 0
     stages = {e["name"] for e in mine if e.get("cat") == CAT_STAGE}

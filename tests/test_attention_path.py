@@ -172,8 +172,8 @@ def test_multihead_attention_slow_path_with_mask(traces):
     assert r["calls"] == len(bmm) == 4  # 2 layers x 2 steps
     assert {"qk_matmul", "softmax", "av_matmul"} <= fwd_stages(r)
     q, kt = bmm[0]["args"]["Input Dims"][1:3]  # [B·H, Lq, D], [B·H, D, Lk]
-    shape = r["layers"][0]["shape"]
-    assert (shape["batch_heads"], shape["q_len"], shape["k_len"], shape["head_dim"]) == (q[0], q[1], kt[2], q[2])
+    shape = r["layers"][0].shape
+    assert (shape.batch_heads, shape.q_len, shape.k_len, shape.head_dim) == (q[0], q[1], kt[2], q[2])
     assert "  found: 4 by the score path (QKᵀ → softmax → AV by shapes; names only as evidence)" in render(r).splitlines()
 
 
@@ -184,7 +184,7 @@ def test_einsum_attention_without_attention_names(traces):
     assert r["calls"] == len(forward_ops(traces / "einsum.json", "aten::softmax")) == 4
     assert len(forward_ops(traces / "einsum.json", "aten::einsum")) == 2 * r["calls"]
     assert {"qk_matmul", "scale_mask", "softmax", "av_matmul"} <= fwd_stages(r)
-    assert r["layers"][0]["shape"]["q_len"] == L and r["layers"][0]["shape"]["head_dim"] == D
+    assert r["layers"][0].shape.q_len == L and r["layers"][0].shape.head_dim == D
 
 
 def test_softmax_written_out(traces):
@@ -244,8 +244,8 @@ def test_multi_query_attention_is_named(traces):
     q, kt = mm[0]["args"]["Input Dims"][:2] if len(mm[0]["args"]["Input Dims"][0]) == 4 else mm[1]["args"]["Input Dims"][:2]
     assert r["calls"] == 4
     for lay in r["layers"]:
-        assert lay["heads"] == "MQA" and (lay["shape"]["q_heads"], lay["shape"]["kv_heads"]) == (q[1], kt[1]) == (H, 1)
-    assert all(lay.get("heads") == "MHA" for lay in report(traces, "einsum")["layers"])
+        assert lay.heads == "MQA" and (lay.shape.q_heads, lay.shape.kv_heads) == (q[1], kt[1]) == (H, 1)
+    assert all(lay.heads == "MHA" for lay in report(traces, "einsum")["layers"])
 
 
 def test_grouped_query_attention_is_named(traces):
@@ -257,13 +257,13 @@ def test_grouped_query_attention_is_named(traces):
     assert r["calls"] == 4 and len(rep) == 2 * r["calls"]
     kv = rep[0]["args"]["Input Dims"][0][1]
     for lay in r["layers"]:
-        assert lay["heads"] == "GQA" and lay["shape"]["q_heads"] == H and lay["shape"]["kv_heads"] == kv == 2
+        assert lay.heads == "GQA" and lay.shape.q_heads == H and lay.shape.kv_heads == kv == 2
     sdpa = forward_ops(traces / "gqa_sdpa.json", "aten::scaled_dot_product_attention")
     r = report(traces, "gqa_sdpa")
     assert r["calls"] == len(sdpa) == 4
     k = sdpa[0]["args"]["Input Dims"][1]
     for lay in r["layers"]:
-        assert lay["heads"] == "GQA" and (lay["shape"]["q_heads"], lay["shape"]["kv_heads"]) == (H, k[1]) == (H, 2)
+        assert lay.heads == "GQA" and (lay.shape.q_heads, lay.shape.kv_heads) == (H, k[1]) == (H, 2)
 
 
 def _score_allocations(path, score):

@@ -60,7 +60,7 @@ def test_call_is_the_attention_modules_scope(tmp_path, name, scope, inner):
     if name == "bert":  # the output projection allocates inside BertAttention, outside BertSelfAttention
         assert all(w > s for w, s in zip(want, _forward_bytes(events, inner)))
     r = analyze_file(str(path))
-    assert r["calls"] == 4 and {lay["layer_type"] for lay in r["layers"]} == {scope}  # the module the call spans
+    assert r["calls"] == 4 and {lay.layer_type for lay in r["layers"]} == {scope}  # the module the call spans
     calls = sorted(r["memory"]["calls"], key=lambda c: (c["step"], c["layer"]))
     assert [c["bytes_allocated"] - c["bwd_bytes_allocated"] for c in calls] == want
     stages = {(s["stage"], s["pass"]) for s in r["stages"]}

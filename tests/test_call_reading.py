@@ -26,18 +26,18 @@ def eager() -> dict:
     return analyze_file(str(recorded_trace("eager")))
 
 
-def _group(r: dict, layer: dict, implementation: str) -> dict:
-    return next(g for g in r["reading"] if (g["layer_type"], g["implementation"]) == (layer["layer_type"], implementation))
+def _group(r: dict, layer, implementation: str) -> dict:
+    return next(g for g in r["reading"] if (g["layer_type"], g["implementation"]) == (layer.layer_type, implementation))
 
 
 def test_every_sampled_call_gets_its_own_layers_reading(sdpa):
     for sample in sdpa["call_samples"]:
         p = call_reading.panel(sdpa, sample)
-        layer = next(lay for lay in sdpa["layers"] if lay["layer"] == sample["layer"])
+        layer = next(lay for lay in sdpa["layers"] if lay.layer == sample["layer"])
         group = _group(sdpa, layer, sample["implementation"])
         assert p["call"] == sample["id"] and p["layer"] == sample["layer"] and p["calls"] == group["calls"]
         assert p["expected"] is group["expected"] and p["host"] is group["host"]  # looked up, not recomputed
-        assert p["why_not_flash"] is layer["why_not_flash"]
+        assert p["why_not_flash"] is layer.why_not_flash
 
 
 def test_a_cpu_trace_says_why_kernels_and_gpu_time_are_unknown(sdpa):
@@ -50,8 +50,8 @@ def test_a_cpu_trace_says_why_kernels_and_gpu_time_are_unknown(sdpa):
 def test_an_eager_call_says_why_not_flash_was_not_read(eager):
     p = call_reading.panel(eager, eager["call_samples"][0])
     assert p["why_not_flash"] is None
-    layer = next(lay for lay in eager["layers"] if lay["layer"] == p["layer"])
-    assert p["unknown"]["why_not_flash"] == layer["why_not_flash_unknown"] == NOT_SDPA
+    layer = next(lay for lay in eager["layers"] if lay.layer == p["layer"])
+    assert p["unknown"]["why_not_flash"] == layer.why_not_flash_unknown == NOT_SDPA
 
 
 def test_an_sdpa_op_without_shapes_says_record_shapes(tmp_path):
@@ -94,9 +94,9 @@ def test_the_gpu_calls_kernels_carry_fingerprints_and_occupancy():
     names = list(dict.fromkeys(e["name"] for e in sample["events"] if e["kind"] == "kernel"))
     assert [k["name"] for k in p["kernels"]] == names[:call_reading.MAX_KERNELS]
     assert all(k["fingerprint"] is r["kernel_reading"]["fingerprints"][k["name"]] for k in p["kernels"])
-    gap = [k for k in p["kernels"] if k["occupancy"] and k["occupancy"]["zero_estimate_cause"]
+    gap = [k for k in p["kernels"] if k["occupancy"] and k["occupancy"].zero_estimate_cause
            == "shared memory over the default limit"]
-    assert gap and all(k["occupancy"]["theoretical_pct"] > 0 for k in gap)  # the theoretical figure beside the 0%
+    assert gap and all(k["occupancy"].theoretical_pct > 0 for k in gap)  # the theoretical figure beside the 0%
     memset = next(k for k in p["kernels"] if k["name"].startswith("Memset"))
     assert memset["occupancy"] is None and memset["occupancy_unknown"] == call_reading.NO_OCCUPANCY
     assert p["host"]["host_bound"] is False and p["unknown"].keys() == {"backward", "why_not_flash"}

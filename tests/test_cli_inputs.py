@@ -113,7 +113,7 @@ def test_long_names_are_cut_with_an_ellipsis(tmp_path):
     path = tmp_path / "t.json"
     path.write_text(json.dumps(doc))
     r = analyze_file(str(path))
-    r["layers"][0]["layer"] = "encoder.layers." + "very_long_module_name." * 10 + "attn"
+    r["layers"][0].layer = "encoder.layers." + "very_long_module_name." * 10 + "attn"
     text = render(r)
     row = next(line for line in text.splitlines() if line.strip().startswith("encoder.layers."))
     assert "…" in row and "attn " not in row

@@ -54,7 +54,7 @@ def runs(tmp_path_factory):
 
 
 def _layers(report):
-    return {lay["layer"]: lay for lay in report["layers"]}
+    return {lay.layer: lay for lay in report["layers"]}
 
 
 @pytest.mark.parametrize("mode,impl,backend", [("sdpa", "cpu_fused", "flash_cpu"), ("math", "math", "math")])
@@ -73,12 +73,12 @@ def test_sdpa_calls_counted_with_backend_and_shape(runs, mode, impl, backend):
     layers = _layers(report)
     assert sorted(layers) == [f"{i}" for i in range(LAYERS)]  # nn.Sequential's named_modules paths
     for lay in layers.values():
-        assert lay["calls"] == ACTIVE and lay["implementation"] == impl and lay["backend"] == backend
-        assert lay["shape"]["q_len"] == L and lay["shape"]["head_dim"] == D // HEADS and lay["shape"]["batch"] == B
-        assert lay["dtype"] == "float32"
+        assert lay.calls == ACTIVE and lay.implementation == impl and lay.backend == backend
+        assert lay.shape.q_len == L and lay.shape.head_dim == D // HEADS and lay.shape.batch == B
+        assert lay.dtype == "float32"
         # backward time lands on the forward layer
-        bwd = [s for s in lay["stages"] if s["pass"] == "bwd"]
-        assert bwd and sum(s["cpu_us"] for s in bwd) > 0
+        bwd = [s for s in lay.stages if s.pass_ == "bwd"]
+        assert bwd and sum(s.cpu_us for s in bwd) > 0
     assert report["metadata"]["variant"] == mode and report["metadata"]["seq_len"] == L
     assert report["metadata"]["torch"] == torch.__version__ and report["metadata"]["device"] == "cpu"
 
@@ -89,8 +89,8 @@ def test_multihead_attention_tagged_by_module_hooks(runs):
     assert report["calls"] == LAYERS * ACTIVE
     layers = _layers(report)
     assert sorted(layers) == [f"{i}.attn" for i in range(LAYERS)]
-    assert {lay["implementation"] for lay in layers.values()} == {"mha"}
-    assert all(lay["shape"]["q_heads"] == HEADS and lay["shape"]["q_len"] == L for lay in layers.values())
+    assert {lay.implementation for lay in layers.values()} == {"mha"}
+    assert all(lay.shape.q_heads == HEADS and lay.shape.q_len == L for lay in layers.values())
 
 
 def test_hooks_only_inside_the_window(runs):
@@ -107,7 +107,7 @@ def test_memory_per_call_with_profile_memory(runs):
     report = analyze_file(prof.traces[0])
     # the math backend materialises the B*H*L*L score matrix in every call
     for lay in report["layers"]:
-        assert lay["memory_bytes"] is not None and lay["memory_bytes"] >= B * HEADS * L * L * 4
+        assert lay.memory_bytes is not None and lay.memory_bytes >= B * HEADS * L * L * 4
 
 
 def test_scalars_in_the_event_file(runs):
@@ -151,10 +151,10 @@ def test_user_region_and_stage_marks(tmp_path):
     report = analyze_file(prof.traces[0])
     assert report["calls"] == ACTIVE
     (lay,) = report["layers"]
-    assert lay["layer"] == "custom.attn" and lay["shape"]["q_len"] == L and lay["shape"]["head_dim"] == D // HEADS
-    fwd = {s["stage"] for s in lay["stages"] if s["pass"] == "fwd"}
+    assert lay.layer == "custom.attn" and lay.shape.q_len == L and lay.shape.head_dim == D // HEADS
+    fwd = {s.stage for s in lay.stages if s.pass_ == "fwd"}
     assert {"qk_matmul", "softmax", "av_matmul"} <= fwd
-    assert any(s["pass"] == "bwd" and s["cpu_us"] > 0 for s in lay["stages"])
+    assert any(s.pass_ == "bwd" and s.cpu_us > 0 for s in lay.stages)
 
 
 def test_user_marks_inert_outside_a_window(tmp_path):
@@ -197,7 +197,7 @@ def test_compiled_model_no_graph_break_no_recompile(tmp_path):
     assert any(patched for _, patched in seen)  # tagging was on, just not inside the compiled frame
     report = analyze_file(prof.traces[0])
     assert report["calls"] == LAYERS * ACTIVE  # found from the extern SDPA op that survives compilation
-    assert all(lay["compiled"] for lay in report["layers"])
+    assert all(lay.compiled for lay in report["layers"])
     torch._dynamo.reset()
 
 

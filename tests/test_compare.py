@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from tb_attn_plugin.format.report.layers import Layer
 from tb_attn_plugin.report.compare import MAX_ONLY_IN, compare_reports
+
+
+def layer(name: str, layer_type: str, implementation: str, gpu_us: float, cpu_us: float) -> Layer:
+    """A layer row with what compare reads; the rest as unknown."""
+    return Layer(layer=name, layer_type=layer_type, calls=1, backend="?", compiled=False, source="op", shape=None,
+                 dtype=None, causal=None, dropout=None, mask=None, flops=None, score_bytes=None, memory_bytes=None,
+                 first_call=0, kernels=[], implementation=implementation, gpu_us=gpu_us, cpu_us=cpu_us, stages=[],
+                 tflops=None, occupancy=[], why_not_flash=None, why_not_flash_unknown=None)
 
 
 def report(stages, layers=(), kernels=(), basis="gpu", impl="flash", att=None):
@@ -16,7 +25,7 @@ def report(stages, layers=(), kernels=(), basis="gpu", impl="flash", att=None):
         "attention_share": 0.5, "calls": 2,
         "stages": [{"stage": s, "pass": p, key: v, "gpu_us" if basis == "cpu" else "cpu_us": v * 2}
                    for s, p, v in stages],
-        "layers": [{"layer": f"{t}_0", "layer_type": t, "implementation": i, "gpu_us": v, "cpu_us": v * 2}
+        "layers": [layer(f"{t}_0", t, i, **{key: v, "gpu_us" if basis == "cpu" else "cpu_us": v * 2})
                    for t, i, v in layers],
         "kernels": [{"name": n, "stage": s, "pass": "fwd", "count": 1, "gpu_us": v} for n, s, v in kernels],
         "implementations": [{"layer_type": "Attn", "implementation": impl, "calls": 2}],
@@ -75,7 +84,7 @@ def test_kernels_only_in_is_capped_but_counted():
 def test_needs_two_runs_and_tolerates_sparse_reports():
     with pytest.raises(ValueError):
         compare_reports([("only", FLASH)])
-    c = compare_reports([("a", {}), ("b", {"stages": None, "layers": [{"layer_type": "X"}]})])
+    c = compare_reports([("a", {}), ("b", {"stages": None, "layers": [layer("x", "X", "?", 0.0, 0.0)]})])
     assert c["time_basis"] == "cpu" and c["stages"] == [] and c["layers"][0]["values"] == [0.0, 0.0]
 
 

@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 
+import msgspec
 import pytest
 
 distributed = pytest.importorskip("distributed", reason="the [dask] extra is not installed")
@@ -132,7 +133,7 @@ def test_a_trace_that_kills_every_worker_is_its_own_error_line(cpu_traces, tmp_p
 def test_a_worker_killed_mid_task_is_replaced_and_the_task_rerun(client, cpu_traces, tmp_path):
     big = tmp_path / "big.pt.trace.json"
     replicate(str(cpu_traces["sdpa"]), 120, str(big))  # about a second of analysis: long enough to kill it mid-way
-    want = _same(analyze_file(str(big)))
+    want = _same(msgspec.to_builtins(analyze_file(str(big))))  # as the JSON the worker sends
     pids = client.run(os.getpid)
     fut = client.submit(dask_jobs.analyze_one, str(big), pure=False)
     deadline = time.monotonic() + 60
@@ -147,8 +148,6 @@ def test_a_worker_killed_mid_task_is_replaced_and_the_task_rerun(client, cpu_tra
     os.kill(pids[victim], signal.SIGKILL)
     status, body = fut.result(timeout=120)
     assert status == "ready"
-    import msgspec
-
     assert _same(msgspec.json.decode(body)) == want
     # The scheduler saw the task's worker die while running it (so the result is the rerun's).
     key = fut.key
@@ -171,7 +170,7 @@ def test_plugin_analyses_on_the_cluster_named_by_the_environment(tb_app, cluster
     one = json.loads(http.get("/data/plugin/tb_attn/report?run=single").data)
     want = analyze_file(str(logdir / "single" / "host_1.1.pt.trace.json"))
     want["source"]["path"] = "single/host_1.1.pt.trace.json"  # the plugin names files relative to the logdir
-    assert _same(one) == _same(want)
+    assert _same(one) == _same(msgspec.to_builtins(want))
     ranks = json.loads(http.get("/data/plugin/tb_attn/ranks?run=job").data)
     assert ranks["rank_count"] == 4 and ranks["world_size"] == 4 and ranks["errors"] == []
     assert [o["rank"] for o in ranks["odd_ranks"] if o["what"] == "implementation"] == [3]  # the math rank

@@ -23,9 +23,9 @@ def test_demo_writes_runs_and_prints_the_tensorboard_command(tmp_path, capsys):
         assert STEPS >= 3 and report["calls"] == 2 * STEPS and len(report["steps"]) == STEPS
         assert report["metadata"]["variant"] == name.rsplit("-L", 1)[0]
         assert report["metadata"]["seq_len"] == int(name.rsplit("-L", 1)[1])
-        assert {lay["shape"]["q_len"] for lay in report["layers"]} == {int(name.rsplit("-L", 1)[1])}
+        assert {lay.shape.q_len for lay in report["layers"]} == {int(name.rsplit("-L", 1)[1])}
         assert list((tmp_path / name).glob("events.out.tfevents.*"))
-    impls = {lay["implementation"] for lay in analyze_file(runs["sdpa-math-L32"].path)["layers"]}
+    impls = {lay.implementation for lay in analyze_file(runs["sdpa-math-L32"].path)["layers"]}
     assert impls == {"math"}
 
 
@@ -46,7 +46,7 @@ def test_pinned_sdpa_backend_variant_and_gpu_only_variants_refused_on_the_cpu(tm
     (t,) = find_traces(str(tmp_path))
     report = analyze_file(t.path)
     assert report["calls"] == 2
-    assert {(lay["implementation"], lay["backend"], lay["source"]) for lay in report["layers"]} == {
+    assert {(lay.implementation, lay.backend, lay.source) for lay in report["layers"]} == {
         ("cpu_fused", "flash_cpu", "tag")}
     for variant in ("sdpa-efficient", "sdpa-cudnn", "flex"):
         with pytest.raises(SystemExit):

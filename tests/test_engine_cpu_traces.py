@@ -20,8 +20,10 @@ def reports(cpu_traces):
 
 
 def cells(r, layer=None):
-    rows = r["stages"] if layer is None else next(lay for lay in r["layers"] if lay["layer"] == layer)["stages"]
-    return {(s["stage"], s["pass"]): s["cpu_us"] for s in rows}
+    if layer is None:
+        return {(s["stage"], s["pass"]): s["cpu_us"] for s in r["stages"]}
+    lay = next(lay for lay in r["layers"] if lay.layer == layer)
+    return {(s.stage, s.pass_): s.cpu_us for s in lay.stages}
 
 
 def op_stage(r, name):
@@ -37,8 +39,8 @@ def test_calls_layers_and_implementation(reports, mode, impl, layer_type):
     assert r["time_basis"] == "cpu" and r["device"] is None
     assert r["calls"] == CALLS
     assert [(i["layer_type"], i["implementation"], i["calls"]) for i in r["implementations"]] == [(layer_type, impl, CALLS)]
-    assert sorted(lay["layer"] for lay in r["layers"]) == [f"{layer_type}_{i}" for i in range(LAYERS)]
-    assert all(lay["calls"] == STEPS for lay in r["layers"])
+    assert sorted(lay.layer for lay in r["layers"]) == [f"{layer_type}_{i}" for i in range(LAYERS)]
+    assert all(lay.calls == STEPS for lay in r["layers"])
     assert [s["calls"] for s in r["steps"]] == [LAYERS] * STEPS
 
 
@@ -46,8 +48,8 @@ def test_calls_layers_and_implementation(reports, mode, impl, layer_type):
 def test_backward_lands_on_every_forward_layer(reports, mode):
     r = reports[mode]
     for lay in r["layers"]:
-        c = cells(r, lay["layer"])
-        assert sum(v for (st, ps), v in c.items() if ps == "bwd") > 0, lay["layer"]
+        c = cells(r, lay.layer)
+        assert sum(v for (st, ps), v in c.items() if ps == "bwd") > 0, lay.layer
         assert c.get(("qkv_proj", "bwd"), 0) > 0 and c.get(("out_proj", "bwd"), 0) > 0
 
 
@@ -58,8 +60,8 @@ def test_sdpa_backward_is_the_fused_backward_op(reports):
     assert op_stage(r, "aten::_scaled_dot_product_flash_attention_for_cpu_backward") == {("fused", "bwd")}
     assert op_stage(r, "aten::_scaled_dot_product_flash_attention_for_cpu") == {("fused", "fwd")}
     lay = r["layers"][0]
-    assert lay["causal"] is True and lay["shape"]["q_len"] == 32 and lay["shape"]["head_dim"] == 16
-    assert lay["dtype"] == "float32"
+    assert lay.causal is True and lay.shape.q_len == 32 and lay.shape.head_dim == 16
+    assert lay.dtype == "float32"
 
 
 @pytest.mark.parametrize("mode,softmax_bwd", [("math", "SafeSoftmaxBackward0"), ("eager", "SoftmaxBackward0"),
@@ -71,7 +73,7 @@ def test_unfused_backward_splits_into_stages(reports, mode, softmax_bwd):
         assert c.get((st, "fwd"), 0) > 0 and c.get((st, "bwd"), 0) > 0, st
     assert op_stage(r, softmax_bwd) == {("softmax", "bwd")}
     assert op_stage(r, "BmmBackward0") == {("qk_matmul", "bwd"), ("av_matmul", "bwd")}
-    assert all(lay["score_bytes"] == 2 * 4 * 32 * 32 * 4 for lay in r["layers"])
+    assert all(lay.score_bytes == 2 * 4 * 32 * 32 * 4 for lay in r["layers"])
 
 
 def test_dropout_has_its_own_stage(reports):
@@ -94,18 +96,18 @@ def test_backward_nodes_link_to_forward_ops(cpu_traces):
 def test_flops_and_rate_from_shapes(reports):
     lay = reports["eager"]["layers"][0]
     fwd = 4 * (2 * 4) * 32 * 32 * 16
-    assert lay["flops"] == pytest.approx(fwd * 3.5 * STEPS)  # forward + backward (2.5x), per call
-    assert lay["tflops"] > 0
+    assert lay.flops == pytest.approx(fwd * 3.5 * STEPS)  # forward + backward (2.5x), per call
+    assert lay.tflops > 0
 
 
 def test_tagged_region_and_stage_marks(reports):
     r = reports["tagged"]
     assert r["calls"] == CALLS
-    assert sorted(lay["layer"] for lay in r["layers"]) == ["blocks.0.attn", "blocks.1.attn"]
-    assert {lay["layer_type"] for lay in r["layers"]} == {"Attn"}  # the enclosing module class
-    assert all(lay["source"] == "tag" for lay in r["layers"])
+    assert sorted(lay.layer for lay in r["layers"]) == ["blocks.0.attn", "blocks.1.attn"]
+    assert {lay.layer_type for lay in r["layers"]} == {"Attn"}  # the enclosing module class
+    assert all(lay.source == "tag" for lay in r["layers"])
     lay = r["layers"][0]
-    assert lay["shape"]["q_len"] == 32 and lay["shape"]["head_dim"] == 16 and lay["causal"] is False
+    assert lay.shape.q_len == 32 and lay.shape.head_dim == 16 and lay.causal is False
     c = cells(r)
     for st in ("qk_matmul", "softmax", "av_matmul"):  # from the marks, not from op names
         assert c.get((st, "fwd"), 0) > 0 and c.get((st, "bwd"), 0) > 0, st
@@ -117,7 +119,7 @@ def test_memory_per_call_from_profiler_events(reports):
     for mode in ("eager", "math"):
         for lay in reports[mode]["layers"]:
             # at least the B*H*L*L float32 score matrix is allocated inside the call
-            assert lay["memory_bytes"] >= 2 * 4 * 32 * 32 * 4, (mode, lay["layer"])
+            assert lay.memory_bytes >= 2 * 4 * 32 * 32 * 4, (mode, lay.layer)
 
 
 def test_compiled_backward_lands_on_the_compiled_layers(tmp_path):
@@ -138,8 +140,8 @@ def test_compiled_backward_lands_on_the_compiled_layers(tmp_path):
     prof.export_chrome_trace(str(path))
     r = analyze_file(str(path))
     assert r["calls"] == LAYERS
-    assert all(lay["compiled"] for lay in r["layers"])
+    assert all(lay.compiled for lay in r["layers"])
     for lay in r["layers"]:
-        c = cells(r, lay["layer"])
-        assert c.get(("fused", "fwd"), 0) > 0 and c.get(("fused", "bwd"), 0) > 0, lay["layer"]
+        c = cells(r, lay.layer)
+        assert c.get(("fused", "fwd"), 0) > 0 and c.get(("fused", "bwd"), 0) > 0, lay.layer
     assert op_stage(r, "aten::_scaled_dot_product_flash_attention_for_cpu_backward") == {("fused", "bwd")}

@@ -16,7 +16,7 @@ def test_samples_cover_every_layer_and_every_step(cpu_traces, mode):
     samples = r["call_samples"]
     steps = {s["step"] for s in samples}
     assert len(steps) == len(r["steps"]) == 2  # tests/cpu_models.py records two active steps
-    assert {(s["layer"], s["step"]) for s in samples} == {(lay["layer"], st) for lay in r["layers"] for st in steps}
+    assert {(s["layer"], s["step"]) for s in samples} == {(lay.layer, st) for lay in r["layers"] for st in steps}
     assert len({s["id"] for s in samples}) == len(samples) == min(r["calls"], MAX_SAMPLES)
     for s in samples:
         for e in s["events"]:

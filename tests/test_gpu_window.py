@@ -14,6 +14,7 @@ import gzip
 import json
 import re
 
+import msgspec
 import pytest
 
 from tb_attn_plugin.report.build import analyze_file
@@ -57,8 +58,8 @@ def test_bert_cut_before_its_last_attention_kernel(tmp_path):
     assert r["calls"] == full["calls"] == 4
     (row,) = w["calls"]
     assert row["recorded"] == "partly" and w["calls_partly_recorded"] == 1 and w["calls_not_recorded"] == 0
-    lay = next(lay for lay in r["layers"] if lay["layer"] == row["layer"])
-    assert lay["gpu_unrecorded_calls"] == 1
+    lay = next(lay for lay in r["layers"] if lay.layer == row["layer"])
+    assert lay.gpu_unrecorded_calls == 1
     flash = [k for k in r["kernels"] if "flash_fwd_kernel" in k["name"]]
     assert sum(k["count"] for k in flash) == 3
     assert any(w_.startswith("the GPU window was cut") and row["layer"] in w_ for w_ in r["warnings"])
@@ -98,7 +99,7 @@ def test_calls_with_no_kernel_at_all_are_not_recorded_not_zero(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
     from importlib import resources
 
-    jsonschema.validate(r, json.loads(resources.files("tb_attn_plugin.report").joinpath("schema.json").read_text()))
+    jsonschema.validate(msgspec.to_builtins(r), json.loads(resources.files("tb_attn_plugin.report").joinpath("schema.json").read_text()))
 
 
 def test_launches_inside_a_stream_capture_are_not_missing_kernels(tmp_path):
@@ -144,8 +145,8 @@ def test_a_small_share_of_the_peak_never_reads_zero():
     r = analyze_file(str(shared_trace("tl_h100_bert_small_sdpa_flash")))
     (v,) = [v for v in r["verdicts"] if v["id"] == "tflops"]
     assert " 0% of" not in v["message"]
-    lay = max((lay for lay in r["layers"] if lay.get("tflops")), key=lambda x: x["gpu_us"])
-    assert f"{lay['tflops'] / r['device']['peak_tflops']:.1%} of" in v["message"]
+    lay = max((lay for lay in r["layers"] if lay.tflops), key=lambda x: x.gpu_us)
+    assert f"{lay.tflops / r['device']['peak_tflops']:.1%} of" in v["message"]
 
 
 def test_compare_says_which_side_is_a_lower_bound(tmp_path):

@@ -77,8 +77,8 @@ def test_bare_expand_names_gqa_and_kv_heads(tmp_path, hq, hkv, rank5, heads):
     r = analyze_file(str(path))
     assert r["calls"] == 4
     for lay in r["layers"]:
-        assert lay["heads"] == heads
-        assert lay["shape"]["q_heads"] == hq and lay["shape"]["kv_heads"] == hkv
+        assert lay.heads == heads
+        assert lay.shape.q_heads == hq and lay.shape.kv_heads == hkv
 
 
 def test_mha_with_a_square_mask_expand_stays_mha(tmp_path):
@@ -95,4 +95,4 @@ def test_mha_with_a_square_mask_expand_stays_mha(tmp_path):
     p.export_chrome_trace(str(path))
     r = analyze_file(str(path))
     assert r["calls"] == 2
-    assert all(lay.get("heads") == "MHA" and lay["shape"]["kv_heads"] == h for lay in r["layers"])
+    assert all(lay.heads == "MHA" and lay.shape.kv_heads == h for lay in r["layers"])

@@ -33,13 +33,13 @@ def test_hf_llama_attention_tagged(tmp_path, impl, engine_impl):
             prof.step()
     report = analyze_file(prof.traces[0])
     assert report["calls"] == LAYERS * ACTIVE
-    layers = {lay["layer"]: lay for lay in report["layers"]}
+    layers = {lay.layer: lay for lay in report["layers"]}
     assert sorted(layers) == [f"model.layers.{i}.self_attn" for i in range(LAYERS)]
     for lay in layers.values():
-        assert lay["implementation"] == engine_impl
-        s = lay["shape"]
-        assert (s["batch"], s["q_heads"], s["kv_heads"], s["q_len"], s["head_dim"]) == (BATCH, HEADS, KV_HEADS, SEQ, HIDDEN // HEADS)
-        assert any(st["pass"] == "bwd" and st["cpu_us"] > 0 for st in lay["stages"])
+        assert lay.implementation == engine_impl
+        s = lay.shape
+        assert (s.batch, s.q_heads, s.kv_heads, s.q_len, s.head_dim) == (BATCH, HEADS, KV_HEADS, SEQ, HIDDEN // HEADS)
+        assert any(st.pass_ == "bwd" and st.cpu_us > 0 for st in lay.stages)
 
 
 def test_hf_trainer_callback(tmp_path):

@@ -42,7 +42,7 @@ def test_split_kv_under_graph_replay_is_one_call_per_invocation(tmp_path):
     assert r["attention_gpu_us"] == pytest.approx(47.0 * layers)  # the MLP between calls stays out
     assert r["unknown_kernels"] == [] and r["warnings"] == []
     (lay,) = r["layers"]
-    assert lay["calls"] == layers and "graph replay" in lay["layer"]
+    assert lay.calls == layers and "graph replay" in lay.layer
 
 
 def test_quantize_kernels_join_their_attention_kernel(tmp_path):

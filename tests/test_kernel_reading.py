@@ -8,6 +8,7 @@ import re
 import warnings
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from tb_attn_plugin.reading import fingerprint, occupancy, why_not_flash
@@ -75,13 +76,13 @@ def test_every_attention_and_gemm_kernel_of_a_shared_trace_has_a_fingerprint(nam
     fps = r["kernel_reading"]["fingerprints"]
     seen = 0
     for lay in r["layers"]:
-        for k in lay["kernels"]:
-            fp = fps[k["name"]]
-            if k["stage"] in ("fused", "qk_matmul", "av_matmul", "qkv_proj", "out_proj"):
+        for k in lay.kernels:
+            fp = fps[k.name]
+            if k.stage in ("fused", "qk_matmul", "av_matmul", "qkv_proj", "out_proj"):
                 seen += 1
-                assert fp["library"] is not None, k["name"]
-            if "gemm" in k["name"].lower() or k["name"].startswith("Cijk_"):
-                assert fp["math_unit"] is not None, k["name"]
+                assert fp["library"] is not None, k.name
+            if "gemm" in k.name.lower() or k.name.startswith("Cijk_"):
+                assert fp["math_unit"] is not None, k.name
     assert seen
     assert all(row["fingerprint"] and row["name"] in fps for row in r["kernels"])
 
@@ -115,28 +116,28 @@ def test_amd_device_properties_give_no_cuda_occupancy():
 
 def test_occupancy_of_the_h100_traces_sits_beside_cuptis_estimate():
     r = analyze_file(str(shared_trace("tl_h100_bert_small_sdpa_flash")))
-    rows = [o for lay in r["layers"] for o in lay["occupancy"]]
-    assert rows and all(o["theoretical_pct"] is not None for o in rows)
-    flash = [o for o in rows if "flash_fwd_kernel" in o["name"]]
-    assert flash and all("low by design" in o["reading"] and o["achieved_pct"] is not None for o in flash)
+    rows = [o for lay in r["layers"] for o in lay.occupancy]
+    assert rows and all(o.theoretical_pct is not None for o in rows)
+    flash = [o for o in rows if "flash_fwd_kernel" in o.name]
+    assert flash and all("low by design" in o.reading and o.achieved_pct is not None for o in flash)
     # the post's flash figure, on this trace's H100: 128 threads x 255 registers -> 2 blocks -> 8 of 64 warps
-    assert {(o["block_threads"], o["registers_per_thread"], o["blocks_per_sm"], o["warps_per_sm"], o["theoretical_pct"])
+    assert {(o.block_threads, o.registers_per_thread, o.blocks_per_sm, o.warps_per_sm, o.theoretical_pct)
             for o in flash} == {(128, 255, 2, 8, 12.5)}
 
 
 def test_a_zero_estimate_over_48_kib_is_kinetos_default_limit_not_the_launch_api():
     r = analyze_file(str(shared_trace("tl_h100_owlv2_eager_bmm_softmax")))
-    rows = [o for lay in r["layers"] for o in lay["occupancy"] if o["name"].startswith("sm90_xmma_gemm")]
+    rows = [o for lay in r["layers"] for o in lay.occupancy if o.name.startswith("sm90_xmma_gemm")]
     assert rows
     for o in rows:
-        assert o["achieved_pct"] is None and o["shared_memory_bytes"] > 49152
-        assert o["zero_estimate_cause"] == "shared memory over the default limit" and o["theoretical_pct"] > 0
-        assert "does not estimate" not in o["reading"]
+        assert o.achieved_pct is None and o.shared_memory_bytes > 49152
+        assert o.zero_estimate_cause == "shared memory over the default limit" and o.theoretical_pct > 0
+        assert "does not estimate" not in o.reading
 
 
 def test_amd_traces_say_once_why_occupancy_is_unknown():
     r = analyze_file(str(shared_trace("tl_mi300x_bert_small_sdpa_aotriton")))
-    assert all(lay["occupancy"] == [] for lay in r["layers"])
+    assert all(lay.occupancy == [] for lay in r["layers"])
     note = r["kernel_reading"]["occupancy"]
     assert note.startswith("unknown") and "grid and block only" in note
 
@@ -275,10 +276,10 @@ def test_a_transposed_last_dimension_refuses_the_fused_backends(tmp_path):
 
 def test_the_h100_flash_call_replays_with_its_recorded_strides():
     r = analyze_file(str(shared_trace("tl_h100_bert_small_sdpa_flash")))
-    w = r["layers"][0]["why_not_flash"]
-    assert w["device"] == "sm90" and w["ran"] == "flash"
-    flash = next(b for b in w["backends"] if b["backend"] == "flash")
-    assert flash["eligible"] is True and [u["check"] for u in flash["unknown"]] == ["check_runtime_disabled_flash"]
+    w = r["layers"][0].why_not_flash
+    assert w.device == "sm90" and w.ran == "flash"
+    flash = next(b for b in w.backends if b.backend == "flash")
+    assert flash.eligible is True and [u.check for u in flash.unknown] == ["check_runtime_disabled_flash"]
 
 
 def test_hostile_launch_values_give_unknown_not_a_number(tmp_path):
@@ -295,25 +296,25 @@ def test_hostile_launch_values_give_unknown_not_a_number(tmp_path):
     path = tmp_path / "hostile.json"
     path.write_text(json.dumps(doc))
     r = analyze_file(str(path))
-    jsonschema.validate(r, SCHEMA)
-    rows = [o for lay in r["layers"] for o in lay["occupancy"]]
+    jsonschema.validate(msgspec.to_builtins(r), SCHEMA)
+    rows = [o for lay in r["layers"] for o in lay.occupancy]
     assert rows
     for o in rows:
-        assert o["achieved_pct"] is None
-        assert o["theoretical_pct"] is None or 0 < o["theoretical_pct"] <= 100
-        assert o["reading"]
+        assert o.achieved_pct is None
+        assert o.theoretical_pct is None or 0 < o.theoretical_pct <= 100
+        assert o.reading
 
 
 def test_rocm_calls_are_judged_by_rocms_limits():
     """FLUX's VAE attention (1 head, head dim 512) ran AOTriton's attn_fwd on the MI300X: CUDA's 256 limit
     must not refuse it; whether AOTriton takes 512 depends on its version, which the trace does not say."""
     r = analyze_file(str(shared_trace("tl_mi300x_xdit_flux1_aiter_fmha_hipgraph")))
-    vae = [lay for lay in r["layers"] if lay["why_not_flash"] and lay["shape"] and lay["shape"]["head_dim"] == 512]
+    vae = [lay for lay in r["layers"] if lay.why_not_flash and lay.shape and lay.shape.head_dim == 512]
     assert vae
-    backends = {b["backend"]: b for b in vae[0]["why_not_flash"]["backends"]}
-    assert backends["flash"]["refusals"] == [] and backends["flash"]["eligible"] is None
-    assert "check_head_dim_size_flash" in [u["check"] for u in backends["flash"]["unknown"]]
-    assert [x["check"] for x in backends["cudnn"]["refusals"]][0] == "USE_ROCM"
+    backends = {b.backend: b for b in vae[0].why_not_flash.backends}
+    assert backends["flash"].refusals == [] and backends["flash"].eligible is None
+    assert "check_head_dim_size_flash" in [u.check for u in backends["flash"].unknown]
+    assert [x.check for x in backends["cudnn"].refusals][0] == "USE_ROCM"
 
 
 def test_a_warpgroup_size_alone_does_not_claim_tensor_cores():

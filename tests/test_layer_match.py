@@ -8,12 +8,14 @@ import json
 import subprocess
 import sys
 
+import msgspec
 import pytest
 
+from tb_attn_plugin.format.report.layers import Layer, Shape
 from tb_attn_plugin.report.build import analyze_file
 from tb_attn_plugin.report.compare import compare_reports
 from tb_attn_plugin.report.layer_match import match_layers
-from tests.conftest import REPO
+from tests.conftest import REPO, recorded_trace
 
 _RECORD = r"""
 import json, sys, torch, tb_attn_plugin
@@ -48,13 +50,13 @@ def variants(tmp_path_factory):
 
 
 def _names(report):
-    return sorted(lay["layer"] for lay in report["layers"])
+    return sorted(lay.layer for lay in report["layers"])
 
 
 def test_eager_motif_is_named_by_its_module_path_as_sdpa_is(variants):
     assert _names(variants["eager"]) == _names(variants["sdpa"]) == ["0", "1"]  # nn.Sequential's named_modules
-    assert {lay["layer_type"] for lay in variants["eager"]["layers"]} == {"Attn"}
-    assert {lay["implementation"] for lay in variants["eager"]["layers"]} == {"eager"}
+    assert {lay.layer_type for lay in variants["eager"]["layers"]} == {"Attn"}
+    assert {lay.implementation for lay in variants["eager"]["layers"]} == {"eager"}
 
 
 def test_compare_pairs_every_variants_layers(variants):
@@ -63,7 +65,7 @@ def test_compare_pairs_every_variants_layers(variants):
     assert [sorted(set(k.values())) for k in keys] == [["0", "1"]] * 3  # compiled: by position and shape
     doc = compare_reports(runs)
     (row,) = doc["layers"]  # one row, no "absent" / "new"
-    own = [t for _, r in runs for t in dict.fromkeys(lay["layer_type"] for lay in r["layers"]) if t != "Attn"]
+    own = [t for _, r in runs for t in dict.fromkeys(lay.layer_type for lay in r["layers"]) if t != "Attn"]
     assert row["layer_type"] == " = ".join(["Attn", *own]) and all(v > 0 for v in row["values"])
     assert row["layers"][0] == ["0", "1"] and len(row["layers"][2]) == 2
     mem_rows = {r["layer"]: r for r in doc["memory"]["layers"]}
@@ -71,15 +73,25 @@ def test_compare_pairs_every_variants_layers(variants):
     assert all(None not in r["peak_growth_bytes"] for r in mem_rows.values())
 
 
-def test_layers_of_other_shapes_never_pair():
-    a = {"layers": [{"layer": "eager#0", "shape": {"q_len": 128, "k_len": 128, "q_heads": 4, "head_dim": 16}}]}
-    b = {"layers": [{"layer": "flash#0", "shape": {"q_len": 256, "k_len": 256, "q_heads": 4, "head_dim": 16}}]}
+@pytest.fixture(scope="module")
+def real_layer() -> Layer:
+    """A layer row of a recorded CPU trace, renamed and reshaped below into the layers a test needs."""
+    return analyze_file(str(recorded_trace("sdpa")))["layers"][0]
+
+
+def _layer(real: Layer, name: str, **shape: int) -> Layer:
+    return msgspec.structs.replace(real, layer=name, shape=Shape(**shape))
+
+
+def test_layers_of_other_shapes_never_pair(real_layer):
+    a = {"layers": [_layer(real_layer, "eager#0", q_len=128, k_len=128, q_heads=4, head_dim=16)]}
+    b = {"layers": [_layer(real_layer, "flash#0", q_len=256, k_len=256, q_heads=4, head_dim=16)]}
     assert match_layers([a, b]) == [{"eager#0": "eager#0"}, {"flash#0": "flash#0"}]
 
 
-def test_a_run_never_puts_two_of_its_layers_under_one_name():
+def test_a_run_never_puts_two_of_its_layers_under_one_name(real_layer):
     shape = {"q_len": 128, "k_len": 128, "q_heads": 4, "head_dim": 16}
-    a = {"layers": [{"layer": "model.0", "shape": shape}]}
-    b = {"layers": [{"layer": "model.0", "shape": shape}, {"layer": "eager#0", "shape": shape}]}
+    a = {"layers": [_layer(real_layer, "model.0", **shape)]}
+    b = {"layers": [_layer(real_layer, "model.0", **shape), _layer(real_layer, "eager#0", **shape)]}
     keys = match_layers([a, b])
     assert keys[1] == {"model.0": "model.0", "eager#0": "eager#0"}

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -78,7 +79,7 @@ def test_peak_is_the_profilers_total_allocated_maximum(cpu_traces, mode):
     assert sum(row["bytes"] for row in p["live"]) + p["before_record_bytes"] <= p["bytes"] + 1
     # The layer table's memory_bytes is the memory section's peak growth.
     growth = {lay["layer"]: lay["peak_growth_bytes"] for lay in mem["layers"]}
-    assert all(lay["memory_bytes"] == growth[lay["layer"]] for lay in r["layers"] if lay["memory_bytes"] is not None)
+    assert all(lay.memory_bytes == growth[lay.layer] for lay in r["layers"] if lay.memory_bytes is not None)
 
 
 def test_the_running_sum_agrees_with_total_allocated(cpu_traces):
@@ -271,7 +272,7 @@ def test_memory_sections_validate(cpu_traces, tmp_path):
     from importlib import resources
 
     schema = json.loads(resources.files("tb_attn_plugin.report").joinpath("schema.json").read_text())
-    jsonschema.validate(analyze_file(str(cpu_traces["eager"])), schema)
+    jsonschema.validate(msgspec.json.decode(msgspec.json.encode(analyze_file(str(cpu_traces["eager"])))), schema)
     snap, _ = known_snapshot()
     p = tmp_path / "s.pickle"
     p.write_bytes(pickle.dumps(snap))

@@ -78,24 +78,24 @@ def test_zero_estimates_are_explained_by_their_launches(name):
     p = d["deviceProperties"][0]
     raw = {a["correlation"]: a for _, a, _ in _launches(d)}
     r = analyze_file(str(shared_trace(name)))
-    rows = [o for lay in r["layers"] for o in lay["occupancy"]]
+    rows = [o for lay in r["layers"] for o in lay.occupancy]
     assert rows
     zero_rows = 0
     for o in rows:
-        assert "does not estimate" not in o["reading"] and "not an idle SM" not in o["reading"]
-        if not o["zero_estimates"]:
-            assert o["zero_estimate_cause"] is None
+        assert "does not estimate" not in o.reading and "not an idle SM" not in o.reading
+        if not o.zero_estimates:
+            assert o.zero_estimate_cause is None
             continue
         zero_rows += 1
-        assert o["evidence_correlations"]
-        for c in o["evidence_correlations"]:
+        assert o.evidence_correlations
+        for c in o.evidence_correlations:
             a = raw[c]
             assert a["est. achieved occupancy %"] == 0
             want = ("shared memory over the default limit" if a["shared memory"] > p["sharedMemPerBlock"]
                     else "idle SMs")
-            assert o["zero_estimate_cause"] in (want, "mixed")
-        if o["zero_estimate_cause"] == "shared memory over the default limit":
-            assert "49,152 bytes" in o["reading"] and "kineto" in o["reading"]
+            assert o.zero_estimate_cause in (want, "mixed")
+        if o.zero_estimate_cause == "shared memory over the default limit":
+            assert "49,152 bytes" in o.reading and "kineto" in o.reading
     if name.startswith("tl_h100_owlv2"):
         assert zero_rows  # its cuBLAS sm90 GEMMs use 231,424 bytes of shared memory
 
@@ -109,10 +109,10 @@ def test_small_grids_are_called_idle_sms():
     r = analyze_file(str(shared_trace(name)))
     got = Counter()
     for lay in r["layers"]:
-        for o in lay["occupancy"]:
-            got[o["name"]] += o["small_grid_launches"]
-            if o["small_grid_launches"]:
-                assert "SMs idle" in o["reading"] or "leave SMs idle" in o["reading"]
+        for o in lay.occupancy:
+            got[o.name] += o.small_grid_launches
+            if o.small_grid_launches:
+                assert "SMs idle" in o.reading or "leave SMs idle" in o.reading
     flash = [n for n in small if "flash_fwd_kernel" in n]
     assert flash and all(got[n] == small[n] for n in flash)
 

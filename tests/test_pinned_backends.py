@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from urllib.parse import parse_qs
 
+import msgspec
 import pytest
 
 from tb_attn_plugin.report.build import analyze_file
@@ -50,7 +51,7 @@ def _tags(evs) -> list[dict]:
 
 def _flash_cpu(path: Path) -> dict:
     r = analyze_file(str(path))
-    (w,) = {json.dumps(lay["why_not_flash"], sort_keys=True) for lay in r["layers"]}
+    (w,) = {json.dumps(msgspec.to_builtins(lay.why_not_flash), sort_keys=True) for lay in r["layers"]}
     got = json.loads(w)
     (b,) = [b for b in got["backends"] if b["backend"] == "flash_cpu"]
     return b
@@ -85,6 +86,6 @@ def test_a_trace_without_the_tag_still_says_not_recorded(tmp_path):
     path = _record(tmp_path, "plain", _sdpa((2, 4, 16, 64), (2, 4, 16, 64)))
     r = analyze_file(str(path))
     (lay,) = r["layers"]
-    (b,) = lay["why_not_flash"]["backends"]
-    (u,) = [u for u in b["unknown"] if u["check"] == "check_runtime_disabled_flash"]
-    assert "not recorded" in u["why"]
+    (b,) = lay.why_not_flash.backends
+    (u,) = [u for u in b.unknown if u.check == "check_runtime_disabled_flash"]
+    assert "not recorded" in u.why

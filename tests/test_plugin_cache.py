@@ -124,3 +124,31 @@ def test_a_new_tensorboard_trims_a_cache_over_its_limit(tb_app, tmp_path, record
     total = sum(p.stat().st_size for p in cache.rglob("*.json"))
     assert total <= 1 << 20
     assert not (stale / f"cd{0:062x}.json").exists()
+
+
+def test_a_damaged_cache_entry_answers_422_in_one_line(tb_app, tmp_path, recorded_traces):
+    """A cached report whose layers do not decode as the format's Layer (a damaged or foreign entry):
+    the routes that read them typed say so in one line, never a 500."""
+    logdir = make_logdir(tmp_path / "logdir", recorded_traces)
+    cache = tmp_path / "cache"
+    client, plugins = tb_app(logdir, cache_dir=cache)
+    settle(client)
+    plugins["tb_attn"].close()
+    damaged = 0
+    for entry in cache.rglob("*.json"):
+        header, _, body = entry.read_bytes().partition(b"\n")
+        if json.loads(header)["status"] != "ready":
+            continue
+        report = json.loads(body)
+        report["layers"][0]["gpu_us"] = "fast"
+        entry.write_bytes(header + b"\n" + json.dumps(report).encode())
+        damaged += 1
+    assert damaged == 2
+
+    client, plugins = tb_app(logdir, cache_dir=cache)
+    settle(client)
+    for url in (f"{P}/call?run=flash&id=0", f"{P}/compare?run=flash&run=small"):
+        r = client.get(url)
+        error = json.loads(r.data)["error"]
+        assert r.status_code == 422 and "\n" not in error, (url, r.status_code, error)
+        assert "cached report cannot be read" in error and "$.layers[0].gpu_us" in error

@@ -64,7 +64,7 @@ def test_rank_summary_from_distributed_info(job_dist):
     assert [o["rank"] for o in odd] == [3] and "eager" in odd[0]["value"] and odd[0]["usual"] == "cpu_fused"
     # Per-layer spread: every layer's slowest copy among ranks 0-2 is rank 2's (stretched).
     assert doc["layers"] and all(lay["max_us"] >= lay["median_us"] >= lay["min_us"] for lay in doc["layers"])
-    sdpa_layers = {lay["layer"] for lay in reports[0]["layers"]}
+    sdpa_layers = {lay.layer for lay in reports[0]["layers"]}
     for lay in doc["layers"]:
         if lay["layer"] in sdpa_layers and lay["ranks"] == 3:
             assert lay["slowest_rank"] == 2

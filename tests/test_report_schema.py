@@ -7,6 +7,7 @@ import subprocess
 import sys
 from importlib import resources
 
+import msgspec
 import pytest
 
 from tb_attn_plugin.report.build import analyze_file
@@ -19,16 +20,17 @@ SCHEMA = json.loads(resources.files("tb_attn_plugin.report").joinpath("schema.js
 @pytest.mark.parametrize("name", ["tl_h100_bert_small_sdpa_flash", "tl_mi300x_torch_compile_small",
                                   "tl_mi300x_xdit_flux1_aiter_fmha_hipgraph", "hta_a100_negative_log_softmax_fwdbwd"])
 def test_reports_validate(name):
-    jsonschema.validate(analyze_file(str(shared_trace(name))), SCHEMA)
+    jsonschema.validate(msgspec.to_builtins(analyze_file(str(shared_trace(name)))), SCHEMA)
 
 
 def test_cpu_reports_validate(cpu_traces, recorded_traces):
     for path in list(cpu_traces.values()) + sorted(recorded_traces.glob("*.json.gz")):
-        jsonschema.validate(analyze_file(str(path)), SCHEMA)
+        jsonschema.validate(msgspec.to_builtins(analyze_file(str(path))), SCHEMA)
 
 
 def test_schema_rejects_a_broken_report():
-    r = analyze_file(str(recorded_trace("small")))
+    r = msgspec.to_builtins(analyze_file(str(recorded_trace("small"))))
+    jsonschema.validate(r, SCHEMA)
     r["stages"][0]["stage"] = "not-a-stage"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(r, SCHEMA)

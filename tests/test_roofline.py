@@ -337,7 +337,7 @@ def test_lengths_a_factor_of_two_apart_are_separate_points():
 def test_compile_vs_eager_decomposes(demo_runs):
     logdir, _ = demo_runs
     a, b = _report(logdir / "eager-L128"), _report(logdir / "compiled-L128")
-    assert b["layers"] and all(lay["compiled"] for lay in b["layers"])
+    assert b["layers"] and all(lay.compiled for lay in b["layers"])
     assert b["roofline"]["roof"]["kind"] == "measured" and b["roofline"]["layers"]
     d = compare_reports([("eager", a), ("compiled", b)])["decomposition"]
     _check(d, a, b)

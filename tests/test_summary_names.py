@@ -108,13 +108,13 @@ def test_a_compiled_layer_has_its_own_pages_name_in_compare(compiled_pair):
     assert not any(e.get("name", "").startswith("nn.Module: Attn") for e in _events(compiled))
     assert any(e.get("name", "").startswith("Torch-Compiled Region") for e in _events(compiled))
     r0, r1 = analyze_file(str(eager)), analyze_file(str(compiled))
-    own0 = {lay["layer_type"] for lay in r0["layers"]}
-    own1 = {lay["layer_type"] for lay in r1["layers"]}
+    own0 = {lay.layer_type for lay in r0["layers"]}
+    own1 = {lay.layer_type for lay in r1["layers"]}
     assert own0 == {"Attn"} and len(own1) == 1 and own1 != own0
     (row,) = compare_reports([("eager", r0), ("compiled", r1)])["layers"]
     # each run's page names the layer type as the row does, and its layers as the row lists them
     assert row["layer_type"].split(" = ") == ["Attn", *own1], row["layer_type"]
-    assert row["layers"] == [sorted(lay["layer"] for lay in r["layers"]) for r in (r0, r1)]
+    assert row["layers"] == [sorted(lay.layer for lay in r["layers"]) for r in (r0, r1)]
 
 
 def test_hf_module_paths_read_as_named_modules_gives_them(tmp_path):
@@ -146,7 +146,7 @@ def test_hf_module_paths_read_as_named_modules_gives_them(tmp_path):
     assert tagged == {f"model.layers.{i}.self_attn" for i in range(2)}
     assert all(type(modules[p]).__name__ == "LlamaAttention" for p in tagged)  # each is a real module path
     r = analyze_file(prof.traces[0])
-    assert {lay["layer"] for lay in r["layers"]} == tagged
+    assert {lay.layer for lay in r["layers"]} == tagged
 
 
 def test_each_achieved_rate_says_what_time_it_is_over():
@@ -157,9 +157,9 @@ def test_each_achieved_rate_says_what_time_it_is_over():
 
     r = analyze_file(str(shared_trace("tl_h100_owlv2_eager_bmm_softmax")))
     lay = r["layers"][0]
-    core = sum(s["gpu_us"] for s in lay["stages"] if s["stage"] not in ("qkv_proj", "out_proj", "other"))
-    assert lay["tflops"] == pytest.approx(lay["flops"] / core / 1e6, rel=2e-3)  # over the core ...
-    assert abs(lay["flops"] / lay["gpu_us"] / 1e6 - lay["tflops"]) > 0.01 * lay["tflops"]  # ... not the whole call
+    core = sum(s.gpu_us for s in lay.stages if s.stage not in ("qkv_proj", "out_proj", "other"))
+    assert lay.tflops == pytest.approx(lay.flops / core / 1e6, rel=2e-3)  # over the core ...
+    assert abs(lay.flops / lay.gpu_us / 1e6 - lay.tflops) > 0.01 * lay.tflops  # ... not the whole call
     text = render(r)
     head = next(line for line in text.splitlines() if line.strip().startswith("top layers"))
     assert "gpu (whole call)" in head and "FLOP rate (core)" in head

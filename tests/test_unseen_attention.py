@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from tb_attn_plugin.attention import patterns as P
@@ -159,9 +160,9 @@ def test_autograd_function_is_a_call_with_both_passes(recorded):
     assert bwd > 0 and fwd > 0
     for lay in r["layers"]:
         # the shape from the QKᵀ matmul inside the Function (no op carries it)
-        assert lay["shape"]["q_len"] == L and lay["shape"]["k_len"] == L and lay["shape"]["head_dim"] == D
-        assert lay["shape"]["batch"] == B and lay["shape"]["q_heads"] == H
-        assert lay["flops"] == pytest.approx(4 * B * H * L * L * D * 3.5)  # forward + backward (2.5x)
+        assert lay.shape.q_len == L and lay.shape.k_len == L and lay.shape.head_dim == D
+        assert lay.shape.batch == B and lay.shape.q_heads == H
+        assert lay.flops == pytest.approx(4 * B * H * L * L * D * 3.5)  # forward + backward (2.5x)
     assert not [w for w in r["warnings"] if "backward only" in w]
 
 
@@ -170,7 +171,7 @@ def test_function_backward_without_its_forward_is_a_backward_only_call(recorded)
     assert r["calls"] == 2
     assert all(s["pass"] == "bwd" for s in r["stages"]) and r["attention_cpu_us"] > 0
     assert {("av_matmul", "bwd"), ("softmax", "bwd"), ("qk_matmul", "bwd")} <= stages(r)
-    assert all("(backward only)" in lay["layer"] and "no launching op" not in lay["layer"] for lay in r["layers"])
+    assert all("(backward only)" in lay.layer and "no launching op" not in lay.layer for lay in r["layers"])
     assert any("2 attention calls are backward only" in w for w in r["warnings"])
 
 
@@ -182,11 +183,11 @@ def test_custom_op_in_an_attention_namespace_and_its_neighbours(recorded):
     r = analyze_file(str(path))
     assert r["calls"] == 1  # rmsnorm and the scheduler metadata share a namespace, not the job
     (lay,) = r["layers"]
-    assert lay["implementation"] == "flash_attn::_flash_attn_forward"
+    assert lay.implementation == "flash_attn::_flash_attn_forward"
     assert stages(r) == {("fused", "fwd"), ("fused", "bwd")}
-    assert lay["shape"] == {"batch": B, "q_heads": H, "kv_heads": H, "q_len": L, "k_len": L, "head_dim": D,
+    assert msgspec.to_builtins(lay.shape) == {"batch": B, "q_heads": H, "kv_heads": H, "q_len": L, "k_len": L, "head_dim": D,
                             "batch_heads": B * H}
-    assert lay["flops"] == pytest.approx(4 * B * H * L * L * D * 3.5)
+    assert lay.flops == pytest.approx(4 * B * H * L * L * D * 3.5)
     ops = {o["name"] for o in r["ops"]}
     assert "flashinfer::rmsnorm" not in ops and "flash_attn_3::get_scheduler_metadata" not in ops
 
@@ -196,7 +197,7 @@ def test_custom_backward_op_without_its_forward_is_a_backward_only_call(recorded
     assert r["calls"] == 1
     assert stages(r) == {("fused", "bwd")}
     (lay,) = r["layers"]
-    assert lay["layer"].endswith("(backward only)")
+    assert lay.layer.endswith("(backward only)")
     assert any("backward only" in w for w in r["warnings"])
 
 
@@ -206,13 +207,13 @@ def test_mha_fast_path_takes_its_shape_from_its_children(recorded):
     r = analyze_file(str(path))
     assert r["calls"] == 1
     (lay,) = r["layers"]
-    assert lay["implementation"] == "mha_fastpath"
-    assert lay["shape"] == {"batch": B, "q_heads": H, "kv_heads": H, "q_len": L, "k_len": L, "head_dim": D,
+    assert lay.implementation == "mha_fastpath"
+    assert msgspec.to_builtins(lay.shape) == {"batch": B, "q_heads": H, "kv_heads": H, "q_len": L, "k_len": L, "head_dim": D,
                             "batch_heads": B * H}
-    assert lay["dtype"] == "float32"
-    assert lay["flops"] == pytest.approx(4 * B * H * L * L * D)  # inference: forward only
-    assert lay["tflops"] is not None and lay["tflops"] > 0
-    assert lay["score_bytes"] == B * H * L * L * 4  # one fp32 score block per call
+    assert lay.dtype == "float32"
+    assert lay.flops == pytest.approx(4 * B * H * L * L * D)  # inference: forward only
+    assert lay.tflops is not None and lay.tflops > 0
+    assert lay.score_bytes == B * H * L * L * 4  # one fp32 score block per call
     assert r["roofline"]["layers"] and r["roofline"]["layers"][0]["score_bytes"] == B * H * L * L * 4
 
 
@@ -354,7 +355,7 @@ def test_fa3_training_step_whole_calls_both_passes(tmp_path):
     assert got[("other", "fwd")] == pytest.approx(4 * 3.0) and got[("other", "bwd")] == pytest.approx(4 * 4.0)
     # every kernel under the Functions and their nodes, and not one MoE GEMM between them
     assert r["attention_gpu_us"] == pytest.approx(4 * (3 + 50 + 9 + 14 + 2 + 120 + 3 + 4))
-    assert not any("no launching op" in lay["layer"] for lay in r["layers"])
+    assert not any("no launching op" in lay.layer for lay in r["layers"])
     assert r["unknown_kernels"] == [] and not [w for w in r["warnings"] if "backward only" in w]
 
 
@@ -367,7 +368,7 @@ def test_fa3_backward_whose_forward_ran_before_the_window(tmp_path):
     # all 6 kernels of each node: FA3's three, and the two GEMMs and the rotary backward beside them
     assert r["attention_gpu_us"] == pytest.approx(4 * (14 + 2 + 120 + 3 + 4))
     assert sum(k["count"] for k in r["kernels"]) == 4 * 6
-    assert all(lay["layer"].endswith("(backward only)") and "no launching op" not in lay["layer"] for lay in r["layers"])
+    assert all(lay.layer.endswith("(backward only)") and "no launching op" not in lay.layer for lay in r["layers"])
     assert any("4 attention calls are backward only" in w for w in r["warnings"])
 
 
@@ -382,8 +383,8 @@ def test_fused_backward_kernel_under_an_unknown_node_becomes_a_backward_only_cal
     r = analyze_file(str(b.write(tmp_path / "unknown_node.json")))
     assert r["calls"] == 1
     (lay,) = r["layers"]
-    assert lay["gpu_us"] == pytest.approx(2 + 120 + 3 + 4)  # the rotary kernel too: its op is the call's
-    assert "no launching op" not in lay["layer"] and lay["layer"].endswith("(backward only)")
+    assert lay.gpu_us == pytest.approx(2 + 120 + 3 + 4)  # the rotary kernel too: its op is the call's
+    assert "no launching op" not in lay.layer and lay.layer.endswith("(backward only)")
 
 
 def test_fp8_gemm_in_cutlass_device_kernel_is_not_attention(tmp_path):
@@ -414,7 +415,7 @@ def test_function_backward_joins_the_tagged_call_inside_its_forward(tmp_path):
     r = analyze_file(str(b.write(tmp_path / "tagged.json")))
     assert r["calls"] == 1
     (lay,) = r["layers"]
-    assert lay["layer"] == "layers.0.attn" and lay["gpu_us"] == pytest.approx(50 + 2 + 120 + 3)
+    assert lay.layer == "layers.0.attn" and lay.gpu_us == pytest.approx(50 + 2 + 120 + 3)
     assert not [w for w in r["warnings"] if "backward only" in w]
 
 

@@ -23,10 +23,10 @@ def _eager_core(r) -> Counter:
     key = f"{r['time_basis']}_us"
     c: Counter = Counter()
     for lay in r["layers"]:
-        if "eager" in lay["implementation"].split("+"):
-            for s in lay["stages"]:
-                if s["stage"] not in CORE_SKIP:
-                    c[s["stage"]] += s[key]
+        if "eager" in lay.implementation.split("+"):
+            for s in lay.stages:
+                if s.stage not in CORE_SKIP:
+                    c[s.stage] += getattr(s, key)
     return c
 
 
@@ -34,9 +34,9 @@ def _eager_all(r) -> Counter:
     key = f"{r['time_basis']}_us"
     c: Counter = Counter()
     for lay in r["layers"]:
-        if "eager" in lay["implementation"].split("+"):
-            for s in lay["stages"]:
-                c[s["stage"]] += s[key]
+        if "eager" in lay.implementation.split("+"):
+            for s in lay.stages:
+                c[s.stage] += getattr(s, key)
     return c
 
 
@@ -88,7 +88,7 @@ def test_a_run_of_eager_and_fused_calls_names_a_stage_of_the_eager_calls(tmp_pat
     """Eager and SDPA-fused calls in one trace: the fused calls' time is no part of the eager verdict
     (it read 'the fused kernel takes the most' for the eager layers of such a model)."""
     r = analyze_file(str(_merged(recorded_trace("eager"), recorded_trace("sdpa"), tmp_path / "mixed.json.gz")))
-    impls = Counter(i for lay in r["layers"] for i in lay["implementation"].split("+"))
+    impls = Counter(i for lay in r["layers"] for i in lay.implementation.split("+"))
     assert impls["eager"] and impls["cpu_fused"], impls
     msg = _eager_verdict(r)
     assert "fused kernel" not in msg and "of their attention time" in msg, msg
@@ -102,7 +102,7 @@ def test_flux_eager_t5_layers_name_their_largest_stage():
     r = analyze_file(str(shared_trace("tl_mi300x_xdit_flux1_aiter_fmha_hipgraph")))
     msg = _eager_verdict(r)
     every = _eager_all(r)
-    eager_total = sum(s["gpu_us"] for lay in r["layers"] if lay["implementation"] == "eager" for s in lay["stages"])
+    eager_total = sum(s.gpu_us for lay in r["layers"] if lay.implementation == "eager" for s in lay.stages)
     top = max(every, key=every.get)
     assert top == "qkv_proj" and every["qkv_proj"] > every["scale_mask"] > every["softmax"]
     assert msg.startswith("eager attention in 24 calls: the QKV projection takes the most, "), msg

@@ -101,11 +101,11 @@ def analyze_many(client, paths: Iterable[str], on_done: Callable[[int, int], Non
     """Yield (path, report or TraceError) for every path, in the order given, analysed on the cluster.
     ``on_done(finished, total)`` is called as results arrive (in any order). On Ctrl-C the pending
     tasks are cancelled and the finished reports are still yielded."""
-    import msgspec
     from distributed import as_completed
 
     from ..attention import patterns as P
     from ..attention.user_table import installed_files
+    from ..report.layers import decode_report  # its layers as Layer Structs, as an in-process report's
 
     paths = [str(p) for p in paths]
     families, sources = P.user_families(), installed_files()  # --patterns rows, sent with every task
@@ -122,7 +122,7 @@ def analyze_many(client, paths: Iterable[str], on_done: Callable[[int, int], Non
             except Exception as exc:  # e.g. KilledWorker: the task killed every worker that ran it
                 status, value = "error", f"the Dask task failed: {type(exc).__name__}: {exc}"
             fut.release()  # the cluster may forget it now; only the decoded report is kept, here
-            results[i] = msgspec.json.decode(value) if status == "ready" else TraceError(paths[i], value)
+            results[i] = decode_report(value) if status == "ready" else TraceError(paths[i], value)
             done += 1
             if on_done:
                 on_done(done, len(paths))

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..attention import shapes
 from ..format.errors import TraceError
+from ..format.report.layers import Layer
 from ..table import columns
 from ..trace.read import is_url
 from ..format.version import ENGINE_VERSION, SCHEMA_VERSION
@@ -248,7 +249,7 @@ def join(sec: dict[str, Any] | None, warnings: list[str], trace_path: str,
 
 
 def report_section(ev, L, calls, m, warnings: list[str], path: str, snapshots: list[str] | None,
-            layers: list[dict[str, Any]]) -> dict[str, Any] | None:
+            layers: list[Layer]) -> dict[str, Any] | None:
     """The report's memory section (profiler events, and a snapshot beside the trace: ``snapshots``, or
     None to find them beside a local trace); each layer's memory_bytes is its largest peak growth there."""
     sec = from_trace(ev, L, calls, (m.slot, m.slot_keys), warnings, m.member_at)
@@ -259,6 +260,6 @@ def report_section(ev, L, calls, m, warnings: list[str], path: str, snapshots: l
     if sec is not None:
         growth = {r["layer"]: r["peak_growth_bytes"] for r in sec["layers"] if r["allocs"]}
         for lay in layers:
-            if lay["layer"] in growth:
-                lay["memory_bytes"] = growth[lay["layer"]]
+            if lay.layer in growth:
+                lay.memory_bytes = growth[lay.layer]
     return sec

@@ -7,7 +7,8 @@ from typing import Any
 import msgspec
 
 from ..report.compare import compare_reports
-from .index import ERROR, LOADING, NOT_A_TRACE, RunIndex
+from ..report.layers import decode_report
+from .index import ERROR, LOADING, NOT_A_TRACE, RunIndex, unreadable
 
 
 def answer(index: RunIndex, names: list[str], workers: list[str | None]) -> tuple[int, Any]:
@@ -30,7 +31,10 @@ def answer(index: RunIndex, names: list[str], workers: list[str | None]) -> tupl
         if body is None:  # its cache entry vanished: it is being analysed again
             loading = [e]
             break
-        r = msgspec.json.decode(body)
+        try:
+            r = decode_report(body)  # its layers as the Structs compare reads
+        except msgspec.DecodeError as exc:  # a damaged cache entry (or not an object)
+            raise ValueError(unreadable(e.display, exc)) from None
         reports.append((e.run if workers[0] is None else _rank_label(e, r), r))
     if loading:
         return 202, {"status": "loading", "waiting_for": [e.run for e in loading]}

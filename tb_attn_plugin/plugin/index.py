@@ -33,6 +33,13 @@ logger = logging.getLogger(__name__)
 LOADING, READY, ERROR = "loading", "ready", "error"
 # what a route that needs a trace's report answers for a snapshot listed on its own (422)
 NOT_A_TRACE = "{} is a CUDA memory snapshot, not a trace: it has a memory section only (the Memory view, /memory)"
+
+
+def unreadable(display: str, exc: Exception) -> str:
+    """The one line a route answers (422) for a cached report that does not decode as the format's report."""
+    return f"{display}: its cached report cannot be read ({' '.join(str(exc).split())}); delete the cache entry to analyse it again"
+
+
 MAX_ATTEMPTS = 2  # a worker dying twice on the same file marks the file, not the pool, as bad
 IN_FLIGHT_PER_WORKER = 2
 

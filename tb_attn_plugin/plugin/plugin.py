@@ -24,7 +24,7 @@ from werkzeug.security import safe_join
 from ..format.tags import STAGES
 from . import cache as cache_mod
 from . import compare_route, memory_route, report_views
-from .index import ERROR, LOADING, NOT_A_TRACE, RunIndex, UnknownName
+from .index import ERROR, LOADING, NOT_A_TRACE, RunIndex, UnknownName, unreadable
 from .layout import MAX_NAME, Source
 from .pools import make_pool
 from .ranks_route import RanksAnswers
@@ -239,7 +239,10 @@ class AttentionPlugin(base_plugin.TBPlugin):
         body = self._report_bytes(e)
         if body is None:
             return None
-        return msgspec.json.decode(body, type=view) if view else msgspec.json.decode(body)
+        try:
+            return msgspec.json.decode(body, type=view) if view else msgspec.json.decode(body)
+        except msgspec.DecodeError as exc:  # a damaged cache entry (ValidationError is a DecodeError)
+            raise ApiError(422, unreadable(e.display, exc)) from None
 
     @staticmethod
     def _loading(request, e):
@@ -337,6 +340,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
             code, body = self._ranks.answer(_param(request, "run", required=True))
         except UnknownName as exc:
             raise ApiError(404, str(exc)) from None
+        except ValueError as exc:  # a damaged cache entry
+            raise ApiError(422, str(exc)) from None
         return _json(request, body, code)
 
     @_route

@@ -13,17 +13,18 @@ from typing import Any
 import msgspec
 
 from ..ranks.summary import summarize_ranks
-from .index import ERROR, LOADING, RunIndex
+from .index import ERROR, LOADING, RunIndex, unreadable
 
 MAX_CACHED_RUNS = 64
 MAX_WAITING_LISTED = 8
 
 
 class _Layer(msgspec.Struct):
-    layer: Any = None
-    gpu_us: Any = None
-    cpu_us: Any = None
-    backend: Any = None
+    """The fields of a report's Layer the summary reads."""
+    layer: str
+    gpu_us: float
+    cpu_us: float
+    backend: str
 
 
 class _RankFields(msgspec.Struct):
@@ -44,9 +45,7 @@ _decoder = msgspec.json.Decoder(_RankFields)
 
 
 def _as_dict(v: _RankFields) -> dict[str, Any]:
-    d = {f: getattr(v, f) for f in v.__struct_fields__}
-    d["layers"] = [{f: getattr(lay, f) for f in lay.__struct_fields__} for lay in v.layers or []]
-    return d
+    return {f: getattr(v, f) for f in v.__struct_fields__}
 
 
 class RanksAnswers:
@@ -80,7 +79,10 @@ class RanksAnswers:
             body = self.index.report_bytes(e)
             if body is None:  # gone from the cache: being analysed again
                 return 202, {"status": "loading", "waiting_for": [e.display], "ready": 0, "total": len(entries)}
-            reports.append(_as_dict(_decoder.decode(body)))
+            try:
+                reports.append(_as_dict(_decoder.decode(body)))
+            except msgspec.DecodeError as exc:  # a damaged cache entry: the route's 422
+                raise ValueError(unreadable(e.display, exc)) from None
         doc = summarize_ranks(reports)
         if doc is None:
             failed = f" ({len(errors)} of its {len(entries)} traces failed, first: {errors[0]})" if errors else ""

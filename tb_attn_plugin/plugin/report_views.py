@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 
+from ..format.report.layers import Layer
 from ..reading import call as call_reading
 
 
@@ -19,7 +20,7 @@ class KernelsView(msgspec.Struct):
 class CallsView(msgspec.Struct):
     call_samples: Any = None
     # what the Reading panel of a call looks up (reading/call.py)
-    layers: Any = None
+    layers: list[Layer] | None = None
     reading: Any = None
     kernel_reading: Any = None
     time_basis: Any = None

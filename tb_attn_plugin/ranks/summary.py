@@ -77,7 +77,7 @@ def summarize_ranks(reports: Iterable[Mapping[str, Any]]) -> dict[str, Any] | No
                 stages[st] = stages.get(st, 0.0) + _num(s.get(key))
         present.update(st for st, v in stages.items() if v > 0)
         impls = sorted({str(i.get("implementation")) for i in r.get("implementations") or [] if i.get("implementation")})
-        backends = sorted({str(lay.get("backend")) for lay in r.get("layers") or [] if lay.get("backend")})
+        backends = sorted({lay.backend for lay in r.get("layers") or [] if lay.backend})
         rows.append({
             "rank": k, "worker": worker_of(r), "rank_from": found[k][1],
             "attention_us": round(_num(r.get(f"attention_{key}")), 3), "total_us": round(_num(r.get(f"total_{key}")), 3),
@@ -143,9 +143,7 @@ def _layer_spread(ranks: list[int], reps: list[Mapping[str, Any]], key: str) -> 
     per_layer: dict[str, list[tuple[float, int]]] = {}
     for k, r in zip(ranks, reps):
         for lay in r.get("layers") or []:
-            name = lay.get("layer")
-            if isinstance(name, str):
-                per_layer.setdefault(name, []).append((_num(lay.get(key)), k))
+            per_layer.setdefault(lay.layer, []).append((getattr(lay, key), k))
     rows = []
     for name, vals in per_layer.items():
         times = [v for v, _ in vals]

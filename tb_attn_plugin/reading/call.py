@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..format.report.layers import Layer
+
 MAX_KERNELS = 16  # distinct kernel names listed per call; the rest are counted
 BACKWARD = ("not read: expected against actual counts the forward only, as the post does "
             "(reading/expectations.py has no backward rows)")
@@ -55,9 +57,11 @@ def panel(report: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
     cannot give is null, with the reason in ``unknown``."""
     unknown: dict[str, str] = {"backward": BACKWARD}
     layer_name = sample.get("layer")
-    lay = next((x for x in _rows(report.get("layers")) if x.get("layer") == layer_name), None)
-    layer_type = _get(lay, "layer_type")
-    implementation = sample.get("implementation") or _get(lay, "implementation")
+    layers = report.get("layers")
+    lay = next((x for x in layers if isinstance(x, Layer) and x.layer == layer_name), None) \
+        if isinstance(layers, list) else None
+    layer_type = lay.layer_type if lay is not None else None
+    implementation = sample.get("implementation") or (lay.implementation if lay is not None else None)
     group = None
     if lay is None:
         unknown["layer"] = (f"layer {layer_name!r} is not among the report's layers (it keeps the slowest only: "
@@ -85,7 +89,7 @@ def panel(report: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
             unknown["gpu"] = "replayed from a graph: the host launched it once at capture, so no host cost per call"
     kr = report.get("kernel_reading") if isinstance(report.get("kernel_reading"), dict) else {}
     fps = kr.get("fingerprints") if isinstance(kr.get("fingerprints"), dict) else {}
-    occ = {o.get("name"): o for o in _rows(_get(lay, "occupancy"))}
+    occ = {o.name: o for o in lay.occupancy} if lay is not None else {}
     kernels = _call_kernels(sample)
     for k in kernels:
         fp = fps.get(k["name"])
@@ -101,9 +105,9 @@ def panel(report: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
     # the same reading over the calls of this call's serving phase, where the report split it by phase
     phase = sample.get("phase")
     by_phase = next((p for p in _rows(_get(group, "phases")) if p.get("phase") == phase), None)
-    wnf = _get(lay, "why_not_flash")
+    wnf = lay.why_not_flash if lay is not None else None
     if wnf is None:
-        unknown["why_not_flash"] = (_get(lay, "why_not_flash_unknown")
+        unknown["why_not_flash"] = ((lay.why_not_flash_unknown if lay is not None else None)
                                     or ("layer unknown" if lay is None else "not read by the engine that wrote this report"))
     return {
         "call": sample.get("id"),

@@ -9,10 +9,12 @@ from bisect import bisect_left
 from collections import Counter
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from ..attention import patterns as P
 from ..attention.detect import Call
+from ..format.report.layers import KernelOccupancy, WhyNotFlash
 from ..table import columns
 from ..trace.link import Linked
 from . import expected, fingerprint, host_cost, occupancy, why_not_flash
@@ -108,22 +110,22 @@ def kernel_reading(report: dict[str, Any], ev, L, calls, call_of: list[int], m) 
     for row in report.get("kernels") or []:
         row["fingerprint"] = fingerprint.summary(fingerprint.decode(row["name"]))
         stages.setdefault(row["name"], row.get("stage"))
-    rows = {lay["layer"]: lay for lay in report["layers"]}
+    rows = {lay.layer: lay for lay in report["layers"]}
     for lay in rows.values():
-        for k in lay.get("kernels") or []:
-            stages.setdefault(k["name"], k.get("stage"))
+        for k in lay.kernels:
+            stages.setdefault(k.name, k.stage)
     launches = _launches(L, calls, call_of, m, rows, dev)
     apis = _launch_apis(ev, {acc.zero_corr for acc in launches.values() if acc.zero_corr is not None})
     amd = bool(device) and device.get("vendor") == "AMD"
     recorded = False
     for name, lay in rows.items():
         occ = []
-        for k in lay.get("kernels") or []:
-            acc = launches.get((name, k["name"]))
+        for k in lay.kernels:
+            acc = launches.get((name, k.name))
             if acc is not None and (acc.configs or acc.measured):  # nothing recorded: said once, below
                 recorded = True
-                occ.append(_occupancy_row(k["name"], acc, dev, apis))
-        lay["occupancy"] = occ
+                occ.append(KernelOccupancy(**_occupancy_row(k.name, acc, dev, apis)))
+        lay.occupancy = occ
     section = {
         "device_arch": arch,
         "occupancy": _occupancy_note(bool(launches), recorded, dev, amd),
@@ -324,8 +326,8 @@ NO_SHAPES = ("unknown: its aten::scaled_dot_product_attention recorded no input 
 def _why_not_flash(report, L, calls, rows, device) -> None:
     """Each layer's ``why_not_flash``, or None and ``why_not_flash_unknown`` saying why it was not read."""
     for lay in rows.values():
-        lay["why_not_flash"] = None
-        lay["why_not_flash_unknown"] = NOT_SDPA
+        lay.why_not_flash = None
+        lay.why_not_flash_unknown = NOT_SDPA
     sdpa = L.where_name(lambda nm: nm == why_not_flash.SDPA_OP)
     if not sdpa:
         return
@@ -336,7 +338,7 @@ def _why_not_flash(report, L, calls, rows, device) -> None:
         k = bisect_left(sdpa, c.lo)
         if k >= len(sdpa) or sdpa[k] >= c.hi:
             continue
-        rows[c.layer]["why_not_flash_unknown"] = NO_SHAPES  # an SDPA op ran; unread until its inputs are
+        rows[c.layer].why_not_flash_unknown = NO_SHAPES  # an SDPA op ran; unread until its inputs are
         a = L.args(sdpa[k])
         if a is None:
             continue
@@ -344,10 +346,10 @@ def _why_not_flash(report, L, calls, rows, device) -> None:
                                          sdp=(c.info.get("tag") or {}).get("sdp"))
         if x is None:
             if why:
-                rows[c.layer]["why_not_flash_unknown"] = f"unknown: its {why_not_flash.SDPA_OP} recorded a shape it cannot read ({why})"
+                rows[c.layer].why_not_flash_unknown = f"unknown: its {why_not_flash.SDPA_OP} recorded a shape it cannot read ({why})"
             continue
         done.add(c.layer)
         got = why_not_flash.judge(x, cpu=report.get("time_basis") == "cpu")
-        got["ran"] = rows[c.layer].get("implementation")
-        rows[c.layer]["why_not_flash"] = got
-        rows[c.layer]["why_not_flash_unknown"] = None
+        got["ran"] = rows[c.layer].implementation
+        rows[c.layer].why_not_flash = msgspec.convert(got, WhyNotFlash)
+        rows[c.layer].why_not_flash_unknown = None

@@ -80,17 +80,15 @@ def _layers(reports: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, An
     for r, k in zip(reports, keys):
         acc: dict[str, tuple[float, set[str], list[str]]] = {}
         for layer in r.get("layers") or []:
-            name = layer.get("layer")
-            lt = types.get(k.get(name, ""), "") if isinstance(name, str) else ""
-            lt = lt or str(layer.get("layer_type") or name or "?")
+            name = layer.layer
+            lt = types.get(k.get(name, ""), "") or layer.layer_type or name or "?"
             order.setdefault(lt, len(order))
-            mine = str(layer.get("layer_type") or name or "?")
+            mine = layer.layer_type or name or "?"
             if mine not in own.setdefault(lt, []):
                 own[lt].append(mine)
             total, impls, names = acc.get(lt, (0.0, set(), []))
-            impl = layer.get("implementation")
-            acc[lt] = (total + _num(layer.get(key)), impls | ({str(impl)} if impl else set()),
-                       names + ([str(name)] if name is not None else []))
+            impl = layer.implementation
+            acc[lt] = (total + getattr(layer, key), impls | ({impl} if impl else set()), names + [name])
         per_run.append(acc)
     rows = []
     for lt in order:

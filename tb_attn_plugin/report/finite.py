@@ -44,10 +44,19 @@ def _may_hold_non_finite(report: dict[str, Any]) -> bool:
 
 
 def _walk(x: Any, where: str, found: list[str]) -> None:
+    if isinstance(x, msgspec.Struct):  # a section's Struct (a Layer): its fields, named as the report writes them
+        for f in msgspec.structs.fields(x):
+            v = getattr(x, f.name)
+            if isinstance(v, float) and not math.isfinite(v):
+                setattr(x, f.name, None)
+                found.append(f"{where}.{f.encode_name}" if where else f.encode_name)
+            elif isinstance(v, (dict, list, msgspec.Struct)):
+                _walk(v, f"{where}.{f.encode_name}" if where else f.encode_name, found)
+        return
     items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
     for k, v in items:
         if isinstance(v, float) and not math.isfinite(v):
             x[k] = None
             found.append(f"{where}[{k}]" if isinstance(k, int) else f"{where}.{k}" if where else str(k))
-        elif isinstance(v, (dict, list)):
+        elif isinstance(v, (dict, list, msgspec.Struct)):
             _walk(v, f"{where}[{k}]" if isinstance(k, int) else f"{where}.{k}" if where else str(k), found)

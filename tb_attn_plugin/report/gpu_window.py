@@ -41,8 +41,8 @@ def build(report: dict[str, Any], L: Linked, calls: list[Call], call_of: list[in
     none = [r for r in rows if r["recorded"] == "none"]
     by_layer: Counter = Counter(r["layer"] for r in rows)
     for lay in report["layers"]:
-        if lay["layer"] in by_layer:
-            lay["gpu_unrecorded_calls"] = by_layer[lay["layer"]]
+        if lay.layer in by_layer:
+            lay.gpu_unrecorded_calls = by_layer[lay.layer]
     recorded = {r["id"]: r["recorded"] for r in rows}
     for sample in report.get("call_samples") or []:
         if sample["id"] in recorded:  # the one-call timeline shows what was recorded of this call

@@ -8,6 +8,8 @@ import re
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
+from ..format.report.layers import Layer
+
 _DIGITS = re.compile(r"(\d+)")
 # Names the engine makes up when nothing names a layer (attention/naming.py name_calls): "eager#0".
 _ORDINAL = re.compile(r"#\d+$")
@@ -18,11 +20,11 @@ def natural_key(name: str) -> list:
     return [int(p) if p.isdigit() else p for p in _DIGITS.split(name)]
 
 
-def _shape_of(layer: Mapping[str, Any]) -> tuple | None:
-    s = layer.get("shape")
-    if not isinstance(s, Mapping):
+def _shape_of(layer: Layer) -> tuple | None:
+    s = layer.shape
+    if s is None:
         return None
-    sig = tuple(s.get(k) for k in ("q_len", "k_len", "q_heads", "head_dim"))
+    sig = (s.q_len, s.k_len, s.q_heads, s.head_dim)
     return sig if all(isinstance(v, int) for v in sig) else None
 
 
@@ -33,15 +35,15 @@ def _informative(name: str) -> tuple:
 
 def match_layers(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     """For each report, {layer name: the name of the layer it pairs with across the runs}."""
-    runs = [[lay for lay in r.get("layers") or [] if isinstance(lay.get("layer"), str)] for r in reports]
-    seen_in = Counter(name for names in ({lay["layer"] for lay in layers} for layers in runs) for name in names)
+    runs: list[list[Layer]] = [r.get("layers") or [] for r in reports]
+    seen_in = Counter(name for names in ({lay.layer for lay in layers} for layers in runs) for name in names)
     slot: list[dict[str, tuple]] = []  # per run: name -> (shape, its position among the run's layers of that shape)
     for layers in runs:
         by_shape: dict[tuple, list[str]] = {}
         for lay in layers:
             sig = _shape_of(lay)
             if sig is not None:
-                by_shape.setdefault(sig, []).append(lay["layer"])
+                by_shape.setdefault(sig, []).append(lay.layer)
         slot.append({n: (sig, i) for sig, names in by_shape.items() for i, n in enumerate(sorted(names, key=natural_key))})
     members: dict[tuple, list[str]] = {}
     for names in slot:
@@ -49,10 +51,10 @@ def match_layers(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
             members.setdefault(s, []).append(n)
     out = []
     for layers, names in zip(runs, slot):
-        own = {lay["layer"] for lay in layers}
+        own = {lay.layer for lay in layers}
         keys = {}
         for lay in layers:
-            name = lay["layer"]
+            name = lay.layer
             if seen_in[name] >= 2 or name not in names:
                 keys[name] = name
                 continue
@@ -70,7 +72,7 @@ def layer_types(reports: Sequence[Mapping[str, Any]], keys: Sequence[Mapping[str
     out: dict[str, str] = {}
     for r, k in zip(reports, keys):
         for lay in r.get("layers") or []:
-            name = lay.get("layer")
-            if isinstance(name, str) and k.get(name) == name:
-                out.setdefault(name, str(lay.get("layer_type") or name))
+            name = lay.layer
+            if k.get(name) == name:
+                out.setdefault(name, lay.layer_type or name)
     return out

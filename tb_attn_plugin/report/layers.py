@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
+from typing import Any, cast
+
+import msgspec
+from msgspec import UNSET
 
 from ..attention import shapes
 from ..attention.detect import Call
 from ..attention.metrics import PASSES, Cell, Measured
 from ..format import tags
+from ..format.report.base import Pass, Stage
+from ..format.report.layers import Layer, LayerKernel, Shape, StageRow
 from ..text import units
 from ..trace.link import Linked
 
@@ -23,8 +28,8 @@ class Totals:
     and what the run-wide sections read of the same walk."""
 
     def __init__(self) -> None:
-        self.by_layer: dict[str, dict[str, Any]] = {}  # in the order the calls first name them
-        self.rows: list[dict[str, Any]] = []
+        self.by_layer: dict[str, Layer] = {}  # in the order the calls first name them
+        self.rows: list[Layer] = []
         self.run_cells: dict[tuple[str, str], Cell] = {}
         self.step_att_gpu: defaultdict[int, float] = defaultdict(float)
         self.step_att_cpu: defaultdict[int, float] = defaultdict(float)
@@ -36,7 +41,8 @@ class Totals:
 def totals(L: Linked, calls: list[Call], call_of: list[int], m: Measured, has_gpu: bool) -> Totals:
     """Per call totals, then per layer."""
     t = Totals()
-    layers, run_cells, call_us = t.by_layer, t.run_cells, t.call_us
+    layers: dict[str, dict[str, Any]] = {}  # each layer's sums as the walk adds them up; its Layer is made last
+    run_cells, call_us = t.run_cells, t.call_us
     # Calls with kernel launches whose kernels the trace lacks (a cut window): their FLOPs stay out
     # of their layer's, so TFLOP/s is that of the calls whose time was recorded.
     lost = L.unrecorded
@@ -89,39 +95,67 @@ def totals(L: Linked, calls: list[Call], call_of: list[int], m: Measured, has_gp
                 lay["score_bytes"] = max(lay["score_bytes"] or 0, sb)
 
     for lay in layers.values():
-        cells = lay.pop("cells")
-        impls = lay.pop("impls")
-        has_flops = lay.pop("has_flops")
-        kacc = lay.pop("kernel_acc")
-        lay["kernels"] = [{"name": k[0], "stage": k[1], "pass": k[2], "count": int(v[0]), "gpu_us": round(v[1], 3)}
-                          for k, v in sorted(kacc.items(), key=lambda kv: -kv[1][1])[:MAX_LAYER_KERNELS]]
-        lay["implementation"] = "+".join(k for k, _ in impls.most_common())
-        lay["gpu_us"] = round(sum(x.gpu_us for x in cells.values()), 3)
-        lay["cpu_us"] = round(sum(x.cpu_us for x in cells.values()), 3)
-        lay["stages"] = stage_rows(cells)
+        cells = lay["cells"]
+        has_flops = lay["has_flops"]
         core = sum((x.gpu_us if has_gpu else x.cpu_us) for (st, _), x in cells.items() if st in tags.CORE_STAGES)
-        lay["flops"] = lay["flops"] if has_flops else None
-        lay["tflops"] = units.sig(units.per_second(lay["flops"], core, 1e12)) if has_flops else None
-        t.rows.append(lay)
-    t.rows.sort(key=lambda r: -(r["gpu_us"] if has_gpu else r["cpu_us"]))
+        shape = lay["shape"]
+        # kernel_reading and the sections after it set occupancy and why_not_flash (memory_bytes, gpu_unrecorded_calls)
+        row = Layer(
+            layer=lay["layer"], layer_type=lay["layer_type"], calls=lay["calls"], backend=lay["backend"],
+            compiled=lay["compiled"], source=lay["source"], shape=Shape(**shape) if shape is not None else None,
+            dtype=lay["dtype"], causal=lay["causal"], dropout=lay["dropout"], mask=lay["mask"],
+            flops=lay["flops"] if has_flops else None, score_bytes=lay["score_bytes"], memory_bytes=None,
+            first_call=lay["first_call"], heads=lay.get("heads", UNSET),
+            kernels=[LayerKernel(name=k[0], stage=k[1], pass_=k[2], count=int(v[0]), gpu_us=round(v[1], 3))
+                     for k, v in sorted(lay["kernel_acc"].items(), key=lambda kv: -kv[1][1])[:MAX_LAYER_KERNELS]],
+            implementation="+".join(k for k, _ in lay["impls"].most_common()),
+            gpu_us=round(sum(x.gpu_us for x in cells.values()), 3),
+            cpu_us=round(sum(x.cpu_us for x in cells.values()), 3), stages=layer_stage_rows(cells),
+            tflops=units.sig(units.per_second(lay["flops"], core, 1e12)) if has_flops else None,
+            occupancy=[], why_not_flash=None, why_not_flash_unknown=None)
+        t.by_layer[row.layer] = row
+        t.rows.append(row)
+    t.rows.sort(key=lambda r: -(r.gpu_us if has_gpu else r.cpu_us))
     return t
 
 
+def _in_order(cells: dict[tuple[str, str], Cell]) -> list[tuple[str, str, Cell]]:
+    """The cells that ran, in the tag format's stage order, fwd before bwd."""
+    return [(st, ps, c) for st in tags.STAGES for ps in PASSES if (c := cells.get((st, ps))) is not None]
+
+
 def stage_rows(cells: dict[tuple[str, str], Cell]) -> list[dict[str, Any]]:
-    rows = []
-    for st in tags.STAGES:
-        for ps in PASSES:
-            c = cells.get((st, ps))
-            if c is not None:
-                rows.append({"stage": st, "pass": ps, "gpu_us": round(c.gpu_us, 3), "cpu_us": round(c.cpu_us, 3),
-                             "kernels": c.kernels, "launches": c.launches})
-    return rows
+    """The report's run-wide ``stages`` (plain rows, as every reader of the report's stages takes them)."""
+    return [{"stage": st, "pass": ps, "gpu_us": round(c.gpu_us, 3), "cpu_us": round(c.cpu_us, 3),
+             "kernels": c.kernels, "launches": c.launches} for st, ps, c in _in_order(cells)]
 
 
-def layer_rows(t: Totals) -> list[dict[str, Any]]:
+def layer_stage_rows(cells: dict[tuple[str, str], Cell]) -> list[StageRow]:
+    """A Layer's ``stages``: the same rows as its Struct takes them."""
+    return [StageRow(stage=cast(Stage, st), pass_=cast(Pass, ps), gpu_us=round(c.gpu_us, 3),
+                     cpu_us=round(c.cpu_us, 3), kernels=c.kernels, launches=c.launches)
+            for st, ps, c in _in_order(cells)]
+
+
+def layer_rows(t: Totals) -> list[Layer]:
     """The report's ``layers``: the largest MAX_LAYERS."""
     return t.rows[:MAX_LAYERS]
 
 
 def omitted(t: Totals) -> int:
     return max(0, len(t.rows) - MAX_LAYERS)
+
+
+class _Typed(msgspec.Struct):
+    """The parts of a report held as Structs in-process (its errors name the field: $.layers[i].x)."""
+    layers: list[Layer] | None = None
+
+
+def decode_report(body: bytes) -> dict[str, Any]:
+    """A report's JSON as the engine holds it in-process: its layers as Layer Structs. Raises
+    msgspec.DecodeError (ValidationError among them) for bytes that are not such a report."""
+    r = msgspec.json.decode(body)
+    typed = msgspec.convert(r, _Typed)
+    if typed.layers is not None:
+        r["layers"] = typed.layers
+    return r

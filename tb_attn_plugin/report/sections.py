@@ -43,7 +43,7 @@ def _distributed(a: Analysis) -> dict[str, Any]:
 
 
 def _samples(a: Analysis) -> list[dict[str, Any]]:
-    return samples(a.L, a.calls, [lay["first_call"] for lay in a.totals.by_layer.values()], a.m)
+    return samples(a.L, a.calls, [lay.first_call for lay in a.totals.by_layer.values()], a.m)
 
 
 def _memory(a: Analysis) -> dict[str, Any] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from ..format.report.layers import Layer
 from ..format.tags import STAGES
 from ..text.units import flops_rate_text
 from ..memory import text as memory_text
@@ -86,8 +87,8 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     out.extend("  " + line for line in _table(rows, ["stage", f"fwd {basis}", f"bwd {basis}", "share", counted]))
 
     out.append("")
-    rows = [[cut(lay["layer"], NAME_WIDTH), lay["implementation"], str(lay["calls"]), _layer_time(lay, key),
-             flops_rate_text(lay["tflops"]) if lay.get("tflops") else "-"] for lay in r["layers"][:top]]
+    rows = [[cut(lay.layer, NAME_WIDTH), lay.implementation, str(lay.calls), _layer_time(lay, key),
+             flops_rate_text(lay.tflops) if lay.tflops else "-"] for lay in r["layers"][:top]]
     out.extend("  " + line for line in _table(rows, ["top layers", "implementation", "calls", f"{basis} (whole call)", "FLOP rate (core)"]))
     if len(r["layers"]) > top:
         out.append(f"  … {plural(len(r['layers']) - top, 'more layer')}")
@@ -110,12 +111,13 @@ def render(r: dict[str, Any], top: int = 8) -> str:
     return "\n".join(out)
 
 
-def _layer_time(lay: dict[str, Any], key: str) -> str:
+def _layer_time(lay: Layer, key: str) -> str:
     """A layer's time; "not recorded" or "≥ t" on the GPU when some of its calls lost kernels (gpu_window)."""
-    lost = lay.get("gpu_unrecorded_calls") if key == "gpu_us" else None
+    lost = lay.gpu_unrecorded_calls if key == "gpu_us" else None
+    t = getattr(lay, key)
     if not lost:
-        return duration(lay[key])
-    return "not recorded" if not lay[key] else f"≥ {duration(lay[key])}"
+        return duration(t)
+    return "not recorded" if not t else f"≥ {duration(t)}"
 
 
 def reading_lines(r: dict[str, Any], top: int = 8) -> list[str]:
@@ -198,7 +200,7 @@ FOUND_BY = (("tag", "collector tags"), ("op", "attention ops"), ("module", "modu
 def _found_by(r) -> str:
     n: dict[str, int] = defaultdict(int)
     for lay in r.get("layers") or []:
-        n[lay["source"]] += lay["calls"]
+        n[lay.source] += lay.calls
     return ", ".join(f"{n[k]} by {what}" for k, what in FOUND_BY if n.get(k))
 
 

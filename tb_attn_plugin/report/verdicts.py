@@ -27,9 +27,9 @@ def _eager_stage_times(r: dict[str, Any], key: str) -> Counter:
     stage that only other calls ran (the fused kernel of a model's SDPA layers, say)."""
     out: Counter = Counter()
     for lay in r["layers"]:
-        if any(impl in EAGER_IMPLS for impl in lay["implementation"].split("+")):
-            for s in lay.get("stages") or []:
-                out[s["stage"]] += s[key]
+        if any(impl in EAGER_IMPLS for impl in lay.implementation.split("+")):
+            for s in lay.stages:
+                out[s.stage] += getattr(s, key)
     return out
 
 
@@ -61,8 +61,8 @@ def verdicts(r: dict[str, Any]) -> list[dict[str, str]]:
     att = sum(stage_t.values()) or 1.0
     calls_by_impl: Counter = Counter()
     for lay in layers:
-        for impl in lay["implementation"].split("+"):
-            calls_by_impl[impl] += lay["calls"]
+        for impl in lay.implementation.split("+"):
+            calls_by_impl[impl] += lay.calls
 
     math_calls = calls_by_impl.get("math", 0)
     if math_calls:
@@ -73,7 +73,7 @@ def verdicts(r: dict[str, Any]) -> list[dict[str, str]]:
     eager = calls_by_impl.get("eager", 0) + calls_by_impl.get("mha_fastpath", 0)
     if eager:
         eager_t = _eager_stage_times(r, key)
-        mixed = eager < sum(lay["calls"] for lay in layers)  # fused calls too: shares of the eager calls' time
+        mixed = eager < sum(lay.calls for lay in layers)  # fused calls too: shares of the eager calls' time
         if mixed and sum(eager_t.values()) > 0:
             largest = _largest(eager_t, sum(eager_t.values()), "their attention time")
         else:
@@ -96,20 +96,20 @@ def verdicts(r: dict[str, Any]) -> list[dict[str, str]]:
         out.append({"id": "fused_running", "severity": "info", "message": f"fused attention running: {desc}"})
     dev = r.get("device") or {}
     peak = dev.get("peak_tflops")
-    best = [lay for lay in layers if lay.get("tflops")]
+    best = [lay for lay in layers if lay.tflops]
     if best and basis == "gpu":
-        lay = max(best, key=lambda x: x["gpu_us"])
-        msg = f"{lay['layer_type']} achieves {flops_rate_text(lay['tflops'])} in its attention core"
+        lay = max(best, key=lambda x: x.gpu_us)
+        msg = f"{lay.layer_type} achieves {flops_rate_text(lay.tflops)} in its attention core"
         if peak:
-            msg += f", {percent(lay['tflops'] / peak)} of the {dev.get('name')} dense 16-bit peak ({flops_rate_text(peak)})"
+            msg += f", {percent(lay.tflops / peak)} of the {dev.get('name')} dense 16-bit peak ({flops_rate_text(peak)})"
         out.append({"id": "tflops", "severity": "info", "message": msg})
     roof_rows = (r.get("roofline") or {}).get("layers") or []
     if roof_rows and roof_rows[0].get("bound"):  # the slowest layer type's bound, with its number
         out.append({"id": "roofline", "severity": "info", "message": roof_rows[0]["line"]})
-    scores = [lay for lay in layers if lay.get("score_bytes")]
+    scores = [lay for lay in layers if lay.score_bytes]
     if scores:
-        lay = max(scores, key=lambda x: x["score_bytes"])
+        lay = max(scores, key=lambda x: x.score_bytes)
         out.append({"id": "score_matrix", "severity": "info",
-                    "message": f"{lay['layer_type']} materialises a {_fmt_bytes(lay['score_bytes'])} score matrix per "
+                    "message": f"{lay.layer_type} materialises a {_fmt_bytes(lay.score_bytes)} score matrix per "
                                "call (B·H·Lq·Lk); a fused kernel never writes it to memory"})
     return out

@@ -35,7 +35,7 @@ def dumps(doc, indent: int | None = 1) -> str:
     text = _tokens(doc)
     if text is not None:  # its only surrogate escapes are whole pairs, which format keeps as written
         return msgspec.json.format(text, indent=0 if indent is None else indent)
-    text = json.dumps(doc)
+    text = json.dumps(doc, default=msgspec.to_builtins)  # a section's Struct as msgspec writes it, floats as repr
     if indent is None:
         return text
     parked = "\\ud" in text

@@ -8,7 +8,16 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from .base import Pass, Row, Stage, doc
-from .rows import StageRow
+
+
+class StageRow(Row, kw_only=True):
+    """Time of one stage and pass."""
+    stage: Stage
+    pass_: Pass = msgspec.field(name="pass")
+    gpu_us: float
+    cpu_us: float
+    kernels: int
+    launches: int
 
 
 class Shape(Row, kw_only=True):

@@ -55,16 +55,6 @@ class Step(Row, kw_only=True):
         "is a lower bound")] | UnsetType = UNSET
 
 
-class StageRow(Row, kw_only=True):
-    """Time of one stage and pass."""
-    stage: Stage
-    pass_: Pass = msgspec.field(name="pass")
-    gpu_us: float
-    cpu_us: float
-    kernels: int
-    launches: int
-
-
 # --- run-wide rows ------------------------------------------------------------------------------
 
 class Implementation(Row, kw_only=True):
