@@ -153,7 +153,7 @@ class Workers:
         known_snapshot()
         import tb_attn_plugin.cli  # noqa: F401  the engine imported once, before the fork
 
-        self.tmp = tempfile.mkdtemp(prefix="tb-attn-fuzz-run-")
+        self.tmp = tempfile.mkdtemp(prefix=f"tb-attn-fuzz-run-{os.getpid()}-")
         ctx = get_context("fork")
         self.procs, self.conns = [], []
         for _ in range(n):
