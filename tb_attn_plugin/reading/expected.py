@@ -124,8 +124,8 @@ class _Paths:
         return base
 
 
-def _cause(name: str, path: tuple[str, ...]) -> X.Cause | None:
-    return _cause_of(name, path)
+def _cause(name: str, path: list[str] | tuple[str, ...]) -> X.Cause | None:
+    return _cause_of(name, tuple(path))
 
 
 @lru_cache(maxsize=65536)
