@@ -72,7 +72,7 @@ BENT_WHOLE = ["abc", {}, 7, None, [], [[]], [None, None, None], [[2, 4, 8, 16]]]
 def bent_dims_doc(rnd: random.Random) -> dict:
     """A recorded SDPA trace (tests/recorded.py "sdpa": torch.nn.functional.scaled_dot_product_attention
     on the CPU) with its attention ops' Input Dims bent."""
-    doc = json.loads(fuzz_cases._doc_cached(rnd.choice(["sdpa", "sdpa", "math", "eager"])))
+    doc = fuzz_cases.doc_copy(rnd.choice(["sdpa", "sdpa", "math", "eager"]))
     ops = [e for e in doc["traceEvents"] if isinstance(e, dict) and isinstance(e.get("args"), dict)
            and "Input Dims" in e["args"] and any(w in str(e.get("name")) for w in ("scaled_dot_product", "attention",
                                                                                   "bmm", "softmax", "matmul"))]
@@ -104,7 +104,7 @@ def adversarial_name(rnd: random.Random, n: int) -> str:
 def long_name_doc(rnd: random.Random) -> dict:
     """A recorded trace with one or two names replaced by adversarial ones; a kernel (launched by a
     cudaLaunchKernel with its correlation id, as kineto writes it) is added when the trace has none."""
-    doc = json.loads(fuzz_cases._doc_cached(rnd.choice(fuzz_cases.sources())))
+    doc = fuzz_cases.doc_copy(rnd.choice(fuzz_cases.sources()))
     events = doc["traceEvents"]
     ops = fuzz_cases._ops(events)
     for _ in range(rnd.randrange(1, 3)):
@@ -154,7 +154,8 @@ def gzip_split_bytes(rnd: random.Random, text: bytes) -> bytes:
         k = rnd.choice([3, 64, 4096])
         parts = [text[i:i + k] for i in range(0, len(text), k)][:20000]
         parts.append(text[20000 * k:])
-    return b"".join(gzip.compress(p, compresslevel=1) for p in parts if p)
+    members: dict[bytes, bytes] = {}  # the same blanks make the same member: compressed once (150 MiB a case)
+    return b"".join(members.get(p) or members.setdefault(p, gzip.compress(p, compresslevel=1)) for p in parts if p)
 
 
 # -- pickles: memo tricks and shared references --------------------------------------------------

@@ -146,3 +146,38 @@ def test_sigint_to_the_long_run_leaves_no_process_and_its_counts(tmp_path):
             proc.kill()
         if session_processes(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_long_runs_forked_workers_end_with_it(tmp_path):
+    """The long run's workers (forked, two here) busy with cases: a SIGINT kills them, removes their
+    temporary directory and saves the counts of the finished blocks (exit 130); a SIGKILL to the run
+    takes its workers with it (PR_SET_PDEATHSIG), so nothing of its session runs on either way."""
+    import tempfile
+
+    for how in (signal.SIGINT, signal.SIGKILL):
+        out = tmp_path / f"counts{how}.json"
+        proc = subprocess.Popen([sys.executable, str(REPO / "scripts" / "fuzz_long.py"), "--out", str(out), "--workers", "2",
+                                 "--save-every", "1", "--http-every", "100000"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, start_new_session=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+        try:
+            deadline = time.monotonic() + 240
+            while not out.exists() or len(session_processes(proc.pid)) < 2:  # a block counted, both workers on
+                assert proc.poll() is None, proc.stderr.read()[-2000:]
+                assert time.monotonic() < deadline, "no block finished"
+                time.sleep(0.2)
+            os.kill(proc.pid, how)
+            assert proc.wait(60) == (130 if how == signal.SIGINT else -signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while session_processes(proc.pid):
+                assert time.monotonic() < deadline, session_processes(proc.pid)
+                time.sleep(0.2)
+            if how == signal.SIGINT:
+                assert json.loads(out.read_text())["cli_cases"] >= 1
+                mine = f"tb-attn-fuzz-run-{proc.pid}-"  # the workers' temporary directories are under it
+                assert not [d for d in os.listdir(tempfile.gettempdir()) if d.startswith(mine)]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            if session_processes(proc.pid):
+                os.killpg(proc.pid, signal.SIGKILL)

@@ -170,3 +170,39 @@ def test_annotate_with_a_4000_digit_tag_length_writes_its_copy(tmp_path):
     assert got["calls"] > 0
     added = [e for e in json.loads(out.read_text())["traceEvents"] if e.get("cat") == "tb_attn.call"]
     assert added and all("score_matrix_bytes" not in e["args"] or e["args"]["score_matrix_bytes"] < 2**64 for e in added)
+
+
+def _chain_inside_sdpa(tmp_path, depth: int) -> str:
+    """The recorded SDPA trace with a chain of ``depth`` nested ops (five names), each holding two short
+    ones, inside its first attention op: the value fuzzer's "nest" shape (seed 20,000,075's case)."""
+    doc = _doc("sdpa")
+    e = _sdpa_ops(doc)[0]
+    names = ["aten::bmm", "aten::softmax", "nn.Module: SelfAttention_0", "aten::linear", "aten::matmul"]
+    step = float(e["dur"]) / (8 * depth)  # the chain's ends close in by one step a level, all inside e
+    t0, span = e["ts"] + step, float(e["dur"]) - 2 * step
+    for d in range(depth):
+        doc["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": names[d * 7 % 5], "ts": t0 + d * step,
+                                   "dur": span - 2 * d * step, "pid": e["pid"], "tid": e["tid"]})
+        for w in range(2):
+            doc["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": ["aten::bmm", "aten::mul"][w],
+                                       "ts": t0 + span - (d + 1) * step + w * step / 3, "dur": step / 4,
+                                       "pid": e["pid"], "tid": e["tid"]})
+    (tmp_path / str(depth)).mkdir()
+    return _write(tmp_path / str(depth), doc)
+
+
+def test_a_deep_chain_of_few_names_is_read_in_time_linear_in_its_depth(tmp_path):
+    """Every item of a call asked its enclosing ops' names, walking up the chain (reading/expected.py),
+    and each cause row searched them all: 3,000 nested ops took 5-20 s of CPU (1.1 MB of JSON), four
+    times the depth sixteen times the time. Paths are now built from the parent's, each name once."""
+    import time
+
+    cpu = {}
+    for depth in (750, 3000):
+        path = _chain_inside_sdpa(tmp_path, depth)
+        t = time.process_time()
+        r = analyze_file(path)
+        cpu[depth] = time.process_time() - t
+        check_report(r)
+        assert r["calls"] > 0
+    assert cpu[3000] < 8 * cpu[750] + 0.5, cpu  # quadratic: about 16 times

@@ -93,15 +93,35 @@ def _items_cpu(L: Linked, c: Call, call_of: list[int]) -> list[tuple[int, str, f
     return [(i, names[i], dur[i], i) for i in range(lo, hi) if work[i - lo]]
 
 
-def _path(L: Linked, i: int, lo: int) -> list[str]:
-    """The names of op ``i``'s enclosing ops within the call (outermost first), not ``i`` itself."""
-    out = []
-    p = L.parent[i]
-    while p >= lo:
-        out.append(L.names[p])
-        p = L.parent[p]
-    out.reverse()
-    return out
+class _Paths:
+    """The names of op ``i``'s enclosing ops within a call (outermost first, not ``i`` itself), each name
+    once: every reader of a path asks "is any of them ...", or the outermost that is, so a repeat adds
+    nothing. Each op's path is built from its parent's, once, so a chain of 3,000 nested ops costs what
+    its few distinct names do, not 3,000 x 3,000 steps (a 1.1 MB trace so nested took 5-20 s)."""
+
+    __slots__ = ("parent", "names", "lo", "memo")
+
+    def __init__(self, L: Linked, lo: int):
+        self.parent, self.names, self.lo = L.parent, L.names, lo
+        self.memo: dict[int, tuple[str, ...]] = {}  # op -> its path and its own name
+
+    def __call__(self, i: int) -> tuple[str, ...]:
+        p = self.parent[i]
+        return self._through(p) if p >= self.lo else ()
+
+    def _through(self, p: int) -> tuple[str, ...]:
+        memo, lo = self.memo, self.lo
+        chain = []
+        while p >= lo and p not in memo:  # up to the nearest op already known
+            chain.append(p)
+            p = self.parent[p]
+        base = memo[p] if p >= lo else ()
+        for q in reversed(chain):
+            nm = self.names[q]
+            if nm not in base:
+                base = base + (nm,)
+            memo[q] = base
+        return base
 
 
 def _cause(name: str, path: list[str] | tuple[str, ...], index: bool = False) -> X.Cause | None:
@@ -139,6 +159,7 @@ def _index_ops(L: Linked, c: Call, items: list) -> frozenset[int]:
     seen: set[tuple] = set()
     out = []
     names = L.names
+    path_of = _Paths(L, c.lo)
     for op, _, _, _ in items:
         if op < 0 or names[op] not in P.INDEX_ARITH_OPS:
             continue
@@ -160,27 +181,27 @@ def _index_ops(L: Linked, c: Call, items: list) -> frozenset[int]:
             seen.update(ints)
         elif not others or not all(d in seen for d in others):
             continue
-        if not _inside_attention_op(_path(L, op, c.lo), names[op]):
+        if not _inside_attention_op(path_of(op), names[op]):
             out.append(op)
     return frozenset(out)
 
 
-def _step(stage: str, op_name: str, path: list[str]) -> str | None:
+def _step(stage: str, op_name: str, path: tuple[str, ...]) -> str | None:
     st = STEP_OF_STAGE.get(stage)
     if st is not None:
         return st
     if stage in P.HELPER_STAGES:
         return stage
     if stage == "scale_mask":
-        for nm in path + [op_name]:
+        for nm in (*path, op_name):
             if nm in P.SCALE_MASK_OPS:
                 return "scale" if nm in SCALE_OPS else "mask"
         return "mask"
     return None
 
 
-def _inside_attention_op(path: list[str], name: str) -> bool:
-    return any(P.attention_op(a) is not None for a in path + [name])
+def _inside_attention_op(path: tuple[str, ...], name: str) -> bool:
+    return any(P.attention_op(a) is not None for a in (*path, name))
 
 
 OUTSIDE, EXTRA, STEP, FP32_STEP = 0, 1, 2, 3  # what an item of a call is (_judge)
@@ -301,15 +322,16 @@ def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: li
     # Elementwise ops before the attention starts (its first QK^T matmul, fused kernel or attention op)
     # and outside any attention op (rotary embedding, a scale folded into the projection) are the layer's
     # preparation, not steps of this attention: a fused call has no QK^T kernel to start it.
+    path_of = _Paths(L, c.lo)
     first_qk = min((op for op, name, _, _ in items if op >= 0 and (stage_of[op] in ("qk_matmul", "fused")
-                                                             or _attention_start(L, op, c.lo, name, kernel_unit))),
+                                                             or _attention_start(L, op, path_of, name, kernel_unit))),
                    default=-1)
     if index is None:
         index = _index_ops(L, c, items)
     low = str(c.info.get("dtype") or "").lower()
     low_precision = any(t in low for t in X.LOW_PRECISION)
     for op, name, _, _ in items:
-        path = _path(L, op, c.lo) if op >= 0 else []
+        path = path_of(op) if op >= 0 else ()
         op_name = L.names[op] if op >= 0 else ""
         stage = (stage_of[op] or "other") if op >= 0 else _kernel_only_stage(name)
         if kernel_unit:  # the kernel's own family says what it is, whatever its op launched besides
@@ -328,7 +350,7 @@ def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: li
             ix = 0 <= first_qk <= op and op in index  # index arithmetic once the scores exist (T5's bias)
             rule = _cause(op_name, path, ix)
             if rule is None and kernel_unit:
-                rule = _cause(name, path + [op_name], ix)  # a kernel named like its work (triu_tril_kernel, Memcpy DtoD)
+                rule = _cause(name, (*path, op_name), ix)  # a kernel named like its work (triu_tril_kernel, Memcpy DtoD)
         if rule is not None:
             out.append((EXTRA, (rule.cause, "", X.CAUSES.index(rule))))  # the row: its evidence, what and fix
             continue
@@ -347,12 +369,12 @@ def _judge(L: Linked, c: Call, items: list[tuple[int, str, float]], stage_of: li
     return out
 
 
-def _attention_start(L: Linked, op: int, lo: int, name: str, kernel_unit: bool) -> bool:
+def _attention_start(L: Linked, op: int, path_of: _Paths, name: str, kernel_unit: bool) -> bool:
     """The item starts the attention itself: its op (or one enclosing it in the call) is an attention op,
     or on a GPU its kernel is a fused attention kernel."""
     if kernel_unit and P.fused_family(name) is not None:
         return True
-    return _inside_attention_op(_path(L, op, lo), L.names[op])
+    return _inside_attention_op(path_of(op), L.names[op])
 
 
 @lru_cache(maxsize=65536)
