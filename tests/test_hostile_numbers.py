@@ -206,3 +206,20 @@ def test_a_deep_chain_of_few_names_is_read_in_time_linear_in_its_depth(tmp_path)
         check_report(r)
         assert r["calls"] > 0
     assert cpu[3000] < 8 * cpu[750] + 0.5, cpu  # quadratic: about 16 times
+
+
+def test_a_launch_correlation_past_int64_is_no_traceback(tmp_path):
+    """Found by the long fuzz run (value seed 40,023,247): a launch whose correlation id is past int64 made
+    trace/window.py's before_window raise OverflowError (a traceback, exit 1). Such an id matches no GPU
+    activity's; the report reads the rest of the trace as before."""
+    from tests.kernel_traces import TraceBuilder
+
+    b = TraceBuilder()
+    b.eager_calls([[("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4>>(Flash_fwd_params)", 40.0)]
+                   for _ in range(3)], op_name="aten::_flash_attention_forward", module="nn.Module: BertSelfAttention_")
+    plain = analyze_file(str(b.write(tmp_path / "plain.json")))
+    b.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": b.events[0]["pid"],
+                     "tid": b.events[0]["tid"], "ts": b.t, "dur": 2.0, "args": {"correlation": 2**64 + 5}})
+    bent = analyze_file(str(b.write(tmp_path / "bent.json")))
+    assert bent["calls"] == plain["calls"] == 3
+    assert bent["attention_gpu_us"] == plain["attention_gpu_us"]

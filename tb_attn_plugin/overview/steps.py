@@ -162,19 +162,29 @@ def breakdown(L, ev, m, unrecorded_by_step: dict[int, int]) -> list[dict[str, An
     return rows
 
 
+def _ids_known(t) -> np.ndarray:
+    """Whether each row of ``t`` has a correlation id an int64 holds: the column is one of Python ints
+    (objects) where a bent trace wrote an id past int64, which no activity of the trace can carry."""
+    has = np.asarray(t.has("correlation"), bool)
+    col = t["correlation"]
+    if col.dtype == object:
+        has = has & np.fromiter((type(c) is int and -(1 << 63) <= c < 1 << 63 for c in col), bool, len(col))
+    return has
+
+
 def _launch_end(kt, lt, l_end: np.ndarray, n: int) -> np.ndarray:
     """Each activity's launch call's end (the host had issued it by then), by correlation id; NaN where
     the trace has no launch for it (a later launch of one id wins, as link.launches_by_correlation)."""
     out = np.full(n, np.nan)
     if not n or kt is None or not len(l_end):
         return out
-    lhas, khas = np.asarray(lt.has("correlation"), bool), np.asarray(kt.has("correlation"), bool)
+    lhas, khas = _ids_known(lt), _ids_known(kt)
     if not lhas.any() or not khas.any():
         return out
-    lc = np.asarray(lt["correlation"], np.int64)[lhas][::-1]
+    lc = np.asarray(lt["correlation"][lhas], np.int64)[::-1]
     le = l_end[lhas][::-1]
     keys, first = np.unique(lc, return_index=True)  # reversed: the first of each id is the file's last
-    kc = np.asarray(kt["correlation"], np.int64)[khas]
+    kc = np.asarray(kt["correlation"][khas], np.int64)
     at = np.minimum(np.searchsorted(keys, kc), len(keys) - 1)
     found = keys[at] == kc
     vals = np.full(len(kc), np.nan)

@@ -83,7 +83,12 @@ def before_window(ev, gt, by_corr: dict[int, int]) -> BeforeWindow | None:
         return None
     has = gt.has("correlation")
     corr = gt["correlation"]
-    known = np.fromiter(by_corr, np.int64, len(by_corr))
+    try:
+        known = np.fromiter(by_corr, np.int64, len(by_corr))
+    except OverflowError:  # a launch's id past int64 (a bent trace) matches no activity's int64 column
+        known = np.array([c for c in by_corr if -(1 << 63) <= c < 1 << 63], np.int64)
+        if not len(known):
+            return None
     unlaunched = has & ~np.isin(corr, known)
     if not unlaunched.any():
         return None
