@@ -150,7 +150,7 @@ def test_every_built_in_name_table_is_compiled_linear():
                   overview_rules.HOST_OPS):
         programs.append(overview_rules._any(table))
         programs += [overview_rules.role_pattern(table, r.role) for r in table]
-    programs += [phase_rules._QUERY_ANY, *phase_rules._ANY.values(), steps._GEMM, structure.MODULE_CALL,
+    programs += [*phase_rules._QUERY.programs, *phase_rules._PAGED.programs, *phase_rules._ANY.values(), steps._GEMM, structure.MODULE_CALL,
                  structure.GENERATED]
     assert len(programs) > 150 and all(_is_re2(rx) for rx in programs)
 

@@ -82,6 +82,10 @@ class FirstMatch:
         except NotLinear:  # the joined program past MAX_MEM: every row asked
             self._any = lambda text: True
 
+    def any(self, text: str) -> bool:
+        """Whether any program matches ``text`` (one RE2 call)."""
+        return bool(self._any(text))
+
     def index(self, text: str) -> int:
         """The position of the first program that matches ``text``, -1 where none does."""
         if not self._any(text):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
-from ..format.linear_regex import compile_linear
+from ..format.linear_regex import FirstMatch, compile_linear
 
 
 class PhaseRule(NamedTuple):
@@ -80,19 +80,18 @@ QUERY_ARGS = (
               "Triton backend's kernel_unified_attention_2d/3d take cu_seqlens_q and max_seqlen_q as Python "
               "arguments no op records, so this op's token count is all the trace says)"),
 )
-_QUERY_ANY = compile_linear("|".join(f"(?:{r.pattern})" for r in QUERY_ARGS))
+_QUERY = FirstMatch([r.pattern for r in QUERY_ARGS])
 
 
 @lru_cache(maxsize=1024)
 def query_args_for(name: str) -> QueryArgs | None:
     """The QUERY_ARGS row of an op name, first row first (asked once per distinct name)."""
-    if _QUERY_ANY.search(name) is None:
-        return None
-    return next(r for r in QUERY_ARGS if compile_linear(r.pattern).search(name))
+    i = _QUERY.index(name)
+    return QUERY_ARGS[i] if i >= 0 else None
 
 
 def is_query_op(name: str) -> bool:
-    return _QUERY_ANY.search(name) is not None
+    return _QUERY.any(name)
 
 
 class PagedArgs(NamedTuple):
@@ -118,18 +117,17 @@ PAGED_ARGS = (
               "key_cache, value_cache, num_kv_heads, scale, block_tables, seq_lens, block_size, max_seq_len, ...)); "
               "csrc/rocm/ops.h paged_attention takes the same arguments"),
 )
-_PAGED_ANY = compile_linear("|".join(f"(?:{r.pattern})" for r in PAGED_ARGS))
+_PAGED = FirstMatch([r.pattern for r in PAGED_ARGS])
 
 
 @lru_cache(maxsize=256)
 def paged_args_for(name: str) -> PagedArgs | None:
-    if _PAGED_ANY.search(name) is None:
-        return None
-    return next(r for r in PAGED_ARGS if compile_linear(r.pattern).search(name))
+    i = _PAGED.index(name)
+    return PAGED_ARGS[i] if i >= 0 else None
 
 
 def is_paged_op(name: str) -> bool:
-    return _PAGED_ANY.search(name) is not None
+    return _PAGED.any(name)
 
 
 # One pattern per kind says whether any row matches (most names match none); the rows' own patterns
